@@ -1,0 +1,330 @@
+//! Login, logout, tenant choice, language, and the session info endpoint.
+
+use std::net::SocketAddr;
+
+use askama::Template;
+use axum::{
+    Form, Json,
+    extract::{ConnectInfo, Query, State},
+    http::HeaderMap,
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use serde_json::json;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::{Auth, LOCALE, LOGIN_AT, SignedIn, TENANT_ID, USER_ID, password, rate_limit, session_err};
+use crate::{
+    db::TenantTx,
+    error::{AppError, AppResult},
+    startup::AppState,
+    tenants::queries::{self as tq, TenantChoice},
+    web::{AnonCtx, Lang, PageCtx, render, safe_next},
+};
+
+/// The client address used for rate limiting.
+pub fn client_ip(state: &AppState, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
+    if state.config.trust_proxy {
+        if let Some(first) = headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(',').next())
+        {
+            return first.trim().to_string();
+        }
+    }
+    peer.map(|p| p.ip().to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+/// The TCP peer, when the server was started with connect info.
+pub struct Peer(pub Option<SocketAddr>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
+    }
+}
+
+#[derive(Template)]
+#[template(path = "auth/login.html")]
+struct LoginPage {
+    ctx: PageCtx,
+    next: String,
+    email: String,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+pub async fn login_page(
+    State(state): State<AppState>,
+    AnonCtx(ctx): AnonCtx,
+    Query(q): Query<NextQuery>,
+) -> AppResult<Response> {
+    if !tq::any_users(&state.pool).await? {
+        return Ok(Redirect::to("/setup").into_response());
+    }
+    render(LoginPage { ctx, next: safe_next(q.next.as_deref()), email: String::new(), error: None })
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    email: String,
+    password: String,
+    next: Option<String>,
+}
+
+pub async fn login(
+    State(state): State<AppState>,
+    session: Session,
+    AnonCtx(ctx): AnonCtx,
+    headers: HeaderMap,
+    peer: Peer,
+    Form(f): Form<LoginForm>,
+) -> AppResult<Response> {
+    let ip = client_ip(&state, &headers, peer.0);
+    let email = f.email.trim().to_string();
+    let next = safe_next(f.next.as_deref());
+    let page = |ctx: PageCtx, error: String| LoginPage { ctx, next: next.clone(), email: email.clone(), error: Some(error) };
+    if let Err(e) = rate_limit::check(&state.pool, &state.config, &email, &ip).await {
+        if let AppError::RateLimited { retry_after_secs } = &e {
+            let msg = ctx.t("login.rate_limited").replace("{secs}", &retry_after_secs.to_string());
+            let mut resp = render(page(ctx, msg))?;
+            *resp.status_mut() = e.status();
+            return Ok(resp);
+        }
+        return Err(e);
+    }
+    let user = tq::user_by_email(&state.pool, &email).await?;
+    let ok = password::verify(f.password, user.as_ref().map(|u| u.password_hash.clone())).await?;
+    rate_limit::record(&state.pool, &email, &ip, ok).await?;
+    let Some(user) = user.filter(|_| ok) else {
+        tracing::info!(client.ip = %ip, "login failed for {email}");
+        let mut resp = render(page(ctx.clone(), ctx.t("login.invalid")))?;
+        *resp.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
+        return Ok(resp);
+    };
+    // New session id at privilege change (session fixation).
+    session.cycle_id().await.map_err(session_err)?;
+    session.insert(USER_ID, user.id).await.map_err(session_err)?;
+    session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
+    if let Some(l) = user.locale.as_deref() {
+        session.insert(LOCALE, l).await.map_err(session_err)?;
+    }
+    let mut tx = TenantTx::begin_user_only(&state.pool, user.id).await?;
+    let tenants = tq::tenants_of_user(&mut tx, user.id).await?;
+    tx.commit().await?;
+    tracing::info!(user.id = %user.id, "login succeeded for {email}");
+    if let [only] = tenants.as_slice() {
+        session.insert(TENANT_ID, only.id).await.map_err(session_err)?;
+        return Ok(Redirect::to(&next).into_response());
+    }
+    Ok(Redirect::to(&format!("/tenants?next={}", crate::web::urlencode(&next))).into_response())
+}
+
+pub async fn logout(session: Session) -> AppResult<Redirect> {
+    session.flush().await.map_err(session_err)?;
+    Ok(Redirect::to("/login"))
+}
+
+#[derive(Template)]
+#[template(path = "auth/tenants.html")]
+struct TenantsPage {
+    ctx: PageCtx,
+    tenants: Vec<TenantChoice>,
+    current: Option<Uuid>,
+    next: String,
+}
+
+impl TenantsPage {
+    fn is_current(&self, id: &Uuid) -> bool {
+        self.current == Some(*id)
+    }
+}
+
+pub async fn tenants_page(
+    State(state): State<AppState>,
+    who: SignedIn,
+    AnonCtx(ctx): AnonCtx,
+    Query(q): Query<NextQuery>,
+) -> AppResult<Response> {
+    let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
+    let tenants = tq::tenants_of_user(&mut tx, who.user_id).await?;
+    tx.commit().await?;
+    render(TenantsPage { ctx, tenants, current: who.tenant_id, next: safe_next(q.next.as_deref()) })
+}
+
+#[derive(Deserialize)]
+pub struct SwitchForm {
+    tenant_id: Uuid,
+    next: Option<String>,
+}
+
+pub async fn switch_tenant(
+    State(state): State<AppState>,
+    session: Session,
+    who: SignedIn,
+    Form(f): Form<SwitchForm>,
+) -> AppResult<Redirect> {
+    let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
+    let member = tq::tenants_of_user(&mut tx, who.user_id).await?.iter().any(|t| t.id == f.tenant_id);
+    tx.commit().await?;
+    if !member {
+        return Err(AppError::NotFound);
+    }
+    session.insert(TENANT_ID, f.tenant_id).await.map_err(session_err)?;
+    Ok(Redirect::to(&safe_next(f.next.as_deref())))
+}
+
+#[derive(Deserialize)]
+pub struct LangForm {
+    lang: String,
+    next: Option<String>,
+}
+
+/// Save the UI language (for the session, and for the account when signed in).
+pub async fn set_language(
+    State(state): State<AppState>,
+    session: Session,
+    who: Option<SignedInOpt>,
+    Form(f): Form<LangForm>,
+) -> AppResult<Redirect> {
+    let lang = Lang::parse(&f.lang).ok_or_else(|| AppError::invalid("lang", "en or zh-CN"))?;
+    session.insert(LOCALE, lang.code()).await.map_err(session_err)?;
+    if let Some(SignedInOpt(w)) = who {
+        tq::set_locale(&state.pool, w.user_id, Some(lang.code())).await?;
+    }
+    Ok(Redirect::to(&safe_next(f.next.as_deref())))
+}
+
+/// `SignedIn` as an optional extractor.
+pub struct SignedInOpt(pub SignedIn);
+
+impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
+    type Rejection = AppError;
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AppState,
+    ) -> Result<Option<Self>, AppError> {
+        use axum::extract::FromRequestParts;
+        match SignedIn::from_request_parts(parts, state).await {
+            Ok(s) => Ok(Some(SignedInOpt(s))),
+            Err(AppError::Unauthorized) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// `GET /api/session`: who is calling, and the CSRF token for cookie-authenticated JSON calls.
+pub async fn session_info(
+    State(state): State<AppState>,
+    session: Session,
+    auth: Auth,
+) -> AppResult<Json<serde_json::Value>> {
+    let tenant = tq::tenant_name(&state.pool, auth.tenant_id).await?;
+    let csrf = match auth.via {
+        super::Via::Session => Some(super::csrf::token(&session).await?),
+        super::Via::Token => None,
+    };
+    Ok(Json(json!({
+        "schema": "mnote.session.v1",
+        "user": {"id": auth.user_id, "email": auth.email},
+        "tenant": {"id": auth.tenant_id, "name": tenant},
+        "role": auth.role,
+        "authenticatedBy": match auth.via { super::Via::Session => "session", super::Via::Token => "token" },
+        "csrfToken": csrf,
+    })))
+}
+
+// ---------------------------------------------------------------- API tokens
+
+#[derive(Deserialize)]
+pub struct NewToken {
+    name: String,
+}
+
+fn token_name(raw: &str) -> AppResult<String> {
+    let n = raw.trim();
+    if n.is_empty() || n.chars().count() > 100 {
+        return Err(AppError::invalid("name", "a label of 1–100 characters"));
+    }
+    Ok(n.to_string())
+}
+
+/// `POST /api/tokens`: the plaintext is in the response once and never again.
+pub async fn create_token(State(state): State<AppState>, auth: Auth, Json(b): Json<NewToken>) -> AppResult<Response> {
+    let name = token_name(&b.name)?;
+    let mut tx = auth.tx(&state).await?;
+    let (rec, plain) = super::tokens::create(&mut tx, auth.tenant_id, auth.user_id, &name).await?;
+    tx.commit().await?;
+    let mut body = serde_json::to_value(&rec).map_err(|e| AppError::Internal(e.into()))?;
+    body["token"] = json!(plain);
+    Ok((axum::http::StatusCode::CREATED, Json(body)).into_response())
+}
+
+pub async fn list_tokens(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let items = super::tokens::list_for_user(&mut tx, auth.user_id).await?;
+    tx.commit().await?;
+    Ok(Json(json!({ "items": items })))
+}
+
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    axum::extract::Path(id): axum::extract::Path<Uuid>,
+) -> AppResult<axum::http::StatusCode> {
+    let mut tx = auth.tx(&state).await?;
+    if !super::tokens::revoke(&mut tx, auth.user_id, id).await? {
+        return Err(AppError::NotFound);
+    }
+    tx.commit().await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
+#[derive(Template)]
+#[template(path = "settings/tokens.html")]
+struct TokensPage {
+    ctx: PageCtx,
+    tokens: Vec<super::tokens::ApiToken>,
+    new_token: Option<String>,
+}
+
+pub async fn tokens_page(State(state): State<AppState>, session: Session, page: crate::web::Page) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let tokens = super::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
+    tx.commit().await?;
+    // Shown once: the plaintext travels through the session only until this page renders.
+    let new_token = session.remove::<String>("new_token").await.map_err(session_err)?;
+    render(TokensPage { ctx: page.ctx, tokens, new_token })
+}
+
+pub async fn tokens_create_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: crate::web::Page,
+    Form(b): Form<NewToken>,
+) -> AppResult<Redirect> {
+    let name = token_name(&b.name)?;
+    let mut tx = page.auth.tx(&state).await?;
+    let (_, plain) = super::tokens::create(&mut tx, page.auth.tenant_id, page.auth.user_id, &name).await?;
+    tx.commit().await?;
+    session.insert("new_token", plain).await.map_err(session_err)?;
+    Ok(Redirect::to("/settings/tokens"))
+}
+
+pub async fn tokens_revoke_form(
+    State(state): State<AppState>,
+    page: crate::web::Page,
+    axum::extract::Path(id): axum::extract::Path<Uuid>,
+) -> AppResult<Redirect> {
+    let mut tx = page.auth.tx(&state).await?;
+    super::tokens::revoke(&mut tx, page.auth.user_id, id).await?;
+    tx.commit().await?;
+    Ok(Redirect::to("/settings/tokens"))
+}

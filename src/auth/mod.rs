@@ -1,0 +1,163 @@
+//! Authentication: who is calling, for which tenant, with which role.
+//!
+//! A request is authenticated either by `Authorization: Bearer <api token>` or by the session
+//! cookie. Either way the result is an [`Auth`]: user, tenant and role, re-read from the
+//! membership table on every request so a removed member loses access at once.
+
+pub mod csrf;
+pub mod handlers;
+pub mod password;
+pub mod rate_limit;
+pub mod tokens;
+
+use axum::{
+    extract::{FromRequestParts, OptionalFromRequestParts},
+    http::{header::AUTHORIZATION, request::Parts},
+};
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use crate::{
+    db::{Scope, TenantTx},
+    error::AppError,
+    startup::AppState,
+    tenants::queries::{self as tq, Role},
+};
+
+/// Session keys.
+pub const USER_ID: &str = "uid";
+pub const TENANT_ID: &str = "tid";
+pub const LOGIN_AT: &str = "login_at";
+pub const LOCALE: &str = "locale";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Via {
+    Session,
+    Token,
+}
+
+/// A caller acting inside one tenant.
+#[derive(Clone, Debug)]
+pub struct Auth {
+    pub user_id: Uuid,
+    pub tenant_id: Uuid,
+    pub role: Role,
+    pub email: String,
+    pub via: Via,
+}
+
+impl Auth {
+    pub fn require_admin(&self) -> Result<(), AppError> {
+        if self.role.is_admin() {
+            Ok(())
+        } else {
+            Err(AppError::forbidden("this needs the admin or owner role"))
+        }
+    }
+
+    /// A tenant transaction acting as this user.
+    pub async fn tx(&self, state: &AppState) -> Result<TenantTx, sqlx::Error> {
+        TenantTx::begin(&state.pool, self.tenant_id, Scope::User(self.user_id)).await
+    }
+}
+
+/// A signed-in browser user who may not have picked a tenant yet.
+#[derive(Clone, Debug)]
+pub struct SignedIn {
+    pub user_id: Uuid,
+    pub tenant_id: Option<Uuid>,
+}
+
+fn bearer(parts: &Parts) -> Option<&str> {
+    let v = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+pub fn has_bearer(parts: &Parts) -> bool {
+    parts.headers.contains_key(AUTHORIZATION)
+}
+
+async fn session_of(parts: &mut Parts, state: &AppState) -> Result<Session, AppError> {
+    Session::from_request_parts(parts, state).await.map_err(|(_, msg)| {
+        AppError::Internal(anyhow::anyhow!("session layer missing: {msg}"))
+    })
+}
+
+/// Read the signed-in user from the session, enforcing the absolute session lifetime.
+async fn signed_in(session: &Session, state: &AppState) -> Result<Option<SignedIn>, AppError> {
+    let Some(user_id) = session.get::<Uuid>(USER_ID).await.map_err(session_err)? else {
+        return Ok(None);
+    };
+    let login_at = session.get::<i64>(LOGIN_AT).await.map_err(session_err)?.unwrap_or(0);
+    let age = chrono::Utc::now().timestamp() - login_at;
+    if age < 0 || age as u64 > state.config.session_absolute.as_secs() {
+        session.flush().await.map_err(session_err)?;
+        return Ok(None);
+    }
+    let tenant_id = session.get::<Uuid>(TENANT_ID).await.map_err(session_err)?;
+    Ok(Some(SignedIn { user_id, tenant_id }))
+}
+
+pub fn session_err(e: tower_sessions::session::Error) -> AppError {
+    AppError::Internal(anyhow::anyhow!("session store: {e}"))
+}
+
+async fn load(state: &AppState, user_id: Uuid, tenant_id: Uuid, via: Via) -> Result<Option<Auth>, AppError> {
+    let mut tx = TenantTx::begin(&state.pool, tenant_id, Scope::User(user_id)).await?;
+    let Some(m) = tq::member(&mut tx, user_id).await? else {
+        return Ok(None);
+    };
+    tx.commit().await?;
+    Ok(Some(Auth { user_id, tenant_id, role: m.role, email: m.email, via }))
+}
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        if has_bearer(parts) {
+            let token = bearer(parts).ok_or(AppError::Unauthorized)?;
+            let tenant_id = tokens::tenant_of(token).ok_or(AppError::Unauthorized)?;
+            let mut tx = TenantTx::begin(&state.pool, tenant_id, Scope::System).await?;
+            let user = tokens::authenticate(&mut tx, token).await?;
+            tx.commit().await?;
+            let user = user.ok_or(AppError::Unauthorized)?;
+            return load(state, user, tenant_id, Via::Token).await?.ok_or(AppError::Unauthorized);
+        }
+        let session = session_of(parts, state).await?;
+        let who = signed_in(&session, state).await?.ok_or(AppError::Unauthorized)?;
+        let Some(tenant_id) = who.tenant_id else {
+            return Err(AppError::forbidden("choose a team first (/tenants)"));
+        };
+        match load(state, who.user_id, tenant_id, Via::Session).await? {
+            Some(a) => Ok(a),
+            None => {
+                // No longer a member of that tenant: drop the choice, keep the login.
+                session.remove::<Uuid>(TENANT_ID).await.map_err(session_err)?;
+                Err(AppError::Unauthorized)
+            }
+        }
+    }
+}
+
+impl OptionalFromRequestParts<AppState> for Auth {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Option<Self>, AppError> {
+        match <Auth as FromRequestParts<AppState>>::from_request_parts(parts, state).await {
+            Ok(a) => Ok(Some(a)),
+            Err(AppError::Unauthorized | AppError::Forbidden(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for SignedIn {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let session = session_of(parts, state).await?;
+        signed_in(&session, state).await?.ok_or(AppError::Unauthorized)
+    }
+}

@@ -1,0 +1,122 @@
+//! API tokens: `mnote_<tenant>_<secret>`, shown once, stored as a SHA-256 hash.
+//!
+//! The tenant id in the token selects the tenant transaction in which the hash is looked up,
+//! so token lookup runs under row-level security like everything else; a forged tenant part
+//! only finds nothing.
+
+use base64::Engine;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+pub const PREFIX: &str = "mnote_";
+
+pub fn generate(tenant_id: Uuid) -> String {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).expect("OS random source");
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret);
+    format!("{PREFIX}{}_{secret}", tenant_id.simple())
+}
+
+pub fn hash(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// The tenant a token claims to belong to (unverified until its hash is found there).
+pub fn tenant_of(token: &str) -> Option<Uuid> {
+    let rest = token.strip_prefix(PREFIX)?;
+    let (tenant, secret) = rest.split_once('_')?;
+    if secret.len() < 20 {
+        return None;
+    }
+    Uuid::try_parse(tenant).ok()
+}
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiToken {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    pub name: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Create a token for `user_id` in the transaction's tenant; returns the record and the
+/// plaintext (never stored).
+pub async fn create(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    user_id: Uuid,
+    name: &str,
+) -> Result<(ApiToken, String), sqlx::Error> {
+    let plain = generate(tenant_id);
+    let rec = sqlx::query_as::<_, ApiToken>(
+        "insert into api_token (tenant_id, id, user_id, name, token_hash)
+         values ($1, $2, $3, $4, $5)
+         returning id, user_id, name, created_at, last_used_at, revoked_at",
+    )
+    .bind(tenant_id)
+    .bind(Uuid::new_v4())
+    .bind(user_id)
+    .bind(name)
+    .bind(hash(&plain))
+    .fetch_one(conn)
+    .await?;
+    Ok((rec, plain))
+}
+
+pub async fn list_for_user(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
+    sqlx::query_as(
+        "select id, user_id, name, created_at, last_used_at, revoked_at from api_token
+         where user_id = $1 order by created_at desc",
+    )
+    .bind(user_id)
+    .fetch_all(conn)
+    .await
+}
+
+/// Revoke one of the user's tokens; false when there is no such active token.
+pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let r = sqlx::query(
+        "update api_token set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null",
+    )
+    .bind(id)
+    .bind(user_id)
+    .execute(conn)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Find the active token with this plaintext in the transaction's tenant; touches
+/// `last_used_at` at most once a minute. Returns the owning user.
+pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Uuid>, sqlx::Error> {
+    sqlx::query_scalar(
+        "update api_token set last_used_at = case
+             when last_used_at is null or last_used_at < now() - interval '1 minute' then now()
+             else last_used_at end
+         where token_hash = $1 and revoked_at is null
+         returning user_id",
+    )
+    .bind(hash(plain))
+    .fetch_optional(conn)
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_round_trip() {
+        let t = Uuid::new_v4();
+        let tok = generate(t);
+        assert_eq!(tenant_of(&tok), Some(t));
+        assert_ne!(generate(t), tok);
+        assert_eq!(hash(&tok).len(), 64);
+        assert_eq!(tenant_of("mnote_nottenant_secretsecretsecretsecret"), None);
+        assert_eq!(tenant_of("Bearer x"), None);
+    }
+}

@@ -1,0 +1,154 @@
+//! Configuration from environment variables (documented in README.md).
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use anyhow::{Context, bail};
+
+#[derive(Clone)]
+pub struct Config {
+    pub database_url: String,
+    pub migration_database_url: Option<String>,
+    pub bind: SocketAddr,
+    pub data_dir: PathBuf,
+    /// Canonical directories admins may grant (MNOTE_GRANTABLE_ROOTS).
+    pub grantable_roots: Vec<PathBuf>,
+    pub public_url: Option<String>,
+    pub cookie_secure: bool,
+    pub session_idle: Duration,
+    pub session_absolute: Duration,
+    pub upload_max_bytes: u64,
+    /// Failed logins allowed per account and per client address within `login_window`.
+    pub login_max_failures: i64,
+    pub login_window: Duration,
+    pub db_max_connections: u32,
+    /// Honour X-Forwarded-For for the client address (only behind a trusted proxy).
+    pub trust_proxy: bool,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_url", &redact(&self.database_url))
+            .field("bind", &self.bind)
+            .field("data_dir", &self.data_dir)
+            .field("grantable_roots", &self.grantable_roots)
+            .field("public_url", &self.public_url)
+            .field("cookie_secure", &self.cookie_secure)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Hide the password part of a database URL.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn parse<T: std::str::FromStr>(name: &str, default: T) -> anyhow::Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    match var(name) {
+        None => Ok(default),
+        Some(v) => v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}")),
+    }
+}
+
+impl Config {
+    pub fn from_env() -> anyhow::Result<Self> {
+        let database_url = var("DATABASE_URL").context("DATABASE_URL is not set")?;
+        let data_dir = PathBuf::from(var("MNOTE_DATA_DIR").unwrap_or_else(|| "./data".into()));
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("creating MNOTE_DATA_DIR {}", data_dir.display()))?;
+        let data_dir = data_dir.canonicalize()?;
+        let grantable_roots = parse_roots(var("MNOTE_GRANTABLE_ROOTS").as_deref(), &data_dir)?;
+        let public_url = var("MNOTE_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
+        let https = public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+        Ok(Config {
+            database_url,
+            migration_database_url: var("MNOTE_MIGRATION_DATABASE_URL"),
+            bind: parse("MNOTE_BIND", "127.0.0.1:8080".parse()?)?,
+            data_dir,
+            grantable_roots,
+            public_url,
+            cookie_secure: parse("MNOTE_COOKIE_SECURE", https)?,
+            session_idle: Duration::from_secs(60 * parse("MNOTE_SESSION_IDLE_MINUTES", 120u64)?),
+            session_absolute: Duration::from_secs(
+                3600 * parse("MNOTE_SESSION_ABSOLUTE_HOURS", 24 * 7u64)?,
+            ),
+            upload_max_bytes: parse("MNOTE_UPLOAD_MAX_BYTES", 100 * 1024 * 1024u64)?,
+            login_max_failures: parse("MNOTE_LOGIN_MAX_FAILURES", 5i64)?,
+            login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
+            db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
+            trust_proxy: parse("MNOTE_TRUST_PROXY", false)?,
+        })
+    }
+
+    pub fn uploads_dir(&self) -> PathBuf {
+        self.data_dir.join("uploads")
+    }
+}
+
+/// Parse and canonicalise the allow-list. Roots that do not exist are skipped with a warning;
+/// a root inside (or containing) the data directory is refused.
+pub fn parse_roots(raw: Option<&str>, data_dir: &std::path::Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut roots = Vec::new();
+    for part in raw.unwrap_or_default().split(':').filter(|p| !p.trim().is_empty()) {
+        let p = PathBuf::from(part.trim());
+        if !p.is_absolute() {
+            bail!("MNOTE_GRANTABLE_ROOTS entries must be absolute paths: {part:?}");
+        }
+        match p.canonicalize() {
+            Ok(c) => {
+                if c.starts_with(data_dir) || data_dir.starts_with(&c) {
+                    bail!(
+                        "MNOTE_GRANTABLE_ROOTS entry {} overlaps the data directory {}",
+                        c.display(),
+                        data_dir.display()
+                    );
+                }
+                roots.push(c)
+            }
+            Err(e) => tracing::warn!("grantable root {part:?} skipped: {e}"),
+        }
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password() {
+        assert_eq!(redact("postgres://u:secret@h:5/db"), "postgres://u:***@h:5/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn roots_must_not_overlap_data_dir() {
+        let d = tempfile::tempdir().unwrap();
+        let data = d.path().join("data");
+        std::fs::create_dir_all(&data).unwrap();
+        let data = data.canonicalize().unwrap();
+        assert!(parse_roots(Some(data.to_str().unwrap()), &data).is_err());
+        assert!(parse_roots(Some(d.path().to_str().unwrap()), &data).is_err());
+        assert!(parse_roots(Some("relative/path"), &data).is_err());
+        let docs = d.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        let roots = parse_roots(Some(&format!("{}:/nonexistent-xyz", docs.display())), &data).unwrap();
+        assert_eq!(roots, vec![docs.canonicalize().unwrap()]);
+    }
+}

@@ -1,0 +1,116 @@
+//! Database access: pools, migrations, the app-role safety check and tenant-scoped
+//! transactions. SQL for each feature lives in that feature's `queries.rs`.
+
+mod tenant_tx;
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use sqlx::{PgPool, postgres::PgPoolOptions};
+
+pub use tenant_tx::{Scope, TenantTx};
+
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
+    PgPoolOptions::new()
+        .max_connections(max_connections)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect(url)
+        .await
+        .with_context(|| format!("connecting to {}", url.split('@').next_back().unwrap_or("")))
+}
+
+/// Run the migrations as the owner role, then grant the app role exactly the DML it needs.
+pub async fn migrate(owner: &PgPool, app_role: Option<&str>) -> anyhow::Result<()> {
+    MIGRATOR.run(owner).await.context("running migrations")?;
+    if let Some(role) = app_role {
+        grant_app_role(owner, role).await?;
+    }
+    Ok(())
+}
+
+/// The app role gets DML on the tables (RLS still applies) and nothing else: no ownership,
+/// hence no `ALTER TABLE … DISABLE ROW LEVEL SECURITY`.
+pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
+    let exists: bool = sqlx::query_scalar("select exists (select 1 from pg_roles where rolname = $1)")
+        .bind(role)
+        .fetch_one(owner)
+        .await?;
+    if !exists {
+        bail!("app role {role:?} does not exist");
+    }
+    let role = quote_ident(role);
+    for stmt in [
+        format!("grant usage on schema public, tower_sessions to {role}"),
+        format!("grant select, insert, update, delete on all tables in schema public to {role}"),
+        format!("grant select, insert, update, delete on all tables in schema tower_sessions to {role}"),
+        format!("grant usage, select on all sequences in schema public to {role}"),
+        format!("revoke all on table _sqlx_migrations from {role}"),
+        format!("grant select on table _sqlx_migrations to {role}"),
+    ] {
+        sqlx::query(&stmt).execute(owner).await.with_context(|| stmt.clone())?;
+    }
+    Ok(())
+}
+
+fn quote_ident(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+/// The user name in a postgres URL (`postgres://user:pw@host/db`).
+pub fn url_user(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let (creds, _) = rest.rsplit_once('@')?;
+    let user = creds.split(':').next()?;
+    (!user.is_empty()).then(|| user.to_string())
+}
+
+/// `mnote serve` refuses to run with a role that could bypass row-level security.
+pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
+    let (user, superuser, bypass): (String, bool, bool) = sqlx::query_as(
+        "select current_user::text, rolsuper, rolbypassrls from pg_roles where rolname = current_user",
+    )
+    .fetch_one(pool)
+    .await?;
+    if superuser || bypass {
+        bail!(
+            "refusing to serve: database role {user:?} is superuser or has BYPASSRLS; \
+             DATABASE_URL must use a confined app role (see README)"
+        );
+    }
+    let owned: Vec<String> = sqlx::query_scalar(
+        "select c.relname::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
+         where n.nspname in ('public', 'tower_sessions') and c.relkind = 'r'
+           and pg_get_userbyid(c.relowner) = current_user",
+    )
+    .fetch_all(pool)
+    .await?;
+    if !owned.is_empty() {
+        bail!(
+            "refusing to serve: database role {user:?} owns tables ({}) and so could disable \
+             row-level security; run migrations with MNOTE_MIGRATION_DATABASE_URL as a separate owner role",
+            owned.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// True when every migration in the binary has been applied (for /readyz and serve).
+pub async fn is_migrated(pool: &PgPool) -> anyhow::Result<bool> {
+    let applied: Vec<i64> =
+        sqlx::query_scalar("select version from _sqlx_migrations where success order by version")
+            .fetch_all(pool)
+            .await?;
+    Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn url_user_parses() {
+        assert_eq!(super::url_user("postgres://app:pw@h:1/db").as_deref(), Some("app"));
+        assert_eq!(super::url_user("postgres://app@h/db").as_deref(), Some("app"));
+        assert_eq!(super::url_user("postgres://h/db"), None);
+    }
+}

@@ -1,0 +1,152 @@
+//! One error type for the whole service. It renders as `{"error":{code,message}}` JSON; the
+//! `web::html_errors` middleware turns it into an HTML page for browser routes.
+
+use std::collections::BTreeMap;
+
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("authentication required")]
+    Unauthorized,
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("CSRF token missing or invalid")]
+    CsrfFailed,
+    #[error("path is outside every directory granted to you")]
+    PathOutsideGrant,
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{message}")]
+    Invalid { message: String, fields: BTreeMap<String, String> },
+    #[error("too many attempts; try again in {retry_after_secs} seconds")]
+    RateLimited { retry_after_secs: u64 },
+    #[error("upload exceeds the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("{0}")]
+    Upstream(String),
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+pub type AppResult<T> = Result<T, AppError>;
+
+/// What the HTML error middleware needs to render a page (kept in response extensions).
+#[derive(Clone, Debug)]
+pub struct ErrorInfo {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl AppError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
+        AppError::Invalid {
+            fields: BTreeMap::from([(field.to_string(), message.clone())]),
+            message,
+        }
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        AppError::Forbidden(message.into())
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            AppError::Unauthorized => "unauthorized",
+            AppError::Forbidden(_) => "forbidden",
+            AppError::CsrfFailed => "csrf_failed",
+            AppError::PathOutsideGrant => "path_outside_grant",
+            AppError::NotFound => "not_found",
+            AppError::Conflict(_) => "conflict",
+            AppError::Invalid { .. } => "invalid_input",
+            AppError::RateLimited { .. } => "rate_limited",
+            AppError::TooLarge { .. } => "file_too_large",
+            AppError::Upstream(_) => "upstream_unavailable",
+            AppError::Sqlx(e) if is_unavailable(e) => "upstream_unavailable",
+            AppError::Sqlx(_) | AppError::Internal(_) => "internal",
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AppError::Forbidden(_) | AppError::CsrfFailed | AppError::PathOutsideGrant => {
+                StatusCode::FORBIDDEN
+            }
+            AppError::NotFound => StatusCode::NOT_FOUND,
+            AppError::Conflict(_) => StatusCode::CONFLICT,
+            AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            AppError::Sqlx(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
+            AppError::Sqlx(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The message shown to the client: server-side failures stay opaque.
+    pub fn public_message(&self) -> String {
+        match self.code() {
+            "internal" => "internal error".into(),
+            "upstream_unavailable" if matches!(self, AppError::Sqlx(_)) => {
+                "the database is unavailable; try again shortly".into()
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
+fn is_unavailable(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed)
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let code = self.code();
+        if status.is_server_error() {
+            tracing::error!(error.code = code, error = ?self, "request failed: {self:#}");
+        }
+        let message = self.public_message();
+        let mut body = json!({ "error": { "code": code, "message": message } });
+        if let AppError::Invalid { fields, .. } = &self {
+            body["error"]["fields"] = json!(fields);
+        }
+        let mut resp = (status, Json(body)).into_response();
+        if let AppError::RateLimited { retry_after_secs } = &self {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                retry_after_secs.to_string().parse().expect("digits are a valid header"),
+            );
+        }
+        resp.extensions_mut().insert(ErrorInfo { status, code, message });
+        resp
+    }
+}
+
+/// Map a unique-violation to `Conflict` at the call site.
+pub trait ResultExt<T> {
+    fn on_unique(self, message: &str) -> AppResult<T>;
+}
+
+impl<T> ResultExt<T> for Result<T, sqlx::Error> {
+    fn on_unique(self, message: &str) -> AppResult<T> {
+        self.map_err(|e| match &e {
+            sqlx::Error::Database(d) if d.is_unique_violation() => {
+                AppError::Conflict(message.to_string())
+            }
+            _ => AppError::Sqlx(e),
+        })
+    }
+}

@@ -1,0 +1,120 @@
+//! Directory grants: an admin lets one member (or all) use a server directory, with
+//! permission `read` or `read_index` (SPEC §3a). Every file reference afterwards goes
+//! through [`resolve_for_index`] and is stored relative to the grant root.
+
+pub mod handlers;
+pub mod paths;
+pub mod queries;
+
+use std::path::PathBuf;
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::{
+    auth::Auth,
+    config::Config,
+    error::{AppError, AppResult},
+    tenants::queries as tq,
+};
+pub use queries::Grant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Permission {
+    Read,
+    ReadIndex,
+}
+
+impl Permission {
+    pub fn parse(s: &str) -> AppResult<Self> {
+        match s {
+            "read" => Ok(Permission::Read),
+            "read_index" => Ok(Permission::ReadIndex),
+            _ => Err(AppError::invalid("permission", "read or read_index")),
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Read => "read",
+            Permission::ReadIndex => "read_index",
+        }
+    }
+}
+
+/// Who receives a grant.
+#[derive(Clone, Debug)]
+pub enum Grantee {
+    AllMembers,
+    Email(String),
+    User(Uuid),
+}
+
+/// Create a grant (admins only). Granting the same thing twice returns the existing grant.
+pub async fn create(
+    conn: &mut PgConnection,
+    cfg: &Config,
+    auth: &Auth,
+    path: &str,
+    grantee: Grantee,
+    permission: Permission,
+) -> AppResult<(Grant, bool)> {
+    auth.require_admin()?;
+    let root = paths::grantable_dir(path, &cfg.grantable_roots, &cfg.data_dir)?;
+    let root = root.to_str().ok_or_else(|| AppError::invalid("path", "path is not valid UTF-8"))?;
+    let user = match grantee {
+        Grantee::AllMembers => None,
+        Grantee::User(id) => Some(tq::member(conn, id).await?.ok_or_else(|| AppError::invalid("userId", "not a member of this team"))?.user_id),
+        Grantee::Email(e) => Some(
+            tq::member_by_email(conn, &e).await?.ok_or_else(|| AppError::invalid("email", "not a member of this team"))?.user_id,
+        ),
+    };
+    if let Some(g) = queries::find_active(conn, root, user, permission.as_str()).await? {
+        return Ok((g, false));
+    }
+    Ok((queries::insert(conn, auth.tenant_id, root, user, permission.as_str(), auth.user_id).await?, true))
+}
+
+/// A path resolved inside one of the caller's grants.
+#[derive(Clone, Debug)]
+pub struct GrantedPath {
+    pub grant: Grant,
+    pub root: PathBuf,
+    pub abs: PathBuf,
+    pub rel: String,
+}
+
+/// Resolve a path the caller wants to register: `grant_id` + root-relative path, or an
+/// absolute path inside one of their `read_index` grants (the most specific grant wins).
+pub async fn resolve_for_index(
+    conn: &mut PgConnection,
+    user: Uuid,
+    grant_id: Option<Uuid>,
+    path: &str,
+) -> AppResult<GrantedPath> {
+    let grants: Vec<Grant> = queries::active_for_user(conn, user)
+        .await?
+        .into_iter()
+        .filter(|g| g.permission == Permission::ReadIndex.as_str())
+        .collect();
+    let candidates: Vec<&Grant> = match grant_id {
+        Some(id) => {
+            let g = grants.iter().find(|g| g.id == id).ok_or(AppError::PathOutsideGrant)?;
+            vec![g]
+        }
+        None => {
+            if !std::path::Path::new(path.trim()).is_absolute() {
+                return Err(AppError::invalid("path", "give an absolute path, or grantId with a relative path"));
+            }
+            grants.iter().collect()
+        }
+    };
+    for g in candidates {
+        let root = PathBuf::from(&g.root_path);
+        match paths::confine(&root, path) {
+            Ok(c) => return Ok(GrantedPath { grant: g.clone(), root, abs: c.abs, rel: c.rel }),
+            Err(AppError::PathOutsideGrant) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(AppError::PathOutsideGrant)
+}

@@ -1,0 +1,105 @@
+//! SQL for directory grants.
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct Grant {
+    pub id: Uuid,
+    pub root_path: String,
+    /// None = every member.
+    pub user_id: Option<Uuid>,
+    pub user_email: Option<String>,
+    pub permission: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+const SELECT: &str = "select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+        g.created_at, g.revoked_at
+    from dir_grant g left join app_user u on u.id = g.user_id";
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    root: &str,
+    user: Option<Uuid>,
+    permission: &str,
+    by: Uuid,
+) -> sqlx::Result<Grant> {
+    let id: Uuid = sqlx::query_scalar(
+        "insert into dir_grant (tenant_id, id, root_path, user_id, permission, created_by)
+         values ($1, $2, $3, $4, $5, $6) returning id",
+    )
+    .bind(tenant)
+    .bind(Uuid::new_v4())
+    .bind(root)
+    .bind(user)
+    .bind(permission)
+    .bind(by)
+    .fetch_one(&mut *conn)
+    .await?;
+    get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)
+}
+
+pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Grant>> {
+    sqlx::query_as(&format!("{SELECT} where g.id = $1")).bind(id).fetch_optional(conn).await
+}
+
+/// Find an identical active grant (same root, same grantee, same permission).
+pub async fn find_active(
+    conn: &mut PgConnection,
+    root: &str,
+    user: Option<Uuid>,
+    permission: &str,
+) -> sqlx::Result<Option<Grant>> {
+    sqlx::query_as(&format!(
+        "{SELECT} where g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
+         and g.revoked_at is null"
+    ))
+    .bind(root)
+    .bind(user)
+    .bind(permission)
+    .fetch_optional(conn)
+    .await
+}
+
+/// All grants (admins), newest first.
+pub async fn list_all(conn: &mut PgConnection) -> sqlx::Result<Vec<Grant>> {
+    sqlx::query_as(&format!("{SELECT} order by g.revoked_at is not null, g.root_path, g.created_at desc"))
+        .fetch_all(conn)
+        .await
+}
+
+/// Active grants that apply to `user` (theirs and the all-members ones).
+pub async fn active_for_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<Grant>> {
+    sqlx::query_as(&format!(
+        "{SELECT} where g.revoked_at is null and (g.user_id is null or g.user_id = $1)
+         order by length(g.root_path) desc"
+    ))
+    .bind(user)
+    .fetch_all(conn)
+    .await
+}
+
+/// Revoke the grant and mark the sources registered through it stale (`grant_revoked`).
+pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u64>> {
+    let done = sqlx::query("update dir_grant set revoked_at = now() where id = $1 and revoked_at is null")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Ok(None);
+    }
+    let stale = sqlx::query(
+        "update source set status = 'stale', error_code = 'grant_revoked',
+             error_message = 'the directory grant for this file was revoked'
+         where grant_id = $1",
+    )
+    .bind(id)
+    .execute(conn)
+    .await?;
+    Ok(Some(stale.rows_affected()))
+}

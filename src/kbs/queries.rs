@@ -1,0 +1,125 @@
+//! SQL for knowledge bases. Visibility of private KBs is enforced by the `kb_visibility`
+//! policy; these queries only add what the caller may *do*.
+
+use serde::Serialize;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct Kb {
+    pub id: Uuid,
+    pub name: String,
+    pub description: String,
+    pub visibility: String,
+    pub owner_id: Uuid,
+    pub owner_email: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub can_manage: bool,
+    pub source_count: i64,
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct KbMember {
+    pub user_id: Uuid,
+    pub email: String,
+    pub can_manage: bool,
+}
+
+/// `$1` = user id, `$2` = caller is tenant admin.
+const SELECT: &str = "select k.id, k.name, k.description, k.visibility, k.owner_id, u.email as owner_email,
+        k.created_at, k.updated_at,
+        ($2 or k.owner_id = $1 or exists (select 1 from kb_member m
+            where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as can_manage,
+        (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id) as source_count
+    from kb k join app_user u on u.id = k.owner_id";
+
+pub async fn list(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    sqlx::query_as(&format!("{SELECT} order by lower(k.name)")).bind(user).bind(admin).fetch_all(conn).await
+}
+
+pub async fn get(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.id = $3")).bind(user).bind(admin).bind(id).fetch_optional(conn).await
+}
+
+pub async fn get_by_name(conn: &mut PgConnection, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.name = $3")).bind(user).bind(admin).bind(name).fetch_optional(conn).await
+}
+
+pub async fn insert(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    name: &str,
+    description: &str,
+    visibility: &str,
+    owner: Uuid,
+) -> sqlx::Result<Uuid> {
+    sqlx::query_scalar(
+        "insert into kb (tenant_id, id, name, description, visibility, owner_id)
+         values ($1, $2, $3, $4, $5, $6) returning id",
+    )
+    .bind(tenant)
+    .bind(Uuid::new_v4())
+    .bind(name)
+    .bind(description)
+    .bind(visibility)
+    .bind(owner)
+    .fetch_one(conn)
+    .await
+}
+
+pub async fn update(
+    conn: &mut PgConnection,
+    id: Uuid,
+    name: Option<&str>,
+    description: Option<&str>,
+    visibility: Option<&str>,
+) -> sqlx::Result<bool> {
+    let r = sqlx::query(
+        "update kb set name = coalesce($2, name), description = coalesce($3, description),
+             visibility = coalesce($4, visibility)
+         where id = $1",
+    )
+    .bind(id)
+    .bind(name)
+    .bind(description)
+    .bind(visibility)
+    .execute(conn)
+    .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
+    Ok(sqlx::query("delete from kb where id = $1").bind(id).execute(conn).await?.rows_affected() == 1)
+}
+
+pub async fn members(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
+    sqlx::query_as(
+        "select m.user_id, u.email, m.can_manage from kb_member m join app_user u on u.id = m.user_id
+         where m.kb_id = $1 order by lower(u.email)",
+    )
+    .bind(kb)
+    .fetch_all(conn)
+    .await
+}
+
+pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: Uuid, manage: bool) -> sqlx::Result<()> {
+    sqlx::query(
+        "insert into kb_member (tenant_id, kb_id, user_id, can_manage) values ($1, $2, $3, $4)
+         on conflict (tenant_id, kb_id, user_id) do update set can_manage = excluded.can_manage",
+    )
+    .bind(tenant)
+    .bind(kb)
+    .bind(user)
+    .bind(manage)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn remove_member(conn: &mut PgConnection, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
+    let r = sqlx::query("delete from kb_member where kb_id = $1 and user_id = $2").bind(kb).bind(user).execute(conn).await?;
+    Ok(r.rows_affected() == 1)
+}

@@ -1,0 +1,94 @@
+//! Operations endpoints: liveness, readiness, Prometheus metrics, and the request metrics
+//! middleware.
+
+use std::{sync::OnceLock, time::Instant};
+
+use axum::{
+    extract::{MatchedPath, Request, State},
+    http::StatusCode,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use uuid::Uuid;
+
+use crate::{db, startup::AppState};
+
+/// One recorder per process (tests run several apps in one process).
+pub fn metrics_handle() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets(&[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
+                .expect("static buckets")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (e.g. by a test harness): keep ours
+            // rendering what it records either way.
+            let _ = metrics::set_global_recorder(recorder);
+            handle
+        })
+        .clone()
+}
+
+pub async fn track(req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let method = req.method().to_string();
+    let start = Instant::now();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16().to_string();
+    let labels = [("method", method), ("route", route), ("status", status)];
+    metrics::counter!("http_requests_total", &labels).increment(1);
+    metrics::histogram!("http_request_duration_seconds", &labels[..2]).record(start.elapsed().as_secs_f64());
+    resp
+}
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    match db::is_migrated(&state.pool).await {
+        Ok(true) => (StatusCode::OK, "ready").into_response(),
+        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "database not migrated").into_response(),
+        Err(e) => {
+            tracing::warn!("readiness check failed: {e:#}");
+            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+        }
+    }
+}
+
+/// Job queue depth: sources waiting to be parsed, counted per tenant (RLS allows no
+/// cross-tenant count, by design).
+async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(&state.pool).await?;
+    let mut total = 0;
+    for t in tenants {
+        let mut tx = db::TenantTx::begin(&state.pool, t, db::Scope::System).await?;
+        let n: i64 = sqlx::query_scalar("select count(*) from source where status in ('pending', 'parsing')")
+            .fetch_one(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        total += n;
+    }
+    Ok(total)
+}
+
+pub async fn metrics_endpoint(State(state): State<AppState>) -> Response {
+    metrics::gauge!("db_pool_connections").set(state.pool.size() as f64);
+    metrics::gauge!("db_pool_idle_connections").set(state.pool.num_idle() as f64);
+    match queue_depth(&state).await {
+        Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
+        Err(e) => tracing::warn!("queue depth: {e:#}"),
+    }
+    (
+        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}

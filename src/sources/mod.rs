@@ -1,0 +1,239 @@
+//! Sources: files registered into a KB from a granted directory, or uploaded. Registration
+//! records kind, size, mtime and sha256 with status `pending`; parsing is the ingest
+//! pipeline's job.
+
+pub mod handlers;
+pub mod queries;
+
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use sha2::{Digest, Sha256};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::{
+    auth::Auth,
+    error::{AppError, AppResult},
+    grants::{self, paths},
+    kbs,
+};
+pub use queries::Source;
+
+/// The resource kind of a file, from its extension.
+pub fn kind_of(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "md" | "markdown" => "markdown",
+        "pdf" => "pdf",
+        "docx" => "docx",
+        "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => "image",
+        "txt" => "text",
+        _ => return None,
+    })
+}
+
+#[derive(Clone, Debug)]
+pub struct FileFacts {
+    pub size: i64,
+    pub mtime: Option<chrono::DateTime<chrono::Utc>>,
+    pub sha256: String,
+}
+
+/// Size, mtime and `sha256:<hex>` of a file, streamed (run it off the async runtime).
+pub fn file_facts(path: &Path) -> std::io::Result<FileFacts> {
+    let meta = std::fs::metadata(path)?;
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(FileFacts {
+        size: meta.len() as i64,
+        mtime: meta.modified().ok().map(chrono::DateTime::<chrono::Utc>::from),
+        sha256: format!("sha256:{}", hex::encode(h.finalize())),
+    })
+}
+
+fn globset(field: &str, globs: &[String]) -> AppResult<Option<GlobSet>> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut b = GlobSetBuilder::new();
+    for g in globs {
+        b.add(Glob::new(g).map_err(|e| AppError::invalid(field, format!("bad glob {g:?}: {e}")))?);
+    }
+    Ok(Some(b.build().map_err(|e| AppError::invalid(field, e.to_string()))?))
+}
+
+/// Files under `dir` (recursively) that have a supported kind, stay inside `root`, and pass
+/// the include/exclude globs (matched against the path relative to `root`). Returns the
+/// accepted (abs, rel, kind) and the number skipped.
+pub fn scan_dir(
+    root: &Path,
+    dir: &Path,
+    include: &[String],
+    exclude: &[String],
+) -> AppResult<(Vec<(PathBuf, String, &'static str)>, usize)> {
+    let inc = globset("include", include)?;
+    let exc = globset("exclude", exclude)?;
+    let mut files = Vec::new();
+    let mut skipped = 0;
+    for entry in walkdir::WalkDir::new(dir).follow_links(false).sort_by_file_name() {
+        let Ok(entry) = entry else {
+            skipped += 1;
+            continue;
+        };
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            continue;
+        }
+        // Symlinks are followed only when they resolve inside the root.
+        let Ok(c) = paths::confine(root, &entry.path().to_string_lossy()) else {
+            skipped += 1;
+            continue;
+        };
+        if !c.abs.is_file() {
+            skipped += 1;
+            continue;
+        }
+        let hidden = c.rel.split('/').any(|p| p.starts_with('.'));
+        let Some(kind) = kind_of(&c.abs).filter(|_| !hidden) else {
+            skipped += 1;
+            continue;
+        };
+        if inc.as_ref().is_some_and(|g| !g.is_match(&c.rel)) || exc.as_ref().is_some_and(|g| g.is_match(&c.rel)) {
+            skipped += 1;
+            continue;
+        }
+        files.push((c.abs, c.rel, kind));
+    }
+    Ok((files, skipped))
+}
+
+#[derive(Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Registered {
+    pub items: Vec<Source>,
+    pub created_count: usize,
+    pub skipped_count: usize,
+    pub folder_id: Option<Uuid>,
+    pub directory: bool,
+}
+
+pub struct RegisterRequest<'a> {
+    pub kb_id: Uuid,
+    pub grant_id: Option<Uuid>,
+    pub path: &'a str,
+    pub include: &'a [String],
+    pub exclude: &'a [String],
+}
+
+/// Register a file or a directory (recursively) from one of the caller's `read_index`
+/// grants into a KB they manage.
+pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'_>) -> AppResult<Registered> {
+    let kb = kbs::managed(conn, auth, r.kb_id).await?;
+    let gp = grants::resolve_for_index(conn, auth.user_id, r.grant_id, r.path).await?;
+    let directory = gp.abs.is_dir();
+    let (root, abs, rel) = (gp.root.clone(), gp.abs.clone(), gp.rel.clone());
+    let (include, exclude) = (r.include.to_vec(), r.exclude.to_vec());
+    type Scanned = (Vec<(String, &'static str, FileFacts)>, usize);
+    let (scanned, skipped_count) = tokio::task::spawn_blocking(move || -> AppResult<Scanned> {
+        let (files, skipped) = if directory {
+            scan_dir(&root, &abs, &include, &exclude)?
+        } else {
+            let kind = kind_of(&abs).ok_or_else(|| {
+                AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, images, text)")
+            })?;
+            (vec![(abs.clone(), rel.clone(), kind)], 0)
+        };
+        let facts = files
+            .into_iter()
+            .map(|(abs, rel, kind)| {
+                let facts = file_facts(&abs).map_err(|e| AppError::invalid("path", format!("{rel}: {e}")))?;
+                Ok((rel, kind, facts))
+            })
+            .collect::<AppResult<Vec<_>>>()?;
+        Ok((facts, skipped))
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.into()))??;
+    let folder_id = if directory {
+        Some(queries::upsert_folder(conn, auth.tenant_id, kb.id, gp.grant.id, &gp.rel, r.include, r.exclude, auth.user_id).await?)
+    } else {
+        None
+    };
+    let mut items = Vec::with_capacity(scanned.len());
+    let mut created_count = 0;
+    for (rel, kind, facts) in &scanned {
+        let n = queries::NewSource {
+            kb_id: kb.id,
+            grant_id: Some(gp.grant.id),
+            resource_path: rel,
+            kind,
+            size_bytes: facts.size,
+            mtime: facts.mtime,
+            sha256: &facts.sha256,
+        };
+        let (s, created) = queries::upsert(conn, auth.tenant_id, auth.user_id, &n).await?;
+        created_count += created as usize;
+        items.push(s);
+    }
+    Ok(Registered { items, created_count, skipped_count, folder_id, directory })
+}
+
+/// A safe display name for an upload: the last path component, no control characters.
+pub fn upload_name(raw: &str) -> AppResult<String> {
+    let name = raw.rsplit(['/', '\\']).next().unwrap_or("").trim();
+    let name: String = name.chars().filter(|c| !c.is_control()).collect();
+    if name.is_empty() || name == "." || name == ".." || name.len() > 255 {
+        return Err(AppError::invalid("file", "the upload needs a file name"));
+    }
+    Ok(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds() {
+        assert_eq!(kind_of(Path::new("a/B.MD")), Some("markdown"));
+        assert_eq!(kind_of(Path::new("x.pdf")), Some("pdf"));
+        assert_eq!(kind_of(Path::new("x.jpeg")), Some("image"));
+        assert_eq!(kind_of(Path::new("x.exe")), None);
+        assert_eq!(kind_of(Path::new("noext")), None);
+    }
+
+    #[test]
+    fn upload_names() {
+        assert_eq!(upload_name("../../etc/passwd").unwrap(), "passwd");
+        assert_eq!(upload_name("C:\\docs\\报告.docx").unwrap(), "报告.docx");
+        assert!(upload_name("..").is_err());
+        assert!(upload_name("").is_err());
+    }
+
+    #[test]
+    fn scan_dir_filters() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("a/.git")).unwrap();
+        for f in ["a/one.md", "a/two.pdf", "a/skip.exe", "a/.git/x.md", "b.md", "drafts.md"] {
+            std::fs::write(root.join(f), "x").unwrap();
+        }
+        let (files, skipped) = scan_dir(&root, &root, &[], &["drafts*".into()]).unwrap();
+        let rels: Vec<_> = files.iter().map(|f| f.1.as_str()).collect();
+        assert_eq!(rels, vec!["a/one.md", "a/two.pdf", "b.md"]);
+        assert_eq!(skipped, 3);
+        let (files, _) = scan_dir(&root, &root, &["**/*.md".into()], &[]).unwrap();
+        assert_eq!(files.len(), 3, "{files:?}");
+    }
+}

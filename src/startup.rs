@@ -1,0 +1,167 @@
+//! Application state, the router, and `serve`.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{
+    Router,
+    extract::DefaultBodyLimit,
+    http::header,
+    middleware::from_fn,
+    response::IntoResponse,
+    routing::{delete, get, post},
+};
+use metrics_exporter_prometheus::PrometheusHandle;
+use sqlx::PgPool;
+use tower_http::{compression::CompressionLayer, trace::TraceLayer};
+use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite, session_store::ExpiredDeletion};
+use tower_sessions_sqlx_store::PostgresStore;
+
+use crate::{auth, config::Config, db, error::AppError, grants, kbs, ops, sources, tenants, web};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub config: Arc<Config>,
+    pub metrics: PrometheusHandle,
+}
+
+const APP_CSS: &str = include_str!("../static/app.css");
+
+async fn app_css() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], APP_CSS)
+}
+
+async fn not_found() -> AppError {
+    AppError::NotFound
+}
+
+fn api_routes(upload_limit: usize) -> Router<AppState> {
+    use auth::handlers as a;
+    use grants::handlers as g;
+    use kbs::handlers as k;
+    use sources::handlers as s;
+    use tenants::handlers as t;
+    Router::new()
+        .route("/api/session", get(a::session_info))
+        .route("/api/tokens", get(a::list_tokens).post(a::create_token))
+        .route("/api/tokens/{id}", delete(a::revoke_token))
+        .route("/api/members", get(t::list_members).post(t::add_member))
+        .route("/api/members/{id}", axum::routing::patch(t::update_member).delete(t::delete_member))
+        .route("/api/grants", get(g::list_grants).post(g::create_grant))
+        .route("/api/grants/{id}", get(g::get_grant).delete(g::revoke_grant))
+        .route("/api/kbs", get(k::list_kbs).post(k::create_kb))
+        .route("/api/kbs/{id}", get(k::get_kb).patch(k::patch_kb).delete(k::delete_kb))
+        .route("/api/kbs/{id}/members", get(k::list_kb_members))
+        .route("/api/kbs/{id}/members/{user}", axum::routing::put(k::put_kb_member).delete(k::delete_kb_member))
+        .route("/api/kbs/{id}/sources", get(s::list_sources).post(s::register_source))
+        .route(
+            "/api/kbs/{id}/uploads",
+            post(s::upload_sources).layer(DefaultBodyLimit::max(upload_limit)),
+        )
+        .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
+        .route("/api/{*rest}", axum::routing::any(not_found))
+}
+
+fn page_routes(upload_limit: usize) -> Router<AppState> {
+    use auth::handlers as a;
+    use grants::handlers as g;
+    use kbs::handlers as k;
+    use sources::handlers as s;
+    use tenants::handlers as t;
+    Router::new()
+        .route("/", get(k::dashboard))
+        .route("/login", get(a::login_page).post(a::login))
+        .route("/logout", post(a::logout))
+        .route("/setup", get(t::setup_page).post(t::setup))
+        .route("/tenants", get(a::tenants_page))
+        .route("/tenants/switch", post(a::switch_tenant))
+        .route("/language", post(a::set_language))
+        .route("/kbs", post(k::create_form))
+        .route("/kbs/{id}", get(k::kb_page))
+        .route("/kbs/{id}/edit", post(k::update_form))
+        .route("/kbs/{id}/delete", post(k::delete_form))
+        .route("/kbs/{id}/members", post(k::member_form))
+        .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
+        .route("/kbs/{id}/sources", post(s::register_form))
+        .route("/kbs/{id}/uploads", post(s::upload_form).layer(DefaultBodyLimit::max(upload_limit)))
+        .route("/sources/{id}/delete", post(s::delete_form))
+        .route("/admin/members", get(t::members_page).post(t::members_add))
+        .route("/admin/members/{id}/role", post(t::members_role))
+        .route("/admin/members/{id}/remove", post(t::members_remove))
+        .route("/admin/grants", get(g::grants_page).post(g::grants_add))
+        .route("/admin/grants/{id}/revoke", post(g::grants_revoke))
+        .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
+        .route("/settings/tokens/{id}/revoke", post(a::tokens_revoke_form))
+}
+
+pub fn build_router(state: AppState) -> Router {
+    let cfg = &state.config;
+    let sessions = SessionManagerLayer::new(PostgresStore::new(state.pool.clone()))
+        .with_name("mnote_session")
+        .with_http_only(true)
+        .with_same_site(SameSite::Lax)
+        .with_secure(cfg.cookie_secure)
+        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::seconds(
+            cfg.session_idle.as_secs() as i64,
+        )));
+    // Multipart overhead on top of the file itself; the exact limit is enforced while streaming.
+    let upload_limit = (cfg.upload_max_bytes as usize).saturating_add(1024 * 1024);
+    Router::new()
+        .merge(page_routes(upload_limit))
+        .merge(api_routes(upload_limit))
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics_endpoint))
+        .route("/static/app.css", get(app_css))
+        .fallback(not_found)
+        .layer(from_fn(auth::csrf::guard))
+        .layer(from_fn(web::html_errors))
+        .layer(sessions)
+        .layer(from_fn(ops::track))
+        .layer(TraceLayer::new_for_http())
+        .layer(CompressionLayer::new())
+        .with_state(state)
+}
+
+/// Connect, check the role and the schema, and build the state.
+pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
+    let pool = db::connect(&config.database_url, config.db_max_connections).await?;
+    db::ensure_app_role_is_confined(&pool).await?;
+    if !db::is_migrated(&pool).await.unwrap_or(false) {
+        anyhow::bail!("the database is not migrated; run `mnote migrate` first");
+    }
+    std::fs::create_dir_all(config.uploads_dir())?;
+    Ok(AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle() })
+}
+
+pub async fn serve(state: AppState) -> anyhow::Result<()> {
+    let store = PostgresStore::new(state.pool.clone());
+    let cleanup = tokio::spawn(async move {
+        let _ = store.continuously_delete_expired(Duration::from_secs(600)).await;
+    });
+    let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
+    tracing::info!("listening on http://{}", listener.local_addr()?);
+    let app = build_router(state);
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    cleanup.abort();
+    tracing::info!("server stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down");
+}

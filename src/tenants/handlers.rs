@@ -1,0 +1,204 @@
+//! `/setup`, member administration (API + pages).
+
+use askama::Template;
+use axum::{
+    Form, Json,
+    extract::{Path, State},
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use serde_json::json;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::queries::{self as q, Member, Role};
+use crate::{
+    auth::{Auth, LOGIN_AT, TENANT_ID, USER_ID, session_err},
+    error::{AppError, AppResult},
+    startup::AppState,
+    web::{AnonCtx, Page, PageCtx, flash, render},
+};
+
+#[derive(Template)]
+#[template(path = "auth/setup.html")]
+struct SetupPage {
+    ctx: PageCtx,
+    tenant: String,
+    email: String,
+    error: Option<String>,
+}
+
+pub async fn setup_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx) -> AppResult<Response> {
+    if q::any_users(&state.pool).await? {
+        return Err(AppError::NotFound);
+    }
+    render(SetupPage { ctx, tenant: String::new(), email: String::new(), error: None })
+}
+
+#[derive(Deserialize)]
+pub struct SetupForm {
+    tenant: String,
+    email: String,
+    password: String,
+}
+
+pub async fn setup(
+    State(state): State<AppState>,
+    session: Session,
+    AnonCtx(ctx): AnonCtx,
+    Form(f): Form<SetupForm>,
+) -> AppResult<Response> {
+    match super::first_run_setup(&state.pool, &f.tenant, &f.email, &f.password).await {
+        Ok(b) => {
+            session.cycle_id().await.map_err(session_err)?;
+            session.insert(USER_ID, b.user_id).await.map_err(session_err)?;
+            session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
+            session.insert(TENANT_ID, b.tenant_id).await.map_err(session_err)?;
+            Ok(Redirect::to("/").into_response())
+        }
+        Err(AppError::Invalid { message, .. }) => {
+            let mut r = render(SetupPage { ctx, tenant: f.tenant, email: f.email, error: Some(message) })?;
+            *r.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+// ---------------------------------------------------------------- API
+
+pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let items = q::members(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Json(json!({ "items": items })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewMember {
+    email: String,
+    role: Role,
+    password: Option<String>,
+}
+
+/// Only an owner may make owners; admins manage admins and members.
+fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
+    auth.require_admin()?;
+    if role == Role::Owner && auth.role != Role::Owner {
+        return Err(AppError::forbidden("only an owner can make owners"));
+    }
+    Ok(())
+}
+
+pub async fn add_member(State(state): State<AppState>, auth: Auth, Json(m): Json<NewMember>) -> AppResult<Response> {
+    check_can_assign(&auth, m.role)?;
+    let (user_id, _) = super::add_user(&state.pool, auth.tenant_id, &m.email, m.role, m.password.as_deref()).await?;
+    let mut tx = auth.tx(&state).await?;
+    let member = q::member(&mut tx, user_id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok((StatusCode::CREATED, Json(member)).into_response())
+}
+
+#[derive(Deserialize)]
+pub struct RoleChange {
+    role: Role,
+}
+
+async fn change_role(state: &AppState, auth: &Auth, user: Uuid, role: Role) -> AppResult<Member> {
+    check_can_assign(auth, role)?;
+    let mut tx = auth.tx(state).await?;
+    let current = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
+    if current.role == Role::Owner && auth.role != Role::Owner {
+        return Err(AppError::forbidden("only an owner can change an owner"));
+    }
+    if current.role == Role::Owner && role != Role::Owner && q::count_owners(&mut tx).await? <= 1 {
+        return Err(AppError::Conflict("a team needs at least one owner".into()));
+    }
+    q::set_role(&mut tx, user, role).await?;
+    let m = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(m)
+}
+
+async fn remove(state: &AppState, auth: &Auth, user: Uuid) -> AppResult<()> {
+    auth.require_admin()?;
+    let mut tx = auth.tx(state).await?;
+    let current = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
+    if current.role == Role::Owner && (auth.role != Role::Owner || q::count_owners(&mut tx).await? <= 1) {
+        return Err(AppError::Conflict("the last owner cannot be removed, and only owners remove owners".into()));
+    }
+    q::remove_member(&mut tx, user).await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn update_member(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(user): Path<Uuid>,
+    Json(c): Json<RoleChange>,
+) -> AppResult<Json<Member>> {
+    Ok(Json(change_role(&state, &auth, user, c.role).await?))
+}
+
+pub async fn delete_member(State(state): State<AppState>, auth: Auth, Path(user): Path<Uuid>) -> AppResult<StatusCode> {
+    remove(&state, &auth, user).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---------------------------------------------------------------- pages
+
+#[derive(Template)]
+#[template(path = "admin/members.html")]
+struct MembersPage {
+    ctx: PageCtx,
+    members: Vec<Member>,
+    me: Uuid,
+    i_am_owner: bool,
+}
+
+pub async fn members_page(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(&state).await?;
+    let members = q::members(&mut tx).await?;
+    tx.commit().await?;
+    render(MembersPage { ctx: page.ctx, members, me: page.auth.user_id, i_am_owner: page.auth.role == Role::Owner })
+}
+
+#[derive(Deserialize)]
+pub struct MemberForm {
+    email: String,
+    role: Role,
+    password: Option<String>,
+}
+
+pub async fn members_add(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Form(f): Form<MemberForm>,
+) -> AppResult<Redirect> {
+    check_can_assign(&page.auth, f.role)?;
+    let pw = f.password.filter(|p| !p.is_empty());
+    let (_, created) = super::add_user(&state.pool, page.auth.tenant_id, &f.email, f.role, pw.as_deref()).await?;
+    let key = if created { "members.added_new" } else { "members.added_existing" };
+    flash(&session, format!("{} {}", page.ctx.t(key), f.email.trim())).await?;
+    Ok(Redirect::to("/admin/members"))
+}
+
+pub async fn members_role(
+    State(state): State<AppState>,
+    page: Page,
+    Path(user): Path<Uuid>,
+    Form(c): Form<RoleChange>,
+) -> AppResult<Redirect> {
+    change_role(&state, &page.auth, user, c.role).await?;
+    Ok(Redirect::to("/admin/members"))
+}
+
+pub async fn members_remove(State(state): State<AppState>, page: Page, Path(user): Path<Uuid>) -> AppResult<Redirect> {
+    remove(&state, &page.auth, user).await?;
+    Ok(Redirect::to("/admin/members"))
+}

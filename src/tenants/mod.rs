@@ -1,0 +1,113 @@
+//! Tenants (teams), accounts and memberships: bootstrap from the CLI, first-run `/setup`,
+//! and the member administration API and pages.
+
+pub mod handlers;
+pub mod queries;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    auth::password,
+    db::{Scope, TenantTx},
+    error::{AppError, AppResult},
+};
+use queries::{self as q, Role};
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Bootstrapped {
+    pub tenant_id: Uuid,
+    pub user_id: Uuid,
+    pub created_tenant: bool,
+    pub created_user: bool,
+}
+
+pub fn validate_email(email: &str) -> AppResult<String> {
+    let e = email.trim();
+    let ok = e.len() <= 254
+        && e.split_once('@').is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.'))
+        && !e.chars().any(|c| c.is_whitespace() || c.is_control());
+    if ok { Ok(e.to_string()) } else { Err(AppError::invalid("email", "not a valid email address")) }
+}
+
+pub fn validate_tenant_name(name: &str) -> AppResult<String> {
+    let n = name.trim();
+    if n.is_empty() || n.chars().count() > 100 || n.chars().any(char::is_control) {
+        return Err(AppError::invalid("tenant", "team name must be 1–100 characters"));
+    }
+    Ok(n.to_string())
+}
+
+/// Create the tenant if missing and its owner if missing (idempotent). An existing account
+/// keeps its password; it becomes an owner of the tenant.
+pub async fn bootstrap(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> AppResult<Bootstrapped> {
+    let tenant = validate_tenant_name(tenant)?;
+    let email = validate_email(email)?;
+    let mut tx = pool.begin().await?;
+    sqlx::query("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
+    let (tenant_id, created_tenant) = match q::tenant_by_name(&mut *tx, &tenant).await? {
+        Some(id) => (id, false),
+        None => (q::insert_tenant(&mut *tx, &tenant).await?, true),
+    };
+    let (user_id, created_user) = match q::user_by_email(&mut *tx, &email).await? {
+        Some(u) => (u.id, false),
+        None => {
+            password::validate_new_password(pw)?;
+            (q::insert_user(&mut *tx, &email, &password::hash(pw.to_string()).await?).await?, true)
+        }
+    };
+    tx.commit().await?;
+    let mut tx = TenantTx::begin(pool, tenant_id, Scope::System).await?;
+    let existing = q::role_of(&mut tx, user_id).await?;
+    if existing != Some(Role::Owner) {
+        q::add_membership(&mut tx, tenant_id, user_id, Role::Owner).await?;
+    }
+    tx.commit().await?;
+    Ok(Bootstrapped { tenant_id, user_id, created_tenant, created_user })
+}
+
+/// First-run setup: only while the database has no users at all.
+pub async fn first_run_setup(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> AppResult<Bootstrapped> {
+    password::validate_new_password(pw)?;
+    let mut tx = pool.begin().await?;
+    sqlx::query("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
+    if q::any_users(&mut *tx).await? {
+        return Err(AppError::NotFound);
+    }
+    tx.commit().await?;
+    bootstrap(pool, tenant, email, pw).await
+}
+
+/// Add an account to a tenant (creating the account when new) with the given role. An
+/// existing account keeps its password and gets the role.
+pub async fn add_user(pool: &PgPool, tenant_id: Uuid, email: &str, role: Role, pw: Option<&str>) -> AppResult<(Uuid, bool)> {
+    let email = validate_email(email)?;
+    let (user_id, created) = match q::user_by_email(pool, &email).await? {
+        Some(u) => (u.id, false),
+        None => {
+            let pw = pw.ok_or_else(|| AppError::invalid("password", "a new account needs a password"))?;
+            password::validate_new_password(pw)?;
+            let hash = password::hash(pw.to_string()).await?;
+            (q::insert_user(pool, &email, &hash).await.map_err(|e| match &e {
+                sqlx::Error::Database(d) if d.is_unique_violation() => AppError::Conflict("account exists".into()),
+                _ => e.into(),
+            })?, true)
+        }
+    };
+    let mut tx = TenantTx::begin(pool, tenant_id, Scope::System).await?;
+    q::add_membership(&mut tx, tenant_id, user_id, role).await?;
+    tx.commit().await?;
+    Ok((user_id, created))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn email_validation() {
+        assert!(super::validate_email("a@b.co").is_ok());
+        assert!(super::validate_email(" a@b.co ").is_ok());
+        assert!(super::validate_email("ab.co").is_err());
+        assert!(super::validate_email("a@b").is_err());
+        assert!(super::validate_email("a b@c.de").is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! SQL for tenants, users and memberships.
+
+use serde::{Deserialize, Serialize};
+use sqlx::{PgConnection, PgExecutor};
+use uuid::Uuid;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "text", rename_all = "lowercase")]
+pub enum Role {
+    Owner,
+    Admin,
+    Member,
+}
+
+impl Role {
+    pub fn is_admin(self) -> bool {
+        matches!(self, Role::Owner | Role::Admin)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Owner => "owner",
+            Role::Admin => "admin",
+            Role::Member => "member",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "owner" => Ok(Role::Owner),
+            "admin" => Ok(Role::Admin),
+            "member" => Ok(Role::Member),
+            _ => Err(format!("unknown role {s:?} (owner|admin|member)")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct UserRow {
+    pub id: Uuid,
+    pub email: String,
+    pub password_hash: String,
+    pub display_name: Option<String>,
+    pub locale: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    #[serde(rename = "id")]
+    pub user_id: Uuid,
+    pub email: String,
+    pub display_name: Option<String>,
+    pub role: Role,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct TenantChoice {
+    pub id: Uuid,
+    pub name: String,
+    pub role: Role,
+}
+
+pub async fn tenant_by_name(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar("select id from tenant where name = $1").bind(name).fetch_optional(db).await
+}
+
+pub async fn tenant_name(db: impl PgExecutor<'_>, id: Uuid) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("select name from tenant where id = $1").bind(id).fetch_optional(db).await
+}
+
+pub async fn insert_tenant(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Uuid> {
+    sqlx::query_scalar("insert into tenant (id, name) values ($1, $2) returning id")
+        .bind(Uuid::new_v4())
+        .bind(name)
+        .fetch_one(db)
+        .await
+}
+
+pub async fn user_by_email(db: impl PgExecutor<'_>, email: &str) -> sqlx::Result<Option<UserRow>> {
+    sqlx::query_as(
+        "select id, email, password_hash, display_name, locale from app_user where lower(email) = lower($1)",
+    )
+    .bind(email.trim())
+    .fetch_optional(db)
+    .await
+}
+
+pub async fn user_by_id(db: impl PgExecutor<'_>, id: Uuid) -> sqlx::Result<Option<UserRow>> {
+    sqlx::query_as("select id, email, password_hash, display_name, locale from app_user where id = $1")
+        .bind(id)
+        .fetch_optional(db)
+        .await
+}
+
+pub async fn insert_user(db: impl PgExecutor<'_>, email: &str, password_hash: &str) -> sqlx::Result<Uuid> {
+    sqlx::query_scalar("insert into app_user (id, email, password_hash) values ($1, $2, $3) returning id")
+        .bind(Uuid::new_v4())
+        .bind(email.trim())
+        .bind(password_hash)
+        .fetch_one(db)
+        .await
+}
+
+pub async fn set_locale(db: impl PgExecutor<'_>, user: Uuid, locale: Option<&str>) -> sqlx::Result<()> {
+    sqlx::query("update app_user set locale = $2 where id = $1").bind(user).bind(locale).execute(db).await?;
+    Ok(())
+}
+
+pub async fn any_users(db: impl PgExecutor<'_>) -> sqlx::Result<bool> {
+    sqlx::query_scalar("select exists (select 1 from app_user)").fetch_one(db).await
+}
+
+/// The caller's role in the transaction's tenant.
+pub async fn role_of(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Option<Role>> {
+    sqlx::query_scalar(
+        "select role from membership
+         where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .bind(user)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Tenants the user belongs to (needs a transaction with `app.user_id` set).
+pub async fn tenants_of_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<TenantChoice>> {
+    sqlx::query_as(
+        "select t.id, t.name, m.role from membership m join tenant t on t.id = m.tenant_id
+         where m.user_id = $1 order by t.name",
+    )
+    .bind(user)
+    .fetch_all(conn)
+    .await
+}
+
+pub async fn add_membership(conn: &mut PgConnection, tenant: Uuid, user: Uuid, role: Role) -> sqlx::Result<()> {
+    sqlx::query(
+        "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
+         on conflict (tenant_id, user_id) do update set role = excluded.role",
+    )
+    .bind(tenant)
+    .bind(user)
+    .bind(role)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn members(conn: &mut PgConnection) -> sqlx::Result<Vec<Member>> {
+    sqlx::query_as(
+        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         from membership m join app_user u on u.id = m.user_id
+         where m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+         order by m.role, lower(u.email)",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+pub async fn member(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Option<Member>> {
+    sqlx::query_as(
+        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         from membership m join app_user u on u.id = m.user_id
+         where m.user_id = $1 and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .bind(user)
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn member_by_email(conn: &mut PgConnection, email: &str) -> sqlx::Result<Option<Member>> {
+    sqlx::query_as(
+        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         from membership m join app_user u on u.id = m.user_id
+         where lower(u.email) = lower($1)
+           and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .bind(email.trim())
+    .fetch_optional(conn)
+    .await
+}
+
+pub async fn set_role(conn: &mut PgConnection, user: Uuid, role: Role) -> sqlx::Result<bool> {
+    let r = sqlx::query("update membership set role = $2 where user_id = $1").bind(user).bind(role).execute(conn).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+pub async fn remove_member(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<bool> {
+    let r = sqlx::query("delete from membership where user_id = $1").bind(user).execute(conn).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+pub async fn count_owners(conn: &mut PgConnection) -> sqlx::Result<i64> {
+    sqlx::query_scalar("select count(*) from membership where role = 'owner'").fetch_one(conn).await
+}

@@ -1,0 +1,286 @@
+//! Browser plumbing: the language of a request, the layout context every page gets, and the
+//! middleware that renders `AppError`s as pages on browser routes.
+
+pub mod pages;
+
+use askama::Template;
+use axum::{
+    extract::{FromRequestParts, Request},
+    http::{HeaderMap, StatusCode, header, request::Parts},
+    middleware::Next,
+    response::{Html, IntoResponse, Redirect, Response},
+};
+use tower_sessions::Session;
+
+use crate::{
+    auth::{self, Auth},
+    error::{AppError, ErrorInfo},
+    startup::AppState,
+    tenants::queries as tq,
+};
+
+/// UI language: the user's saved preference (kept in the session), else `Accept-Language`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    ZhCn,
+}
+
+impl Lang {
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::En => "en",
+            Lang::ZhCn => "zh-CN",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Lang> {
+        let s = s.trim().to_ascii_lowercase();
+        if s.starts_with("zh") {
+            Some(Lang::ZhCn)
+        } else if s.starts_with("en") {
+            Some(Lang::En)
+        } else {
+            None
+        }
+    }
+
+    /// Best supported language from an `Accept-Language` header.
+    pub fn from_accept_language(h: &str) -> Lang {
+        let mut best: Option<(f32, Lang)> = None;
+        for part in h.split(',') {
+            let mut it = part.split(';');
+            let tag = it.next().unwrap_or("");
+            let q = it
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .and_then(|q| q.parse::<f32>().ok())
+                .unwrap_or(1.0);
+            if let Some(l) = Lang::parse(tag) {
+                if best.is_none_or(|(bq, _)| q > bq) {
+                    best = Some((q, l));
+                }
+            }
+        }
+        best.map(|(_, l)| l).unwrap_or(Lang::En)
+    }
+
+    pub fn from_headers(h: &HeaderMap) -> Lang {
+        h.get(header::ACCEPT_LANGUAGE)
+            .and_then(|v| v.to_str().ok())
+            .map(Lang::from_accept_language)
+            .unwrap_or(Lang::En)
+    }
+
+    /// Translate a catalogue key (`locales/*.yml`).
+    pub fn t(&self, key: &str) -> String {
+        rust_i18n::t!(key, locale = self.code()).into_owned()
+    }
+}
+
+async fn lang_of(parts: &Parts) -> Lang {
+    if let Some(s) = parts.extensions.get::<Session>() {
+        if let Ok(Some(code)) = s.get::<String>(auth::LOCALE).await {
+            if let Some(l) = Lang::parse(&code) {
+                return l;
+            }
+        }
+    }
+    Lang::from_headers(&parts.headers)
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Lang {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(lang_of(parts).await)
+    }
+}
+
+/// The signed-in user as the navigation bar shows them.
+#[derive(Clone, Debug)]
+pub struct NavUser {
+    pub email: String,
+    pub tenant_name: String,
+    pub is_admin: bool,
+    pub multi_tenant: bool,
+}
+
+/// Everything the base layout needs.
+#[derive(Clone, Debug)]
+pub struct PageCtx {
+    pub lang: Lang,
+    pub csrf: String,
+    pub user: Option<NavUser>,
+    pub path: String,
+    /// A one-time notice shown at the top of the page.
+    pub flash: Option<String>,
+}
+
+impl PageCtx {
+    pub fn t(&self, key: &str) -> String {
+        self.lang.t(key)
+    }
+
+    /// Translate `prefix.key` (e.g. `status.indexed`).
+    pub fn tk(&self, prefix: &str, key: &str) -> String {
+        self.lang.t(&format!("{prefix}.{key}"))
+    }
+
+    pub fn is_zh(&self) -> bool {
+        self.lang == Lang::ZhCn
+    }
+
+    /// Is `prefix` the current section (for the active nav item)?
+    pub fn at(&self, prefix: &str) -> bool {
+        if prefix == "/" { self.path == "/" } else { self.path.starts_with(prefix) }
+    }
+
+    pub async fn build(parts: &mut Parts, state: &AppState, auth: Option<&Auth>) -> Result<Self, AppError> {
+        let lang = lang_of(parts).await;
+        let session = parts.extensions.get::<Session>().cloned();
+        let csrf = match &session {
+            Some(s) => auth::csrf::token(s).await?,
+            None => String::new(),
+        };
+        let flash = match &session {
+            Some(s) => s.remove::<String>("flash").await.map_err(auth::session_err)?,
+            None => None,
+        };
+        let user = match auth {
+            None => None,
+            Some(a) => {
+                let tenant_name = tq::tenant_name(&state.pool, a.tenant_id).await?.unwrap_or_default();
+                let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
+                let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
+                tx.commit().await?;
+                Some(NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 })
+            }
+        };
+        Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash })
+    }
+}
+
+/// A page handler's view of the request: a signed-in tenant user plus the layout context.
+pub struct Page {
+    pub auth: Auth,
+    pub ctx: PageCtx,
+}
+
+impl FromRequestParts<AppState> for Page {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        let auth = Auth::from_request_parts(parts, state).await?;
+        let ctx = PageCtx::build(parts, state, Some(&auth)).await?;
+        Ok(Page { auth, ctx })
+    }
+}
+
+/// Layout context for pages that do not need a signed-in user (login, setup).
+pub struct AnonCtx(pub PageCtx);
+
+impl FromRequestParts<AppState> for AnonCtx {
+    type Rejection = AppError;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        Ok(AnonCtx(PageCtx::build(parts, state, None).await?))
+    }
+}
+
+/// Set a one-time notice for the next page.
+pub async fn flash(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {
+    session.insert("flash", msg.into()).await.map_err(auth::session_err)
+}
+
+/// Render a template, mapping a template failure to an internal error.
+pub fn render(t: impl Template) -> Result<Response, AppError> {
+    let html = t.render().map_err(|e| AppError::Internal(anyhow::anyhow!("template: {e}")))?;
+    Ok(Html(html).into_response())
+}
+
+#[derive(Template)]
+#[template(path = "error.html")]
+struct ErrorPage {
+    ctx: PageCtx,
+    status: u16,
+    code: &'static str,
+    title: String,
+    message: String,
+}
+
+fn is_browser_route(path: &str) -> bool {
+    !(path.starts_with("/api/") || path == "/healthz" || path == "/readyz" || path == "/metrics")
+}
+
+/// Browser routes get error pages (and 401 becomes a redirect to the login page); `/api`
+/// routes keep the JSON body.
+pub async fn html_errors(req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_string();
+    let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let (parts, body) = req.into_parts();
+    let lang = lang_of(&parts).await;
+    let session = parts.extensions.get::<Session>().cloned();
+    let resp = next.run(Request::from_parts(parts, body)).await;
+    let Some(info) = resp.extensions().get::<ErrorInfo>().cloned() else {
+        return resp;
+    };
+    if !is_browser_route(&path) {
+        return resp;
+    }
+    if info.status == StatusCode::UNAUTHORIZED {
+        let next = urlencode(&path_and_query);
+        return Redirect::to(&format!("/login?next={next}")).into_response();
+    }
+    if info.code == "forbidden" && info.message.contains("/tenants") {
+        return Redirect::to("/tenants").into_response();
+    }
+    let csrf = match &session {
+        Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
+        None => String::new(),
+    };
+    let ctx = PageCtx { lang, csrf, user: None, path, flash: None };
+    let title = lang.t(&format!("error.{}", info.code));
+    let page = ErrorPage { ctx, status: info.status.as_u16(), code: info.code, title, message: info.message };
+    match page.render() {
+        Ok(html) => (info.status, Html(html)).into_response(),
+        Err(_) => resp,
+    }
+}
+
+pub fn urlencode(s: &str) -> String {
+    serde_urlencoded::to_string([("", s)]).map(|e| e[1..].to_string()).unwrap_or_default()
+}
+
+/// Only same-site relative targets are followed after login.
+pub fn safe_next(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
+        _ => "/".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_language() {
+        assert_eq!(Lang::from_accept_language("zh-CN,zh;q=0.9,en;q=0.8"), Lang::ZhCn);
+        assert_eq!(Lang::from_accept_language("en-US,en;q=0.9,zh;q=0.5"), Lang::En);
+        assert_eq!(Lang::from_accept_language("fr-FR, zh-TW;q=0.3"), Lang::ZhCn);
+        assert_eq!(Lang::from_accept_language("fr"), Lang::En);
+    }
+
+    #[test]
+    fn next_is_same_site_only() {
+        assert_eq!(safe_next(Some("/kbs/1")), "/kbs/1");
+        assert_eq!(safe_next(Some("//evil.com")), "/");
+        assert_eq!(safe_next(Some("https://evil.com")), "/");
+        assert_eq!(safe_next(Some("/\\evil.com")), "/");
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn catalogue_has_both_languages() {
+        assert_eq!(Lang::En.t("nav.dashboard"), "Dashboard");
+        assert_ne!(Lang::ZhCn.t("nav.dashboard"), "Dashboard");
+        assert!(!Lang::ZhCn.t("nav.dashboard").contains("nav."));
+    }
+}

@@ -1,0 +1,282 @@
+//! Sessions, CSRF, rate limiting, API tokens, /setup and tenant choice.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn session_cookie(r: &reqwest::Response) -> Option<String> {
+    r.headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("mnote_session="))
+        .map(String::from)
+}
+
+#[tokio::test]
+async fn login_sets_a_hardened_cookie_and_rotates_the_session_id() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.client();
+    let r = c.get("/login").await;
+    let before = session_cookie(&r).expect("login page starts a session for its CSRF token");
+    assert!(before.contains("HttpOnly") && before.contains("SameSite=Lax"), "{before}");
+    assert!(!before.contains("Secure"), "plain HTTP test server must not set Secure: {before}");
+    let csrf = csrf_from_html(&r.text().await.unwrap()).unwrap();
+    let r = c
+        .http
+        .post(format!("{}/login", app.base))
+        .form(&[("email", "owner@acme.test"), ("password", PASSWORD), ("csrf_token", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let after = session_cookie(&r).expect("login sets a new session cookie");
+    let id = |c: &str| c.split(';').next().unwrap().to_string();
+    assert_ne!(id(&before), id(&after), "session id must change at login");
+    let (st, me) = c.get_json("/api/session").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(me["user"]["email"], "owner@acme.test");
+    assert_eq!(me["role"], "owner");
+
+    // Logout ends it.
+    let mut c = c;
+    c.page("/").await;
+    let r = c.post_form("/logout", &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn secure_cookie_when_configured_for_tls() {
+    let app = spawn_app_with(|c| c.cookie_secure = true).await;
+    let r = app.client().get("/login").await;
+    assert!(session_cookie(&r).unwrap().contains("Secure"));
+}
+
+#[tokio::test]
+async fn wrong_password_is_refused_with_a_clear_message() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let r = app.client().login("owner@acme.test", "not the password").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("Wrong email or password"));
+    let r = app.client().login("nobody@acme.test", "whatever-password").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn state_changing_requests_with_a_cookie_need_the_csrf_token() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.login("owner@acme.test").await;
+    // JSON without the header:
+    let (st, e) = c.post_json("/api/kbs", json!({"name": "no token"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "csrf_failed"));
+    // A form without the field gets an HTML error page.
+    let r = c.post_form("/kbs", &[("name", "no token"), ("visibility", "team")]).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert!(r.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    // A wrong token:
+    let r = c.post_form("/kbs", &[("name", "bad"), ("visibility", "team"), ("csrf_token", "forged")]).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    // The session's token works, as header or form field.
+    let mut c = c.with_csrf().await;
+    let (st, _) = c.post_json("/api/kbs", json!({"name": "with header"})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    c.page("/").await;
+    let r = c.post_form("/kbs", &[("name", "with field"), ("visibility", "team")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // Nothing was created by the refused requests.
+    let (_, list) = c.get_json("/api/kbs").await;
+    let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["with field", "with header"]);
+    // The login form itself is protected too.
+    let r = app.client().http.post(format!("{}/login", app.base)).form(&[("email", "owner@acme.test"), ("password", PASSWORD)]).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn bearer_requests_are_exempt_from_csrf_and_bad_tokens_get_401() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.api(s.tenant_id, s.user_id).await;
+    let (st, kb) = c.post_json("/api/kbs", json!({"name": "via token"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    assert_eq!(kb["visibility"], "team");
+
+    for bad in ["", "nonsense", "mnote_0000_abc", &format!("mnote_{}_{}", s.tenant_id.simple(), "x".repeat(43))] {
+        let r = app.client().http.get(format!("{}/api/kbs", app.base)).header("authorization", format!("Bearer {bad}")).send().await.unwrap();
+        let (st, e) = json_of(r).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "unauthorized"), "{bad:?}");
+    }
+    let (st, e) = app.client().get_json("/api/kbs").await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+}
+
+#[tokio::test]
+async fn api_tokens_are_shown_once_stored_hashed_tracked_and_revocable() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.login("owner@acme.test").await.with_csrf().await;
+    let (st, created) = c.post_json("/api/tokens", json!({"name": "agent"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{created}");
+    let plain = created["token"].as_str().unwrap().to_string();
+    assert!(plain.starts_with("mnote_"));
+    // Not stored in plaintext.
+    let stored: Vec<String> = sqlx::query_scalar("select token_hash from api_token").fetch_all(&app.owner_pool).await.unwrap_or_default();
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, s.tenant_id, mnote::db::Scope::System).await.unwrap();
+    let hashes: Vec<String> = sqlx::query_scalar("select token_hash from api_token").fetch_all(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert!(stored.is_empty(), "the owner role is subject to forced RLS too");
+    assert_eq!(hashes.len(), 1);
+    assert_ne!(hashes[0], plain);
+    assert!(!hashes[0].contains(&plain[10..]));
+
+    let (_, list) = c.get_json("/api/tokens").await;
+    assert!(list["items"][0].get("token").is_none(), "the plaintext is never listed");
+    assert!(list["items"][0]["lastUsedAt"].is_null());
+
+    let mut t = app.client();
+    t.bearer = Some(plain.clone());
+    assert_eq!(t.get_json("/api/kbs").await.0, StatusCode::OK);
+    let (_, list) = c.get_json("/api/tokens").await;
+    assert!(list["items"][0]["lastUsedAt"].is_string(), "last use recorded");
+
+    let id = created["id"].as_str().unwrap();
+    assert_eq!(c.delete(&format!("/api/tokens/{id}")).await, StatusCode::NO_CONTENT);
+    assert_eq!(t.get_json("/api/kbs").await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(c.delete(&format!("/api/tokens/{id}")).await, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn login_is_rate_limited_per_account_and_per_address() {
+    let app = spawn_app_with(|c| c.login_max_failures = 3).await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    for _ in 0..3 {
+        let r = app.client().login("owner@acme.test", "wrong password!").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    }
+    // Now even the right password is refused, with a clear message and Retry-After.
+    let r = app.client().login("owner@acme.test", PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let body = r.text().await.unwrap();
+    assert!(body.contains("Too many failed sign-in attempts"), "{body}");
+
+    // Per address: many different accounts from one client address.
+    let app = spawn_app_with(|c| c.login_max_failures = 2).await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    for i in 0..8 {
+        let r = app.client().login(&format!("user{i}@acme.test"), "wrong password!").await;
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "attempt {i}");
+    }
+    let r = app.client().login("owner@acme.test", PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS, "address limit (4 × per-account) not applied");
+}
+
+#[tokio::test]
+async fn sessions_expire_after_the_absolute_lifetime() {
+    let app = spawn_app_with(|c| c.session_absolute = std::time::Duration::from_secs(1)).await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.login("owner@acme.test").await;
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (st, e) = c.get_json("/api/session").await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+    // A browser page redirects to the login form, keeping where the user was going.
+    let r = c.get("/admin/members").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/login?next=%2Fadmin%2Fmembers");
+}
+
+#[tokio::test]
+async fn sessions_expire_when_idle() {
+    let app = spawn_app_with(|c| c.session_idle = std::time::Duration::from_secs(1)).await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.login("owner@acme.test").await;
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn first_run_setup_works_once() {
+    let app = spawn_app().await;
+    let mut c = app.client();
+    let r = c.get("/login").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/setup");
+    let (st, html) = c.page("/setup").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("name=\"tenant\""));
+    let r = c.post_form("/setup", &[("tenant", "First Team"), ("email", "me@first.test"), ("password", "short")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let r = c.post_form("/setup", &[("tenant", "First Team"), ("email", "me@first.test"), ("password", PASSWORD)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (st, me) = c.get_json("/api/session").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(me["tenant"]["name"], "First Team");
+    assert_eq!(me["role"], "owner");
+    // Closed afterwards, for everyone.
+    let mut other = app.client();
+    assert_eq!(other.page("/setup").await.0, StatusCode::NOT_FOUND);
+    let (_, html) = other.page("/login").await;
+    assert!(html.contains("name=\"password\""));
+    let r = other.post_form("/setup", &[("tenant", "Evil"), ("email", "evil@x.test"), ("password", PASSWORD)]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_user_in_several_tenants_picks_one_and_can_switch() {
+    let app = spawn_app().await;
+    let a = app.bootstrap("alpha", "owner@alpha.test").await;
+    let b = app.bootstrap("beta", "owner@beta.test").await;
+    app.add_user(b.tenant_id, "owner@alpha.test", "member").await;
+    let _ = a;
+    let mut c = app.client();
+    let r = c.login("owner@alpha.test", PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(r.headers()["location"].to_str().unwrap().starts_with("/tenants"));
+    // No tenant yet: pages send the user to the picker, the API says so.
+    let r = c.get("/").await;
+    assert_eq!(r.headers()["location"], "/tenants");
+    let (_, html) = c.page("/tenants").await;
+    assert!(html.contains("alpha") && html.contains("beta"));
+    let r = c.post_form("/tenants/switch", &[("tenant_id", &b.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, me) = c.get_json("/api/session").await;
+    assert_eq!((me["tenant"]["name"].as_str(), me["role"].as_str()), (Some("beta"), Some("member")));
+    let r = c.post_form("/tenants/switch", &[("tenant_id", &a.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, me) = c.get_json("/api/session").await;
+    assert_eq!((me["tenant"]["name"].as_str(), me["role"].as_str()), (Some("alpha"), Some("owner")));
+    // A tenant the user does not belong to cannot be chosen.
+    let other = app.bootstrap("gamma", "owner@gamma.test").await;
+    let r = c.post_form("/tenants/switch", &[("tenant_id", &other.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn members_and_roles_are_managed_by_admins_only() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let owner = app.api(s.tenant_id, s.user_id).await;
+    let (st, m) = owner.post_json("/api/members", json!({"email": "new@acme.test", "role": "member", "password": PASSWORD})).await;
+    assert_eq!(st, StatusCode::CREATED, "{m}");
+    let member_id: uuid::Uuid = m["id"].as_str().unwrap().parse().unwrap();
+    let member = app.api(s.tenant_id, member_id).await;
+    let (st, e) = member.post_json("/api/members", json!({"email": "x@acme.test", "role": "admin", "password": PASSWORD})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"));
+    let (st, e) = owner.post_json("/api/members", json!({"email": "bad", "role": "member", "password": PASSWORD})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
+    assert_eq!(e["error"]["fields"]["email"], "not a valid email address");
+    // The last owner cannot be demoted.
+    let (st, e) = owner.send_json("PATCH", &format!("/api/members/{}", s.user_id), json!({"role": "member"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"));
+    let (st, m) = owner.send_json("PATCH", &format!("/api/members/{member_id}"), json!({"role": "admin"})).await;
+    assert_eq!((st, m["role"].as_str()), (StatusCode::OK, Some("admin")));
+    assert_eq!(owner.delete(&format!("/api/members/{member_id}")).await, StatusCode::NO_CONTENT);
+    // Removed members lose access at once, even with a token.
+    assert_eq!(member.get_json("/api/kbs").await.0, StatusCode::UNAUTHORIZED);
+}

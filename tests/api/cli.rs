@@ -1,0 +1,92 @@
+//! The `mnote` binary against the test database, as an operator would use it.
+
+use std::{io::Write, process::Command};
+
+use reqwest::StatusCode;
+
+use crate::helpers::*;
+
+fn mnote(app: &TestApp, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnote"));
+    cmd.args(args)
+        .env("DATABASE_URL", &app.config.database_url)
+        .env("MNOTE_DATA_DIR", &app.config.data_dir)
+        .env("MNOTE_GRANTABLE_ROOTS", &app.docs)
+        .env("RUST_LOG", "warn")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().expect("run mnote");
+    if let Some(s) = stdin {
+        child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    }
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[tokio::test]
+async fn bootstrap_user_token_grant_and_kb_commands() {
+    let app = spawn_app().await;
+    let pw = format!("{PASSWORD}\n");
+    let (ok, out, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("created"), "{out}");
+    // Idempotent: exits 0 when both exist, and works for a second tenant.
+    let (ok, out, _) = mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
+    assert!(ok && out.contains("exists"), "{out}");
+    let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "labs", "--email", "root@labs.test", "--password-stdin"], Some(&pw));
+    assert!(ok, "{err}");
+    // Bad input: clear errors, non-zero exit.
+    let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "x", "--email", "bad", "--password-stdin"], Some(&pw));
+    assert!(!ok && err.contains("invalid_input"), "{err}");
+    let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "x", "--email", "a@b.co", "--password-stdin"], Some("short\n"));
+    assert!(!ok && err.contains("at least 10"), "{err}");
+
+    let (ok, _, err) = mnote(&app, &["user", "add", "--tenant", "ops", "--email", "dev@ops.test", "--role", "member", "--password-stdin"], Some(&pw));
+    assert!(ok, "{err}");
+    let c = app.client();
+    assert_eq!(c.login("dev@ops.test", PASSWORD).await.status(), StatusCode::SEE_OTHER);
+
+    let (ok, out, err) = mnote(&app, &["token", "create", "--tenant", "ops", "--email", "dev@ops.test", "--name", "ci"], None);
+    assert!(ok, "{err}");
+    let token = out.lines().last().unwrap().trim().to_string();
+    let mut t = app.client();
+    t.bearer = Some(token);
+    let (st, me) = t.get_json("/api/session").await;
+    assert_eq!((st, me["user"]["email"].as_str()), (StatusCode::OK, Some("dev@ops.test")));
+
+    std::fs::create_dir_all(app.docs.join("shared")).unwrap();
+    let shared = app.docs_path("shared");
+    let (ok, out, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--all-members", "--permission", "read_index"], None);
+    assert!(ok && out.contains("created"), "{out}{err}");
+    let (ok, _, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", "/etc", "--all-members", "--permission", "read"], None);
+    assert!(!ok && err.contains("path_outside_grant"), "{err}");
+    let (ok, _, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--email", "dev@ops.test", "--all-members", "--permission", "read"], None);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+
+    let (ok, out, err) = mnote(&app, &["kb", "create", "--tenant", "ops", "--name", "Runbooks", "--visibility", "team", "--owner", "dev@ops.test"], None);
+    assert!(ok, "{out}{err}");
+    let (_, kbs) = t.get_json("/api/kbs").await;
+    assert_eq!(kbs["items"][0]["name"], "Runbooks");
+    assert_eq!(kbs["items"][0]["ownerEmail"], "dev@ops.test");
+    let (_, grants) = t.get_json("/api/grants").await;
+    assert_eq!(grants["items"][0]["rootPath"], shared.as_str());
+}
+
+#[tokio::test]
+async fn serve_refuses_a_role_that_can_bypass_rls() {
+    let app = spawn_app().await;
+    let owner_url = role_url(OWNER_ROLE, &app.db_name);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mnote"));
+    let out = cmd
+        .arg("serve")
+        .env("DATABASE_URL", &owner_url)
+        .env("MNOTE_DATA_DIR", &app.config.data_dir)
+        .env("MNOTE_BIND", "127.0.0.1:0")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("refusing to serve"), "{err}");
+}

@@ -1,0 +1,296 @@
+//! `spawn_app()` and a small HTTP client that speaks the app's session + CSRF protocol.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    str::FromStr,
+    sync::{Arc, Once},
+    time::Duration,
+};
+
+use mnote::{
+    config::Config,
+    db::{self, Scope, TenantTx},
+    startup::{self, AppState},
+    tenants,
+};
+use reqwest::{Response, StatusCode, header};
+use serde_json::{Value, json};
+use sqlx::{
+    Connection, Executor, PgPool,
+    postgres::{PgConnectOptions, PgConnection, PgPoolOptions},
+};
+use uuid::Uuid;
+
+pub const OWNER_ROLE: &str = "mnote_owner";
+pub const APP_ROLE: &str = "mnote_app";
+pub const PASSWORD: &str = "correct horse battery staple";
+
+pub fn admin_url() -> String {
+    std::env::var("MNOTE_TEST_ADMIN_URL").expect(
+        "MNOTE_TEST_ADMIN_URL is not set: run the tests through `./dev test`, which starts Postgres",
+    )
+}
+
+pub fn role_url(role: &str, db: &str) -> String {
+    let opts = PgConnectOptions::from_str(&admin_url()).expect("admin url");
+    format!("postgres://{role}@{}:{}/{db}", opts.get_host(), opts.get_port())
+}
+
+/// Drop databases left by earlier runs, once per test binary.
+async fn cleanup_old_databases() {
+    static ONCE: Once = Once::new();
+    let mut first = false;
+    ONCE.call_once(|| first = true);
+    if !first {
+        return;
+    }
+    let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
+    let old: Vec<String> = sqlx::query_scalar("select datname from pg_database where datname like 'mnote_t_%'")
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+    for d in old {
+        let _ = admin.execute(format!("drop database if exists \"{d}\" with (force)").as_str()).await;
+    }
+}
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub base: String,
+    /// Connected as the confined app role (what the server uses).
+    pub pool: PgPool,
+    /// Connected as the owner role (migrations).
+    pub owner_pool: PgPool,
+    pub db_name: String,
+    pub config: Config,
+    /// The operator's grantable root (a temp dir).
+    pub docs: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    cleanup_old_databases().await;
+    let db_name = format!("mnote_t_{}", Uuid::new_v4().simple());
+    let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
+    admin
+        .execute(format!("create database \"{db_name}\" owner {OWNER_ROLE}").as_str())
+        .await
+        .expect("create test database");
+    admin.close().await.ok();
+    let owner_pool = PgPoolOptions::new().max_connections(2).connect(&role_url(OWNER_ROLE, &db_name)).await.unwrap();
+    db::migrate(&owner_pool, Some(APP_ROLE)).await.expect("migrate");
+    let database_url = role_url(APP_ROLE, &db_name);
+    let pool = PgPoolOptions::new().max_connections(8).connect(&database_url).await.unwrap();
+
+    let tmp = tempfile::tempdir().unwrap();
+    let base_dir = tmp.path().canonicalize().unwrap();
+    let docs = base_dir.join("docs");
+    let data_dir = base_dir.join("data");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::create_dir_all(&data_dir).unwrap();
+    let mut config = Config {
+        database_url,
+        migration_database_url: None,
+        bind: "127.0.0.1:0".parse().unwrap(),
+        data_dir: data_dir.clone(),
+        grantable_roots: vec![docs.clone()],
+        public_url: None,
+        cookie_secure: false,
+        session_idle: Duration::from_secs(3600),
+        session_absolute: Duration::from_secs(86400),
+        upload_max_bytes: 1024 * 1024,
+        login_max_failures: 5,
+        login_window: Duration::from_secs(900),
+        db_max_connections: 8,
+        trust_proxy: false,
+    };
+    tweak(&mut config);
+    let state = AppState { pool: pool.clone(), config: Arc::new(config.clone()), metrics: mnote::ops::metrics_handle() };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = startup::build_router(state);
+    tokio::spawn(async move {
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
+    });
+    TestApp { addr, base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, _tmp: tmp }
+}
+
+pub struct Seeded {
+    pub tenant_id: Uuid,
+    pub user_id: Uuid,
+}
+
+impl TestApp {
+    pub async fn bootstrap(&self, tenant: &str, email: &str) -> Seeded {
+        let b = tenants::bootstrap(&self.pool, tenant, email, PASSWORD).await.expect("bootstrap");
+        Seeded { tenant_id: b.tenant_id, user_id: b.user_id }
+    }
+
+    pub async fn add_user(&self, tenant_id: Uuid, email: &str, role: &str) -> Uuid {
+        tenants::add_user(&self.pool, tenant_id, email, role.parse().unwrap(), Some(PASSWORD)).await.expect("add user").0
+    }
+
+    /// An API token for the member, created through the library like `mnote token create`.
+    pub async fn token(&self, tenant_id: Uuid, user_id: Uuid) -> String {
+        let mut tx = TenantTx::begin(&self.pool, tenant_id, Scope::User(user_id)).await.unwrap();
+        let (_, plain) = mnote::auth::tokens::create(&mut tx, tenant_id, user_id, "test").await.unwrap();
+        tx.commit().await.unwrap();
+        plain
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(&self.base)
+    }
+
+    /// A browser-like client signed in as `email`.
+    pub async fn login(&self, email: &str) -> Client {
+        let c = self.client();
+        let r = c.login(email, PASSWORD).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "login as {email} failed");
+        c
+    }
+
+    /// A bearer-token client.
+    pub async fn api(&self, tenant_id: Uuid, user_id: Uuid) -> Client {
+        let mut c = self.client();
+        c.bearer = Some(self.token(tenant_id, user_id).await);
+        c
+    }
+
+    /// Create `rel` under the grantable root with `content`.
+    pub fn write_doc(&self, rel: &str, content: &str) -> PathBuf {
+        let p = self.docs.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        p
+    }
+
+    pub fn docs_path(&self, rel: &str) -> String {
+        self.docs.join(rel).to_string_lossy().into_owned()
+    }
+}
+
+pub struct Client {
+    pub http: reqwest::Client,
+    pub base: String,
+    pub bearer: Option<String>,
+    pub csrf: Option<String>,
+}
+
+pub fn csrf_from_html(html: &str) -> Option<String> {
+    let doc = scraper::Html::parse_document(html);
+    let sel = scraper::Selector::parse(r#"meta[name="csrf-token"]"#).unwrap();
+    doc.select(&sel).next().and_then(|m| m.value().attr("content")).map(String::from).filter(|s| !s.is_empty())
+}
+
+impl Client {
+    pub fn new(base: &str) -> Self {
+        let http = reqwest::Client::builder()
+            .cookie_store(true)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        Client { http, base: base.to_string(), bearer: None, csrf: None }
+    }
+
+    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut r = self.http.request(method.clone(), format!("{}{path}", self.base));
+        if let Some(t) = &self.bearer {
+            r = r.bearer_auth(t);
+        } else if let (Some(c), false) = (&self.csrf, method == reqwest::Method::GET) {
+            r = r.header("x-csrf-token", c);
+        }
+        r
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        self.req(reqwest::Method::GET, path).send().await.unwrap()
+    }
+
+    pub async fn get_json(&self, path: &str) -> (StatusCode, Value) {
+        json_of(self.get(path).await).await
+    }
+
+    pub async fn send_json(&self, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        json_of(self.req(m, path).json(&body).send().await.unwrap()).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send_json("POST", path, body).await
+    }
+
+    pub async fn delete(&self, path: &str) -> StatusCode {
+        self.req(reqwest::Method::DELETE, path).send().await.unwrap().status()
+    }
+
+    /// Post an HTML form; the CSRF field is added from the last page seen unless given.
+    pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> Response {
+        let mut form: Vec<(String, String)> = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        if !fields.iter().any(|(k, _)| *k == "csrf_token") {
+            if let Some(c) = &self.csrf {
+                form.push(("csrf_token".into(), c.clone()));
+            }
+        }
+        self.http.post(format!("{}{path}", self.base)).form(&form).send().await.unwrap()
+    }
+
+    /// Load a page and remember its CSRF token, like a browser rendering a form.
+    pub async fn page(&mut self, path: &str) -> (StatusCode, String) {
+        let r = self.get(path).await;
+        let status = r.status();
+        let html = r.text().await.unwrap();
+        if let Some(c) = csrf_from_html(&html) {
+            self.csrf = Some(c);
+        }
+        (status, html)
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Response {
+        let r = self.get("/login").await;
+        let html = r.text().await.unwrap();
+        let csrf = csrf_from_html(&html).expect("login page has a CSRF token");
+        self.http
+            .post(format!("{}/login", self.base))
+            .form(&[("email", email), ("password", password), ("csrf_token", &csrf)])
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+impl Client {
+    /// After `login`, fetch a page so JSON calls can carry the CSRF header.
+    pub async fn with_csrf(mut self) -> Self {
+        self.page("/").await;
+        assert!(self.csrf.is_some(), "no CSRF token on the dashboard");
+        self
+    }
+}
+
+pub async fn json_of(r: Response) -> (StatusCode, Value) {
+    let status = r.status();
+    let is_json = r.headers().get(header::CONTENT_TYPE).is_some_and(|v| v.to_str().unwrap_or("").contains("json"));
+    let text = r.text().await.unwrap();
+    let v = if is_json { serde_json::from_str(&text).unwrap() } else { json!({ "nonJson": text }) };
+    (status, v)
+}
+
+pub fn error_code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("<no error code>")
+}
+
+pub fn symlink(target: &Path, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+}
+
+impl Client {
+    pub async fn delete_json(&self, path: &str) -> (StatusCode, Value) {
+        json_of(self.req(reqwest::Method::DELETE, path).send().await.unwrap()).await
+    }
+}

@@ -1,0 +1,91 @@
+//! Server-rendered pages: they render, use the catalogue in both languages, and work
+//! without JavaScript (plain forms).
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn main_pages_render_for_an_owner() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    for path in ["/", "/admin/members", "/admin/grants", "/settings/tokens"] {
+        let (st, html) = c.page(path).await;
+        assert_eq!(st, StatusCode::OK, "{path}");
+        assert!(html.contains("owner@acme.test"), "{path} shows who is signed in");
+        assert!(!html.contains("nav.") && !html.contains("dashboard."), "{path}: untranslated key");
+    }
+    // Create a KB through the form and land on its page.
+    c.page("/").await;
+    let r = c.post_form("/kbs", &[("name", "Research"), ("visibility", "team"), ("description", "papers")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let kb_page = r.headers()["location"].to_str().unwrap().to_string();
+    let (st, html) = c.page(&kb_page).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("Research") && html.contains("papers"));
+    // Grant, then register through the KB page form.
+    app.write_doc("lab/paper.md", "# Paper");
+    let r = c.post_form("/admin/grants", &[("path", &app.docs_path("lab")), ("grantee", "all"), ("permission", "read_index")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page(&kb_page).await;
+    assert!(html.contains(&app.docs_path("lab")), "grant offered in the register form");
+    let grant_id = {
+        let api = app.api(s.tenant_id, s.user_id).await;
+        let (_, g) = api.get_json("/api/grants").await;
+        g["items"][0]["id"].as_str().unwrap().to_string()
+    };
+    let r = c.post_form(&format!("{kb_page}/sources"), &[("grant_id", &grant_id), ("path", "")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page(&kb_page).await;
+    assert!(html.contains("paper.md") && html.contains("Registered 1 files"), "source listed with a notice");
+    assert!(html.contains("class=\"status pending\""));
+    // Token page shows a new token exactly once.
+    let r = c.post_form("/settings/tokens", &[("name", "cli")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/settings/tokens").await;
+    assert!(html.contains("id=\"new-token\">mnote_"));
+    let (_, html) = c.page("/settings/tokens").await;
+    assert!(!html.contains("id=\"new-token\""));
+}
+
+#[tokio::test]
+async fn pages_follow_the_language_preference() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let r = app.client().http.get(format!("{}/login", app.base)).header("accept-language", "zh-CN,zh;q=0.9,en;q=0.5").send().await.unwrap();
+    let html = r.text().await.unwrap();
+    assert!(html.contains("lang=\"zh-CN\""));
+    assert!(!html.contains(">Sign in<"), "login page should be Chinese");
+    let mut c = app.login("owner@acme.test").await;
+    let (_, html) = c.page("/").await;
+    assert!(html.contains(">Dashboard<"));
+    // Saved preference wins over Accept-Language, and sticks to the account.
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/").await;
+    assert!(html.contains("lang=\"zh-CN\"") && !html.contains(">Dashboard<"));
+    let c2 = app.login("owner@acme.test").await;
+    let html = c2.get("/").await.text().await.unwrap();
+    assert!(html.contains("lang=\"zh-CN\""), "preference restored at the next login");
+}
+
+#[tokio::test]
+async fn errors_render_as_pages_for_browsers_and_json_for_the_api() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let m = app.add_user(s.tenant_id, "m@acme.test", "member").await;
+    let _ = m;
+    let mut c = app.login("m@acme.test").await;
+    let (st, html) = c.page("/admin/grants").await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert!(html.contains("<html") && html.contains("forbidden"));
+    let (st, html) = c.page(&format!("/kbs/{}", uuid::Uuid::new_v4())).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("<html"));
+    let (st, e) = c.get_json(&format!("/api/kbs/{}", uuid::Uuid::new_v4())).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"));
+    assert_eq!(e["error"]["message"], "not found");
+    let _ = json!({});
+}
