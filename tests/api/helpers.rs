@@ -56,7 +56,6 @@ async fn cleanup_old_databases() {
 }
 
 pub struct TestApp {
-    pub addr: SocketAddr,
     pub base: String,
     /// Connected as the confined app role (what the server uses).
     pub pool: PgPool,
@@ -117,7 +116,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
-    TestApp { addr, base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, _tmp: tmp }
+    TestApp { base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, _tmp: tmp }
 }
 
 pub struct Seeded {

@@ -57,7 +57,7 @@ async fn every_tenant_table_has_forced_rls_and_a_tenant_policy() {
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     assert_eq!(names, TENANT_TABLES, "every table with tenant_id must be listed here and tested");
     for (t, enabled, forced) in &rows {
-        assert!(enabled && forced, "{t}: RLS enabled={enabled} forced={forced}");
+        assert!(*enabled && *forced, "{t}: RLS enabled={enabled} forced={forced}");
         let policy: Option<String> = sqlx::query_scalar(
             "select qual from pg_policies where tablename = $1 and policyname = 'tenant_isolation'",
         )
