@@ -26,12 +26,15 @@ use crate::{
 /// The client address used for rate limiting.
 pub fn client_ip(state: &AppState, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
     if state.config.trust_proxy {
-        if let Some(first) = headers
+        // The last entry is the one our own proxy appended; earlier ones are client-supplied.
+        if let Some(last) = headers
             .get("x-forwarded-for")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(',').next())
+            .and_then(|v| v.rsplit(',').next())
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
         {
-            return first.trim().to_string();
+            return last.to_string();
         }
     }
     peer.map(|p| p.ip().to_string()).unwrap_or_else(|| "unknown".into())
