@@ -24,8 +24,8 @@ use crate::{
 };
 
 /// The client address used for rate limiting.
-pub fn client_ip(state: &AppState, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
-    if state.config.trust_proxy {
+pub fn client_ip(trust_proxy: bool, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
+    if trust_proxy {
         // The last entry is the one our own proxy appended; earlier ones are client-supplied.
         if let Some(last) = headers
             .get("x-forwarded-for")
@@ -90,7 +90,7 @@ pub async fn login(
     peer: Peer,
     Form(f): Form<LoginForm>,
 ) -> AppResult<Response> {
-    let ip = client_ip(&state, &headers, peer.0);
+    let ip = client_ip(state.config.trust_proxy, &headers, peer.0);
     let email = f.email.trim().to_string();
     let next = safe_next(f.next.as_deref());
     let page = |ctx: PageCtx, error: String| LoginPage { ctx, next: next.clone(), email: email.clone(), error: Some(error) };
@@ -330,4 +330,20 @@ pub async fn tokens_revoke_form(
     super::tokens::revoke(&mut tx, page.auth.user_id, id).await?;
     tx.commit().await?;
     Ok(Redirect::to("/settings/tokens"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_ip_trusts_only_the_proxy_entry() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", "6.6.6.6, 10.0.0.7".parse().unwrap());
+        let peer = Some("127.0.0.1:9".parse().unwrap());
+        assert_eq!(client_ip(true, &h, peer), "10.0.0.7");
+        assert_eq!(client_ip(false, &h, peer), "127.0.0.1");
+        assert_eq!(client_ip(true, &HeaderMap::new(), peer), "127.0.0.1");
+        assert_eq!(client_ip(false, &HeaderMap::new(), None), "unknown");
+    }
 }
