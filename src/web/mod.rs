@@ -237,7 +237,14 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     };
     let ctx = PageCtx { lang, csrf, user: None, path, flash: None };
     let title = lang.t(&format!("error.{}", info.code));
-    let page = ErrorPage { ctx, status: info.status.as_u16(), code: info.code, title, message: info.message };
+    // Generic outcomes get a translated explanation; specific ones keep the server's message.
+    let message = match info.code {
+        "not_found" | "internal" | "csrf_failed" | "path_outside_grant" | "upstream_unavailable" => {
+            lang.t(&format!("error.hint.{}", info.code))
+        }
+        _ => info.message,
+    };
+    let page = ErrorPage { ctx, status: info.status.as_u16(), code: info.code, title, message };
     match page.render() {
         Ok(html) => (info.status, Html(html)).into_response(),
         Err(_) => resp,
