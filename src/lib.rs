@@ -9,6 +9,7 @@ pub mod config; // Config::from_env
 pub mod db; // pools, migrations, role checks, tenant-scoped transactions
 pub mod error; // AppError: JSON for /api, an HTML page for the browser
 pub mod grants; // directory grants and path confinement
+pub mod ingest; // parse providers and the canonical artifact
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod sources; // registered files and uploads

@@ -1,0 +1,1 @@
+//! Markdown provider (placeholder module: implemented in the ingestion work).
