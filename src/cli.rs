@@ -55,6 +55,27 @@ pub enum Command {
         #[command(subcommand)]
         command: KbCommand,
     },
+    /// Register files or directories into a KB and wait until they are parsed and indexed.
+    Index {
+        #[command(flatten)]
+        who: TenantActor,
+        #[arg(long)]
+        kb: String,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+    },
+    /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
+    Reindex {
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Parse one file and print its artifact as JSON (this is also the supervised parser child).
+    #[command(hide = true)]
+    ParseFile {
+        #[arg(long)]
+        kind: String,
+        path: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -154,7 +175,7 @@ fn read_password(stdin: bool) -> anyhow::Result<Option<String>> {
     Ok(Some(pw))
 }
 
-async fn app_pool() -> anyhow::Result<(Config, PgPool)> {
+pub async fn app_pool() -> anyhow::Result<(Config, PgPool)> {
     let cfg = Config::from_env()?;
     let pool = db::connect(&cfg.database_url, 4).await?;
     Ok((cfg, pool))
@@ -251,6 +272,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("grant {} {}: {} → {} ({})", g.id, if created { "created" } else { "exists" }, g.root_path,
                 g.user_email.as_deref().unwrap_or("all members"), g.permission);
             Ok(())
+        }
+        Command::Index { who, kb, paths } => crate::ingest::progress::index_command(&who.tenant, who.as_email.as_deref(), &kb, &paths).await,
+        Command::Reindex { tenant } => {
+            let (_, pool) = app_pool().await?;
+            let actor = act_as(&pool, &tenant, None).await?;
+            let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
+            let (sources, blocks) = crate::ingest::index::rebuild_all(&mut tx, actor.tenant_id).await?;
+            tx.commit().await?;
+            println!("rebuilt {blocks} evidence blocks of {sources} sources from their artifacts");
+            Ok(())
+        }
+        Command::ParseFile { kind, path } => {
+            std::process::exit(crate::ingest::worker::parse_file_main(&path, &kind));
         }
         Command::Kb { command: KbCommand::Create { tenant, name, visibility, owner } } => {
             let (_, pool) = app_pool().await?;

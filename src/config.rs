@@ -23,6 +23,14 @@ pub struct Config {
     pub db_max_connections: u32,
     /// Honour X-Forwarded-For for the client address (only behind a trusted proxy).
     pub trust_proxy: bool,
+    /// Parallel ingest workers in this process (0 = none, e.g. a web-only replica).
+    pub ingest_workers: usize,
+    pub parse_timeout: Duration,
+    pub parse_memory_bytes: u64,
+    /// Files larger than this are not parsed (`file_too_large`).
+    pub parse_max_bytes: u64,
+    /// The `mnote` binary run as the supervised parser child (default: this executable).
+    pub parser_exe: PathBuf,
 }
 
 impl std::fmt::Debug for Config {
@@ -93,6 +101,14 @@ impl Config {
             login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
             db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
             trust_proxy: parse("MNOTE_TRUST_PROXY", false)?,
+            ingest_workers: parse(
+                "MNOTE_INGEST_WORKERS",
+                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            )?,
+            parse_timeout: Duration::from_secs(parse("MNOTE_PARSE_TIMEOUT_SECS", 600u64)?),
+            parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
+            parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
+            parser_exe: std::env::current_exe().context("locating the mnote executable")?,
         })
     }
 

@@ -59,6 +59,7 @@ fn api_routes(upload_limit: usize) -> Router<AppState> {
             post(s::upload_sources).layer(DefaultBodyLimit::max(upload_limit)),
         )
         .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
+        .route("/api/sources/{id}/source-map.json", get(s::source_map))
         .route("/api/{*rest}", axum::routing::any(not_found))
 }
 
@@ -139,6 +140,13 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let cleanup = tokio::spawn(async move {
         let _ = store.continuously_delete_expired(Duration::from_secs(600)).await;
     });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let workers = crate::ingest::pipeline::spawn_workers(
+        state.pool.clone(),
+        state.config.clone(),
+        state.config.ingest_workers,
+        stop_rx,
+    );
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let app = build_router(state);
@@ -146,6 +154,10 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await?;
     cleanup.abort();
+    let _ = stop_tx.send(true);
+    for w in workers {
+        let _ = w.await;
+    }
     tracing::info!("server stopped");
     Ok(())
 }

@@ -57,7 +57,11 @@ impl Auth {
 
     /// A tenant transaction acting as this user.
     pub async fn tx(&self, state: &AppState) -> Result<TenantTx, sqlx::Error> {
-        TenantTx::begin(&state.pool, self.tenant_id, Scope::User(self.user_id)).await
+        self.tx_pool(&state.pool).await
+    }
+
+    pub async fn tx_pool(&self, pool: &sqlx::PgPool) -> Result<TenantTx, sqlx::Error> {
+        TenantTx::begin(pool, self.tenant_id, Scope::User(self.user_id)).await
     }
 }
 

@@ -2,7 +2,14 @@
 //! providers) turns artifacts into evidence rows.
 
 pub mod artifact;
+pub mod docx;
+pub mod index;
+pub mod jobs;
 pub mod markdown;
+pub mod pipeline;
+pub mod progress;
+pub mod providers;
+pub mod worker;
 
 pub use artifact::ParsedArtifact;
 

@@ -1,7 +1,5 @@
 //! Source API (register, upload, list, get, delete) and the KB page's form actions.
 
-use std::path::PathBuf;
-
 use axum::{
     Form, Json,
     extract::{Multipart, Path, State},
@@ -89,11 +87,6 @@ pub async fn delete_source(State(state): State<AppState>, auth: Auth, Path(id): 
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// Where an upload's bytes live: content-addressed under the data directory.
-pub fn upload_blob_path(state: &AppState, sha256: &str) -> PathBuf {
-    let hex = sha256.trim_start_matches("sha256:");
-    state.config.uploads_dir().join(&hex[..2.min(hex.len())]).join(hex)
-}
 
 /// Stream one multipart field to disk, hashing as it goes; refuse it past the size limit.
 async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Field<'_>) -> AppResult<(i64, String)> {
@@ -128,7 +121,7 @@ async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Fi
         return Err(e);
     }
     let sha = format!("sha256:{}", hex::encode(hasher.finalize()));
-    let dest = upload_blob_path(state, &sha);
+    let dest = super::upload_blob_path(&state.config.uploads_dir(), &sha);
     tokio::fs::create_dir_all(dest.parent().expect("blob path has a parent")).await.map_err(|e| AppError::Internal(e.into()))?;
     tokio::fs::rename(&tmp, &dest).await.map_err(|e| AppError::Internal(e.into()))?;
     Ok((size as i64, sha))
@@ -172,6 +165,9 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
         let (mut s, created) = queries::upsert(&mut tx, auth.tenant_id, auth.user_id, &n).await?;
         if !created && s.sha256 != sha {
             s = queries::replace_upload_content(&mut tx, s.id, size, &sha).await?;
+        }
+        if created || s.indexed_hash.as_deref() != Some(sha.as_str()) {
+            crate::ingest::jobs::enqueue(&mut tx, auth.tenant_id, s.id).await?;
         }
         tx.commit().await?;
         out.push((s, created));
@@ -251,4 +247,13 @@ pub async fn upload_form(
 pub async fn delete_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
     let kb = delete(&state, &page.auth, id).await?;
     Ok(Redirect::to(&format!("/kbs/{kb}")))
+}
+
+/// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).
+pub async fn source_map(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let mut tx = auth.tx(&state).await?;
+    queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    let art = crate::ingest::index::load_artifact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Json(art.source_map).into_response())
 }

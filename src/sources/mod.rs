@@ -185,9 +185,19 @@ pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'
         };
         let (s, created) = queries::upsert(conn, auth.tenant_id, auth.user_id, &n).await?;
         created_count += created as usize;
+        // New files, and registered files whose content changed since they were indexed.
+        if created || s.indexed_hash.as_deref() != Some(facts.sha256.as_str()) {
+            crate::ingest::jobs::enqueue(conn, auth.tenant_id, s.id).await?;
+        }
         items.push(s);
     }
     Ok(Registered { items, created_count, skipped_count, folder_id, directory })
+}
+
+/// Where an upload's bytes live: content-addressed under the data directory.
+pub fn upload_blob_path(uploads_dir: &Path, sha256: &str) -> PathBuf {
+    let hex = sha256.trim_start_matches("sha256:");
+    uploads_dir.join(&hex[..2.min(hex.len())]).join(hex)
 }
 
 /// A safe display name for an upload: the last path component, no control characters.

@@ -20,6 +20,9 @@ pub struct Source {
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub provider: Option<String>,
+    /// sha256 of the version whose evidence is in the index (None before the first parse).
+    pub indexed_hash: Option<String>,
+    pub pages: Option<i32>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
@@ -31,7 +34,7 @@ impl Serialize for Source {
             "id": self.id, "kbId": self.kb_id, "origin": self.origin, "grantId": self.grant_id,
             "resourcePath": self.resource_path, "kind": self.kind, "sizeBytes": self.size_bytes,
             "mtime": self.mtime, "sha256": self.sha256, "status": self.status, "error": error,
-            "provider": self.provider, "createdAt": self.created_at, "updatedAt": self.updated_at,
+            "provider": self.provider, "indexedHash": self.indexed_hash, "pages": self.pages, "createdAt": self.created_at, "updatedAt": self.updated_at,
         })
         .serialize(s)
     }
@@ -44,7 +47,7 @@ impl Source {
 }
 
 const COLS: &str = "id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, status,
-    error_code, error_message, provider, created_at, updated_at";
+    error_code, error_message, provider, indexed_hash, pages, created_at, updated_at";
 
 /// What registration knows about a file.
 #[derive(Clone, Debug)]

@@ -107,6 +107,11 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         login_window: Duration::from_secs(900),
         db_max_connections: 8,
         trust_proxy: false,
+        ingest_workers: 2,
+        parse_timeout: Duration::from_secs(120),
+        parse_memory_bytes: 4 << 30,
+        parse_max_bytes: 64 << 20,
+        parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
     };
     tweak(&mut config);
     let state = AppState { pool: pool.clone(), config: Arc::new(config.clone()), metrics: mnote::ops::metrics_handle() };
@@ -167,6 +172,17 @@ impl TestApp {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, content).unwrap();
         p
+    }
+
+    /// Run every ready ingest job (as the server's workers would) until the queue is empty.
+    pub async fn run_jobs(&self) -> Vec<mnote::ingest::pipeline::Outcome> {
+        let mut out = Vec::new();
+        let mut cursor = 0;
+        let lease = Duration::from_secs(300);
+        while let Some((tenant, job)) = mnote::ingest::jobs::claim(&self.pool, "test", lease, &mut cursor).await.unwrap() {
+            out.push(mnote::ingest::pipeline::process(&self.pool, &self.config, tenant, &job).await.unwrap());
+        }
+        out
     }
 
     pub fn docs_path(&self, rel: &str) -> String {

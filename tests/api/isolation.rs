@@ -8,13 +8,16 @@ use uuid::Uuid;
 
 use crate::helpers::*;
 
-const TENANT_TABLES: &[&str] = &["api_token", "dir_grant", "kb", "kb_folder", "kb_member", "membership", "source"];
+const TENANT_TABLES: &[&str] = &[
+    "api_token", "dir_grant", "evidence_block", "evidence_edge", "evidence_section", "ingest_job", "kb", "kb_folder",
+    "kb_member", "membership", "source", "source_artifact",
+];
 
 /// Seed one row in every tenant table for a tenant; returns (tenant, owner, kb id).
 async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
     let member = app.add_user(s.tenant_id, &format!("member@{name}.test"), "member").await;
-    app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nhello");
+    app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nhello [[Other]] @Alice");
     let c = app.api(s.tenant_id, s.user_id).await;
     let (st, g) = c
         .post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"}))
@@ -26,6 +29,11 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     let (st, r) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::CREATED, "{r}");
     let (st, _) = c.send_json("PUT", &format!("/api/kbs/{kb_id}/members/{member}"), json!({"canManage": false})).await;
+    assert_eq!(st, StatusCode::OK);
+    // Parse it (evidence rows) and queue one more job so ingest_job has an open row too.
+    app.run_jobs().await;
+    app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nchanged");
+    let (st, _) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::OK);
     (s, kb_id)
 }
@@ -209,8 +217,10 @@ async fn private_kbs_are_limited_to_owner_members_and_admins() {
     assert_eq!(list["items"].as_array().unwrap().len(), 0);
     // Even at the SQL level, as that user:
     let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::User(outsider)).await.unwrap();
-    let n: i64 = sqlx::query_scalar("select count(*) from source").fetch_one(&mut *tx).await.unwrap();
-    assert_eq!(n, 0, "sources of a private KB leak to a non-member");
+    for t in ["source", "evidence_block", "evidence_section", "evidence_edge", "source_artifact", "ingest_job"] {
+        let n: i64 = sqlx::query_scalar(&format!("select count(*) from {t}")).fetch_one(&mut *tx).await.unwrap();
+        assert_eq!(n, 0, "{t} rows of a private KB leak to a non-member");
+    }
     tx.commit().await.unwrap();
 
     let cm = app.api(a.tenant_id, member).await;

@@ -6,6 +6,7 @@ mod helpers;
 mod accounts;
 mod cli;
 mod grants;
+mod ingest;
 mod isolation;
 mod kbs_sources;
 mod ops;

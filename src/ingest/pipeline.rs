@@ -1,0 +1,195 @@
+//! One ingest job end to end, and the worker loop that runs jobs.
+//!
+//! Status flow of a source: `pending → parsing → indexed | failed`; a missing file or a
+//! revoked grant makes it `stale`. A changed file is re-parsed and its evidence replaced in
+//! one transaction; if the new parse fails, the old evidence stays, the source stays
+//! `indexed` and `error` holds the failure.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::watch;
+use uuid::Uuid;
+
+use super::{ParseError, index, jobs, worker};
+use crate::{
+    config::Config,
+    db::{Scope, TenantTx},
+    grants::paths,
+    sources::{self, Source, queries as sq},
+};
+
+/// How a job ended, for logs and the CLI.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Indexed { blocks: usize },
+    Unchanged,
+    Failed { code: String },
+    KeptOld { code: String },
+    Stale { code: &'static str },
+    Retrying { code: String },
+    Gone,
+}
+
+async fn set_status(conn: &mut PgConnection, id: Uuid, status: &str, error: Option<(&str, &str)>) -> sqlx::Result<()> {
+    sqlx::query("update source set status = $2, error_code = $3, error_message = $4 where id = $1")
+        .bind(id)
+        .bind(status)
+        .bind(error.map(|e| e.0))
+        .bind(error.map(|e| e.1))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// Where the bytes of a source are, if they are still reachable under its grant.
+async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::Result<Result<PathBuf, (&'static str, String)>> {
+    match s.grant_id {
+        None => Ok(Ok(sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256))),
+        Some(g) => {
+            let grant = crate::grants::queries::get(conn, g).await?;
+            let Some(grant) = grant.filter(|g| g.revoked_at.is_none()) else {
+                return Ok(Err(("grant_revoked", "the directory grant for this file was revoked".into())));
+            };
+            let root = PathBuf::from(&grant.root_path);
+            Ok(match paths::confine(&root, &s.resource_path) {
+                Ok(c) if c.abs.is_file() => Ok(c.abs),
+                Ok(_) | Err(_) => Err(("file_missing", format!("{} is no longer in {}", s.resource_path, grant.root_path))),
+            })
+        }
+    }
+}
+
+/// Run one claimed job.
+pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job) -> anyhow::Result<Outcome> {
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let Some(source) = sq::get(&mut tx, job.source_id).await? else {
+        jobs::finish(&mut tx, job.id).await?;
+        tx.commit().await?;
+        return Ok(Outcome::Gone);
+    };
+    let path = match locate(&mut tx, cfg, &source).await? {
+        Ok(p) => p,
+        Err((code, msg)) => {
+            set_status(&mut tx, source.id, "stale", Some((code, &msg))).await?;
+            jobs::finish(&mut tx, job.id).await?;
+            tx.commit().await?;
+            return Ok(Outcome::Stale { code });
+        }
+    };
+    tx.commit().await?;
+
+    let p = path.clone();
+    let facts = tokio::task::spawn_blocking(move || sources::file_facts(&p)).await??;
+    if facts.size as u64 > cfg.parse_max_bytes {
+        let err = ParseError::new("file_too_large", format!("{} bytes is above the parse limit of {}", facts.size, cfg.parse_max_bytes));
+        return record_failure(pool, tenant, job, &source, err).await;
+    }
+    if source.indexed_hash.as_deref() == Some(facts.sha256.as_str()) {
+        let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+        set_status(&mut tx, source.id, "indexed", None).await?;
+        jobs::finish(&mut tx, job.id).await?;
+        tx.commit().await?;
+        return Ok(Outcome::Unchanged);
+    }
+    {
+        let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+        set_status(&mut tx, source.id, "parsing", source.error_code.as_deref().zip(source.error_message.as_deref())).await?;
+        tx.commit().await?;
+    }
+    let limits = worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes };
+    match worker::parse_supervised(&cfg.parser_exe, &path, &source.kind, &limits).await {
+        Ok(art) if art.source_hash != facts.sha256 => {
+            // The file changed while it was parsed: parse again.
+            let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+            jobs::retry_later(&mut tx, job.id, 0, "file_changed", "the file changed during parsing").await?;
+            tx.commit().await?;
+            Ok(Outcome::Retrying { code: "file_changed".into() })
+        }
+        Ok(art) => {
+            let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+            index::store_artifact(&mut tx, tenant, source.id, &art).await?;
+            let blocks = index::write(&mut tx, tenant, &source, &art).await?;
+            sqlx::query(
+                "update source set status = 'indexed', error_code = null, error_message = null,
+                     indexed_hash = $2, sha256 = $2, size_bytes = $3, mtime = $4, provider = $5, pages = $6
+                 where id = $1",
+            )
+            .bind(source.id)
+            .bind(&art.source_hash)
+            .bind(facts.size)
+            .bind(facts.mtime)
+            .bind(format!("{} {}", art.provider, art.provider_version))
+            .bind(art.source_map.page_count.map(|p| p as i32))
+            .execute(&mut *tx)
+            .await?;
+            jobs::finish(&mut tx, job.id).await?;
+            tx.commit().await?;
+            Ok(Outcome::Indexed { blocks })
+        }
+        Err(e) => record_failure(pool, tenant, job, &source, e).await,
+    }
+}
+
+async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &Source, e: ParseError) -> anyhow::Result<Outcome> {
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let outcome = if worker::is_transient(e.code) && job.attempts < jobs::MAX_ATTEMPTS {
+        jobs::retry_later(&mut tx, job.id, job.attempts, e.code, &e.message).await?;
+        let back = if source.indexed_hash.is_some() { "indexed" } else { "pending" };
+        set_status(&mut tx, source.id, back, Some((e.code, &e.message))).await?;
+        Outcome::Retrying { code: e.code.into() }
+    } else {
+        jobs::fail(&mut tx, job.id, e.code, &e.message).await?;
+        if source.indexed_hash.is_some() {
+            // Keep serving the previous good version; say what went wrong with the new one.
+            set_status(&mut tx, source.id, "indexed", Some((e.code, &e.message))).await?;
+            Outcome::KeptOld { code: e.code.into() }
+        } else {
+            set_status(&mut tx, source.id, "failed", Some((e.code, &e.message))).await?;
+            Outcome::Failed { code: e.code.into() }
+        }
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+/// Run `n` workers until `stop` turns true. Each claims jobs round-robin across tenants.
+pub fn spawn_workers(pool: PgPool, cfg: Arc<Config>, n: usize, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..n)
+        .map(|i| {
+            let (pool, cfg, mut stop) = (pool.clone(), cfg.clone(), stop.clone());
+            tokio::spawn(async move {
+                let name = format!("{}-{}-{i}", hostname(), std::process::id());
+                let mut cursor = i;
+                loop {
+                    if *stop.borrow() {
+                        break;
+                    }
+                    let lease = cfg.parse_timeout + Duration::from_secs(60);
+                    match jobs::claim(&pool, &name, lease, &mut cursor).await {
+                        Ok(Some((tenant, job))) => match process(&pool, &cfg, tenant, &job).await {
+                            Ok(o) => tracing::info!(tenant.id = %tenant, source.id = %job.source_id, "ingest job done: {o:?}"),
+                            Err(e) => {
+                                tracing::warn!(tenant.id = %tenant, source.id = %job.source_id, "ingest job error (will be retried when its lease ends): {e:#}")
+                            }
+                        },
+                        Ok(None) => {
+                            tokio::select! {
+                                _ = tokio::time::sleep(Duration::from_millis(700)) => {}
+                                _ = stop.changed() => {}
+                            }
+                        }
+                        Err(e) => {
+                            tracing::warn!("claiming ingest jobs failed: {e:#}");
+                            tokio::time::sleep(Duration::from_secs(3)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into())
+}

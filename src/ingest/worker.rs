@@ -1,0 +1,133 @@
+//! Supervised parsing. Each parse runs in a child process (`mnote parse-file`) with a
+//! timeout and an address-space limit, so a crash, hang or memory blow-up inside pdfium,
+//! Tesseract or a decompressor kills only that child; the job fails (or retries) with a code
+//! and the next job gets a fresh process.
+
+use std::{
+    path::Path,
+    process::Stdio,
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use super::{ParseError, ParseInput, ParsedArtifact, providers};
+
+/// Limits for one parse.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    pub timeout: Duration,
+    pub memory_bytes: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ErrorLine {
+    error: ErrorBody,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ErrorBody {
+    code: String,
+    message: String,
+}
+
+/// Entry point of the child process: parse `path` and print the artifact (or the error) as
+/// JSON on stdout. Exit code 0 = artifact, 3 = parse error.
+pub fn parse_file_main(path: &Path, kind: &str) -> i32 {
+    match parse_in_process(path, kind) {
+        Ok(art) => match serde_json::to_writer(std::io::stdout().lock(), &art) {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
+        Err(e) => {
+            let line = ErrorLine { error: ErrorBody { code: e.code.to_string(), message: e.message } };
+            let _ = serde_json::to_writer(std::io::stdout().lock(), &line);
+            3
+        }
+    }
+}
+
+/// Parse in the current process (the child, or tests).
+pub fn parse_in_process(path: &Path, kind: &str) -> Result<ParsedArtifact, ParseError> {
+    let bytes = std::fs::read(path).map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let provider = providers::for_kind(kind)?;
+    let art = provider.parse(&ParseInput { bytes: &bytes, file_name: &name, kind })?;
+    art.validate().map_err(|e| ParseError::new("artifact_invalid", e))?;
+    Ok(art)
+}
+
+/// Run `mnote parse-file` as a supervised child.
+pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<ParsedArtifact, ParseError> {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("parse-file")
+        .arg("--kind")
+        .arg(kind)
+        .arg(path)
+        .env("OMP_THREAD_LIMIT", "1")
+        .env("RUST_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mem = limits.memory_bytes;
+    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().map_err(|e| ParseError::new("worker_unavailable", format!("starting the parser: {e}")))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let run = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let (a, b, status) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
+        a.and(b).map_err(|e| ParseError::new("worker_crashed", e.to_string()))?;
+        let status = status.map_err(|e| ParseError::new("worker_crashed", e.to_string()))?;
+        Ok::<_, ParseError>((status, out, err))
+    };
+    let (status, out, err) = match tokio::time::timeout(limits.timeout, run).await {
+        Ok(r) => r?,
+        Err(_) => {
+            // The child is killed when dropped (kill_on_drop).
+            return Err(ParseError::new("parse_timeout", format!("parsing took longer than {:?}", limits.timeout)));
+        }
+    };
+    match status.code() {
+        Some(0) => serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad parser output: {e}"))),
+        Some(3) => {
+            let line: ErrorLine = serde_json::from_slice(&out)
+                .map_err(|e| ParseError::new("worker_crashed", format!("bad parser error output: {e}")))?;
+            Err(ParseError { code: leak_code(&line.error.code), message: line.error.message })
+        }
+        _ => {
+            let tail = String::from_utf8_lossy(&err);
+            let tail: String = tail.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+            let oom = tail.contains("MemoryError") || tail.contains("memory allocation") || tail.contains("out of memory") || tail.contains("bad_alloc");
+            let (code, what) = if oom { ("parse_out_of_memory", "ran out of its memory limit") } else { ("worker_crashed", "crashed") };
+            Err(ParseError::new(code, format!("the parser {what} ({status}): {}", tail.trim())))
+        }
+    }
+}
+
+/// Error codes cross the process boundary as strings; map them back to the static set.
+fn leak_code(code: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "pdf_malformed", "pdf_encrypted", "pdf_engine_missing", "docx_malformed", "docx_encrypted",
+        "image_unreadable", "ocr_engine_missing", "unsupported_kind", "file_too_large", "parse_timeout",
+        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid",
+    ];
+    KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
+}
+
+/// Errors worth another attempt (the next attempt gets a fresh process).
+pub fn is_transient(code: &str) -> bool {
+    matches!(code, "worker_crashed" | "worker_unavailable" | "file_unreadable")
+}

@@ -1,0 +1,292 @@
+//! The ingestion pipeline: supervised parsing, artifacts, evidence rows, failures.
+
+use std::time::Duration;
+
+use mnote::{
+    db::{Scope, TenantTx},
+    ingest::{
+        jobs,
+        pipeline::Outcome,
+        worker::{Limits, parse_supervised},
+    },
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+const GUIDE: &str = "# 第一章\n\n## 解除条件\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n- 第一项 see [[Scoped Threads]]\n- 第二项 by @Alice\n";
+
+struct Kb {
+    client: Client,
+    tenant: Uuid,
+    kb: String,
+}
+
+async fn kb_with_grant(app: &TestApp) -> Kb {
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    std::fs::create_dir_all(app.docs.join("team")).unwrap();
+    let (st, _) = client
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (_, kb) = client.post_json("/api/kbs", json!({"name": "kb"})).await;
+    Kb { client, tenant: s.tenant_id, kb: kb["id"].as_str().unwrap().to_string() }
+}
+
+async fn register(k: &Kb, app: &TestApp, rel: &str) -> Value {
+    let (st, s) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path(rel)})).await;
+    assert!(st.is_success(), "{st} {s}");
+    s
+}
+
+/// (block_key, evidence id, text, locator) of a source, in document order.
+async fn evidence(app: &TestApp, tenant: Uuid, source: &str) -> Vec<(String, Uuid, String, Value)> {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let rows: Vec<(String, Uuid, String, Value)> = sqlx::query_as(
+        "select block_key, id, text, locator from evidence_block where source_id = $1::uuid order by ordinal",
+    )
+    .bind(source)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    rows
+}
+
+#[tokio::test]
+async fn a_markdown_file_becomes_located_evidence() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/guide.md", GUIDE);
+    let src = register(&k, &app, "team/guide.md").await;
+    let id = src["id"].as_str().unwrap().to_string();
+    assert_eq!(src["status"], "pending");
+    assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 5 }]);
+
+    let (_, s) = k.client.get_json(&format!("/api/sources/{id}")).await;
+    assert_eq!((s["status"].as_str(), s["error"].is_null()), (Some("indexed"), true), "{s}");
+    assert!(s["provider"].as_str().unwrap().starts_with("markdown"));
+    assert_eq!(s["indexedHash"], s["sha256"]);
+
+    let rows = evidence(&app, k.tenant, &id).await;
+    let para = rows.iter().find(|r| r.2.contains("线程作用域")).expect("paragraph block");
+    let loc = &para.3;
+    assert_eq!(loc["schema"], "mnote.evidence_locator.v1");
+    assert_eq!(loc["resourcePath"], "guide.md");
+    assert_eq!(loc["resourceKind"], "markdown");
+    assert_eq!(loc["sectionPath"], json!(["第一章", "解除条件"]));
+    assert_eq!(loc["lineRange"], json!([5, 5]));
+    assert_eq!(loc["quality"], "exact");
+    assert_eq!(loc["sourceHash"], s["sha256"]);
+    assert_eq!(loc["kbId"].as_str(), Some(k.kb.as_str()));
+
+    // Edges: sections contain blocks, the wikilink and the mention are anchored at their blocks.
+    let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
+    let edges: Vec<(String, Option<String>, String)> = sqlx::query_as(
+        "select e.kind, e.target_text, b.block_key from evidence_edge e
+         join evidence_block b on b.tenant_id = e.tenant_id and b.id = e.source_block_id
+         where e.source_id = $1::uuid and e.kind <> 'section_contains_block' order by e.kind",
+    )
+    .bind(&id)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    let n_contains: i64 = sqlx::query_scalar("select count(*) from evidence_edge where kind = 'section_contains_block'")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(n_contains >= 4);
+    let kinds: Vec<(&str, Option<&str>)> = edges.iter().map(|e| (e.0.as_str(), e.1.as_deref())).collect();
+    assert_eq!(kinds, vec![("block_mentions_entity", Some("Alice")), ("markdown_links_to", Some("Scoped Threads"))]);
+
+    // The source map export.
+    let (st, sm) = k.client.get_json(&format!("/api/sources/{id}/source-map.json")).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(sm["schema"], "mnote.resource_source_map.v1");
+    assert_eq!(sm["sourceHash"], s["sha256"]);
+    assert_eq!(sm["blocks"].as_array().unwrap().len(), 5);
+
+    // Unchanged file: not parsed again.
+    register(&k, &app, "team/guide.md").await;
+    assert_eq!(app.run_jobs().await, vec![], "same sha256: no job queued");
+}
+
+#[tokio::test]
+async fn reindex_rebuilds_identical_rows_from_artifacts_only() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/a.md", GUIDE);
+    app.write_doc("team/b.txt", "plain text\n\nsecond paragraph mentioning @Bob");
+    let (_, r) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team")})).await;
+    assert_eq!(r["createdCount"], 2);
+    app.run_jobs().await;
+    let snapshot = |app: &TestApp| {
+        let pool = app.pool.clone();
+        let tenant = k.tenant;
+        async move {
+            let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await.unwrap();
+            let rows: Vec<(Uuid, String, Value)> =
+                sqlx::query_as("select id, text, locator from evidence_block order by id").fetch_all(&mut *tx).await.unwrap();
+            let edges: Vec<(Uuid, String, Uuid)> =
+                sqlx::query_as("select id, kind, source_block_id from evidence_edge order by id").fetch_all(&mut *tx).await.unwrap();
+            let sections: Vec<(Uuid, Vec<String>)> =
+                sqlx::query_as("select id, path from evidence_section order by id").fetch_all(&mut *tx).await.unwrap();
+            tx.commit().await.unwrap();
+            (rows, edges, sections)
+        }
+    };
+    let before = snapshot(&app).await;
+    assert!(!before.0.is_empty() && !before.1.is_empty() && !before.2.is_empty());
+    // Through the CLI, as an operator would.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote"))
+        .args(["reindex", "--tenant", "acme"])
+        .env("DATABASE_URL", &app.config.database_url)
+        .env("MNOTE_DATA_DIR", &app.config.data_dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("of 2 sources"));
+    assert_eq!(snapshot(&app).await, before);
+    // Parsing the same bytes again gives the same artifact.
+    let p = app.docs.join("team/a.md");
+    let one = mnote::ingest::worker::parse_in_process(&p, "markdown").unwrap();
+    let two = mnote::ingest::worker::parse_in_process(&p, "markdown").unwrap();
+    assert_eq!(one, two);
+}
+
+#[tokio::test]
+async fn a_changed_file_is_reparsed_and_a_failed_reparse_keeps_the_old_evidence() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/doc.md", "# Title\n\nfirst version");
+    let id = register(&k, &app, "team/doc.md").await["id"].as_str().unwrap().to_string();
+    app.run_jobs().await;
+    let v1 = evidence(&app, k.tenant, &id).await;
+    assert!(v1.iter().any(|r| r.2 == "first version"));
+
+    app.write_doc("team/doc.md", "# Title\n\nsecond version");
+    register(&k, &app, "team/doc.md").await;
+    assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 2 }]);
+    let v2 = evidence(&app, k.tenant, &id).await;
+    assert!(v2.iter().any(|r| r.2 == "second version") && !v2.iter().any(|r| r.2 == "first version"));
+    assert_ne!(v1[1].1, v2[1].1, "new content, new evidence ids");
+
+    // Now the file becomes unparsable: the old evidence stays served, with the error shown.
+    std::fs::write(app.docs.join("team/doc.md"), b"\xff\xfe not utf-8 \xc3\x28").unwrap();
+    register(&k, &app, "team/doc.md").await;
+    assert_eq!(app.run_jobs().await, vec![Outcome::KeptOld { code: "text_encoding_invalid".into() }]);
+    let (_, s) = k.client.get_json(&format!("/api/sources/{id}")).await;
+    assert_eq!(s["status"], "indexed");
+    assert_eq!(s["error"]["code"], "text_encoding_invalid");
+    assert_eq!(evidence(&app, k.tenant, &id).await, v2);
+
+    // A new file that fails has status failed, a code, a message, and no evidence.
+    std::fs::write(app.docs.join("team/bad.md"), b"\xff\xff\xff").unwrap();
+    let bad = register(&k, &app, "team/bad.md").await["id"].as_str().unwrap().to_string();
+    assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "text_encoding_invalid".into() }]);
+    let (_, s) = k.client.get_json(&format!("/api/sources/{bad}")).await;
+    assert_eq!((s["status"].as_str(), s["error"]["code"].as_str()), (Some("failed"), Some("text_encoding_invalid")));
+    assert!(s["error"]["message"].as_str().unwrap().len() > 5);
+    assert!(evidence(&app, k.tenant, &bad).await.is_empty());
+
+    // A deleted file goes stale.
+    std::fs::remove_file(app.docs.join("team/doc.md")).unwrap();
+    let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
+    jobs::enqueue(&mut tx, k.tenant, id.parse().unwrap()).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(app.run_jobs().await, vec![Outcome::Stale { code: "file_missing" }]);
+}
+
+#[tokio::test]
+async fn uploads_are_parsed_too() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    let form = reqwest::multipart::Form::new()
+        .part("file", reqwest::multipart::Part::bytes(GUIDE.as_bytes().to_vec()).file_name("上传.md"));
+    let r = k.client.http.post(format!("{}/api/kbs/{}/uploads", app.base, k.kb)).bearer_auth(k.client.bearer.as_ref().unwrap()).multipart(form).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::CREATED);
+    assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 5 }]);
+}
+
+fn script(dir: &std::path::Path, name: &str, body: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let p = dir.join(name);
+    std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    p
+}
+
+#[tokio::test]
+async fn a_hanging_crashing_or_bloated_parser_only_fails_its_own_job() {
+    let d = tempfile::tempdir().unwrap();
+    let file = d.path().join("x.md");
+    std::fs::write(&file, "# x").unwrap();
+    let limits = Limits { timeout: Duration::from_secs(2), memory_bytes: 256 << 20 };
+    let hang = script(d.path(), "hang", "sleep 60");
+    let e = parse_supervised(&hang, &file, "markdown", &limits).await.unwrap_err();
+    assert_eq!(e.code, "parse_timeout");
+    let crash = script(d.path(), "crash", "kill -SEGV $$");
+    let e = parse_supervised(&crash, &file, "markdown", &limits).await.unwrap_err();
+    assert_eq!(e.code, "worker_crashed", "{e}");
+    let bloat = script(d.path(), "bloat", "exec python3 -c 'x = bytearray(2 * 1024**3)'");
+    let e = parse_supervised(&bloat, &file, "markdown", &limits).await.unwrap_err();
+    assert_eq!(e.code, "parse_out_of_memory", "{e}");
+    // The real parser child works under the same limits.
+    let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
+    let art = parse_supervised(&real, &file, "markdown", &limits).await.unwrap();
+    assert_eq!(art.source_map.blocks[0].text, "x");
+    let e = parse_supervised(&real, &file, "spreadsheet", &limits).await.unwrap_err();
+    assert_eq!(e.code, "unsupported_kind");
+}
+
+#[tokio::test]
+async fn a_job_whose_worker_died_is_claimed_again_after_its_lease() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/a.md", "# a");
+    register(&k, &app, "team/a.md").await;
+    let mut cursor = 0;
+    let (_, job) = jobs::claim(&app.pool, "doomed", Duration::from_millis(500), &mut cursor).await.unwrap().unwrap();
+    // The worker "dies" here: nothing else can claim the job while its lease runs.
+    assert!(jobs::claim(&app.pool, "other", Duration::from_secs(60), &mut cursor).await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (_, again) = jobs::claim(&app.pool, "other", Duration::from_secs(60), &mut cursor).await.unwrap().unwrap();
+    assert_eq!((again.id, again.attempts), (job.id, 2));
+    assert_eq!(mnote::ingest::pipeline::process(&app.pool, &app.config, k.tenant, &again).await.unwrap(), Outcome::Indexed { blocks: 1 });
+}
+
+#[tokio::test]
+async fn mnote_index_registers_and_waits_with_progress() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/one.md", GUIDE);
+    app.write_doc("team/sub/two.md", "# two\n\ntext");
+    std::fs::write(app.docs.join("team/sub/broken.md"), b"\xff\xfe").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote"))
+        .args(["index", "--tenant", "acme", "--kb", "kb"])
+        .arg(app.docs.join("team"))
+        .env("DATABASE_URL", &app.config.database_url)
+        .env("MNOTE_DATA_DIR", &app.config.data_dir)
+        .env("MNOTE_GRANTABLE_ROOTS", &app.docs)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("3 files: 1 failed, 2 indexed"), "{stdout}");
+    assert!(stdout.contains("sub/broken.md: text_encoding_invalid"), "{stdout}");
+    let (_, list) = k.client.get_json(&format!("/api/kbs/{}/sources", k.kb)).await;
+    assert_eq!(list["items"].as_array().unwrap().len(), 3);
+    // A path outside every grant is a usage error: non-zero exit, nothing registered.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote"))
+        .args(["index", "--tenant", "acme", "--kb", "kb", "/etc/hostname"])
+        .env("DATABASE_URL", &app.config.database_url)
+        .env("MNOTE_DATA_DIR", &app.config.data_dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("path_outside_grant"));
+}
