@@ -23,12 +23,28 @@ pub struct AppState {
     pub pool: PgPool,
     pub config: Arc<Config>,
     pub metrics: PrometheusHandle,
+    /// Source-change notifications (`<tenant>:<kb>`) relayed from Postgres `LISTEN mnote_source`.
+    pub source_events: tokio::sync::broadcast::Sender<String>,
+}
+
+impl AppState {
+    /// Build the state and start relaying Postgres notifications to `source_events`.
+    pub fn new(pool: PgPool, config: Config) -> Self {
+        let (tx, _) = tokio::sync::broadcast::channel(256);
+        tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
+        AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle(), source_events: tx }
+    }
 }
 
 const APP_CSS: &str = include_str!("../static/app.css");
+const KB_LIVE_JS: &str = include_str!("../static/kb-live.js");
 
 async fn app_css() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], APP_CSS)
+}
+
+async fn kb_live_js() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], KB_LIVE_JS)
 }
 
 async fn not_found() -> AppError {
@@ -79,6 +95,7 @@ fn page_routes(upload_limit: usize) -> Router<AppState> {
         .route("/language", post(a::set_language))
         .route("/kbs", post(k::create_form))
         .route("/kbs/{id}", get(k::kb_page))
+        .route("/kbs/{id}/events", get(crate::sources::events::kb_events))
         .route("/kbs/{id}/edit", post(k::update_form))
         .route("/kbs/{id}/delete", post(k::delete_form))
         .route("/kbs/{id}/members", post(k::member_form))
@@ -114,6 +131,7 @@ pub fn build_router(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics_endpoint))
         .route("/static/app.css", get(app_css))
+        .route("/static/kb-live.js", get(kb_live_js))
         .fallback(not_found)
         .layer(from_fn(auth::csrf::guard))
         .layer(from_fn(web::html_errors))
@@ -132,7 +150,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         anyhow::bail!("the database is not migrated; run `mnote migrate` first");
     }
     std::fs::create_dir_all(config.uploads_dir())?;
-    Ok(AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle() })
+    Ok(AppState::new(pool, config))
 }
 
 pub async fn serve(state: AppState) -> anyhow::Result<()> {

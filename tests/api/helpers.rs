@@ -4,7 +4,7 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     str::FromStr,
-    sync::{Arc, Once},
+    sync::Once,
     time::Duration,
 };
 
@@ -114,7 +114,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
     };
     tweak(&mut config);
-    let state = AppState { pool: pool.clone(), config: Arc::new(config.clone()), metrics: mnote::ops::metrics_handle() };
+    let state = AppState::new(pool.clone(), config.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = startup::build_router(state);

@@ -290,3 +290,50 @@ async fn mnote_index_registers_and_waits_with_progress() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("path_outside_grant"));
 }
+
+/// Read SSE `data:` payloads of `event: sources` until `pred` holds for one.
+async fn next_sources_event(
+    stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    buf: &mut String,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    use futures_util::StreamExt;
+    loop {
+        while let Some(end) = buf.find("\n\n") {
+            let frame = buf[..end].to_string();
+            buf.drain(..end + 2);
+            if frame.lines().any(|l| l == "event: sources") {
+                let data: String = frame.lines().filter_map(|l| l.strip_prefix("data: ")).collect();
+                let v: Value = serde_json::from_str(&data).unwrap();
+                if pred(&v) {
+                    return v;
+                }
+            }
+        }
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.next()).await.expect("an event").unwrap().unwrap();
+        buf.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test]
+async fn the_kb_page_gets_live_status_over_server_sent_events() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/a.md", "# a");
+    let id = register(&k, &app, "team/a.md").await["id"].as_str().unwrap().to_string();
+    let r = k.client.get(&format!("/kbs/{}/events", k.kb)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let mut stream = Box::pin(r.bytes_stream());
+    let mut buf = String::new();
+    let first = next_sources_event(&mut stream, &mut buf, |_| true).await;
+    assert_eq!(first["items"][0]["id"].as_str(), Some(id.as_str()));
+    assert_eq!(first["items"][0]["status"], "pending");
+    app.run_jobs().await;
+    let done = next_sources_event(&mut stream, &mut buf, |v| v["items"][0]["status"] == "indexed").await;
+    assert!(done["items"][0]["error"].is_null());
+    // Another tenant cannot subscribe to this KB.
+    let other = app.bootstrap("other", "o@other.test").await;
+    let c = app.api(other.tenant_id, other.user_id).await;
+    assert_eq!(c.get(&format!("/kbs/{}/events", k.kb)).await.status(), StatusCode::NOT_FOUND);
+}
