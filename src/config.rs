@@ -31,6 +31,8 @@ pub struct Config {
     pub parse_max_bytes: u64,
     /// The `mnote` binary run as the supervised parser child (default: this executable).
     pub parser_exe: PathBuf,
+    /// Fallback rescan of registered files (the watcher catches most changes sooner).
+    pub rescan_interval: Duration,
 }
 
 impl std::fmt::Debug for Config {
@@ -109,6 +111,7 @@ impl Config {
             parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
             parser_exe: std::env::current_exe().context("locating the mnote executable")?,
+            rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
         })
     }
 

@@ -163,8 +163,9 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         state.pool.clone(),
         state.config.clone(),
         state.config.ingest_workers,
-        stop_rx,
+        stop_rx.clone(),
     );
+    let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
     let app = build_router(state);
@@ -176,6 +177,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     for w in workers {
         let _ = w.await;
     }
+    let _ = watcher.await;
     tracing::info!("server stopped");
     Ok(())
 }

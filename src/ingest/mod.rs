@@ -9,6 +9,7 @@ pub mod markdown;
 pub mod pipeline;
 pub mod progress;
 pub mod providers;
+pub mod watch;
 pub mod worker;
 
 pub use artifact::ParsedArtifact;

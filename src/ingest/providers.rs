@@ -1,9 +1,9 @@
 //! Which provider parses which kind.
 
-use super::{ParseError, ParseProvider, markdown::MarkdownProvider};
+use super::{ParseError, ParseProvider, docx::DocxProvider, markdown::MarkdownProvider};
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
-    let all: Vec<Box<dyn ParseProvider>> = vec![Box::new(MarkdownProvider)];
+    let all: Vec<Box<dyn ParseProvider>> = vec![Box::new(MarkdownProvider), Box::new(DocxProvider)];
     all.into_iter()
         .find(|p| p.can_parse(kind))
         .ok_or_else(|| ParseError::new("unsupported_kind", format!("no parser for {kind} files")))

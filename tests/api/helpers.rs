@@ -112,6 +112,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         parse_memory_bytes: 4 << 30,
         parse_max_bytes: 64 << 20,
         parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
+        rescan_interval: Duration::from_secs(300),
     };
     tweak(&mut config);
     let state = AppState::new(pool.clone(), config.clone());

@@ -337,3 +337,94 @@ async fn the_kb_page_gets_live_status_over_server_sent_events() {
     let c = app.api(other.tenant_id, other.user_id).await;
     assert_eq!(c.get(&format!("/kbs/{}/events", k.kb)).await.status(), StatusCode::NOT_FOUND);
 }
+
+async fn rescan(app: &TestApp, tenant: Uuid) -> mnote::ingest::watch::Report {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let r = mnote::ingest::watch::rescan_tenant(&mut tx, tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    r
+}
+
+#[tokio::test]
+async fn rescans_follow_new_changed_deleted_and_restored_files() {
+    use mnote::ingest::watch::Report;
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/notes/a.md", "# a");
+    let (st, _) = k
+        .client
+        .post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team/notes"), "include": ["**/*.md"]}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    app.run_jobs().await;
+    assert_eq!(rescan(&app, k.tenant).await, Report::default(), "nothing changed");
+
+    app.write_doc("team/notes/b.md", "# b");
+    app.write_doc("team/notes/ignored.txt", "not matching the include glob");
+    assert_eq!(rescan(&app, k.tenant).await, Report { registered: 1, queued: 0, stale: 0 });
+    assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 1 }]);
+
+    app.write_doc("team/notes/a.md", "# a, edited");
+    assert_eq!(rescan(&app, k.tenant).await, Report { registered: 0, queued: 1, stale: 0 });
+    assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 1 }]);
+
+    let saved = std::fs::read(app.docs.join("team/notes/a.md")).unwrap();
+    std::fs::remove_file(app.docs.join("team/notes/a.md")).unwrap();
+    assert_eq!(rescan(&app, k.tenant).await, Report { registered: 0, queued: 0, stale: 1 });
+    let (_, list) = k.client.get_json(&format!("/api/kbs/{}/sources", k.kb)).await;
+    let a = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == "notes/a.md").unwrap().clone();
+    assert_eq!((a["status"].as_str(), a["error"]["code"].as_str()), (Some("stale"), Some("file_missing")));
+    assert_eq!(rescan(&app, k.tenant).await, Report::default(), "stale stays stale without churn");
+
+    std::fs::write(app.docs.join("team/notes/a.md"), saved).unwrap();
+    assert_eq!(rescan(&app, k.tenant).await, Report { registered: 0, queued: 1, stale: 0 });
+    assert_eq!(app.run_jobs().await, vec![Outcome::Unchanged], "same bytes: evidence reused");
+    let (_, s) = k.client.get_json(&format!("/api/sources/{}", a["id"].as_str().unwrap())).await;
+    assert_eq!((s["status"].as_str(), s["error"].is_null()), (Some("indexed"), true));
+}
+
+#[tokio::test]
+async fn the_watcher_notices_a_new_file_without_waiting_for_the_rescan() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/w/a.md", "# a");
+    k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team/w")})).await;
+    app.run_jobs().await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let task = mnote::ingest::watch::spawn(app.pool.clone(), std::sync::Arc::new(app.config.clone()), stop_rx);
+    tokio::time::sleep(Duration::from_millis(800)).await; // first tick: roots are watched
+    app.write_doc("team/w/new.md", "# new");
+    let mut found = false;
+    for _ in 0..60 {
+        let (_, list) = k.client.get_json(&format!("/api/kbs/{}/sources", k.kb)).await;
+        if list["items"].as_array().unwrap().iter().any(|s| s["resourcePath"] == "w/new.md") {
+            found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    stop_tx.send(true).unwrap();
+    task.await.unwrap();
+    assert!(found, "the watcher did not register new.md (rescan interval is 300 s in tests)");
+}
+
+#[tokio::test]
+async fn a_docx_file_becomes_paragraph_evidence() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/docx/d2p_zen_of_python.docx");
+    std::fs::copy(&src, app.docs.join("team/zen.docx")).unwrap();
+    let id = register(&k, &app, "team/zen.docx").await["id"].as_str().unwrap().to_string();
+    let out = app.run_jobs().await;
+    assert!(matches!(out[..], [Outcome::Indexed { blocks }] if blocks > 5), "{out:?}");
+    let rows = evidence(&app, k.tenant, &id).await;
+    let b = rows.iter().find(|r| r.2 == "Beautiful is better than ugly.").expect("Zen line as a block");
+    assert_eq!(b.3["resourceKind"], "docx");
+    assert!(b.3["paragraphOrdinal"].as_u64().unwrap() >= 1);
+    assert_eq!(b.3["textFingerprint"].as_str().unwrap().len(), 16);
+    assert!(b.3["paraIdStart"].is_null(), "LibreOffice/python-docx files carry no paraIds");
+    // A corrupt DOCX fails with its code.
+    std::fs::write(app.docs.join("team/broken.docx"), b"PK\x03\x04 truncated").unwrap();
+    register(&k, &app, "team/broken.docx").await;
+    assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "docx_malformed".into() }]);
+}

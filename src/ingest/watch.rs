@@ -1,0 +1,218 @@
+//! Keeping sources in step with the files on disk: a `notify` watcher on granted roots that
+//! hold registered sources, plus a periodic rescan as the fallback (network filesystems and
+//! missed events). Modified → re-parse; deleted or moved away → `stale` (`file_missing`);
+//! restored → re-parse; new files in registered folders (matching their globs) → registered.
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use notify::{RecursiveMode, Watcher};
+use sqlx::{PgConnection, PgPool};
+use tokio::sync::{mpsc, watch};
+use uuid::Uuid;
+
+use super::jobs;
+use crate::{
+    config::Config,
+    db::{Scope, TenantTx},
+    grants::paths,
+    sources::{self, queries as sq},
+};
+
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub registered: usize,
+    pub queued: usize,
+    pub stale: usize,
+}
+
+#[derive(sqlx::FromRow)]
+struct Watched {
+    id: Uuid,
+    root_path: String,
+    resource_path: String,
+    status: String,
+    error_code: Option<String>,
+    size_bytes: i64,
+    mtime: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Folder {
+    kb_id: Uuid,
+    grant_id: Uuid,
+    root_path: String,
+    dir_path: String,
+    include_globs: Vec<String>,
+    exclude_globs: Vec<String>,
+    created_by: Uuid,
+}
+
+/// Compare one tenant's grant-backed sources and registered folders with the disk.
+pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Result<Report> {
+    let mut report = Report::default();
+    let rows: Vec<Watched> = sqlx::query_as(
+        "select s.id, g.root_path, s.resource_path, s.status, s.error_code, s.size_bytes, s.mtime
+         from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id
+         where g.revoked_at is null order by s.id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for r in rows {
+        let found = paths::confine(Path::new(&r.root_path), &r.resource_path).ok().filter(|c| c.abs.is_file());
+        match found {
+            None if r.status != "stale" => {
+                sqlx::query(
+                    "update source set status = 'stale', error_code = 'file_missing',
+                         error_message = 'the file was deleted or moved away' where id = $1",
+                )
+                .bind(r.id)
+                .execute(&mut *conn)
+                .await?;
+                report.stale += 1;
+            }
+            None => {}
+            Some(c) => {
+                let meta = std::fs::metadata(&c.abs)?;
+                let mtime = meta.modified().ok().map(chrono::DateTime::<chrono::Utc>::from);
+                let restored = r.status == "stale" && r.error_code.as_deref() == Some("file_missing");
+                // Postgres keeps microseconds; compare at that precision.
+                let micros = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.timestamp_micros());
+                let changed = meta.len() as i64 != r.size_bytes || micros(mtime) != micros(r.mtime);
+                if restored || changed {
+                    jobs::enqueue(conn, tenant, r.id).await?;
+                    report.queued += 1;
+                }
+            }
+        }
+    }
+    let folders: Vec<Folder> = sqlx::query_as(
+        "select f.kb_id, f.grant_id, g.root_path, f.dir_path, f.include_globs, f.exclude_globs, f.created_by
+         from kb_folder f join dir_grant g on g.tenant_id = f.tenant_id and g.id = f.grant_id
+         where g.revoked_at is null order by f.id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for f in folders {
+        let root = PathBuf::from(&f.root_path);
+        let Ok(dir) = paths::confine(&root, &f.dir_path) else { continue };
+        let (files, _) = sources::scan_dir(&root, &dir.abs, &f.include_globs, &f.exclude_globs)?;
+        for (abs, rel, kind) in files {
+            let exists: bool = sqlx::query_scalar(
+                "select exists (select 1 from source where kb_id = $1 and grant_id = $2 and resource_path = $3)",
+            )
+            .bind(f.kb_id)
+            .bind(f.grant_id)
+            .bind(&rel)
+            .fetch_one(&mut *conn)
+            .await?;
+            if exists {
+                continue;
+            }
+            let facts = sources::file_facts(&abs)?;
+            let n = sq::NewSource {
+                kb_id: f.kb_id,
+                grant_id: Some(f.grant_id),
+                resource_path: &rel,
+                kind,
+                size_bytes: facts.size,
+                mtime: facts.mtime,
+                sha256: &facts.sha256,
+            };
+            let (s, created) = sq::upsert(conn, tenant, f.created_by, &n).await?;
+            if created {
+                jobs::enqueue(conn, tenant, s.id).await?;
+                report.registered += 1;
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Rescan every tenant (each in its own transaction).
+pub async fn rescan_all(pool: &PgPool) -> anyhow::Result<Report> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let mut total = Report::default();
+    for t in tenants {
+        let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
+        let r = rescan_tenant(&mut tx, t).await?;
+        tx.commit().await?;
+        total.registered += r.registered;
+        total.queued += r.queued;
+        total.stale += r.stale;
+    }
+    Ok(total)
+}
+
+/// Granted roots that currently back at least one source or folder, across tenants.
+async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(pool).await?;
+    let mut roots = BTreeSet::new();
+    for t in tenants {
+        let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
+        let rs: Vec<String> = sqlx::query_scalar(
+            "select distinct g.root_path from dir_grant g
+             where g.revoked_at is null
+               and (exists (select 1 from source s where s.grant_id = g.id)
+                    or exists (select 1 from kb_folder f where f.grant_id = g.id))",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        roots.extend(rs.into_iter().map(PathBuf::from));
+    }
+    Ok(roots)
+}
+
+/// Run the watcher and the periodic rescan until `stop`. File events are debounced into a
+/// rescan (cheap: one `stat` per registered file).
+pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<()>();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = ev_tx.send(());
+            }
+        })
+        .map_err(|e| tracing::warn!("file watcher unavailable, relying on periodic rescans: {e}"))
+        .ok();
+        let mut watching = BTreeSet::new();
+        let mut tick = tokio::time::interval(cfg.rescan_interval);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                Some(()) = ev_rx.recv() => {
+                    // Debounce a burst of events (editors write several times per save).
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    while ev_rx.try_recv().is_ok() {}
+                }
+                _ = stop.changed() => break,
+            }
+            if let Some(w) = watcher.as_mut() {
+                if let Ok(roots) = watched_roots(&pool).await {
+                    for r in roots.difference(&watching.clone()) {
+                        match w.watch(r, RecursiveMode::Recursive) {
+                            Ok(()) => {
+                                watching.insert(r.clone());
+                            }
+                            Err(e) => tracing::warn!("cannot watch {}: {e}", r.display()),
+                        }
+                    }
+                    for r in watching.clone().difference(&roots) {
+                        let _ = w.unwatch(r);
+                        watching.remove(r);
+                    }
+                }
+            }
+            match rescan_all(&pool).await {
+                Ok(r) if r != Report::default() => tracing::info!("rescan: {r:?}"),
+                Ok(_) => {}
+                Err(e) => tracing::warn!("rescan failed: {e:#}"),
+            }
+        }
+    })
+}
