@@ -63,14 +63,14 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-/// Job queue depth: sources waiting to be parsed, counted per tenant (RLS allows no
-/// cross-tenant count, by design).
+/// Job queue depth: open ingest jobs, counted tenant by tenant (RLS allows no cross-tenant
+/// count, by design).
 async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
     let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(&state.pool).await?;
     let mut total = 0;
     for t in tenants {
         let mut tx = db::TenantTx::begin(&state.pool, t, db::Scope::System).await?;
-        let n: i64 = sqlx::query_scalar("select count(*) from source where status in ('pending', 'parsing')")
+        let n: i64 = sqlx::query_scalar("select count(*) from ingest_job where status in ('queued', 'running')")
             .fetch_one(&mut *tx)
             .await?;
         tx.commit().await?;

@@ -100,7 +100,8 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
     for f in folders {
         let root = PathBuf::from(&f.root_path);
         let Ok(dir) = paths::confine(&root, &f.dir_path) else { continue };
-        let (files, _) = sources::scan_dir(&root, &dir.abs, &f.include_globs, &f.exclude_globs)?;
+        let (inc, exc) = (f.include_globs.clone(), f.exclude_globs.clone());
+        let (files, _) = tokio::task::spawn_blocking(move || sources::scan_dir(&root, &dir.abs, &inc, &exc)).await??;
         for (abs, rel, kind) in files {
             let exists: bool = sqlx::query_scalar(
                 "select exists (select 1 from source where kb_id = $1 and grant_id = $2 and resource_path = $3)",
@@ -113,7 +114,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             if exists {
                 continue;
             }
-            let facts = sources::file_facts(&abs)?;
+            let facts = tokio::task::spawn_blocking(move || sources::file_facts(&abs)).await??;
             let n = sq::NewSource {
                 kb_id: f.kb_id,
                 grant_id: Some(f.grant_id),
