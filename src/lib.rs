@@ -12,6 +12,7 @@ pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers and the canonical artifact
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
+pub mod search; // evidence search: embedders (query modes come with the search issue)
 pub mod sources; // registered files and uploads
 pub mod startup; // AppState, router, serve
 pub mod tenants; // tenants, members, bootstrap and /setup

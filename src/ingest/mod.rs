@@ -3,9 +3,12 @@
 
 pub mod artifact;
 pub mod docx;
+pub mod image;
 pub mod index;
 pub mod jobs;
 pub mod markdown;
+pub mod ocr;
+pub mod pdf;
 pub mod pipeline;
 pub mod progress;
 pub mod providers;

@@ -122,7 +122,7 @@ fn leak_code(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
         "pdf_malformed", "pdf_encrypted", "pdf_engine_missing", "docx_malformed", "docx_encrypted",
         "image_unreadable", "ocr_engine_missing", "unsupported_kind", "file_too_large", "parse_timeout",
-        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid",
+        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid", "ocr_failed",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

@@ -428,3 +428,46 @@ async fn a_docx_file_becomes_paragraph_evidence() {
     register(&k, &app, "team/broken.docx").await;
     assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "docx_malformed".into() }]);
 }
+
+fn shared(rel: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs").join(rel)
+}
+
+#[tokio::test]
+async fn pdfs_scans_and_images_become_located_evidence() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    for (from, to) in [
+        ("pdf/pypdf_multilang.pdf", "team/multilang.pdf"),
+        ("pdf_scanned/ocr_c02-22.pdf", "team/scan.pdf"),
+        ("images/rapid_en.jpg", "team/photo.jpg"),
+    ] {
+        std::fs::copy(shared(from), app.docs.join(to)).unwrap();
+    }
+    std::fs::write(app.docs.join("team/broken.pdf"), b"%PDF-1.7 garbage").unwrap();
+    std::fs::write(app.docs.join("team/broken.png"), b"\x89PNG\r\n\x1a\n garbage").unwrap();
+    let (_, r) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team")})).await;
+    assert_eq!(r["createdCount"], 5);
+    app.run_jobs().await;
+    let (_, list) = k.client.get_json(&format!("/api/kbs/{}/sources", k.kb)).await;
+    let by_path = |p: &str| list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == p).unwrap().clone();
+    assert_eq!(by_path("broken.pdf")["error"]["code"], "pdf_malformed");
+    assert_eq!(by_path("broken.png")["error"]["code"], "image_unreadable");
+    for (path, kind) in [("multilang.pdf", "pdf"), ("scan.pdf", "pdf"), ("photo.jpg", "image")] {
+        let s = by_path(path);
+        assert_eq!(s["status"], "indexed", "{path}: {s}");
+        let rows = evidence(&app, k.tenant, s["id"].as_str().unwrap()).await;
+        assert!(!rows.is_empty(), "{path}: no evidence");
+        for (_, _, text, loc) in &rows {
+            assert_eq!(loc["resourceKind"], kind);
+            assert!(loc["page"].as_u64().unwrap() >= 1);
+            let bbox: Vec<f64> = serde_json::from_value(loc["bbox"].clone()).unwrap();
+            let size: Vec<f64> = serde_json::from_value(loc["pageSize"].clone()).unwrap();
+            assert!(bbox[0] < bbox[2] && bbox[1] < bbox[3], "{path} {text}: {bbox:?}");
+            assert!(bbox[2] <= size[0] + 1.0 && bbox[3] <= size[1] + 1.0, "{path} {text}: {bbox:?} outside {size:?}");
+        }
+        assert_eq!(s["pages"].as_u64(), Some(1), "{path}");
+    }
+    let scan = evidence(&app, k.tenant, by_path("scan.pdf")["id"].as_str().unwrap()).await;
+    assert!(scan.iter().map(|r| r.2.as_str()).collect::<String>().contains("tip-toeing along a path"), "OCR text of the scan");
+}

@@ -1,0 +1,266 @@
+//! Image parse provider (PNG, JPEG, WebP, TIFF, BMP): local Tesseract OCR (SPEC §4).
+//!
+//! One page (page 1, width/height = image pixels, `ocr: true`). A block is one Tesseract
+//! *paragraph*, not one line: a line is a fragment of a sentence, too small to be useful
+//! evidence on its own and split mid-phrase, while a paragraph is the unit the text PDF
+//! provider also uses, so search and citations behave the same for scans and text. The
+//! paragraph bbox (union of its lines) still pins the text down on the image.
+
+use std::io::Cursor;
+
+use ::image::{DynamicImage, ImageReader, imageops::FilterType};
+
+use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, SourceMap, TextBuilder};
+use super::ocr::{self, OcrPage};
+use super::{ParseError, ParseInput, ParseProvider};
+
+const PROVIDER_ID: &str = "tesseract";
+const PROVIDER_VERSION: &str = "mnote-image/1";
+
+/// Longest side Tesseract gets; bigger images (camera photos) are scaled down for OCR and the
+/// boxes scaled back. 5000 px keeps a full A4 scan at 400+ DPI and bounds memory and time.
+const MAX_OCR_SIDE: u32 = 5000;
+
+pub struct ImageProvider;
+
+impl ParseProvider for ImageProvider {
+    fn provider_id(&self) -> &'static str {
+        PROVIDER_ID
+    }
+
+    fn provider_version(&self) -> String {
+        let engine = ocr::tesseract_version().unwrap_or_else(|_| "tesseract (unavailable)".into());
+        format!("{PROVIDER_VERSION} {engine} {}", ocr::DEFAULT_LANGS)
+    }
+
+    fn can_parse(&self, kind: &str) -> bool {
+        kind == "image"
+    }
+
+    fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
+        let img = decode(input)?;
+        let (width, height) = (img.width(), img.height());
+        let page = ocr_scaled(&img)?;
+        drop(img);
+
+        let mut text = TextBuilder::default();
+        let mut blocks = Vec::new();
+        for para in page.paragraphs() {
+            let char_range = text.push_block(&para.text);
+            blocks.push(Block {
+                id: format!("p1_b{}", blocks.len() + 1),
+                block_type: BlockType::Paragraph,
+                text_fingerprint: artifact::fingerprint(&para.text),
+                text: para.text,
+                char_range,
+                section_id: None,
+                page: Some(1),
+                bbox: Some(clamp_box(para.bbox, width as f64, height as f64)),
+                line_range: None,
+                para_id_start: None,
+                para_id_end: None,
+                paragraph_ordinal: None,
+                quality: ocr::quality_for(para.confidence),
+                confidence: Some(round1(para.confidence)),
+            });
+        }
+        let version = self.provider_version();
+        let source_hash = artifact::source_hash(input.bytes);
+        Ok(ParsedArtifact {
+            source_hash: source_hash.clone(),
+            provider: PROVIDER_ID.to_string(),
+            provider_version: version.clone(),
+            text: text.finish(),
+            source_map: SourceMap {
+                schema: artifact::SOURCE_MAP_SCHEMA.to_string(),
+                provider: PROVIDER_ID.to_string(),
+                model_version: version,
+                source_hash,
+                resource_kind: "image".to_string(),
+                page_count: Some(1),
+                pages: vec![Page {
+                    page: 1,
+                    width: width as f64,
+                    height: height as f64,
+                    rotation: 0,
+                    ocr: true,
+                    blocks,
+                }],
+                blocks: Vec::new(),
+                sections: Vec::new(),
+                references: Vec::new(),
+            },
+        })
+    }
+}
+
+/// Decode the whole image; a format the header does not reveal, a corrupt or truncated file
+/// is `image_unreadable`.
+fn decode(input: &ParseInput<'_>) -> Result<DynamicImage, ParseError> {
+    let unreadable = |e: &dyn std::fmt::Display| {
+        ParseError::new("image_unreadable", format!("{} is not a readable image: {e}", input.file_name))
+    };
+    let reader = ImageReader::new(Cursor::new(input.bytes)).with_guessed_format().map_err(|e| unreadable(&e))?;
+    if reader.format().is_none() {
+        return Err(unreadable(&"unknown image format"));
+    }
+    let img = reader.decode().map_err(|e| unreadable(&e))?;
+    if img.width() == 0 || img.height() == 0 {
+        return Err(unreadable(&"empty image"));
+    }
+    Ok(img)
+}
+
+/// OCR at most [`MAX_OCR_SIDE`] pixels on the longest side; boxes come back in the original
+/// image's pixels.
+fn ocr_scaled(img: &DynamicImage) -> Result<OcrPage, ParseError> {
+    let longest = img.width().max(img.height());
+    if longest <= MAX_OCR_SIDE {
+        return ocr::ocr_image(img, None);
+    }
+    let factor = MAX_OCR_SIDE as f64 / longest as f64;
+    let w = ((img.width() as f64 * factor).round() as u32).max(1);
+    let h = ((img.height() as f64 * factor).round() as u32).max(1);
+    let mut page = ocr::ocr_image(&img.resize_exact(w, h, FilterType::Triangle), None)?;
+    let back = 1.0 / factor;
+    for line in &mut page.lines {
+        line.bbox = line.bbox.map(|v| v * back);
+        for word in &mut line.words {
+            word.bbox = word.bbox.map(|v| v * back);
+        }
+    }
+    Ok(page)
+}
+
+fn clamp_box(b: [f64; 4], width: f64, height: f64) -> [f64; 4] {
+    [b[0].clamp(0.0, width), b[1].clamp(0.0, height), b[2].clamp(0.0, width), b[3].clamp(0.0, height)]
+}
+
+/// Confidences are stored with one decimal: enough for thresholds, stable in JSON.
+fn round1(v: f32) -> f32 {
+    (v * 10.0).round() / 10.0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Instant;
+
+    use super::*;
+    use crate::ingest::artifact::Quality;
+
+    fn testdata(name: &str) -> Vec<u8> {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images").join(name);
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    fn parse_bytes(bytes: &[u8], name: &str) -> Result<ParsedArtifact, ParseError> {
+        ImageProvider.parse(&ParseInput { bytes, file_name: name, kind: "image" })
+    }
+
+    fn parse(name: &str) -> ParsedArtifact {
+        let started = Instant::now();
+        let a = parse_bytes(&testdata(name), name).unwrap();
+        eprintln!("{name}: parsed in {:?}", started.elapsed());
+        a.validate().unwrap();
+        a
+    }
+
+    fn compact(s: &str) -> String {
+        s.split_whitespace().collect()
+    }
+
+    #[test]
+    fn english_image_gives_paragraph_blocks_with_pixel_boxes() {
+        let a = parse("rapid_en.jpg");
+        let page = &a.source_map.pages[0];
+        assert_eq!((page.page, page.width, page.height, page.ocr), (1, 709.0, 132.0, true));
+        assert_eq!(a.source_map.page_count, Some(1));
+        assert_eq!(a.source_map.resource_kind, "image");
+        assert!(a.source_map.sections.is_empty());
+        let b = &page.blocks;
+        assert!(b.len() >= 2, "{b:#?}");
+        assert_eq!(b[0].id, "p1_b1");
+        assert!(b[0].text.contains("MovieShots Dataset"), "{:?}", b[0].text);
+        assert!(a.text.contains("we collect MovieShots, a large-scale shot type annotation set"), "{}", a.text);
+        // The heading sits in the top 30 px, the paragraph below it.
+        let [x0, y0, x1, y1] = b[0].bbox.unwrap();
+        assert!(x0 < 20.0 && y0 < 15.0 && x1 > 250.0 && y1 < 30.0, "{:?}", b[0].bbox);
+        assert!(b[1].bbox.unwrap()[1] > 40.0);
+        for block in b {
+            assert_eq!(block.page, Some(1));
+            assert_eq!(block.quality, Quality::Exact);
+            assert!(block.confidence.unwrap() > 80.0);
+        }
+        assert!(a.provider_version.contains("tesseract "), "{}", a.provider_version);
+    }
+
+    #[test]
+    fn chinese_paragraph_has_no_spaces_between_characters() {
+        let a = parse("un_chi_sim_image.jpeg");
+        let t = &a.text;
+        assert!(t.contains("新鲜甘草黄酮养分"), "{t}");
+        assert!(t.contains("扫除肌肤代谢物的最佳"), "{t}");
+        assert!(t.contains("适用人群"), "{t}");
+        let page = &a.source_map.pages[0];
+        assert_eq!((page.width, page.height), (449.0, 110.0));
+        for b in &page.blocks {
+            let [x0, y0, x1, y1] = b.bbox.unwrap();
+            assert!(0.0 <= x0 && x0 < x1 && x1 <= 449.0 && 0.0 <= y0 && y0 < y1 && y1 <= 110.0);
+        }
+    }
+
+    #[test]
+    fn street_sign_photo_is_read_with_sparse_segmentation() {
+        // psm 3 finds nothing on this photo; the sparse retry reads the sign.
+        let a = parse("easyocr_chinese.jpg");
+        assert!(a.text.contains("Yuyuan"), "{}", a.text);
+        assert!(compact(&a.text).contains("园路"), "{}", a.text);
+        let sign = a.all_blocks().find(|b| b.text.contains("Yuyuan")).unwrap();
+        let [x0, y0, x1, y1] = sign.bbox.unwrap();
+        // "Yuyuan Rd." is on the white band, roughly x 230–415, y 175–215 of 640×339.
+        assert!(x0 > 200.0 && x1 < 450.0 && y0 > 150.0 && y1 < 230.0, "{:?}", sign.bbox);
+    }
+
+    #[test]
+    fn same_bytes_give_the_same_artifact() {
+        assert_eq!(parse("rapid_en.jpg"), parse("rapid_en.jpg"));
+    }
+
+    #[test]
+    fn webp_and_transparent_png_are_read() {
+        // Re-encode the English snippet: as lossless WebP, and as a PNG whose text is opaque on
+        // a fully transparent background (must not turn into black-on-black).
+        let src = ::image::load_from_memory(&testdata("rapid_en.jpg")).unwrap();
+        let mut webp = Vec::new();
+        src.write_to(&mut Cursor::new(&mut webp), ::image::ImageFormat::WebP).unwrap();
+        let a = parse_bytes(&webp, "x.webp").unwrap();
+        assert!(a.text.contains("MovieShots"), "{}", a.text);
+
+        let grey = src.to_luma8();
+        let rgba = ::image::RgbaImage::from_fn(grey.width(), grey.height(), |x, y| {
+            let v = grey.get_pixel(x, y)[0];
+            ::image::Rgba([0, 0, 0, 255 - v]) // dark text = opaque black, paper = transparent
+        });
+        let mut png = Vec::new();
+        DynamicImage::ImageRgba8(rgba).write_to(&mut Cursor::new(&mut png), ::image::ImageFormat::Png).unwrap();
+        let a = parse_bytes(&png, "x.png").unwrap();
+        assert!(a.text.contains("MovieShots"), "{}", a.text);
+    }
+
+    #[test]
+    fn corrupt_images_are_unreadable() {
+        let err = parse_bytes(b"definitely not an image", "x.png").unwrap_err();
+        assert_eq!(err.code, "image_unreadable");
+        let mut truncated = testdata("rapid_en.jpg");
+        let mut png = Vec::new();
+        ::image::load_from_memory(&truncated)
+            .unwrap()
+            .write_to(&mut Cursor::new(&mut png), ::image::ImageFormat::Png)
+            .unwrap();
+        png.truncate(png.len() / 2);
+        assert_eq!(parse_bytes(&png, "x.png").unwrap_err().code, "image_unreadable");
+        truncated.truncate(10);
+        assert_eq!(parse_bytes(&truncated, "x.jpg").unwrap_err().code, "image_unreadable");
+    }
+}
