@@ -29,6 +29,8 @@ pub struct Config {
     pub parse_memory_bytes: u64,
     /// Files larger than this are not parsed (`file_too_large`).
     pub parse_max_bytes: u64,
+    /// Documents with more pages are not parsed (`too_many_pages`).
+    pub parse_max_pages: u64,
     /// The `mnote` binary run as the supervised parser child (default: this executable).
     pub parser_exe: PathBuf,
     /// Fallback rescan of registered files (the watcher catches most changes sooner).
@@ -110,6 +112,7 @@ impl Config {
             parse_timeout: Duration::from_secs(parse("MNOTE_PARSE_TIMEOUT_SECS", 600u64)?),
             parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
+            parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
             parser_exe: std::env::current_exe().context("locating the mnote executable")?,
             rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
         })

@@ -1077,6 +1077,13 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
     if page_count == 0 {
         return Err(ParseError::new("pdf_malformed", format!("{} has no pages", input.file_name)));
     }
+    let max_pages = super::worker::max_pages();
+    if page_count as u64 > max_pages {
+        return Err(ParseError::new(
+            "too_many_pages",
+            format!("{} has {page_count} pages; the limit is {max_pages} (MNOTE_PARSE_MAX_PAGES)", input.file_name),
+        ));
+    }
     let mut text_out = TextBuilder::default();
     let mut pages: Vec<Page> = Vec::new();
     let mut infos: Vec<BlockInfo> = Vec::new();

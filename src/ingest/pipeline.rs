@@ -97,7 +97,7 @@ pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job)
         set_status(&mut tx, source.id, "parsing", source.error_code.as_deref().zip(source.error_message.as_deref())).await?;
         tx.commit().await?;
     }
-    let limits = worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes };
+    let limits = worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
     match worker::parse_supervised(&cfg.parser_exe, &path, &source.kind, &limits).await {
         Ok(art) if art.source_hash != facts.sha256 => {
             // The file changed while it was parsed: parse again.

@@ -19,6 +19,15 @@ use super::{ParseError, ParseInput, ParsedArtifact, providers};
 pub struct Limits {
     pub timeout: Duration,
     pub memory_bytes: u64,
+    /// Documents with more pages are refused (`too_many_pages`).
+    pub max_pages: u64,
+}
+
+const MAX_PAGES_ENV: &str = "MNOTE_PARSE_MAX_PAGES";
+
+/// The page limit inside the parser child (passed down by the supervisor).
+pub fn max_pages() -> u64 {
+    std::env::var(MAX_PAGES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -66,6 +75,7 @@ pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limi
         .arg(kind)
         .arg(path)
         .env("OMP_THREAD_LIMIT", "1")
+        .env(MAX_PAGES_ENV, limits.max_pages.to_string())
         .env("RUST_LOG", "error")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -122,7 +132,7 @@ fn leak_code(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
         "pdf_malformed", "pdf_encrypted", "pdf_engine_missing", "docx_malformed", "docx_encrypted",
         "image_unreadable", "ocr_engine_missing", "unsupported_kind", "file_too_large", "parse_timeout",
-        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid", "ocr_failed",
+        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid", "ocr_failed", "too_many_pages",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

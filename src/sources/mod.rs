@@ -151,6 +151,10 @@ pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'
         let (files, skipped) = if directory {
             scan_dir(&root, &abs, &include, &exclude)?
         } else {
+            // FIFOs, sockets and devices are never opened (reading a FIFO would block forever).
+            if !abs.is_file() {
+                return Err(AppError::invalid("path", "not a regular file"));
+            }
             let kind = kind_of(&abs).ok_or_else(|| {
                 AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, images, text)")
             })?;

@@ -111,6 +111,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         parse_timeout: Duration::from_secs(120),
         parse_memory_bytes: 4 << 30,
         parse_max_bytes: 64 << 20,
+        parse_max_pages: 500,
         parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
         rescan_interval: Duration::from_secs(300),
     };

@@ -225,7 +225,7 @@ async fn a_hanging_crashing_or_bloated_parser_only_fails_its_own_job() {
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("x.md");
     std::fs::write(&file, "# x").unwrap();
-    let limits = Limits { timeout: Duration::from_secs(2), memory_bytes: 256 << 20 };
+    let limits = Limits { timeout: Duration::from_secs(2), memory_bytes: 256 << 20, max_pages: 100 };
     let hang = script(d.path(), "hang", "sleep 60");
     let e = parse_supervised(&hang, &file, "markdown", &limits).await.unwrap_err();
     assert_eq!(e.code, "parse_timeout");
@@ -470,4 +470,38 @@ async fn pdfs_scans_and_images_become_located_evidence() {
     }
     let scan = evidence(&app, k.tenant, by_path("scan.pdf")["id"].as_str().unwrap()).await;
     assert!(scan.iter().map(|r| r.2.as_str()).collect::<String>().contains("tip-toeing along a path"), "OCR text of the scan");
+}
+
+#[tokio::test]
+async fn limits_and_special_files() {
+    let d = tempfile::tempdir().unwrap();
+    // Page limit, enforced inside the parser child.
+    let pdf = shared("pdf/pl_federal-register-2020-17221.pdf");
+    let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
+    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 10 };
+    let e = parse_supervised(&real, &pdf, "pdf", &limits).await.unwrap_err();
+    assert_eq!(e.code, "too_many_pages", "{e}");
+    let _ = d;
+
+    // A FIFO and a link to a device inside a granted directory are never registered or opened.
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/ok.md", "# ok");
+    let fifo = app.docs.join("team/pipe.md");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    symlink(std::path::Path::new("/dev/zero"), &app.docs.join("team/zero.md"));
+    let (st, r) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team")})).await;
+    assert_eq!(st, StatusCode::CREATED, "{r}");
+    let paths: Vec<&str> = r["items"].as_array().unwrap().iter().map(|s| s["resourcePath"].as_str().unwrap()).collect();
+    assert_eq!(paths, vec!["ok.md"]);
+    assert_eq!(r["skippedCount"], 2);
+    let (st, e) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": fifo.to_str().unwrap()})).await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+    // Odd file names are fine.
+    app.write_doc("team/we ird 名字 #1 (copy).md", "# odd");
+    let (st, s) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team/we ird 名字 #1 (copy).md")})).await;
+    assert_eq!(st, StatusCode::CREATED, "{s}");
+    assert_eq!(s["resourcePath"], "we ird 名字 #1 (copy).md");
+    app.run_jobs().await;
 }
