@@ -69,12 +69,28 @@ pub enum Command {
         #[arg(long)]
         tenant: String,
     },
+    /// Benchmarks (see docs/BENCHMARKS.md).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
     /// Parse one file and print its artifact as JSON (this is also the supervised parser child).
     #[command(hide = true)]
     ParseFile {
         #[arg(long)]
         kind: String,
         path: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
+    Ingest {
+        #[arg(long, default_value = "../shared/testdata/docs")]
+        docs: std::path::PathBuf,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
     },
 }
 
@@ -283,6 +299,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("rebuilt {blocks} evidence blocks of {sources} sources from their artifacts");
             Ok(())
         }
+        Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
         Command::ParseFile { kind, path } => {
             std::process::exit(crate::ingest::worker::parse_file_main(&path, &kind));
         }

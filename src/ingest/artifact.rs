@@ -239,11 +239,17 @@ impl ParsedArtifact {
     /// exactly the block text, references pointing at existing blocks, section block ids that exist.
     pub fn validate(&self) -> Result<(), String> {
         let mut seen = std::collections::HashSet::new();
+        // Byte offset of every char boundary, built once: slicing per block stays O(block).
+        let offsets: Vec<usize> = self.text.char_indices().map(|(i, _)| i).chain([self.text.len()]).collect();
         for b in self.all_blocks() {
             if !seen.insert(b.id.as_str()) {
                 return Err(format!("duplicate block id {}", b.id));
             }
-            let slice = char_slice(&self.text, b.char_range);
+            let [start, end] = b.char_range.map(|c| c as usize);
+            let slice = match (offsets.get(start), offsets.get(end)) {
+                (Some(&s), Some(&e)) if s <= e => &self.text[s..e],
+                _ => return Err(format!("block {}: charRange {:?} is outside the text", b.id, b.char_range)),
+            };
             if slice != b.text {
                 return Err(format!("block {}: charRange {:?} gives {:?}, text is {:?}", b.id, b.char_range, slice, b.text));
             }

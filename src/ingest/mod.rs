@@ -2,6 +2,7 @@
 //! providers) turns artifacts into evidence rows.
 
 pub mod artifact;
+pub mod bench;
 pub mod docx;
 pub mod image;
 pub mod index;

@@ -1,0 +1,354 @@
+//! `mnote bench ingest`: parse-throughput benchmarks of the ingest providers, each measured
+//! against a baseline in the same run (the machines are small and noisy, so ratios are more
+//! meaningful than absolute figures). See `docs/BENCHMARKS.md`.
+//!
+//! 1. Text PDF: our PDF provider in-process vs `pdftotext -bbox-layout <pdf> /dev/null`.
+//! 2. OCR: our image provider with one worker per core vs the sequential
+//!    `tesseract <img> stdout -l chi_sim+eng tsv` CLI (with `OMP_THREAD_LIMIT=1`).
+//! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
+
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use super::ocr::DEFAULT_LANGS;
+use super::worker::parse_in_process;
+
+const DOCX_PARAGRAPHS: usize = 8_400;
+const IMAGE_EXTS: &[&str] = &["png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp"];
+/// Resolution the scanned PDF pages are rasterised at (the PDF provider's OCR DPI).
+const SCAN_DPI: u32 = 300;
+
+/// One row of the result table.
+struct Row {
+    name: &'static str,
+    unit: &'static str,
+    items: f64,
+    secs: f64,
+}
+
+impl Row {
+    fn rate(&self) -> f64 {
+        if self.secs > 0.0 { self.items / self.secs } else { 0.0 }
+    }
+}
+
+pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
+    let rounds = rounds.max(1);
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    println!("mnote bench ingest: docs={} rounds={rounds} cores={cores}", docs.display());
+    println!("build: {}", if cfg!(debug_assertions) { "debug (dependencies opt-level 2)" } else { "release" });
+    println!("load average at start: {}", loadavg());
+    println!(
+        "OMP_THREAD_LIMIT={} MNOTE_PDFIUM_LIB={}",
+        std::env::var("OMP_THREAD_LIMIT").unwrap_or_else(|_| "(unset)".into()),
+        std::env::var("MNOTE_PDFIUM_LIB").unwrap_or_else(|_| "(unset)".into())
+    );
+    let started = Instant::now();
+
+    let (pdf_ours, pdf_base) = bench_pdf(&docs.join("pdf"), rounds)?;
+    let (ocr_ours, ocr_base) = bench_ocr(docs, rounds, cores)?;
+    let docx = bench_docx(rounds)?;
+
+    let pdf_ratio = ratio(&pdf_ours, &pdf_base);
+    let ocr_ratio = ratio(&ocr_ours, &ocr_base);
+    println!();
+    println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
+    println!();
+    println!("| {:<56} | {:>10} | {:>10} | {:>12} |", "benchmark", "items", "seconds", "rate");
+    println!("|{:-<58}|{:->12}|{:->12}|{:->14}|", "", "", "", "");
+    for row in [&pdf_ours, &pdf_base, &ocr_ours, &ocr_base, &docx] {
+        println!(
+            "| {:<56} | {:>10} | {:>10.3} | {:>12} |",
+            row.name,
+            format!("{} {}", row.items as u64, row.unit),
+            row.secs,
+            if row.rate() < 10.0 { format!("{:.3}/s", row.rate()) } else { format!("{:.1}/s", row.rate()) }
+        );
+    }
+    println!();
+    println!("pdf ours/pdftotext: {pdf_ratio:.2}x   ocr ours/tesseract-cli: {ocr_ratio:.2}x   docx: {:.1} ms per parse of {} paragraphs",
+        docx.secs * 1000.0 / rounds as f64, DOCX_PARAGRAPHS);
+    println!();
+    println!("pdf_pages_per_s: {:.1}", pdf_ours.rate());
+    println!("pdftotext_pages_per_s: {:.1}", pdf_base.rate());
+    println!("pdf_ratio_vs_pdftotext: {pdf_ratio:.2}");
+    println!("ocr_images_per_s: {:.3}", ocr_ours.rate());
+    println!("tesseract_cli_images_per_s: {:.3}", ocr_base.rate());
+    println!("ocr_ratio_vs_tesseract_cli: {ocr_ratio:.2}");
+    println!("docx_paragraphs_per_s: {:.0}", docx.rate());
+    println!("docx_ms_per_parse: {:.1}", docx.secs * 1000.0 / rounds as f64);
+    Ok(())
+}
+
+fn ratio(ours: &Row, base: &Row) -> f64 {
+    if base.rate() > 0.0 { ours.rate() / base.rate() } else { 0.0 }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+fn files_with_ext(dir: &Path, exts: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+        if path.is_file() && exts.contains(&ext.as_str()) {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
+    let what = format!("{cmd:?}");
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!("{what} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(())
+}
+
+// ---- 1. text PDF ---------------------------------------------------------------------------
+
+fn bench_pdf(dir: &Path, rounds: usize) -> anyhow::Result<(Row, Row)> {
+    let pdfs = files_with_ext(dir, &["pdf"])?;
+    if pdfs.is_empty() {
+        bail!("no PDFs in {}", dir.display());
+    }
+    // Warm-up (loads pdfium, fills the page cache) and page counts.
+    let mut pages = 0u64;
+    for pdf in &pdfs {
+        let art = parse_in_process(pdf, "pdf").map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display()))?;
+        let n = art.source_map.page_count.unwrap_or(0) as u64;
+        println!("  pdf {}: {n} pages", pdf.file_name().unwrap_or_default().to_string_lossy());
+        pages += n;
+    }
+    run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(&pdfs[0]).arg("/dev/null"))
+        .context("pdftotext (Debian package poppler-utils) is needed for the baseline")?;
+
+    let (mut ours, mut base) = (Duration::ZERO, Duration::ZERO);
+    for round in 1..=rounds {
+        let t = Instant::now();
+        for pdf in &pdfs {
+            parse_in_process(pdf, "pdf").map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display()))?;
+        }
+        let a = t.elapsed();
+        let t = Instant::now();
+        for pdf in &pdfs {
+            run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(pdf).arg("/dev/null"))?;
+        }
+        let b = t.elapsed();
+        println!("  pdf round {round}: ours {:.3} s, pdftotext {:.3} s", a.as_secs_f64(), b.as_secs_f64());
+        ours += a;
+        base += b;
+    }
+    let items = (pages * rounds as u64) as f64;
+    Ok((
+        Row { name: "text PDF: mnote pdf provider (in-process, 1 thread)", unit: "pages", items, secs: ours.as_secs_f64() },
+        Row { name: "text PDF: pdftotext -bbox-layout (subprocess)", unit: "pages", items, secs: base.as_secs_f64() },
+    ))
+}
+
+// ---- 2. OCR --------------------------------------------------------------------------------
+
+/// Temp directory removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn bench_ocr(docs: &Path, rounds: usize, cores: usize) -> anyhow::Result<(Row, Row)> {
+    let mut images = files_with_ext(&docs.join("images"), IMAGE_EXTS)?;
+    let n_photos = images.len();
+    // Scanned PDF pages, rasterised once (grey PNG at the PDF provider's OCR DPI) so both sides
+    // OCR the very same images. Skipped when pdftoppm is missing.
+    let tmp = TempDir(std::env::temp_dir().join(format!("mnote-bench-{}", std::process::id())));
+    let scanned = files_with_ext(&docs.join("pdf_scanned"), &["pdf"]).unwrap_or_default();
+    if !scanned.is_empty() {
+        std::fs::create_dir_all(&tmp.0)?;
+        for (i, pdf) in scanned.iter().enumerate() {
+            let prefix = tmp.0.join(format!("scan{i}"));
+            let r = run_quiet(
+                Command::new("pdftoppm").args(["-r", &SCAN_DPI.to_string(), "-gray", "-png"]).arg(pdf).arg(&prefix),
+            );
+            if let Err(e) = r {
+                println!("  (scanned PDF pages skipped: {e:#})");
+                break;
+            }
+        }
+        images.extend(files_with_ext(&tmp.0, &["png"])?);
+    }
+    if images.is_empty() {
+        bail!("no images in {}/images", docs.display());
+    }
+    println!(
+        "  ocr: {} images ({n_photos} photos/snippets + {} scanned PDF pages at {SCAN_DPI} dpi), {cores} workers",
+        images.len(),
+        images.len() - n_photos
+    );
+    // Warm-up: checks tesseract and its language data (cached), and the page cache.
+    parse_in_process(&images[0], "image").map_err(|e| anyhow::anyhow!("{}: {e}", images[0].display()))?;
+
+    let (mut ours, mut base) = (Duration::ZERO, Duration::ZERO);
+    for round in 1..=rounds {
+        let t = Instant::now();
+        let next = AtomicUsize::new(0);
+        let errors = Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..cores {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(img) = images.get(i) else { break };
+                        if let Err(e) = parse_in_process(img, "image") {
+                            errors.lock().unwrap().push(format!("{}: {e}", img.display()));
+                        }
+                    }
+                });
+            }
+        });
+        let a = t.elapsed();
+        if let Some(e) = errors.into_inner().unwrap().first() {
+            bail!("image provider failed: {e}");
+        }
+        let t = Instant::now();
+        for img in &images {
+            run_quiet(
+                Command::new("tesseract")
+                    .arg(img)
+                    .arg("stdout")
+                    .args(["-l", DEFAULT_LANGS, "tsv"])
+                    .env("OMP_THREAD_LIMIT", "1"),
+            )?;
+        }
+        let b = t.elapsed();
+        println!("  ocr round {round}: ours {:.3} s, tesseract CLI {:.3} s", a.as_secs_f64(), b.as_secs_f64());
+        ours += a;
+        base += b;
+    }
+    let items = (images.len() * rounds) as f64;
+    Ok((
+        Row { name: "OCR: mnote image provider (1 worker per core)", unit: "images", items, secs: ours.as_secs_f64() },
+        Row { name: "OCR: tesseract CLI tsv, sequential, OMP_THREAD_LIMIT=1", unit: "images", items, secs: base.as_secs_f64() },
+    ))
+}
+
+// ---- 3. DOCX -------------------------------------------------------------------------------
+
+fn bench_docx(rounds: usize) -> anyhow::Result<Row> {
+    let bytes = generate_docx(DOCX_PARAGRAPHS)?;
+    let tmp = TempDir(std::env::temp_dir().join(format!("mnote-bench-docx-{}", std::process::id())));
+    std::fs::create_dir_all(&tmp.0)?;
+    let path = tmp.0.join("bench-8400-paragraphs.docx");
+    std::fs::write(&path, &bytes)?;
+    println!("  docx: generated {} paragraphs, {} KiB", DOCX_PARAGRAPHS, bytes.len() / 1024);
+    // What `parse_in_process` does, timed in two parts: the provider's parse, and the artifact
+    // validation (`ParsedArtifact::validate`) every parse goes through.
+    let provider = super::providers::for_kind("docx").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let (mut total, mut parse_only) = (Duration::ZERO, Duration::ZERO);
+    let mut blocks = 0;
+    for round in 1..=rounds {
+        let t = Instant::now();
+        let bytes = std::fs::read(&path)?;
+        let art = provider
+            .parse(&super::ParseInput { bytes: &bytes, file_name: &name, kind: "docx" })
+            .map_err(|e| anyhow::anyhow!("generated docx: {e}"))?;
+        let p = t.elapsed();
+        art.validate().map_err(|e| anyhow::anyhow!("generated docx artifact invalid: {e}"))?;
+        let a = t.elapsed();
+        blocks = art.source_map.blocks.len();
+        println!(
+            "  docx round {round}: {blocks} blocks, {} sections; read+parse {:.1} ms, + validate {:.1} ms = {:.1} ms",
+            art.source_map.sections.len(),
+            p.as_secs_f64() * 1000.0,
+            (a - p).as_secs_f64() * 1000.0,
+            a.as_secs_f64() * 1000.0
+        );
+        if blocks < DOCX_PARAGRAPHS {
+            bail!("generated docx gave {blocks} blocks, expected {DOCX_PARAGRAPHS}");
+        }
+        total += a;
+        parse_only += p;
+    }
+    println!("docx_parse_without_validate_ms: {:.1}", parse_only.as_secs_f64() * 1000.0 / rounds as f64);
+    Ok(Row {
+        name: "DOCX: mnote docx provider + validate (no indexing)",
+        unit: "paras",
+        items: (blocks * rounds) as f64,
+        secs: total.as_secs_f64(),
+    })
+}
+
+/// A minimal DOCX: `[Content_Types].xml` and `word/document.xml` with `n` paragraphs, every
+/// 40th a heading (`w:outlineLvl`), the rest body text in English and Chinese with `w14:paraId`s.
+fn generate_docx(n: usize) -> anyhow::Result<Vec<u8>> {
+    const CONTENT_TYPES: &str = r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
+<Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#;
+    let mut doc = String::with_capacity(n * 400);
+    doc.push_str(concat!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?>"#,
+        r#"<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" "#,
+        r#"xmlns:w14="http://schemas.microsoft.com/office/word/2010/wordml"><w:body>"#
+    ));
+    for i in 0..n {
+        let id = format!("{:08X}", 0x1000_0000u32 + i as u32);
+        if i % 40 == 0 {
+            doc.push_str(&format!(
+                r#"<w:p w14:paraId="{id}"><w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:r><w:t>Section {} 第{}节</w:t></w:r></w:p>"#,
+                i / 40 + 1,
+                i / 40 + 1
+            ));
+        } else {
+            doc.push_str(&format!(
+                concat!(
+                    r#"<w:p w14:paraId="{id}"><w:r><w:t xml:space="preserve">Paragraph {i}: scoped threads can borrow from the stack, </w:t></w:r>"#,
+                    r#"<w:r><w:rPr><w:b/></w:rPr><w:t>and the invoice total is 1,234.56 USD.</w:t></w:r>"#,
+                    r#"<w:r><w:tab/><w:t>使用 std::thread::scope 创建线程，第{i}段。</w:t></w:r></w:p>"#
+                ),
+                id = id,
+                i = i
+            ));
+        }
+    }
+    doc.push_str("<w:sectPr/></w:body></w:document>");
+
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let opts = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("[Content_Types].xml", opts)?;
+    zip.write_all(CONTENT_TYPES.as_bytes())?;
+    zip.start_file("word/document.xml", opts)?;
+    zip.write_all(doc.as_bytes())?;
+    Ok(zip.finish()?.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_docx_parses_to_one_block_per_paragraph() {
+        let bytes = generate_docx(120).unwrap();
+        let provider = crate::ingest::docx::DocxProvider;
+        let art = crate::ingest::ParseProvider::parse(
+            &provider,
+            &crate::ingest::ParseInput { bytes: &bytes, file_name: "bench.docx", kind: "docx" },
+        )
+        .unwrap();
+        assert_eq!(art.source_map.blocks.len(), 120);
+        assert_eq!(art.source_map.sections.len(), 3);
+    }
+}
