@@ -18,6 +18,9 @@ pub enum AppError {
     Forbidden(String),
     #[error("CSRF token missing or invalid")]
     CsrfFailed,
+    /// Signed in, but no team chosen yet (a user in several tenants picks one after login).
+    #[error("choose a team first (/tenants)")]
+    NoTenant,
     #[error("path is outside every directory granted to you")]
     PathOutsideGrant,
     #[error("not found")]
@@ -46,6 +49,8 @@ pub struct ErrorInfo {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Where a browser should go instead of seeing an error page.
+    pub redirect_to: Option<&'static str>,
 }
 
 impl AppError {
@@ -64,7 +69,7 @@ impl AppError {
     pub fn code(&self) -> &'static str {
         match self {
             AppError::Unauthorized => "unauthorized",
-            AppError::Forbidden(_) => "forbidden",
+            AppError::Forbidden(_) | AppError::NoTenant => "forbidden",
             AppError::CsrfFailed => "csrf_failed",
             AppError::PathOutsideGrant => "path_outside_grant",
             AppError::NotFound => "not_found",
@@ -81,7 +86,7 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
-            AppError::Forbidden(_) | AppError::CsrfFailed | AppError::PathOutsideGrant => {
+            AppError::Forbidden(_) | AppError::NoTenant | AppError::CsrfFailed | AppError::PathOutsideGrant => {
                 StatusCode::FORBIDDEN
             }
             AppError::NotFound => StatusCode::NOT_FOUND,
@@ -130,7 +135,12 @@ impl IntoResponse for AppError {
                 retry_after_secs.to_string().parse().expect("digits are a valid header"),
             );
         }
-        resp.extensions_mut().insert(ErrorInfo { status, code, message });
+        let redirect_to = match &self {
+            AppError::Unauthorized => Some("/login"),
+            AppError::NoTenant => Some("/tenants"),
+            _ => None,
+        };
+        resp.extensions_mut().insert(ErrorInfo { status, code, message, redirect_to });
         resp
     }
 }

@@ -132,7 +132,7 @@ impl FromRequestParts<AppState> for Auth {
         let session = session_of(parts, state).await?;
         let who = signed_in(&session, state).await?.ok_or(AppError::Unauthorized)?;
         let Some(tenant_id) = who.tenant_id else {
-            return Err(AppError::forbidden("choose a team first (/tenants)"));
+            return Err(AppError::NoTenant);
         };
         match load(state, who.user_id, tenant_id, Via::Session).await? {
             Some(a) => Ok(a),
@@ -151,7 +151,7 @@ impl OptionalFromRequestParts<AppState> for Auth {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Option<Self>, AppError> {
         match <Auth as FromRequestParts<AppState>>::from_request_parts(parts, state).await {
             Ok(a) => Ok(Some(a)),
-            Err(AppError::Unauthorized | AppError::Forbidden(_)) => Ok(None),
+            Err(AppError::Unauthorized | AppError::NoTenant) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -6,7 +6,7 @@ pub mod pages;
 use askama::Template;
 use axum::{
     extract::{FromRequestParts, Request},
-    http::{HeaderMap, StatusCode, header, request::Parts},
+    http::{HeaderMap, header, request::Parts},
     middleware::Next,
     response::{Html, IntoResponse, Redirect, Response},
 };
@@ -224,12 +224,13 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     if !is_browser_route(&path) {
         return resp;
     }
-    if info.status == StatusCode::UNAUTHORIZED {
-        let next = urlencode(&path_and_query);
-        return Redirect::to(&format!("/login?next={next}")).into_response();
-    }
-    if info.code == "forbidden" && info.message.contains("/tenants") {
-        return Redirect::to("/tenants").into_response();
+    match info.redirect_to {
+        Some("/login") => {
+            let next = urlencode(&path_and_query);
+            return Redirect::to(&format!("/login?next={next}")).into_response();
+        }
+        Some(to) => return Redirect::to(to).into_response(),
+        None => {}
     }
     let csrf = match &session {
         Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
