@@ -185,6 +185,66 @@ pub struct Reference {
     pub label: Option<String>,
 }
 
+/// The heading stack every provider builds `sections` with: a heading closes the open sections
+/// of its level or deeper and opens a child of the one left on top; a block belongs to the
+/// innermost open section.
+#[derive(Debug, Default)]
+pub struct SectionTree {
+    pub sections: Vec<Section>,
+    /// Indices into `sections`, outermost first: the current heading path.
+    open: Vec<usize>,
+}
+
+impl SectionTree {
+    /// Open a section for a heading (closing deeper or equal ones first, each passed to
+    /// `on_close`) and return it so the caller can fill in pages or lines.
+    pub fn open(&mut self, title: String, level: u8, mut on_close: impl FnMut(&mut Section)) -> &mut Section {
+        self.close(level, &mut on_close);
+        let parent = self.open.last().map(|&p| &self.sections[p]);
+        let mut path = parent.map(|p| p.path.clone()).unwrap_or_default();
+        path.push(title.clone());
+        let section = Section {
+            id: format!("sec_{}", self.sections.len() + 1),
+            title,
+            path,
+            level,
+            parent_id: parent.map(|p| p.id.clone()),
+            page_start: None,
+            page_end: None,
+            line_range: None,
+            block_ids: Vec::new(),
+        };
+        self.sections.push(section);
+        self.open.push(self.sections.len() - 1);
+        self.sections.last_mut().expect("just pushed")
+    }
+
+    /// Close the open sections of `level` or deeper (every one for 0).
+    pub fn close(&mut self, level: u8, mut on_close: impl FnMut(&mut Section)) {
+        while let Some(&top) = self.open.last() {
+            if self.sections[top].level < level {
+                break;
+            }
+            on_close(&mut self.sections[top]);
+            self.open.pop();
+        }
+    }
+
+    /// Record `block_id` in the innermost open section and return that section's id.
+    pub fn add_block(&mut self, block_id: &str) -> Option<String> {
+        let &s = self.open.last()?;
+        self.sections[s].block_ids.push(block_id.to_string());
+        Some(self.sections[s].id.clone())
+    }
+
+    /// Visit every open section (e.g. to extend page ranges over a whole subtree).
+    pub fn for_each_open(&mut self, mut f: impl FnMut(&mut Section)) {
+        for &i in &self.open {
+            f(&mut self.sections[i]);
+        }
+    }
+}
+
 /// Stable hash of normalised text (NFKC-free: lowercase, whitespace collapsed), 16 hex chars.
 /// Used to re-find a DOCX paragraph when paraIds are missing or changed.
 pub fn fingerprint(text: &str) -> String {

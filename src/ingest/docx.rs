@@ -32,7 +32,7 @@ use quick_xml::reader::NsReader;
 use zip::result::ZipError;
 
 use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, Section, SourceMap,
+    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap,
     TextBuilder,
 };
 use super::{ParseError, ParseInput, ParseProvider};
@@ -650,38 +650,15 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
         raw.iter().flat_map(|b| &b.runs).fold((0, 0), |(b, t), r| (b + if r.0 { r.2 } else { 0 }, t + r.2));
     let bold_is_signal = bold * 2 < total;
     let mut tb = TextBuilder::default();
-    let (mut blocks, mut sections, mut references) = (Vec::new(), Vec::<Section>::new(), Vec::new());
-    let mut open: Vec<usize> = Vec::new(); // indices into `sections`: the current heading path
+    let (mut blocks, mut tree, mut references) = (Vec::new(), SectionTree::default(), Vec::new());
     for (i, rb) in raw.into_iter().enumerate() {
         let id = format!("b{}", i + 1);
         let level = heading_level(&rb, styles, body_size, bold_is_signal);
         if let Some(level) = level {
-            while open.last().is_some_and(|&s| sections[s].level >= level) {
-                open.pop();
-            }
-            let parent = open.last().map(|&s| &sections[s]);
             let title = rb.text.split_whitespace().collect::<Vec<_>>().join(" ");
-            let mut path = parent.map(|p| p.path.clone()).unwrap_or_default();
-            path.push(title.clone());
-            let parent_id = parent.map(|p| p.id.clone());
-            let id = format!("sec_{}", sections.len() + 1);
-            sections.push(Section {
-                id,
-                title,
-                path,
-                level,
-                parent_id,
-                page_start: None,
-                page_end: None,
-                line_range: None,
-                block_ids: Vec::new(),
-            });
-            open.push(sections.len() - 1);
+            tree.open(title, level, |_| {});
         }
-        let section_id = open.last().map(|&s| {
-            sections[s].block_ids.push(id.clone());
-            sections[s].id.clone()
-        });
+        let section_id = tree.add_block(&id);
         for (rid, label) in &rb.links {
             if let Some(url) = rels.get(rid) {
                 let label = (!label.is_empty()).then(|| label.clone());
@@ -731,7 +708,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
             page_count: None,
             pages: Vec::new(),
             blocks,
-            sections,
+            sections: tree.sections,
             references,
         },
     }

@@ -24,7 +24,7 @@ use std::ops::Range;
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
 use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, Section, SourceMap,
+    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, Section, SectionTree, SourceMap,
 };
 use super::{ParseError, ParseInput, ParseProvider};
 
@@ -78,7 +78,7 @@ impl ParseProvider for MarkdownProvider {
                 page_count: None,
                 pages: Vec::new(),
                 blocks: out.blocks,
-                sections: out.sections,
+                sections: out.sections.sections,
                 references: out.references,
             },
         })
@@ -133,9 +133,7 @@ struct Output<'t> {
     text: &'t str,
     lines: LineIndex<'t>,
     blocks: Vec<Block>,
-    sections: Vec<Section>,
-    /// Indices into `sections` of the headings still open, outermost first.
-    open: Vec<usize>,
+    sections: SectionTree,
     references: Vec<Reference>,
     seen_refs: HashSet<(u8, String, String)>,
 }
@@ -146,8 +144,7 @@ impl<'t> Output<'t> {
             text,
             lines: LineIndex::new(text),
             blocks: Vec::new(),
-            sections: Vec::new(),
-            open: Vec::new(),
+            sections: SectionTree::default(),
             references: Vec::new(),
             seen_refs: HashSet::new(),
         }
@@ -165,10 +162,7 @@ impl<'t> Output<'t> {
         let start = span.start + (trimmed_end.len() - trimmed.len());
         let end = start + trimmed.len();
         let id = format!("b{}", self.blocks.len() + 1);
-        let section = self.open.last().copied();
-        if let Some(s) = section {
-            self.sections[s].block_ids.push(id.clone());
-        }
+        let section_id = self.sections.add_block(&id);
         for r in refs {
             if self.seen_refs.insert((r.kind as u8, id.clone(), r.target.clone())) {
                 self.references.push(Reference { kind: r.kind, source_block_id: id.clone(), target: r.target, label: r.label });
@@ -179,7 +173,7 @@ impl<'t> Output<'t> {
             block_type,
             text: trimmed.to_string(),
             char_range: [self.lines.char_of(start), self.lines.char_of(end)],
-            section_id: section.map(|s| self.sections[s].id.clone()),
+            section_id,
             page: None,
             bbox: None,
             line_range: Some([self.lines.line_of(start), self.lines.line_of(end - 1)]),
@@ -196,36 +190,20 @@ impl<'t> Output<'t> {
     /// sections of the same or a deeper level on the line before it.
     fn open_section(&mut self, level: u8, title: String, start: usize) {
         let line = self.lines.line_of(start);
-        self.close_sections_until(level, line.saturating_sub(1));
-        let parent = self.open.last().map(|&p| &self.sections[p]);
-        let mut path = parent.map(|p| p.path.clone()).unwrap_or_default();
-        path.push(title.clone());
-        self.sections.push(Section {
-            id: format!("sec_{}", self.sections.len() + 1),
-            title,
-            path,
-            level,
-            parent_id: parent.map(|p| p.id.clone()),
-            page_start: None,
-            page_end: None,
-            line_range: Some([line, line]),
-            block_ids: Vec::new(),
-        });
-        self.open.push(self.sections.len() - 1);
+        let section = self.sections.open(title, level, |s| end_lines(s, line.saturating_sub(1)));
+        section.line_range = Some([line, line]);
     }
 
     /// Close open sections whose level is >= `level` (all of them for 0), ending at `last_line`.
     fn close_sections_until(&mut self, level: u8, last_line: u32) {
-        while let Some(&top) = self.open.last() {
-            let section = &mut self.sections[top];
-            if section.level < level {
-                break;
-            }
-            if let Some(range) = section.line_range.as_mut() {
-                range[1] = last_line.max(range[0]);
-            }
-            self.open.pop();
-        }
+        self.sections.close(level, |s| end_lines(s, last_line));
+    }
+}
+
+/// A closing section's line range ends at `last_line` (never before its heading line).
+fn end_lines(section: &mut Section, last_line: u32) {
+    if let Some(range) = section.line_range.as_mut() {
+        range[1] = last_line.max(range[0]);
     }
 }
 

@@ -31,7 +31,7 @@ use std::sync::{Mutex, OnceLock};
 
 use pdfium_render::prelude::*;
 
-use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, Section, SourceMap, TextBuilder};
+use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, Section, SectionTree, SourceMap, TextBuilder};
 use super::ocr;
 use super::{ParseError, ParseInput, ParseProvider};
 
@@ -1234,42 +1234,21 @@ fn heading_levels(pages: &[Page], infos: &[BlockInfo]) -> Vec<Option<u8>> {
 
 /// Sections opened by heading blocks; every block belongs to the innermost open section.
 fn sections_from_headings(pages: &mut [Page], levels: &[Option<u8>]) -> Vec<Section> {
-    let mut sections: Vec<Section> = Vec::new();
-    let mut open: Vec<usize> = Vec::new();
+    let mut tree = SectionTree::default();
     let blocks = pages.iter_mut().flat_map(|p| p.blocks.iter_mut());
     for (block, level) in blocks.zip(levels) {
         let page = block.page;
         if let Some(level) = *level {
-            while open.last().is_some_and(|&s| sections[s].level >= level) {
-                open.pop();
-            }
-            let parent = open.last().map(|&s| &sections[s]);
             let title = block.text.split_whitespace().collect::<Vec<_>>().join(" ");
-            let mut path = parent.map(|p| p.path.clone()).unwrap_or_default();
-            path.push(title.clone());
-            sections.push(Section {
-                id: format!("sec_{}", sections.len() + 1),
-                title,
-                path,
-                level,
-                parent_id: parent.map(|p| p.id.clone()),
-                page_start: page,
-                page_end: page,
-                line_range: None,
-                block_ids: Vec::new(),
-            });
-            open.push(sections.len() - 1);
+            let section = tree.open(title, level, |_| {});
+            section.page_start = page;
+            section.page_end = page;
         }
-        if let Some(&s) = open.last() {
-            sections[s].block_ids.push(block.id.clone());
-            block.section_id = Some(sections[s].id.clone());
-            // The page range covers the whole subtree.
-            for &o in &open {
-                sections[o].page_end = sections[o].page_end.max(page);
-            }
-        }
+        block.section_id = tree.add_block(&block.id);
+        // The page range covers the whole subtree.
+        tree.for_each_open(|s| s.page_end = s.page_end.max(page));
     }
-    sections
+    tree.sections
 }
 
 #[derive(Clone, Debug)]
