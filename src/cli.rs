@@ -79,6 +79,9 @@ pub enum Command {
     ParseFile {
         #[arg(long)]
         kind: String,
+        /// Only report page sizes and scanned pages (routing to an external provider).
+        #[arg(long)]
+        probe: bool,
         path: std::path::PathBuf,
     },
 }
@@ -237,6 +240,11 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             let app_role = app_role.filter(|r| Some(r.as_str()) != db::url_user(&url).as_deref());
             db::migrate(&owner, app_role.as_deref()).await?;
             println!("migrations applied{}", app_role.map(|r| format!("; app role {r} granted")).unwrap_or_default());
+            let embed = crate::search::embed::EmbedConfig::from_env()?;
+            if let Some(space) = crate::search::vectors::space_of_config(&embed) {
+                crate::search::vectors::ensure_index(&owner, &space).await?;
+                println!("vector index ready for {} ({} dimensions)", space.model, space.dim);
+            }
             Ok(())
         }
         Command::Admin { command: AdminCommand::Bootstrap { tenant, email, password_stdin } } => {
@@ -300,8 +308,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
-        Command::ParseFile { kind, path } => {
-            std::process::exit(crate::ingest::worker::parse_file_main(&path, &kind));
+        Command::ParseFile { kind, probe, path } => {
+            let code = if probe {
+                crate::ingest::worker::probe_file_main(&path, &kind)
+            } else {
+                crate::ingest::worker::parse_file_main(&path, &kind)
+            };
+            std::process::exit(code);
         }
         Command::Kb { command: KbCommand::Create { tenant, name, visibility, owner } } => {
             let (_, pool) = app_pool().await?;

@@ -35,6 +35,42 @@ pub struct Config {
     pub parser_exe: PathBuf,
     /// Fallback rescan of registered files (the watcher catches most changes sooner).
     pub rescan_interval: Duration,
+    /// MinerU Precision Extract API token (MNOTE_MINERU_TOKEN). Server-side only: never
+    /// logged, never in an API response, an error message or a page.
+    pub mineru_token: Option<SecretString>,
+    /// MinerU API base URL (MNOTE_MINERU_URL), without `/api/v4`.
+    pub mineru_url: String,
+    /// How often a MinerU batch is polled for its result.
+    pub mineru_poll_interval: Duration,
+    /// How long one MinerU parse (upload, queue, parse, download) may take.
+    pub mineru_timeout: Duration,
+}
+
+/// A secret from the environment: `Debug` and `Display` print `[redacted]`; the value is
+/// only reachable through [`SecretString::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretString(String);
+
+impl SecretString {
+    pub fn new(s: impl Into<String>) -> Self {
+        SecretString(s.into())
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl std::fmt::Display for SecretString {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("[redacted]")
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -46,6 +82,8 @@ impl std::fmt::Debug for Config {
             .field("grantable_roots", &self.grantable_roots)
             .field("public_url", &self.public_url)
             .field("cookie_secure", &self.cookie_secure)
+            .field("mineru_token", &self.mineru_token)
+            .field("mineru_url", &self.mineru_url)
             .finish_non_exhaustive()
     }
 }
@@ -115,6 +153,12 @@ impl Config {
             parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
             parser_exe: std::env::current_exe().context("locating the mnote executable")?,
             rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
+            mineru_token: var("MNOTE_MINERU_TOKEN").map(|t| SecretString::new(t.trim())),
+            mineru_url: var("MNOTE_MINERU_URL")
+                .map(|u| u.trim().trim_end_matches('/').to_string())
+                .unwrap_or_else(|| "https://mineru.net".into()),
+            mineru_poll_interval: Duration::from_secs(parse("MNOTE_MINERU_POLL_SECS", 5u64)?.max(1)),
+            mineru_timeout: Duration::from_secs(parse("MNOTE_MINERU_TIMEOUT_SECS", 900u64)?.max(10)),
         })
     }
 
@@ -152,6 +196,13 @@ pub fn parse_roots(raw: Option<&str>, data_dir: &std::path::Path) -> anyhow::Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_redacted_in_debug() {
+        let s = SecretString::new("tok-123");
+        assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
+        assert_eq!(s.expose(), "tok-123");
+    }
 
     #[test]
     fn redacts_password() {

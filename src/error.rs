@@ -160,3 +160,22 @@ impl<T> ResultExt<T> for Result<T, sqlx::Error> {
         })
     }
 }
+
+/// `Json<T>` whose rejections (bad JSON, wrong fields, wrong content type) are our
+/// `invalid_input` error instead of axum's plain-text answer.
+pub struct ApiJson<T>(pub T);
+
+impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = AppError;
+
+    async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(ApiJson(v)),
+            Err(rejection) => Err(AppError::Invalid { message: rejection.body_text(), fields: BTreeMap::new() }),
+        }
+    }
+}

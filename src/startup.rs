@@ -25,6 +25,8 @@ pub struct AppState {
     pub metrics: PrometheusHandle,
     /// Source-change notifications (`<tenant>:<kb>`) relayed from Postgres `LISTEN mnote_source`.
     pub source_events: tokio::sync::broadcast::Sender<String>,
+    /// The configured embedder; `None` runs vector and hybrid search degraded (lexical).
+    pub embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
 }
 
 impl AppState {
@@ -32,7 +34,16 @@ impl AppState {
     pub fn new(pool: PgPool, config: Config) -> Self {
         let (tx, _) = tokio::sync::broadcast::channel(256);
         tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
-        AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle(), source_events: tx }
+        AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle(), source_events: tx, embedder: None }
+    }
+
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn crate::search::embed::Embedder>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    pub fn search_engine(&self) -> crate::search::query::Engine {
+        crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone())
     }
 }
 
@@ -63,6 +74,7 @@ fn api_routes(upload_limit: usize) -> Router<AppState> {
         .route("/api/tokens/{id}", delete(a::revoke_token))
         .route("/api/members", get(t::list_members).post(t::add_member))
         .route("/api/members/{id}", axum::routing::patch(t::update_member).delete(t::delete_member))
+        .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
         .route("/api/grants", get(g::list_grants).post(g::create_grant))
         .route("/api/grants/{id}", get(g::get_grant).delete(g::revoke_grant))
         .route("/api/kbs", get(k::list_kbs).post(k::create_kb))
@@ -76,6 +88,10 @@ fn api_routes(upload_limit: usize) -> Router<AppState> {
         )
         .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
         .route("/api/sources/{id}/source-map.json", get(s::source_map))
+        .route("/api/evidence/search", post(crate::search::handlers::search))
+        .route("/api/evidence/read", post(crate::search::handlers::read))
+        .route("/api/evidence/open", post(crate::search::handlers::open))
+        .route("/api/search/documents", get(crate::search::handlers::documents))
         .route("/api/{*rest}", axum::routing::any(not_found))
 }
 
@@ -106,6 +122,7 @@ fn page_routes(upload_limit: usize) -> Router<AppState> {
         .route("/admin/members", get(t::members_page).post(t::members_add))
         .route("/admin/members/{id}/role", post(t::members_role))
         .route("/admin/members/{id}/remove", post(t::members_remove))
+        .route("/admin/settings", get(t::settings_page).post(t::settings_save))
         .route("/admin/grants", get(g::grants_page).post(g::grants_add))
         .route("/admin/grants/{id}/revoke", post(g::grants_revoke))
         .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
@@ -150,7 +167,39 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         anyhow::bail!("the database is not migrated; run `mnote migrate` first");
     }
     std::fs::create_dir_all(config.uploads_dir())?;
-    Ok(AppState::new(pool, config))
+    let embedder = load_embedder(&pool).await;
+    Ok(AppState::new(pool, config).with_embedder(embedder))
+}
+
+/// The configured embedder, or `None` (search runs degraded) when it is turned off or cannot
+/// be loaded; a missing HNSW index is reported (`mnote migrate` creates it).
+async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed::Embedder>> {
+    use crate::search::{embed, vectors};
+    let cfg = match embed::EmbedConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("embedder configuration: {e:#}; vector search is off");
+            return None;
+        }
+    };
+    match embed::from_config(&cfg) {
+        Ok(Some(e)) => {
+            let space = vectors::Space::of(e.as_ref());
+            if !vectors::index_exists(pool, &space).await.unwrap_or(false) {
+                tracing::warn!(model = %space.model, dim = space.dim, "no HNSW index for the embedder's model; run `mnote migrate`");
+            }
+            tracing::info!(model = %space.model, dim = space.dim, "embedder ready");
+            Some(e)
+        }
+        Ok(None) => {
+            tracing::info!("no embedder configured (MNOTE_EMBEDDER=none): vector and hybrid search run lexical");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("{e}; vector and hybrid search run lexical (degraded)");
+            None
+        }
+    }
 }
 
 pub async fn serve(state: AppState) -> anyhow::Result<()> {
@@ -163,6 +212,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         state.pool.clone(),
         state.config.clone(),
         state.config.ingest_workers,
+        state.embedder.clone(),
         stop_rx.clone(),
     );
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);

@@ -104,11 +104,24 @@ fn decode(input: &ParseInput<'_>) -> Result<DynamicImage, ParseError> {
     if reader.format().is_none() {
         return Err(unreadable(&"unknown image format"));
     }
+    // The JPEG decoder fills a cut-off scan with grey instead of failing: the rest of the
+    // image would silently be missing from the evidence.
+    if reader.format() == Some(::image::ImageFormat::Jpeg) && !jpeg_has_end(input.bytes) {
+        return Err(unreadable(&"truncated JPEG (no end-of-image marker after the image data)"));
+    }
     let img = reader.decode().map_err(|e| unreadable(&e))?;
     if img.width() == 0 || img.height() == 0 {
         return Err(unreadable(&"empty image"));
     }
     Ok(img)
+}
+
+/// Whether an end-of-image marker (`FF D9`) follows the last start-of-scan (`FF DA`). Inside
+/// entropy-coded data every `FF` is stuffed (`FF 00`) or a restart marker, so neither pair
+/// appears there by chance.
+fn jpeg_has_end(bytes: &[u8]) -> bool {
+    let last_scan = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]).unwrap_or(0);
+    bytes[last_scan..].windows(2).any(|w| w == [0xFF, 0xD9])
 }
 
 /// OCR at most [`MAX_OCR_SIDE`] pixels on the longest side; boxes come back in the original
@@ -260,6 +273,9 @@ mod tests {
             .unwrap();
         png.truncate(png.len() / 2);
         assert_eq!(parse_bytes(&png, "x.png").unwrap_err().code, "image_unreadable");
+        // Cut inside the scan: the decoder would return a half-grey image.
+        let half = truncated[..truncated.len() / 2].to_vec();
+        assert_eq!(parse_bytes(&half, "x.jpg").unwrap_err().code, "image_unreadable");
         truncated.truncate(10);
         assert_eq!(parse_bytes(&truncated, "x.jpg").unwrap_err().code, "image_unreadable");
     }

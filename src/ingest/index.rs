@@ -10,7 +10,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::artifact::{Block, ParsedArtifact, ReferenceKind};
-use crate::sources::Source;
+use crate::{search::analyze, sources::Source};
 
 /// Namespace for deterministic evidence ids.
 const EVIDENCE_NS: Uuid = Uuid::from_u128(0x6d6e6f74_6500_4e76_8964_656e63650001);
@@ -83,57 +83,26 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
     }
     let page_sizes: HashMap<u32, ([f64; 2], bool)> = sm.pages.iter().map(|p| (p.page, ([p.width, p.height], p.ocr))).collect();
     let empty = Vec::new();
-    let mut count = 0;
+    let mut rows = BlockRows::default();
     for (ordinal, b) in art.all_blocks().enumerate() {
         let path = b.section_id.as_deref().and_then(|s| paths.get(s).copied()).unwrap_or(&empty);
         let (size, ocr) = match b.page.and_then(|p| page_sizes.get(&p)) {
             Some((s, o)) => (Some(*s), *o),
             None => (None, false),
         };
-        let loc = locator(source, art, b, path, size);
-        sqlx::query(
-            "insert into evidence_block (tenant_id, id, source_id, kb_id, source_hash, block_key, section_key, ordinal,
-                 block_type, text, page, bbox, page_width, page_height, line_start, line_end, char_start, char_end,
-                 para_id_start, para_id_end, paragraph_ordinal, text_fingerprint, quality, confidence, is_ocr, locator)
-             values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-                     $21, $22, $23, $24, $25, $26)",
-        )
-        .bind(tenant)
-        .bind(evidence_id(source.id, hash, &b.id))
-        .bind(source.id)
-        .bind(source.kb_id)
-        .bind(hash)
-        .bind(&b.id)
-        .bind(&b.section_id)
-        .bind(ordinal as i32)
-        .bind(serde_json::to_value(b.block_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default())
-        .bind(&b.text)
-        .bind(b.page.map(|p| p as i32))
-        .bind(b.bbox.map(|bb| bb.to_vec()))
-        .bind(size.map(|s| s[0]))
-        .bind(size.map(|s| s[1]))
-        .bind(b.line_range.map(|r| r[0] as i32))
-        .bind(b.line_range.map(|r| r[1] as i32))
-        .bind(b.char_range[0] as i32)
-        .bind(b.char_range[1] as i32)
-        .bind(&b.para_id_start)
-        .bind(&b.para_id_end)
-        .bind(b.paragraph_ordinal.map(|o| o as i32))
-        .bind(&b.text_fingerprint)
-        .bind(b.quality.as_str())
-        .bind(b.confidence)
-        .bind(ocr)
-        .bind(&loc)
-        .execute(&mut *conn)
-        .await?;
-        count += 1;
+        rows.push(source, art, b, ordinal, path, size, ocr);
+        if rows.len() >= INSERT_BATCH {
+            rows.insert(conn, tenant, source).await?;
+        }
     }
+    let count = rows.total;
+    rows.insert(conn, tenant, source).await?;
+
     // Deterministic edges, each anchored at a located block.
-    let mut n = 0;
+    let mut edges = EdgeRows::default();
     for s in &sm.sections {
         for bid in &s.block_ids {
-            insert_edge(conn, tenant, source.id, hash, n, "section_contains_block", bid, None, Some(&s.id), None).await?;
-            n += 1;
+            edges.push(source.id, hash, "section_contains_block", bid, None, Some(&s.id), None);
         }
     }
     for r in &sm.references {
@@ -142,41 +111,206 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
             ReferenceKind::Image => "resource_refers_to",
             ReferenceKind::Mention => "block_mentions_entity",
         };
-        insert_edge(conn, tenant, source.id, hash, n, kind, &r.source_block_id, None, None, Some(&r.target)).await?;
-        n += 1;
+        edges.push(source.id, hash, kind, &r.source_block_id, None, None, Some(&r.target));
     }
+    edges.insert(conn, tenant, source.id).await?;
     Ok(count)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn insert_edge(
-    conn: &mut PgConnection,
-    tenant: Uuid,
-    source_id: Uuid,
-    hash: &str,
-    n: usize,
-    kind: &str,
-    from_block: &str,
-    to_block: Option<&str>,
-    to_section: Option<&str>,
-    target_text: Option<&str>,
-) -> sqlx::Result<()> {
-    sqlx::query(
-        "insert into evidence_edge (tenant_id, id, source_id, kind, source_block_id, target_block_id,
-             target_section_key, target_text)
-         values ($1, $2, $3, $4, $5, $6, $7, $8)",
-    )
-    .bind(tenant)
-    .bind(edge_uuid(source_id, hash, n))
-    .bind(source_id)
-    .bind(kind)
-    .bind(evidence_id(source_id, hash, from_block))
-    .bind(to_block.map(|b| evidence_id(source_id, hash, b)))
-    .bind(to_section)
-    .bind(target_text)
-    .execute(conn)
-    .await?;
-    Ok(())
+/// Rows per multi-row insert: one round trip per batch instead of per block.
+const INSERT_BATCH: usize = 2000;
+
+/// The text the search index sees for a block: its section path, then its own text, so a
+/// paragraph is also found by the heading it sits under.
+pub fn index_text(section_path: &[String], text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 64);
+    for title in section_path {
+        if !text.starts_with(title.as_str()) {
+            s.push_str(title);
+            s.push('\n');
+        }
+    }
+    s.push_str(text);
+    s
+}
+
+/// Column arrays of pending `evidence_block` rows (inserted with `unnest`).
+#[derive(Default)]
+struct BlockRows {
+    total: usize,
+    id: Vec<Uuid>,
+    source_hash: Vec<String>,
+    block_key: Vec<String>,
+    section_key: Vec<Option<String>>,
+    ordinal: Vec<i32>,
+    block_type: Vec<String>,
+    text: Vec<String>,
+    page: Vec<Option<i32>>,
+    bbox: [Vec<Option<f64>>; 4],
+    page_width: Vec<Option<f64>>,
+    page_height: Vec<Option<f64>>,
+    line_start: Vec<Option<i32>>,
+    line_end: Vec<Option<i32>>,
+    char_start: Vec<i32>,
+    char_end: Vec<i32>,
+    para_id_start: Vec<Option<String>>,
+    para_id_end: Vec<Option<String>>,
+    paragraph_ordinal: Vec<Option<i32>>,
+    text_fingerprint: Vec<String>,
+    quality: Vec<String>,
+    confidence: Vec<Option<f32>>,
+    is_ocr: Vec<bool>,
+    locator: Vec<serde_json::Value>,
+    lex: Vec<String>,
+    lex_len: Vec<i32>,
+}
+
+impl BlockRows {
+    fn len(&self) -> usize {
+        self.id.len()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push(&mut self, source: &Source, art: &ParsedArtifact, b: &Block, ordinal: usize, path: &[String], size: Option<[f64; 2]>, ocr: bool) {
+        let hash = art.source_hash.as_str();
+        let lex = analyze::index_terms(&index_text(path, &b.text));
+        self.total += 1;
+        self.id.push(evidence_id(source.id, hash, &b.id));
+        self.source_hash.push(hash.to_string());
+        self.block_key.push(b.id.clone());
+        self.section_key.push(b.section_id.clone());
+        self.ordinal.push(ordinal as i32);
+        self.block_type.push(serde_json::to_value(b.block_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+        self.text.push(b.text.clone());
+        self.page.push(b.page.map(|p| p as i32));
+        for (i, col) in self.bbox.iter_mut().enumerate() {
+            col.push(b.bbox.map(|bb| bb[i]));
+        }
+        self.page_width.push(size.map(|s| s[0]));
+        self.page_height.push(size.map(|s| s[1]));
+        self.line_start.push(b.line_range.map(|r| r[0] as i32));
+        self.line_end.push(b.line_range.map(|r| r[1] as i32));
+        self.char_start.push(b.char_range[0] as i32);
+        self.char_end.push(b.char_range[1] as i32);
+        self.para_id_start.push(b.para_id_start.clone());
+        self.para_id_end.push(b.para_id_end.clone());
+        self.paragraph_ordinal.push(b.paragraph_ordinal.map(|o| o as i32));
+        self.text_fingerprint.push(b.text_fingerprint.clone());
+        self.quality.push(b.quality.as_str().to_string());
+        self.confidence.push(b.confidence);
+        self.is_ocr.push(ocr);
+        self.locator.push(locator(source, art, b, path, size));
+        self.lex.push(lex.tsvector);
+        self.lex_len.push(lex.len);
+    }
+
+    async fn insert(&mut self, conn: &mut PgConnection, tenant: Uuid, source: &Source) -> sqlx::Result<()> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "insert into evidence_block (tenant_id, id, source_id, kb_id, source_hash, block_key, section_key, ordinal,
+                 block_type, text, page, bbox, page_width, page_height, line_start, line_end, char_start, char_end,
+                 para_id_start, para_id_end, paragraph_ordinal, text_fingerprint, quality, confidence, is_ocr, locator,
+                 lex, lex_len)
+             select $1, r.id, $2, $3, r.source_hash, r.block_key, r.section_key, r.ordinal, r.block_type, r.text, r.page,
+                 case when r.x0 is null then null else array[r.x0, r.y0, r.x1, r.y1] end,
+                 r.page_width, r.page_height, r.line_start, r.line_end, r.char_start, r.char_end, r.para_id_start,
+                 r.para_id_end, r.paragraph_ordinal, r.text_fingerprint, r.quality, r.confidence, r.is_ocr, r.locator,
+                 r.lex::tsvector, r.lex_len
+             from unnest($4::uuid[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::text[], $10::text[], $11::int4[],
+                         $12::float8[], $13::float8[], $14::float8[], $15::float8[], $16::float8[], $17::float8[],
+                         $18::int4[], $19::int4[], $20::int4[], $21::int4[], $22::text[], $23::text[], $24::int4[],
+                         $25::text[], $26::text[], $27::float4[], $28::bool[], $29::jsonb[], $30::text[], $31::int4[])
+                 as r(id, source_hash, block_key, section_key, ordinal, block_type, text, page, x0, y0, x1, y1,
+                      page_width, page_height, line_start, line_end, char_start, char_end, para_id_start, para_id_end,
+                      paragraph_ordinal, text_fingerprint, quality, confidence, is_ocr, locator, lex, lex_len)",
+        )
+        .bind(tenant)
+        .bind(source.id)
+        .bind(source.kb_id)
+        .bind(&self.id)
+        .bind(&self.source_hash)
+        .bind(&self.block_key)
+        .bind(&self.section_key)
+        .bind(&self.ordinal)
+        .bind(&self.block_type)
+        .bind(&self.text)
+        .bind(&self.page)
+        .bind(&self.bbox[0])
+        .bind(&self.bbox[1])
+        .bind(&self.bbox[2])
+        .bind(&self.bbox[3])
+        .bind(&self.page_width)
+        .bind(&self.page_height)
+        .bind(&self.line_start)
+        .bind(&self.line_end)
+        .bind(&self.char_start)
+        .bind(&self.char_end)
+        .bind(&self.para_id_start)
+        .bind(&self.para_id_end)
+        .bind(&self.paragraph_ordinal)
+        .bind(&self.text_fingerprint)
+        .bind(&self.quality)
+        .bind(&self.confidence)
+        .bind(&self.is_ocr)
+        .bind(&self.locator)
+        .bind(&self.lex)
+        .bind(&self.lex_len)
+        .execute(conn)
+        .await?;
+        let total = self.total;
+        *self = BlockRows { total, ..Default::default() };
+        Ok(())
+    }
+}
+
+/// Column arrays of pending `evidence_edge` rows.
+#[derive(Default)]
+struct EdgeRows {
+    id: Vec<Uuid>,
+    kind: Vec<&'static str>,
+    from: Vec<Uuid>,
+    to_block: Vec<Option<Uuid>>,
+    to_section: Vec<Option<String>>,
+    target_text: Vec<Option<String>>,
+}
+
+impl EdgeRows {
+    #[allow(clippy::too_many_arguments)]
+    fn push(&mut self, source_id: Uuid, hash: &str, kind: &'static str, from_block: &str, to_block: Option<&str>, to_section: Option<&str>, target_text: Option<&str>) {
+        self.id.push(edge_uuid(source_id, hash, self.id.len()));
+        self.kind.push(kind);
+        self.from.push(evidence_id(source_id, hash, from_block));
+        self.to_block.push(to_block.map(|b| evidence_id(source_id, hash, b)));
+        self.to_section.push(to_section.map(String::from));
+        self.target_text.push(target_text.map(String::from));
+    }
+
+    async fn insert(&self, conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<()> {
+        for start in (0..self.id.len()).step_by(INSERT_BATCH) {
+            let r = start..(start + INSERT_BATCH).min(self.id.len());
+            // An edge whose block is not in the index is refused by the foreign key.
+            sqlx::query(
+                "insert into evidence_edge (tenant_id, id, source_id, kind, source_block_id, target_block_id,
+                     target_section_key, target_text)
+                 select $1, r.id, $2, r.kind, r.from_block, r.to_block, r.to_section, r.target_text
+                 from unnest($3::uuid[], $4::text[], $5::uuid[], $6::uuid[], $7::text[], $8::text[])
+                     as r(id, kind, from_block, to_block, to_section, target_text)",
+            )
+            .bind(tenant)
+            .bind(source_id)
+            .bind(&self.id[r.clone()])
+            .bind(&self.kind[r.clone()])
+            .bind(&self.from[r.clone()])
+            .bind(&self.to_block[r.clone()])
+            .bind(&self.to_section[r.clone()])
+            .bind(&self.target_text[r])
+            .execute(&mut *conn)
+            .await?;
+        }
+        Ok(())
+    }
 }
 
 pub async fn delete_rows(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<()> {

@@ -8,6 +8,7 @@ pub mod image;
 pub mod index;
 pub mod jobs;
 pub mod markdown;
+pub mod mineru;
 pub mod ocr;
 pub mod pdf;
 pub mod pipeline;

@@ -1272,9 +1272,15 @@ fn read_outline(doc: &PdfDocument, geoms: &[Geom]) -> Vec<OutlineEntry> {
     if let Some(root) = doc.bookmarks().root() {
         stack.push((root, 1, None));
     }
+    // A `/Next` or `/First` pointing back at an earlier item would repeat it (and everything
+    // after it) up to MAX_ENTRIES times: each bookmark is read once.
+    let mut seen: std::collections::HashSet<PdfBookmark> = std::collections::HashSet::new();
     while let Some((bookmark, level, parent)) = stack.pop() {
         if out.len() >= MAX_ENTRIES {
             break;
+        }
+        if !seen.insert(bookmark.clone()) {
+            continue;
         }
         // Siblings after this one, children first (depth-first order).
         if let Some(next) = bookmark.next_sibling() {
@@ -1402,6 +1408,36 @@ fn sections_from_outline(pages: &mut [Page], outline: &[OutlineEntry]) -> Vec<Se
         }
     }
     sections
+}
+
+// ---- routing probe (external providers) ---------------------------------------------------
+
+/// Displayed size, rotation and "would be OCR'd" of every page, without parsing text or
+/// rendering anything: routing decides with it whether a PDF is scanned (MinerU), and the
+/// MinerU provider converts its page-relative boxes to points with these sizes.
+pub fn probe_pages(bytes: &[u8], file_name: &str) -> Result<Vec<super::mineru::ProbePage>, ParseError> {
+    let engine = engine()?;
+    let doc = engine.pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|e| load_error(e, file_name))?;
+    let page_count = doc.pages().len().max(0);
+    if page_count as u64 > super::worker::max_pages() {
+        return Err(ParseError::new("too_many_pages", format!("{file_name} has {page_count} pages (MNOTE_PARSE_MAX_PAGES)")));
+    }
+    let mut out = Vec::with_capacity(page_count as usize);
+    for index in 0..page_count {
+        let page = doc
+            .pages()
+            .get(index)
+            .map_err(|e| ParseError::new("pdf_malformed", format!("page {} cannot be loaded: {e:?}", index + 1)))?;
+        let geom = page_geom(&page);
+        let glyphs = page.text().map(|t| extract_glyphs(&t, &geom).len()).unwrap_or(0);
+        out.push(super::mineru::ProbePage {
+            width: round2(geom.width),
+            height: round2(geom.height),
+            rotation: geom.rotation,
+            needs_ocr: glyphs < OCR_MIN_CHARS && has_images(&page),
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

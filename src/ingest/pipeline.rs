@@ -11,7 +11,7 @@ use sqlx::{PgConnection, PgPool};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{ParseError, index, jobs, worker};
+use super::{ParseError, index, jobs, mineru, worker};
 use crate::{
     config::Config,
     db::{Scope, TenantTx},
@@ -98,7 +98,7 @@ pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job)
         tx.commit().await?;
     }
     let limits = worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
-    match worker::parse_supervised(&cfg.parser_exe, &path, &source.kind, &limits).await {
+    match parse(pool, cfg, tenant, &source, &path, &limits).await? {
         Ok(art) if art.source_hash != facts.sha256 => {
             // The file changed while it was parsed: parse again.
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
@@ -125,10 +125,45 @@ pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job)
             .await?;
             jobs::finish(&mut tx, job.id).await?;
             tx.commit().await?;
+            crate::search::vectors::hint_backlog();
             Ok(Outcome::Indexed { blocks })
         }
         Err(e) => record_failure(pool, tenant, job, &source, e).await,
     }
+}
+
+/// Choose the provider and parse. Scanned PDFs and PNG/JPEG images of a tenant that enabled
+/// external parsing upload go to MinerU (HTTP, in this task: network-bound, and the token
+/// never leaves this process); everything else goes to the supervised parser child.
+async fn parse(
+    pool: &PgPool,
+    cfg: &Config,
+    tenant: Uuid,
+    source: &Source,
+    path: &std::path::Path,
+    limits: &worker::Limits,
+) -> anyhow::Result<Result<super::ParsedArtifact, ParseError>> {
+    if matches!(source.kind.as_str(), "pdf" | "image") {
+        let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+        let settings = crate::tenants::settings::get(&mut tx).await?;
+        tx.commit().await?;
+        if settings.external_parsing_upload {
+            let probe = match worker::probe_supervised(&cfg.parser_exe, path, &source.kind, limits).await {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e)),
+            };
+            if probe.goes_to_mineru() {
+                let Some(token) = cfg.mineru_token.as_ref() else {
+                    return Ok(Err(ParseError::new(
+                        "mineru_token_missing",
+                        "external parsing (MinerU) is enabled for this team, but the server has no MinerU token (MNOTE_MINERU_TOKEN)",
+                    )));
+                };
+                return Ok(mineru::parse_file(cfg, token, path, &probe).await);
+            }
+        }
+    }
+    Ok(worker::parse_supervised(&cfg.parser_exe, path, &source.kind, limits).await)
 }
 
 async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &Source, e: ParseError) -> anyhow::Result<Outcome> {
@@ -153,11 +188,18 @@ async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &S
     Ok(outcome)
 }
 
-/// Run `n` workers until `stop` turns true. Each claims jobs round-robin across tenants.
-pub fn spawn_workers(pool: PgPool, cfg: Arc<Config>, n: usize, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+/// Run `n` workers until `stop` turns true. Each claims jobs round-robin across tenants; with
+/// no job ready, it embeds blocks that lack a vector (see [`crate::search::vectors`]).
+pub fn spawn_workers(
+    pool: PgPool,
+    cfg: Arc<Config>,
+    n: usize,
+    embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
+    stop: watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
     (0..n)
         .map(|i| {
-            let (pool, cfg, mut stop) = (pool.clone(), cfg.clone(), stop.clone());
+            let (pool, cfg, mut stop, embedder) = (pool.clone(), cfg.clone(), stop.clone(), embedder.clone());
             tokio::spawn(async move {
                 let name = format!("{}-{}-{i}", hostname(), std::process::id());
                 let mut cursor = i;
@@ -165,7 +207,10 @@ pub fn spawn_workers(pool: PgPool, cfg: Arc<Config>, n: usize, stop: watch::Rece
                     if *stop.borrow() {
                         break;
                     }
-                    let lease = cfg.parse_timeout + Duration::from_secs(60);
+                    // A MinerU parse (probe child + upload, queue, parse, download) may take
+                    // up to both timeouts; the lease must outlive it.
+                    let external = if cfg.mineru_token.is_some() { cfg.mineru_timeout } else { Duration::ZERO };
+                    let lease = cfg.parse_timeout + external + Duration::from_secs(60);
                     match jobs::claim(&pool, &name, lease, &mut cursor).await {
                         Ok(Some((tenant, job))) => match process(&pool, &cfg, tenant, &job).await {
                             Ok(o) => tracing::info!(tenant.id = %tenant, source.id = %job.source_id, "ingest job done: {o:?}"),
@@ -174,6 +219,13 @@ pub fn spawn_workers(pool: PgPool, cfg: Arc<Config>, n: usize, stop: watch::Rece
                             }
                         },
                         Ok(None) => {
+                            if let Some(e) = &embedder {
+                                match crate::search::vectors::idle_step(&pool, e).await {
+                                    Ok(true) => continue,
+                                    Ok(false) => {}
+                                    Err(err) => tracing::warn!("embedding backlog: {err:#}"),
+                                }
+                            }
                             tokio::select! {
                                 _ = tokio::time::sleep(Duration::from_millis(700)) => {}
                                 _ = stop.changed() => {}

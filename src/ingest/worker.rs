@@ -44,8 +44,18 @@ struct ErrorBody {
 /// Entry point of the child process: parse `path` and print the artifact (or the error) as
 /// JSON on stdout. Exit code 0 = artifact, 3 = parse error.
 pub fn parse_file_main(path: &Path, kind: &str) -> i32 {
-    match parse_in_process(path, kind) {
-        Ok(art) => match serde_json::to_writer(std::io::stdout().lock(), &art) {
+    emit(parse_in_process(path, kind))
+}
+
+/// Entry point of the child process in probe mode (`parse-file --probe`): print the
+/// [`super::mineru::Probe`] of `path` (page sizes, scanned pages) as JSON.
+pub fn probe_file_main(path: &Path, kind: &str) -> i32 {
+    emit(super::mineru::probe_in_process(path, kind))
+}
+
+fn emit<T: Serialize>(result: Result<T, ParseError>) -> i32 {
+    match result {
+        Ok(value) => match serde_json::to_writer(std::io::stdout().lock(), &value) {
             Ok(()) => 0,
             Err(_) => 1,
         },
@@ -69,9 +79,24 @@ pub fn parse_in_process(path: &Path, kind: &str) -> Result<ParsedArtifact, Parse
 
 /// Run `mnote parse-file` as a supervised child.
 pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<ParsedArtifact, ParseError> {
+    let out = run_child(exe, path, kind, false, limits).await?;
+    serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad parser output: {e}")))
+}
+
+/// Run `mnote parse-file --probe` as a supervised child (same limits as a parse).
+pub async fn probe_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<super::mineru::Probe, ParseError> {
+    let out = run_child(exe, path, kind, true, limits).await?;
+    serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad probe output: {e}")))
+}
+
+/// Run the parser child and return its stdout when it succeeded.
+async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Limits) -> Result<Vec<u8>, ParseError> {
     let mut cmd = tokio::process::Command::new(exe);
-    cmd.arg("parse-file")
-        .arg("--kind")
+    cmd.arg("parse-file");
+    if probe {
+        cmd.arg("--probe");
+    }
+    cmd.arg("--kind")
         .arg(kind)
         .arg(path)
         .env("OMP_THREAD_LIMIT", "1")
@@ -111,7 +136,7 @@ pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limi
         }
     };
     match status.code() {
-        Some(0) => serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad parser output: {e}"))),
+        Some(0) => Ok(out),
         Some(3) => {
             let line: ErrorLine = serde_json::from_slice(&out)
                 .map_err(|e| ParseError::new("worker_crashed", format!("bad parser error output: {e}")))?;
@@ -139,5 +164,5 @@ fn leak_code(code: &str) -> &'static str {
 
 /// Errors worth another attempt (the next attempt gets a fresh process).
 pub fn is_transient(code: &str) -> bool {
-    matches!(code, "worker_crashed" | "worker_unavailable" | "file_unreadable")
+    matches!(code, "worker_crashed" | "worker_unavailable" | "file_unreadable" | "mineru_unavailable" | "mineru_timeout")
 }

@@ -110,6 +110,11 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     /// every vector.
     fn model_id(&self) -> &str;
     fn dimension(&self) -> usize;
+    /// Whether the model handles languages other than English well. An English-only model
+    /// is left out of hybrid fusion for queries in other scripts (e.g. Chinese).
+    fn multilingual(&self) -> bool {
+        true
+    }
     /// One L2-normalised vector per text, in input order. Batching happens inside, so callers
     /// may pass any number of texts. Needs a tokio runtime.
     fn embed<'a>(
@@ -281,6 +286,10 @@ impl Embedder for LocalMiniLm {
 
     fn dimension(&self) -> usize {
         MINILM_DIMENSION
+    }
+
+    fn multilingual(&self) -> bool {
+        false
     }
 
     fn embed<'a>(

@@ -1,3 +1,8 @@
-//! Evidence search (SPEC §5): embeddings for the vector index; query modes come later.
-
+//! Evidence search (SPEC §5): text analysis, BM25 + vector + hybrid + graph queries, the
+//! evidence tools and their API.
+pub mod analyze;
 pub mod embed;
+pub mod handlers;
+pub mod open;
+pub mod query;
+pub mod vectors;

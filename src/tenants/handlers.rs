@@ -12,7 +12,10 @@ use serde_json::json;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::queries::{self as q, Member, Role};
+use super::{
+    queries::{self as q, Member, Role},
+    settings::{self, TenantSettings},
+};
 use crate::{
     auth::{Auth, LOGIN_AT, TENANT_ID, USER_ID, session_err},
     error::{AppError, AppResult},
@@ -201,4 +204,85 @@ pub async fn members_role(
 pub async fn members_remove(State(state): State<AppState>, page: Page, Path(user): Path<Uuid>) -> AppResult<Redirect> {
     remove(&state, &page.auth, user).await?;
     Ok(Redirect::to("/admin/members"))
+}
+
+// ---------------------------------------------------------------- team settings
+
+/// Settings as the API shows them: `mineruConfigured` says whether the server has a MinerU
+/// token (never the token itself), so an admin knows whether enabling upload can work.
+fn settings_json(s: &TenantSettings, state: &AppState) -> serde_json::Value {
+    json!({
+        "externalParsingUpload": s.external_parsing_upload,
+        "mineruConfigured": state.config.mineru_token.is_some(),
+        "updatedAt": s.updated_at,
+    })
+}
+
+pub async fn get_settings(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let s = settings::get(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Json(settings_json(&s, &state)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SettingsPatch {
+    external_parsing_upload: Option<bool>,
+}
+
+async fn save_settings(state: &AppState, auth: &Auth, external_parsing_upload: Option<bool>) -> AppResult<TenantSettings> {
+    auth.require_admin()?;
+    let mut tx = auth.tx(state).await?;
+    let s = match external_parsing_upload {
+        Some(on) => settings::set_external_parsing_upload(&mut tx, auth.tenant_id, auth.user_id, on).await?,
+        None => settings::get(&mut tx).await?,
+    };
+    tx.commit().await?;
+    tracing::info!(tenant.id = %auth.tenant_id, user.id = %auth.user_id, external_parsing_upload = s.external_parsing_upload, "team settings changed");
+    Ok(s)
+}
+
+pub async fn patch_settings(
+    State(state): State<AppState>,
+    auth: Auth,
+    Json(p): Json<SettingsPatch>,
+) -> AppResult<Json<serde_json::Value>> {
+    let s = save_settings(&state, &auth, p.external_parsing_upload).await?;
+    Ok(Json(settings_json(&s, &state)))
+}
+
+#[derive(Template)]
+#[template(path = "admin/settings.html")]
+struct SettingsPage {
+    ctx: PageCtx,
+    settings: TenantSettings,
+    mineru_configured: bool,
+}
+
+pub async fn settings_page(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(&state).await?;
+    let settings = settings::get(&mut tx).await?;
+    tx.commit().await?;
+    render(SettingsPage { ctx: page.ctx, settings, mineru_configured: state.config.mineru_token.is_some() })
+}
+
+/// The form posts `external_parsing_upload=on` when the box is ticked and nothing otherwise.
+#[derive(Deserialize)]
+pub struct SettingsForm {
+    #[serde(default)]
+    external_parsing_upload: Option<String>,
+}
+
+pub async fn settings_save(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Form(f): Form<SettingsForm>,
+) -> AppResult<Redirect> {
+    let on = f.external_parsing_upload.is_some_and(|v| v == "on" || v == "true");
+    save_settings(&state, &page.auth, Some(on)).await?;
+    flash(&session, page.ctx.t("team_settings.saved")).await?;
+    Ok(Redirect::to("/admin/settings"))
 }

@@ -3,6 +3,7 @@
 
 pub mod handlers;
 pub mod queries;
+pub mod settings;
 
 use sqlx::PgPool;
 use uuid::Uuid;

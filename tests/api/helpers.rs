@@ -4,13 +4,14 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     str::FromStr,
-    sync::Once,
+    sync::{Arc, Once},
     time::Duration,
 };
 
 use mnote::{
     config::Config,
     db::{self, Scope, TenantTx},
+    search::embed::Embedder,
     startup::{self, AppState},
     tenants,
 };
@@ -65,6 +66,7 @@ pub struct TestApp {
     pub config: Config,
     /// The operator's grantable root (a temp dir).
     pub docs: PathBuf,
+    pub embedder: Option<Arc<dyn Embedder>>,
     _tmp: tempfile::TempDir,
 }
 
@@ -73,6 +75,22 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_full(tweak, None).await
+}
+
+/// The local all-MiniLM-L6-v2, loaded once per test binary. Missing weights fail loudly.
+pub fn minilm() -> Arc<dyn Embedder> {
+    static MODEL: std::sync::OnceLock<Arc<dyn Embedder>> = std::sync::OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let dir = std::env::var_os("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or_else(mnote::search::embed::default_model_dir);
+            Arc::new(mnote::search::embed::LocalMiniLm::load(&dir).unwrap_or_else(|e| panic!("{e}: run ./dev provision")))
+        })
+        .clone()
+}
+
+/// An app whose server and workers use `embedder` (its HNSW index is created like `mnote migrate` does).
+pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Arc<dyn Embedder>>) -> TestApp {
     cleanup_old_databases().await;
     let db_name = format!("mnote_t_{}", Uuid::new_v4().simple());
     let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
@@ -114,16 +132,23 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         parse_max_pages: 500,
         parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
         rescan_interval: Duration::from_secs(300),
+        mineru_token: None,
+        mineru_url: "http://127.0.0.1:9".into(),
+        mineru_poll_interval: Duration::from_millis(50),
+        mineru_timeout: Duration::from_secs(60),
     };
     tweak(&mut config);
-    let state = AppState::new(pool.clone(), config.clone());
+    if let Some(e) = &embedder {
+        mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref())).await.expect("vector index");
+    }
+    let state = AppState::new(pool.clone(), config.clone()).with_embedder(embedder.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = startup::build_router(state);
     tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
-    TestApp { base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, _tmp: tmp }
+    TestApp { base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, embedder, _tmp: tmp }
 }
 
 pub struct Seeded {
@@ -185,6 +210,19 @@ impl TestApp {
             out.push(mnote::ingest::pipeline::process(&self.pool, &self.config, tenant, &job).await.unwrap());
         }
         out
+    }
+
+    /// Embed every block still lacking a vector (what idle workers do). Returns the count.
+    pub async fn run_embeddings(&self) -> usize {
+        let e = self.embedder.as_ref().expect("this app has no embedder (use spawn_app_full)");
+        let mut total = 0;
+        loop {
+            let n = mnote::search::vectors::embed_backlog_round(&self.pool, e).await.expect("embed backlog");
+            if n == 0 {
+                return total;
+            }
+            total += n;
+        }
     }
 
     pub fn docs_path(&self, rel: &str) -> String {

@@ -10,7 +10,7 @@ use crate::helpers::*;
 
 const TENANT_TABLES: &[&str] = &[
     "api_token", "dir_grant", "evidence_block", "evidence_edge", "evidence_section", "ingest_job", "kb", "kb_folder",
-    "kb_member", "membership", "source", "source_artifact",
+    "kb_member", "membership", "source", "source_artifact", "tenant_setting",
 ];
 
 /// Seed one row in every tenant table for a tenant; returns (tenant, owner, kb id).
@@ -29,6 +29,8 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     let (st, r) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::CREATED, "{r}");
     let (st, _) = c.send_json("PUT", &format!("/api/kbs/{kb_id}/members/{member}"), json!({"canManage": false})).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _) = c.send_json("PATCH", "/api/tenant/settings", json!({"externalParsingUpload": false})).await;
     assert_eq!(st, StatusCode::OK);
     // Parse it (evidence rows) and queue one more job so ingest_job has an open row too.
     app.run_jobs().await;

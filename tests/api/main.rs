@@ -5,9 +5,12 @@ mod helpers;
 
 mod accounts;
 mod cli;
+mod fixtures;
 mod grants;
+mod hostile;
 mod ingest;
 mod isolation;
 mod kbs_sources;
+mod mineru;
 mod ops;
 mod pages;

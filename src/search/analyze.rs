@@ -1,0 +1,317 @@
+//! Text analysis shared by the indexer and the query side, so both see the same terms.
+//!
+//! * CJK runs (Han, kana, Hangul) are segmented with jieba in search mode, which also emits the
+//!   dictionary sub-words of long words (`线程作用域` → `线程`, `作用`, `作用域`), so a query
+//!   written with or without spaces meets the block's terms.
+//! * Other letters/digits form words: lower-cased (full-width forms folded), English stop words
+//!   dropped, Snowball-stemmed (`borrowing` → `borrow`).
+//!
+//! The result becomes a `tsvector` literal (one position per token) for the GIN index and the
+//! BM25 scorer, and highlight ranges over the original text.
+
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::OnceLock,
+};
+
+use jieba_rs::Jieba;
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// One analysed term and where it came from, as byte offsets into the analysed text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub term: String,
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Longest term kept; longer "words" are hashes, base64 and the like.
+const MAX_TERM_CHARS: usize = 48;
+/// Postgres keeps at most 256 positions per lexeme and positions up to 16383.
+const MAX_POSITION: usize = 16_383;
+const MAX_POSITIONS_PER_TERM: usize = 255;
+
+fn jieba() -> &'static Jieba {
+    static J: OnceLock<Jieba> = OnceLock::new();
+    J.get_or_init(Jieba::new)
+}
+
+fn stemmer() -> &'static Stemmer {
+    static S: OnceLock<Stemmer> = OnceLock::new();
+    S.get_or_init(|| Stemmer::create(Algorithm::English))
+}
+
+const EN_STOP: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
+    "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
+    "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "herself", "him", "himself", "his", "how", "i", "if", "in", "into", "is", "it",
+    "its", "itself", "just", "me", "more", "most", "my", "myself", "no", "nor", "not", "now", "of", "off", "on",
+    "once", "only", "or", "other", "our", "ours", "ourselves", "out", "over", "own", "same", "she", "should", "so",
+    "some", "such", "than", "that", "the", "their", "theirs", "them", "themselves", "then", "there", "these",
+    "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what",
+    "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours",
+    "yourself", "yourselves", "s", "t", "d", "ll", "m", "re", "ve",
+];
+
+/// Function words that carry no meaning on their own; multi-character words stay.
+const ZH_STOP: &[&str] = &[
+    "的", "了", "是", "在", "和", "与", "及", "或", "也", "就", "都", "而", "把", "被", "让", "给", "对", "从", "向",
+    "于", "以", "之", "其", "这", "那", "个", "着", "过", "吗", "呢", "吧", "啊", "呀", "么", "得", "地", "所", "则",
+    "即", "并", "且", "还", "又", "为", "由", "等", "中", "上", "下",
+];
+
+fn stop_words() -> &'static HashSet<&'static str> {
+    static S: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    S.get_or_init(|| EN_STOP.iter().chain(ZH_STOP).copied().collect())
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF      // hiragana, katakana
+        | 0x3400..=0x4DBF    // CJK extension A
+        | 0x4E00..=0x9FFF    // CJK unified
+        | 0xF900..=0xFAFF    // compatibility ideographs
+        | 0xAC00..=0xD7AF    // Hangul syllables
+        | 0x20000..=0x2FA1F) // extensions B–F, compatibility supplement
+}
+
+/// Full-width ASCII forms (`ＡＢＣ１２３`) as their ASCII letters.
+fn fold(c: char) -> char {
+    match c as u32 {
+        0xFF01..=0xFF5E => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+        _ => c,
+    }
+}
+
+fn is_word_char(c: char) -> bool {
+    let c = fold(c);
+    c.is_alphanumeric() && !is_cjk(c)
+}
+
+/// Analyse `text` into terms with their byte ranges, in text order.
+pub fn analyze(text: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let stop = stop_words();
+    let mut chars = text.char_indices().peekable();
+    while let Some(&(start, c)) = chars.peek() {
+        if is_cjk(c) {
+            let mut end = start;
+            while let Some(&(i, c)) = chars.peek() {
+                if !is_cjk(c) {
+                    break;
+                }
+                end = i + c.len_utf8();
+                chars.next();
+            }
+            let run = &text[start..end];
+            for t in jieba().cut_for_search(run, true) {
+                let word = t.word;
+                if stop.contains(word) || word.chars().count() > MAX_TERM_CHARS {
+                    continue;
+                }
+                out.push(Token { term: word.to_string(), start: start + t.byte_start, end: start + t.byte_end });
+            }
+        } else if is_word_char(c) {
+            let mut end = start;
+            let mut word = String::new();
+            while let Some(&(i, c)) = chars.peek() {
+                if !is_word_char(c) {
+                    break;
+                }
+                word.extend(fold(c).to_lowercase());
+                end = i + c.len_utf8();
+                chars.next();
+            }
+            if stop.contains(word.as_str()) || word.chars().count() > MAX_TERM_CHARS {
+                continue;
+            }
+            let term = if word.chars().all(|c| c.is_ascii_alphabetic()) {
+                stemmer().stem(&word).into_owned()
+            } else {
+                word
+            };
+            out.push(Token { term, start, end });
+        } else {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// What the indexer stores for a block: the `tsvector` literal and the BM25 length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lexemes {
+    pub tsvector: String,
+    /// Number of analysed tokens (document length for BM25).
+    pub len: i32,
+    /// Distinct terms, sorted (for the per-KB document frequencies).
+    pub terms: Vec<String>,
+}
+
+/// Analyse a block for the index.
+pub fn index_terms(text: &str) -> Lexemes {
+    let tokens = analyze(text);
+    let mut positions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, t) in tokens.iter().enumerate() {
+        let p = positions.entry(t.term.as_str()).or_default();
+        if p.len() < MAX_POSITIONS_PER_TERM {
+            p.push((i + 1).min(MAX_POSITION));
+        }
+    }
+    let mut tsv = String::with_capacity(text.len() + positions.len() * 4);
+    for (term, pos) in &positions {
+        if !tsv.is_empty() {
+            tsv.push(' ');
+        }
+        push_quoted(&mut tsv, term);
+        tsv.push(':');
+        let mut last = 0;
+        let mut first = true;
+        for &p in pos {
+            // Positions must increase; the cap can repeat MAX_POSITION.
+            if p <= last {
+                continue;
+            }
+            if !first {
+                tsv.push(',');
+            }
+            tsv.push_str(&p.to_string());
+            last = p;
+            first = false;
+        }
+    }
+    Lexemes { tsvector: tsv, len: tokens.len() as i32, terms: positions.keys().map(|t| t.to_string()).collect() }
+}
+
+fn push_quoted(out: &mut String, term: &str) {
+    out.push('\'');
+    for c in term.chars() {
+        if c == '\'' || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('\'');
+}
+
+/// The analysed query: distinct terms with their counts, in first-seen order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueryTerms {
+    pub terms: Vec<String>,
+    pub counts: Vec<i32>,
+    /// Share of the query's letters that are CJK (0..=1).
+    pub cjk_ratio: f64,
+}
+
+impl QueryTerms {
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// `'a' | 'b' | …`: a block matches when it holds any query term.
+    pub fn tsquery(&self) -> String {
+        let mut q = String::new();
+        for t in &self.terms {
+            if !q.is_empty() {
+                q.push_str(" | ");
+            }
+            push_quoted(&mut q, t);
+        }
+        q
+    }
+}
+
+pub fn query_terms(query: &str) -> QueryTerms {
+    let mut qt = QueryTerms::default();
+    for t in analyze(query) {
+        match qt.terms.iter().position(|x| *x == t.term) {
+            Some(i) => qt.counts[i] += 1,
+            None => {
+                qt.terms.push(t.term);
+                qt.counts.push(1);
+            }
+        }
+    }
+    let letters = query.chars().filter(|c| c.is_alphanumeric()).count();
+    let cjk = query.chars().filter(|&c| is_cjk(c)).count();
+    qt.cjk_ratio = if letters == 0 { 0.0 } else { cjk as f64 / letters as f64 };
+    qt
+}
+
+/// Byte ranges of `text` whose terms are among `terms`, merged where they overlap or touch.
+pub fn highlight_ranges(text: &str, terms: &[String]) -> Vec<(usize, usize)> {
+    let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
+    let mut ranges: Vec<(usize, usize)> =
+        analyze(text).into_iter().filter(|t| wanted.contains(t.term.as_str())).map(|t| (t.start, t.end)).collect();
+    ranges.sort();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (s, e) in ranges {
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn terms(text: &str) -> Vec<String> {
+        analyze(text).into_iter().map(|t| t.term).collect()
+    }
+
+    #[test]
+    fn chinese_is_segmented_and_query_word_order_does_not_matter() {
+        let block = index_terms("在 Rust 里，使用线程作用域可以借用栈上的数据。");
+        let q1 = query_terms("线程作用域");
+        let q2 = query_terms("作用域 线程");
+        assert!(!q1.is_empty());
+        for t in q1.terms.iter().chain(&q2.terms) {
+            assert!(block.terms.contains(t), "{t} missing from {:?}", block.terms);
+        }
+        assert!(block.terms.contains(&"线程".to_string()));
+        assert!(block.terms.contains(&"作用域".to_string()));
+        assert!(!block.terms.contains(&"的".to_string()), "function words are dropped");
+    }
+
+    #[test]
+    fn english_is_stemmed_and_stop_words_dropped() {
+        assert_eq!(terms("Borrowing the borrowed Data"), ["borrow", "borrow", "data"]);
+        assert_eq!(query_terms("borrowing").terms, ["borrow"]);
+        assert_eq!(terms("ＲＵＳＴ２０２４"), ["rust2024"], "full-width folded");
+    }
+
+    #[test]
+    fn offsets_point_into_the_original_text() {
+        let text = "Scoped threads: 线程作用域 borrow.";
+        for t in analyze(text) {
+            assert!(text.is_char_boundary(t.start) && text.is_char_boundary(t.end));
+        }
+        let q = query_terms("作用域 borrowing");
+        let hl: Vec<&str> = highlight_ranges(text, &q.terms).iter().map(|&(s, e)| &text[s..e]).collect();
+        assert_eq!(hl, ["作用域", "borrow"]);
+    }
+
+    #[test]
+    fn tsvector_literal_has_sorted_quoted_terms_with_positions() {
+        let l = index_terms("data borrow data");
+        assert_eq!(l.tsvector, "'borrow':2 'data':1,3");
+        assert_eq!(l.len, 3);
+        assert_eq!(query_terms("data, borrow data").tsquery(), "'data' | 'borrow'");
+        assert_eq!(query_terms("data, borrow data").counts, [2, 1]);
+    }
+
+    #[test]
+    fn hostile_text_stays_bounded() {
+        let long = "x".repeat(100_000);
+        assert!(index_terms(&long).terms.is_empty(), "over-long words are not terms");
+        let many = "word ".repeat(40_000);
+        let l = index_terms(&many);
+        assert_eq!(l.terms, ["word"]);
+        assert!(l.tsvector.matches(',').count() < MAX_POSITIONS_PER_TERM);
+        assert!(index_terms("").tsvector.is_empty());
+    }
+}

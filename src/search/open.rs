@@ -1,0 +1,319 @@
+//! The evidence tools besides search: `open` (the only place citation URLs are built) and
+//! `read` (an evidence block with its context).
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use sqlx::{PgConnection, Row, types::Json};
+use uuid::Uuid;
+
+/// `openAction` of a result: where the viewer shows the evidence highlighted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenAction {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Root-relative: `/sources/{sourceId}/view?evidence={evidenceId}…#hl`.
+    pub url: String,
+    /// `MNOTE_PUBLIC_URL` + `url`, when a public URL is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub absolute_url: Option<String>,
+}
+
+fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
+    let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
+    OpenAction { kind: "mnote.open_resource_locator", url, absolute_url }
+}
+
+/// The viewer URL of an evidence block with the locator it was indexed with.
+pub fn open_action(locator: &Value, evidence_id: Uuid, public_url: Option<&str>) -> OpenAction {
+    let source = locator.get("sourceId").and_then(Value::as_str).unwrap_or_default();
+    let mut url = format!("/sources/{source}/view?evidence={evidence_id}");
+    if let Some(p) = locator.get("page").and_then(Value::as_u64) {
+        url.push_str(&format!("&page={p}"));
+    }
+    url.push_str("#hl");
+    with_public(url, public_url)
+}
+
+/// A viewer URL from a bare locator whose block is no longer indexed (the file changed): the
+/// page or line it pointed at.
+fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Option<&str>) -> OpenAction {
+    let mut params = Vec::new();
+    if let Some(p) = locator.get("page").and_then(Value::as_u64) {
+        params.push(format!("page={p}"));
+    }
+    if let Some(l) = locator.get("lineRange").and_then(|r| r.get(0)).and_then(Value::as_u64) {
+        params.push(format!("line={l}"));
+    }
+    let q = if params.is_empty() { String::new() } else { format!("?{}", params.join("&")) };
+    with_public(format!("/sources/{source_id}/view{q}#hl"), public_url)
+}
+
+/// A source's display title: its file name.
+pub fn source_title(resource_path: &str) -> String {
+    resource_path.rsplit('/').next().unwrap_or(resource_path).to_string()
+}
+
+/// `[title · p.3](url)`, `[title · §Heading](url)` or `[title · L12–14](url)`.
+pub fn citation_markdown(title: &str, locator: &Value, url: &str) -> String {
+    let place = if let Some(p) = locator.get("page").and_then(Value::as_u64) {
+        Some(format!("p.{p}"))
+    } else if let Some(h) = locator.get("sectionPath").and_then(Value::as_array).and_then(|a| a.last()).and_then(Value::as_str) {
+        Some(format!("§{h}"))
+    } else if let Some(r) = locator.get("lineRange").and_then(Value::as_array) {
+        match (r.first().and_then(Value::as_u64), r.get(1).and_then(Value::as_u64)) {
+            (Some(a), Some(b)) if a != b => Some(format!("L{a}–{b}")),
+            (Some(a), _) => Some(format!("L{a}")),
+            _ => None,
+        }
+    } else {
+        locator.get("paragraphOrdinal").and_then(Value::as_u64).map(|o| format!("¶{o}"))
+    };
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('[', "\\[").replace(']', "\\]");
+    match place {
+        Some(p) => format!("[{} · {}]({url})", esc(title), esc(&p)),
+        None => format!("[{}]({url})", esc(title)),
+    }
+}
+
+/// What the tools accept to name evidence: an id, or a locator (`sourceId` + `blockId`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EvidenceRef {
+    #[serde(default)]
+    pub evidence_id: Option<Uuid>,
+    #[serde(default)]
+    pub locator: Option<Value>,
+    /// `read` only: blocks before and after the anchor (default 2, at most 20).
+    #[serde(default)]
+    pub window: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("no such evidence")]
+    NotFound,
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+}
+
+struct Anchor {
+    id: Uuid,
+    source_id: Uuid,
+    ordinal: i32,
+    section_key: Option<String>,
+}
+
+/// Find the block a reference names, under the caller's RLS. A locator whose block changed
+/// is matched by its text fingerprint; `Ok(None)` means the source is visible but the block
+/// is gone.
+async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Option<Anchor>), ToolError> {
+    let row = if let Some(id) = r.evidence_id {
+        sqlx::query("select id, source_id, ordinal, section_key from evidence_block where id = $1")
+            .bind(id)
+            .fetch_optional(&mut *conn)
+            .await?
+    } else if let Some(loc) = &r.locator {
+        let source_id = loc
+            .get("sourceId")
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok())
+            .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
+        let visible: bool = sqlx::query_scalar("select exists (select 1 from source where id = $1)")
+            .bind(source_id)
+            .fetch_one(&mut *conn)
+            .await?;
+        if !visible {
+            return Err(ToolError::NotFound);
+        }
+        let block = loc.get("blockId").and_then(Value::as_str);
+        let hash = loc.get("sourceHash").and_then(Value::as_str);
+        let fp = loc.get("textFingerprint").and_then(Value::as_str);
+        let row = sqlx::query(
+            "select id, source_id, ordinal, section_key from evidence_block
+             where source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
+                                       or ($4::text is not null and text_fingerprint = $4))
+             order by (block_key = $2 and source_hash = $3) desc nulls last, ordinal limit 1",
+        )
+        .bind(source_id)
+        .bind(block)
+        .bind(hash)
+        .bind(fp)
+        .fetch_optional(&mut *conn)
+        .await?;
+        if row.is_none() {
+            return Ok((source_id, None));
+        }
+        row
+    } else {
+        return Err(ToolError::Invalid("give evidenceId or locator".into()));
+    };
+    let row = row.ok_or(ToolError::NotFound)?;
+    let a = Anchor {
+        id: row.get("id"),
+        source_id: row.get("source_id"),
+        ordinal: row.get("ordinal"),
+        section_key: row.get("section_key"),
+    };
+    Ok((a.source_id, Some(a)))
+}
+
+struct SourceInfo {
+    title: String,
+    kind: String,
+    resource_path: String,
+    status: String,
+}
+
+async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, ToolError> {
+    let row = sqlx::query("select kind, resource_path, status from source where id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(ToolError::NotFound)?;
+    let resource_path: String = row.get("resource_path");
+    Ok(SourceInfo { title: source_title(&resource_path), kind: row.get("kind"), resource_path, status: row.get("status") })
+}
+
+/// `POST /api/evidence/open`.
+pub async fn open(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&str>) -> Result<Value, ToolError> {
+    let (source_id, anchor) = resolve(conn, r).await?;
+    let info = source_info(conn, source_id).await?;
+    let (action, locator, exact) = match anchor {
+        Some(a) => {
+            let loc: Json<Value> =
+                sqlx::query_scalar("select locator from evidence_block where id = $1").bind(a.id).fetch_one(&mut *conn).await?;
+            (open_action(&loc.0, a.id, public_url), loc.0, true)
+        }
+        None => {
+            let loc = r.locator.clone().unwrap_or(Value::Null);
+            (open_action_without_block(source_id, &loc, public_url), loc, false)
+        }
+    };
+    Ok(json!({
+        "ok": true,
+        "schema": "mnote.evidence_open_response.v1",
+        "openAction": action,
+        "citationMarkdown": citation_markdown(&info.title, &locator, &action.url),
+        "blockFound": exact,
+        "stale": info.status == "stale",
+    }))
+}
+
+fn block_json(row: &sqlx::postgres::PgRow, public_url: Option<&str>) -> Value {
+    let id: Uuid = row.get("id");
+    let loc: Json<Value> = row.get("locator");
+    let action = open_action(&loc.0, id, public_url);
+    json!({
+        "evidenceId": id,
+        "blockId": row.get::<String, _>("block_key"),
+        "type": row.get::<String, _>("block_type"),
+        "text": row.get::<String, _>("text"),
+        "source": loc.0,
+        "openAction": action,
+    })
+}
+
+const READ_SECTION_MAX: i64 = 40;
+
+/// `POST /api/evidence/read`: the anchor, `window` blocks before and after, the other blocks
+/// of its section (bounded), its section path and the source's title and kind.
+pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&str>) -> Result<Value, ToolError> {
+    let window = r.window.unwrap_or(2);
+    if window > 20 {
+        return Err(ToolError::Invalid("window must be at most 20".into()));
+    }
+    let (source_id, anchor) = resolve(conn, r).await?;
+    let anchor = anchor.ok_or(ToolError::NotFound)?;
+    let info = source_info(conn, source_id).await?;
+    const COLS: &str = "id, block_key, block_type, text, locator, ordinal";
+    let rows = sqlx::query(&format!(
+        "select {COLS} from evidence_block where source_id = $1 and ordinal between $2 - $3 and $2 + $3 order by ordinal"
+    ))
+    .bind(source_id)
+    .bind(anchor.ordinal)
+    .bind(window as i32)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut previous = Vec::new();
+    let mut next = Vec::new();
+    let mut anchor_json = Value::Null;
+    for row in &rows {
+        let ord: i32 = row.get("ordinal");
+        let j = block_json(row, public_url);
+        match ord.cmp(&anchor.ordinal) {
+            std::cmp::Ordering::Less => previous.push(j),
+            std::cmp::Ordering::Equal => anchor_json = j,
+            std::cmp::Ordering::Greater => next.push(j),
+        }
+    }
+    let (section_path, section_blocks, truncated) = match &anchor.section_key {
+        Some(key) => {
+            let path: Option<Vec<String>> =
+                sqlx::query_scalar("select path from evidence_section where source_id = $1 and section_key = $2")
+                    .bind(source_id)
+                    .bind(key)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            let rows = sqlx::query(&format!(
+                "select {COLS} from evidence_block where source_id = $1 and section_key = $2 and id <> $3
+                 order by abs(ordinal - $4), ordinal limit $5"
+            ))
+            .bind(source_id)
+            .bind(key)
+            .bind(anchor.id)
+            .bind(anchor.ordinal)
+            .bind(READ_SECTION_MAX + 1)
+            .fetch_all(&mut *conn)
+            .await?;
+            let truncated = rows.len() as i64 > READ_SECTION_MAX;
+            let mut rows: Vec<_> = rows.into_iter().take(READ_SECTION_MAX as usize).collect();
+            rows.sort_by_key(|r| r.get::<i32, _>("ordinal"));
+            (path.unwrap_or_default(), rows.iter().map(|r| block_json(r, public_url)).collect::<Vec<_>>(), truncated)
+        }
+        None => (Vec::new(), Vec::new(), false),
+    };
+    Ok(json!({
+        "ok": true,
+        "schema": "mnote.evidence_read_response.v1",
+        "anchor": anchor_json,
+        "previous": previous,
+        "next": next,
+        "sectionPath": section_path,
+        "sectionBlocks": section_blocks,
+        "sectionTruncated": truncated,
+        "sourceTitle": info.title,
+        "resourceKind": info.kind,
+        "resourcePath": info.resource_path,
+        "stale": info.status == "stale",
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_root_relative_unless_a_public_url_is_set() {
+        let id = Uuid::nil();
+        let loc = json!({"sourceId": "11111111-1111-1111-1111-111111111111", "page": 3});
+        let a = open_action(&loc, id, None);
+        assert_eq!(
+            a.url,
+            "/sources/11111111-1111-1111-1111-111111111111/view?evidence=00000000-0000-0000-0000-000000000000&page=3#hl"
+        );
+        assert!(a.absolute_url.is_none());
+        let a = open_action(&loc, id, Some("https://mnote.example/"));
+        assert_eq!(a.absolute_url.unwrap(), format!("https://mnote.example{}", a.url));
+    }
+
+    #[test]
+    fn citation_markdown_names_the_place() {
+        assert_eq!(citation_markdown("spec.pdf", &json!({"page": 3}), "/u"), "[spec.pdf · p.3](/u)");
+        assert_eq!(citation_markdown("a.md", &json!({"sectionPath": ["A", "B"], "lineRange": [3, 4]}), "/u"), "[a.md · §B](/u)");
+        assert_eq!(citation_markdown("a.md", &json!({"sectionPath": [], "lineRange": [3, 4]}), "/u"), "[a.md · L3–4](/u)");
+        assert_eq!(citation_markdown("x[1].docx", &json!({"paragraphOrdinal": 7}), "/u"), "[x\\[1\\].docx · ¶7](/u)");
+    }
+}

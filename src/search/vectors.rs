@@ -1,0 +1,227 @@
+//! Vectors: which (model, dimension) a deployment uses, its HNSW index, and the embedding
+//! backlog the ingest workers drain.
+//!
+//! `evidence_embedding.embedding` is an untyped `vector`; each (model, dimension) gets a
+//! partial HNSW expression index `((embedding::vector(D)))` `where model = '<id>'`, created
+//! by `mnote migrate` (the app role cannot create indexes). Queries cast to the same
+//! dimension and filter on the same model literal, so the planner uses that index and never
+//! compares vectors of two spaces. Changing the model leaves the old rows alone (unused),
+//! the backlog fills the new model's rows block by block, and `mnote migrate` drops the
+//! rows and indexes of models no longer configured.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use pgvector::Vector;
+use sqlx::{PgConnection, PgPool, types::Json};
+use uuid::Uuid;
+
+use super::embed::{EmbedKind, Embedder};
+use crate::db::{Scope, TenantTx};
+
+/// Blocks embedded per backlog step (one forward pass of sorted, similar-length texts).
+pub const BACKLOG_BATCH: i64 = 64;
+/// Characters of a block passed to the embedder; the model truncates at 256 tokens anyway.
+const MAX_EMBED_CHARS: usize = 2000;
+
+/// The vector space in SQL: literals for the model and the dimension, so the planner can
+/// match the partial index (bind parameters would hide them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Space {
+    pub model: String,
+    pub dim: usize,
+}
+
+impl Space {
+    pub fn of(e: &dyn Embedder) -> Self {
+        Space { model: e.model_id().to_string(), dim: e.dimension() }
+    }
+
+    /// `'model'` as a SQL string literal.
+    pub fn model_literal(&self) -> String {
+        format!("'{}'", self.model.replace('\'', "''"))
+    }
+
+    /// `vector(384)`
+    pub fn vector_type(&self) -> String {
+        format!("vector({})", self.dim)
+    }
+
+    pub fn index_name(&self) -> String {
+        let slug: String = self
+            .model
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .collect();
+        let hash = &format!("{:x}", md5ish(&self.model))[..8];
+        let mut name = format!("evidence_embedding_hnsw_{}_{}_{hash}", self.dim, slug);
+        name.truncate(63);
+        name
+    }
+}
+
+/// The space a configuration will produce, without loading the model (for `mnote migrate`).
+pub fn space_of_config(cfg: &super::embed::EmbedConfig) -> Option<Space> {
+    use super::embed::{EmbedConfig, MINILM_DIMENSION, MINILM_MODEL_ID};
+    match cfg {
+        EmbedConfig::None => None,
+        EmbedConfig::Local { .. } => Some(Space { model: MINILM_MODEL_ID.into(), dim: MINILM_DIMENSION }),
+        EmbedConfig::OpenAi(c) => Some(Space { model: c.model.clone(), dim: c.dimension }),
+    }
+}
+
+/// A small stable hash for index names (FNV-1a; not security relevant).
+fn md5ish(s: &str) -> u64 {
+    s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
+}
+
+/// Create the HNSW index of `space` if missing, and drop the vectors and indexes of other
+/// models (a model change re-embeds; old vectors are never mixed in). Runs as the owner.
+pub async fn ensure_index(owner: &PgPool, space: &Space) -> anyhow::Result<()> {
+    let name = space.index_name();
+    let ddl = format!(
+        "create index if not exists {name} on evidence_embedding using hnsw (((embedding::{vt})) vector_cosine_ops)
+         where model = {model}",
+        vt = space.vector_type(),
+        model = space.model_literal()
+    );
+    sqlx::query(&ddl).execute(owner).await.with_context(|| ddl.clone())?;
+    let stale: Vec<String> = sqlx::query_scalar(
+        "select indexname::text from pg_indexes
+         where tablename = 'evidence_embedding' and indexname like 'evidence_embedding_hnsw_%' and indexname <> $1",
+    )
+    .bind(&name)
+    .fetch_all(owner)
+    .await?;
+    for idx in stale {
+        sqlx::query(&format!("drop index if exists \"{}\"", idx.replace('"', "\"\""))).execute(owner).await?;
+    }
+    // RLS is forced even for the owner, so old vectors are deleted tenant by tenant.
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(owner).await?;
+    for t in tenants {
+        let mut tx = TenantTx::begin(owner, t, Scope::System).await?;
+        sqlx::query("delete from evidence_embedding where model <> $1 or vector_dims(embedding) <> $2")
+            .bind(&space.model)
+            .bind(space.dim as i32)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// Whether the index of `space` exists (the server warns at startup when it does not).
+pub async fn index_exists(pool: &PgPool, space: &Space) -> sqlx::Result<bool> {
+    sqlx::query_scalar("select exists (select 1 from pg_indexes where indexname = $1)")
+        .bind(space.index_name())
+        .fetch_one(pool)
+        .await
+}
+
+/// Blocks of the tenant that still lack a vector of `space` (for progress and the eval).
+pub async fn pending_count(conn: &mut PgConnection, space: &Space) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "select count(*) from evidence_block b
+         where not exists (select 1 from evidence_embedding e
+                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)",
+    )
+    .bind(&space.model)
+    .fetch_one(conn)
+    .await
+}
+
+/// Embed up to [`BACKLOG_BATCH`] blocks of `tenant` that lack a vector of the embedder's
+/// model. Returns how many were embedded (0 = nothing to do). Concurrent workers take
+/// different blocks (`skip locked`); the row locks are held only while writing.
+pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, tenant: Uuid) -> anyhow::Result<usize> {
+    let space = Space::of(embedder.as_ref());
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let rows: Vec<(Uuid, Uuid, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
+        "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
+         where not exists (select 1 from evidence_embedding e
+                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)
+         order by b.source_id, b.ordinal
+         limit $2
+         for update of b skip locked",
+    )
+    .bind(&space.model)
+    .bind(BACKLOG_BATCH)
+    .fetch_all(&mut *tx)
+    .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    // Section titles give a paragraph its context (same text as the lexical index sees).
+    let texts: Vec<String> =
+        rows.iter().map(|r| truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)).collect();
+    let vectors = embedder.embed(&texts, EmbedKind::Passage).await?;
+    anyhow::ensure!(vectors.len() == rows.len(), "the embedder returned {} vectors for {} texts", vectors.len(), rows.len());
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
+    let sources: Vec<Uuid> = rows.iter().map(|r| r.1).collect();
+    let kbs: Vec<Uuid> = rows.iter().map(|r| r.2).collect();
+    let vecs: Vec<Vector> = vectors.into_iter().map(Vector::from).collect();
+    sqlx::query(
+        "insert into evidence_embedding (tenant_id, block_id, model, source_id, kb_id, embedding)
+         select $1, r.id, $2, r.source_id, r.kb_id, r.v
+         from unnest($3::uuid[], $4::uuid[], $5::uuid[], $6::vector[]) as r(id, source_id, kb_id, v)
+         on conflict (tenant_id, block_id, model) do nothing",
+    )
+    .bind(tenant)
+    .bind(&space.model)
+    .bind(&ids)
+    .bind(&sources)
+    .bind(&kbs)
+    .bind(&vecs)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(rows.len())
+}
+
+/// Set when new blocks were written, so idle workers look for unembedded blocks now rather
+/// than at their next periodic check (the check is an anti-join over all blocks).
+pub static BACKLOG_HINT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+pub fn hint_backlog() {
+    BACKLOG_HINT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Seconds between backlog checks of an idle worker without a hint (blocks written by
+/// another process, an embedder that was down).
+const BACKLOG_CHECK_SECS: u64 = 60;
+
+/// One idle-worker step: when hinted (or at the periodic check), embed one batch per tenant.
+/// `Ok(true)` = something was embedded, call again.
+pub async fn idle_step(pool: &PgPool, embedder: &Arc<dyn Embedder>) -> anyhow::Result<bool> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static LAST_CHECK: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let hinted = BACKLOG_HINT.swap(false, Ordering::Relaxed);
+    if !hinted && now.saturating_sub(LAST_CHECK.load(Ordering::Relaxed)) < BACKLOG_CHECK_SECS {
+        return Ok(false);
+    }
+    LAST_CHECK.store(now, Ordering::Relaxed);
+    let n = embed_backlog_round(pool, embedder).await?;
+    if n > 0 {
+        // Keep going while there is work; other workers see the hint too.
+        hint_backlog();
+    }
+    Ok(n > 0)
+}
+
+/// Drain the backlog of every tenant (round-robin, one step each). Returns blocks embedded.
+pub async fn embed_backlog_round(pool: &PgPool, embedder: &Arc<dyn Embedder>) -> anyhow::Result<usize> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let mut n = 0;
+    for t in tenants {
+        n += embed_backlog_step(pool, embedder, t).await?;
+    }
+    Ok(n)
+}
+
+fn truncate_chars(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => s[..i].to_string(),
+        None => s.to_string(),
+    }
+}
