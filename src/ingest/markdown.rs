@@ -1,6 +1,7 @@
 //! Markdown (and plain text) parse provider.
 //!
-//! The artifact text is the file exactly as stored (UTF-8 BOM removed, CRLF kept), so every
+//! The artifact text is the file exactly as stored (UTF-8 BOM removed, CRLF kept, U+0000
+//! replaced by U+FFFD), so every
 //! block is a verbatim slice of the source and `charRange`/`lineRange` point into the file itself.
 //!
 //! Block rules (one block per):
@@ -56,6 +57,15 @@ impl ParseProvider for MarkdownProvider {
                 format!("{} is not valid UTF-8 (invalid byte sequence at byte {at})", input.file_name),
             )
         })?;
+        // U+0000 becomes U+FFFD, as CommonMark requires (and Postgres text cannot hold it):
+        // one char for one, so char ranges and lines still point into the file.
+        let replaced;
+        let text = if text.contains('\0') {
+            replaced = text.replace('\0', "\u{FFFD}");
+            replaced.as_str()
+        } else {
+            text
+        };
         let mut out = Output::new(text);
         if input.kind == "text" {
             parse_plain_text(&mut out);
@@ -780,6 +790,17 @@ mod tests {
 
     /// Pseudo-random edits of Markdown-heavy seeds: never panic, always a valid artifact whose
     /// line ranges agree with the char ranges, and identical on re-parse.
+    #[test]
+    fn nul_is_replaced_one_char_for_one() {
+        for kind in ["markdown", "text"] {
+            let a = parse_kind("# T\0\n\nbefore\0after\n", kind);
+            a.validate().unwrap();
+            assert!(!a.text.contains('\0'));
+            let b = a.source_map.blocks.iter().find(|b| b.text.starts_with("before")).unwrap();
+            assert_eq!((b.text.as_str(), b.char_range, b.line_range), ("before\u{FFFD}after", [6, 18], Some([3, 3])));
+        }
+    }
+
     #[test]
     fn fuzz_mutations_never_panic() {
         const PIECES: &[&str] = &[
