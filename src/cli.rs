@@ -64,6 +64,23 @@ pub enum Command {
         #[arg(required = true)]
         paths: Vec<std::path::PathBuf>,
     },
+    /// Search a tenant's evidence as one of its members (same core and visibility as the API).
+    Search {
+        #[command(flatten)]
+        who: TenantActor,
+        /// What to look for.
+        query: String,
+        #[arg(long, value_parser = ["hybrid", "lexical", "vector", "graph"], default_value = "hybrid")]
+        mode: String,
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+        /// Only this knowledge base (by name).
+        #[arg(long)]
+        kb: Option<String>,
+        /// Print the API response (`mnote.evidence_search_response.v1`) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
     Reindex {
         #[arg(long)]
@@ -298,6 +315,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Index { who, kb, paths } => crate::ingest::progress::index_command(&who.tenant, who.as_email.as_deref(), &kb, &paths).await,
+        Command::Search { who, query, mode, top_k, kb, json } => {
+            search_command(&who, &query, &mode, top_k, kb.as_deref(), json).await
+        }
         Command::Reindex { tenant } => {
             let (_, pool) = app_pool().await?;
             let actor = act_as(&pool, &tenant, None).await?;
@@ -326,4 +346,96 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// `mnote search`: numbered results (title, place, score, quote, open URL) or the API JSON.
+async fn search_command(who: &TenantActor, query: &str, mode: &str, top_k: usize, kb: Option<&str>, json: bool) -> anyhow::Result<()> {
+    use crate::search::query::{self as sq, Mode, SearchRequest};
+    let (cfg, pool) = app_pool().await?;
+    let actor = act_as(&pool, &who.tenant, who.as_email.as_deref()).await?;
+    let mode = Mode::parse(mode).with_context(|| format!("unknown mode {mode:?}"))?;
+    // Only vector and hybrid need the embedder (loading it takes a moment).
+    let embedder = if matches!(mode, Mode::Vector | Mode::Hybrid) { startup::load_embedder(&pool).await } else { None };
+    let engine = sq::Engine::new(embedder, cfg.public_url.clone());
+    let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
+    let mut req = SearchRequest::new(query, mode);
+    req.top_k = Some(top_k);
+    if let Some(name) = kb {
+        let k = kbs::queries::get_by_name(&mut tx, actor.user_id, actor.role.is_admin(), name)
+            .await?
+            .with_context(|| format!("no knowledge base named {name:?} visible to {}", actor.email))?;
+        req.kb_ids = Some(vec![k.id]);
+    }
+    let resp = sq::search(&mut tx, &engine, &req).await.map_err(|e| app_err(e.into()))?;
+    tx.commit().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&resp)?);
+        return Ok(());
+    }
+    if resp.degraded {
+        eprintln!("note: vector search unavailable ({}); showing keyword results", resp.degraded_reason.as_deref().unwrap_or("degraded"));
+    } else if resp.fusion.as_ref().is_some_and(|f| f.vector_weight == 0.0) {
+        eprintln!("note: the embedder does not cover this query's language; keyword results only");
+    }
+    if resp.results.is_empty() {
+        println!("no results for {query:?}");
+        return Ok(());
+    }
+    let width = resp.results.len().to_string().len();
+    for (i, h) in resp.results.iter().enumerate() {
+        let place = cli_locator(&h.source);
+        let mut flags = String::new();
+        if let Some(q) = h.source.get("quality").and_then(|v| v.as_str()).filter(|q| *q != "exact") {
+            flags.push_str(&format!(" [{q}]"));
+        }
+        if h.is_ocr {
+            flags.push_str(" [ocr]");
+        }
+        if h.stale {
+            flags.push_str(" [stale]");
+        }
+        let sep = if place.is_empty() { "" } else { " · " };
+        println!("{:>width$}. {}{sep}{place}  (score {:.4}){flags}", i + 1, h.source_title, h.score);
+        let pad = " ".repeat(width + 2);
+        println!("{pad}{}", trim_quote(&h.quote, 240));
+        println!("{pad}{}", h.open_action.absolute_url.as_deref().unwrap_or(&h.open_action.url));
+    }
+    println!("{} results in {:.0} ms ({})", resp.results.len(), resp.took_ms, resp.mode);
+    Ok(())
+}
+
+/// "p.3 · A › B · L4–6" (or "¶7") from a locator.
+fn cli_locator(loc: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let mut parts = Vec::new();
+    if let Some(p) = loc.get("page").and_then(Value::as_u64) {
+        parts.push(format!("p.{p}"));
+    }
+    if let Some(path) = loc.get("sectionPath").and_then(Value::as_array) {
+        let names: Vec<&str> = path.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).collect();
+        if !names.is_empty() {
+            parts.push(names.join(" › "));
+        }
+    }
+    match loc.get("lineRange").and_then(Value::as_array).map(|r| (r.first().and_then(Value::as_u64), r.get(1).and_then(Value::as_u64))) {
+        Some((Some(a), Some(b))) if a != b => parts.push(format!("L{a}–{b}")),
+        Some((Some(a), _)) => parts.push(format!("L{a}")),
+        _ => {
+            if let Some(o) = loc.get("paragraphOrdinal").and_then(Value::as_u64) {
+                parts.push(format!("¶{o}"));
+            }
+        }
+    }
+    parts.join(" · ")
+}
+
+/// One line of at most `max` characters, whitespace collapsed.
+fn trim_quote(q: &str, max: usize) -> String {
+    let flat = q.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut s: String = flat.chars().take(max).collect();
+    s.push('…');
+    s
 }

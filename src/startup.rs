@@ -103,6 +103,7 @@ fn page_routes(upload_limit: usize) -> Router<AppState> {
     use tenants::handlers as t;
     Router::new()
         .route("/", get(k::dashboard))
+        .route("/search", get(crate::search::pages::search_page))
         .route("/login", get(a::login_page).post(a::login))
         .route("/logout", post(a::logout))
         .route("/setup", get(t::setup_page).post(t::setup))
@@ -149,6 +150,7 @@ pub fn build_router(state: AppState) -> Router {
         .route("/metrics", get(ops::metrics_endpoint))
         .route("/static/app.css", get(app_css))
         .route("/static/kb-live.js", get(kb_live_js))
+        .route("/static/search.js", get(crate::search::pages::search_js))
         .fallback(not_found)
         .layer(from_fn(auth::csrf::guard))
         .layer(from_fn(web::html_errors))
@@ -173,7 +175,7 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
 
 /// The configured embedder, or `None` (search runs degraded) when it is turned off or cannot
 /// be loaded; a missing HNSW index is reported (`mnote migrate` creates it).
-async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed::Embedder>> {
+pub async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed::Embedder>> {
     use crate::search::{embed, vectors};
     let cfg = match embed::EmbedConfig::from_env() {
         Ok(c) => c,

@@ -4,5 +4,6 @@ pub mod analyze;
 pub mod embed;
 pub mod handlers;
 pub mod open;
+pub mod pages;
 pub mod query;
 pub mod vectors;

@@ -14,3 +14,4 @@ mod kbs_sources;
 mod mineru;
 mod ops;
 mod pages;
+mod search_page;
