@@ -50,8 +50,9 @@ pub const PROVIDER_VERSION: &str = "mnote-mineru/1";
 const MODEL_VERSION: &str = "pipeline";
 /// PaddleOCR language `ch`: Simplified Chinese and English.
 const LANGUAGE: &str = "ch";
-/// MinerU's own limit for one file (API docs: 200 MB, 600 pages).
+/// MinerU's own limits for one file (API docs: 200 MB, 600 pages).
 const MAX_UPLOAD_BYTES: u64 = 200 * 1024 * 1024;
+const MAX_PAGES: usize = 600;
 /// Result archives and the JSON read from them are bounded (decompression bombs).
 const MAX_ZIP_BYTES: u64 = 1024 * 1024 * 1024;
 const MAX_JSON_BYTES: u64 = 256 * 1024 * 1024;
@@ -152,6 +153,12 @@ pub async fn parse_file(cfg: &Config, token: &SecretString, path: &Path, probe: 
             format!("{} bytes is above MinerU's upload limit of {MAX_UPLOAD_BYTES} bytes", bytes.len()),
         ));
     }
+    if probe.pages.len() > MAX_PAGES {
+        return Err(ParseError::new(
+            "mineru_failed",
+            format!("{} pages is above MinerU's limit of {MAX_PAGES} pages per file", probe.pages.len()),
+        ));
+    }
     let source_hash = artifact::source_hash(&bytes);
     let api = Api::new(cfg, token)?;
     let deadline = cfg.mineru_timeout;
@@ -170,9 +177,12 @@ pub async fn parse_file(cfg: &Config, token: &SecretString, path: &Path, probe: 
         }
     };
     let probe = probe.clone();
-    let version = format!("{PROVIDER_VERSION} (MinerU API v4, {MODEL_VERSION})");
     let art = tokio::task::spawn_blocking(move || {
         let result = read_result_zip(&zip)?;
+        let version = match &result.engine_version {
+            Some(v) => format!("{PROVIDER_VERSION} (MinerU API v4, {MODEL_VERSION}, {v})"),
+            None => format!("{PROVIDER_VERSION} (MinerU API v4, {MODEL_VERSION})"),
+        };
         let frames = frames_for(&probe, &result)?;
         content_list_to_artifact(&result.content_list, &frames, &probe.kind, source_hash, version)
     })
@@ -375,6 +385,8 @@ pub struct ResultFiles {
     pub content_list: Vec<Value>,
     /// `layout.json` `pdf_info[].page_size` (`[width, height]`, PDF points), when present.
     pub layout_page_sizes: Vec<Option<[f64; 2]>>,
+    /// `layout.json` `_version_name` as `mineru 2.6.4`.
+    pub engine_version: Option<String>,
 }
 
 fn bad_result(msg: impl Into<String>) -> ParseError {
@@ -412,9 +424,16 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
     let content_list: Vec<Value> =
         serde_json::from_slice(&raw).map_err(|e| bad_result(format!("{content} is not a JSON array: {e}")))?;
     let mut layout_page_sizes = Vec::new();
+    let mut engine_version = None;
     if let Some(layout) = pick(&|n| n == "layout.json" || n.ends_with("_middle.json")) {
         if let Some(i) = zip.index_for_name(&layout) {
             if let Ok(v) = serde_json::from_slice::<Value>(&read_entry(&mut zip, i)?) {
+                let tag = |k: &str| {
+                    v[k].as_str()
+                        .map(|s| s.chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(40).collect::<String>())
+                        .filter(|s| !s.is_empty())
+                };
+                engine_version = tag("_version_name").map(|v| format!("mineru {v}"));
                 layout_page_sizes = v["pdf_info"]
                     .as_array()
                     .map(|pages| {
@@ -430,7 +449,7 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
             }
         }
     }
-    Ok(ResultFiles { content_list, layout_page_sizes })
+    Ok(ResultFiles { content_list, layout_page_sizes, engine_version })
 }
 
 // ---- content list → artifact ----------------------------------------------------------------
@@ -788,6 +807,7 @@ mod tests {
         let r = read_result_zip(&bytes).unwrap();
         assert_eq!(r.content_list.len(), 1);
         assert_eq!(r.layout_page_sizes, vec![Some([612.0, 792.0]), Some([595.0, 842.0])]);
+        assert_eq!(r.engine_version, None);
         // The probe knew one page; layout.json supplies the second.
         let probe = Probe {
             kind: "pdf".into(),

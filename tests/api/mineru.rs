@@ -254,7 +254,8 @@ async fn a_scanned_pdf_goes_through_the_mineru_upload_flow() {
 
     let (_, s) = t.client.get_json(&format!("/api/sources/{id}")).await;
     assert_eq!((s["status"].as_str(), s["error"].is_null()), (Some("indexed"), true), "{s}");
-    assert!(s["provider"].as_str().unwrap().starts_with("mineru "), "{s}");
+    let provider = s["provider"].as_str().unwrap();
+    assert!(provider.starts_with("mineru ") && provider.contains("pipeline, mineru 2.6.4)"), "{s}");
 
     // Blocks, 1-based pages, boxes: 0–1000 of the 384 × 470.88 pt page → points, top-left.
     let ev = evidence(&app, t.tenant, &id).await;
