@@ -409,7 +409,7 @@ async fn hybrid(
         lr as (select id, row_number() over (order by score desc) as r from lexical),
         vr as (select id, row_number() over (order by dist) as r from vec)
         select coalesce(lr.id, vr.id) as id,
-               coalesce({wl} / ({k} + lr.r), 0) + coalesce({wv} / ({k} + vr.r), 0) as score
+               coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0) as score
         from lr full outer join vr on lr.id = vr.id
         order by score desc limit $12",
         lex = lexical_cte(),

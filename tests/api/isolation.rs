@@ -9,8 +9,9 @@ use uuid::Uuid;
 use crate::helpers::*;
 
 const TENANT_TABLES: &[&str] = &[
-    "api_token", "dir_grant", "evidence_block", "evidence_edge", "evidence_section", "ingest_job", "kb", "kb_folder",
-    "kb_member", "membership", "source", "source_artifact", "tenant_setting",
+    "api_token", "dir_grant", "evidence_block", "evidence_edge", "evidence_embedding", "evidence_kb_stat",
+    "evidence_section", "evidence_term_stat", "ingest_job", "kb", "kb_folder", "kb_member", "membership", "source",
+    "source_artifact", "tenant_setting",
 ];
 
 /// Seed one row in every tenant table for a tenant; returns (tenant, owner, kb id).
@@ -34,10 +35,26 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     assert_eq!(st, StatusCode::OK);
     // Parse it (evidence rows) and queue one more job so ingest_job has an open row too.
     app.run_jobs().await;
+    seed_vector(app, s.tenant_id).await;
     app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nchanged");
     let (st, _) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::OK);
     (s, kb_id)
+}
+
+/// One vector row (the embedder is not needed to prove isolation). Re-indexing a source
+/// replaces its blocks and so drops their vectors: call again after running jobs.
+async fn seed_vector(app: &TestApp, tenant: Uuid) {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    sqlx::query(
+        "insert into evidence_embedding (tenant_id, block_id, model, source_id, kb_id, embedding)
+         select tenant_id, id, 'test-model', source_id, kb_id, '[1,0,0]'::vector from evidence_block limit 1
+         on conflict do nothing",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
 }
 
 async fn count_as(app: &TestApp, tenant: Uuid, table: &str, filter_tenant: Uuid) -> i64 {
@@ -85,6 +102,7 @@ async fn rows_of_one_tenant_are_invisible_and_unmodifiable_from_another() {
     let app = spawn_app().await;
     let (a, _) = seed_everything(&app, "alpha").await;
     let (b, _) = seed_everything(&app, "beta").await;
+    seed_vector(&app, a.tenant_id).await; // beta's run re-indexed alpha's changed file
     for t in TENANT_TABLES {
         assert!(count_as(&app, a.tenant_id, t, a.tenant_id).await > 0, "{t}: seed row missing for A");
         assert_eq!(count_as(&app, b.tenant_id, t, a.tenant_id).await, 0, "{t}: B sees A's rows");
@@ -219,7 +237,10 @@ async fn private_kbs_are_limited_to_owner_members_and_admins() {
     assert_eq!(list["items"].as_array().unwrap().len(), 0);
     // Even at the SQL level, as that user:
     let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::User(outsider)).await.unwrap();
-    for t in ["source", "evidence_block", "evidence_section", "evidence_edge", "source_artifact", "ingest_job"] {
+    for t in [
+        "source", "evidence_block", "evidence_section", "evidence_edge", "source_artifact", "ingest_job",
+        "evidence_embedding", "evidence_term_stat", "evidence_kb_stat",
+    ] {
         let n: i64 = sqlx::query_scalar(&format!("select count(*) from {t}")).fetch_one(&mut *tx).await.unwrap();
         assert_eq!(n, 0, "{t} rows of a private KB leak to a non-member");
     }

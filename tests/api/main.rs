@@ -15,3 +15,4 @@ mod mineru;
 mod ops;
 mod pages;
 mod search_page;
+mod search;

@@ -1,0 +1,431 @@
+//! Evidence search through the HTTP API: Chinese/English matching, every mode, filters,
+//! RLS/visibility/grant scoping, stale exclusion, degraded fallbacks, read/open tools, the
+//! document search and rebuild equality of the search columns.
+
+use std::io::{Cursor, Write};
+
+use mnote::db::{Scope, TenantTx};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+const SCOPED_ZH: &str = "# 并发\n\n## 作用域线程\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n另一段话讲的是通道和消息传递。\n";
+const SCOPED_EN: &str = "# Concurrency notes\n\nScoped threads let a closure borrow data from the parent stack frame.\n\n\
+Channels send messages between threads; see [[Ownership]] and ask @Alice.\n\nA paragraph about gardening tomatoes in summer.\n";
+const OWNERSHIP: &str = "# Ownership\n\nEvery value has a single owner; moving it transfers ownership.\n\nAsk @Alice about lifetimes.\n";
+
+/// A minimal DOCX (document.xml only) with one paragraph per string.
+fn docx(paragraphs: &[&str]) -> Vec<u8> {
+    let body: String = paragraphs.iter().map(|p| format!("<w:p><w:r><w:t>{p}</w:t></w:r></w:p>")).collect();
+    let doc = format!(
+        r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>{body}<w:sectPr/></w:body></w:document>"#
+    );
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    for (name, data) in [("[Content_Types].xml", "<Types/>"), ("word/document.xml", doc.as_str())] {
+        w.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+        w.write_all(data.as_bytes()).unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+struct Team {
+    client: Client,
+    tenant: Uuid,
+    user: Uuid,
+    kb: String,
+    grant: String,
+}
+
+/// Tenant `name` with a granted `team/` directory, a team KB holding it, parsed.
+async fn team(app: &TestApp, name: &str, files: &[(&str, &[u8])]) -> Team {
+    let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    let dir = app.docs.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (rel, bytes) in files {
+        let p = dir.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, bytes).unwrap();
+    }
+    let (st, g) = client
+        .post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, kb) = client.post_json("/api/kbs", json!({"name": format!("{name} kb")})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, r) = client.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path(name)})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let (_, list) = client.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    for src in list["items"].as_array().unwrap() {
+        assert_eq!(src["status"], "indexed", "{src}");
+    }
+    Team { client, tenant: s.tenant_id, user: s.user_id, kb, grant: g["id"].as_str().unwrap().to_string() }
+}
+
+async fn search(c: &Client, body: Value) -> Value {
+    let (st, v) = c.post_json("/api/evidence/search", body).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["schema"], "mnote.evidence_search_response.v1");
+    assert_eq!(v["ok"], true);
+    v
+}
+
+fn results(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().unwrap()
+}
+
+/// Distinct resource paths of the results, in rank order.
+fn paths(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for r in results(v) {
+        let p = r["source"]["resourcePath"].as_str().unwrap().to_string();
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The highlighted substrings of a result (code-point ranges of its quote).
+fn marked(r: &Value) -> Vec<String> {
+    let chars: Vec<char> = r["quote"].as_str().unwrap().chars().collect();
+    r["highlights"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| chars[h[0].as_u64().unwrap() as usize..h[1].as_u64().unwrap() as usize].iter().collect())
+        .collect()
+}
+
+#[tokio::test]
+async fn chinese_and_english_queries_match_segmented_and_stemmed_text_in_markdown_and_docx() {
+    let app = spawn_app().await;
+    let report = docx(&["第三章 线程", "在 Rust 中，使用线程作用域可以借用栈上的数据。", "无关的段落。"]);
+    let t = team(&app, "acme", &[("zh.md", SCOPED_ZH.as_bytes()), ("en.md", SCOPED_EN.as_bytes()), ("report.docx", &report)]).await;
+
+    for q in ["线程作用域", "作用域 线程"] {
+        let v = search(&t.client, json!({"query": q, "mode": "lexical"})).await;
+        let found = paths(&v);
+        assert!(found.contains(&"zh.md".to_string()) && found.contains(&"report.docx".to_string()), "{q}: {found:?}");
+        let top = results(&v).iter().find(|r| r["quote"].as_str().unwrap().contains("使用线程作用域可以借用栈上的数据")).expect("the sentence");
+        assert!(marked(top).iter().any(|m| m.contains("作用域")), "{:?}", marked(top));
+        // Located evidence: a locator and the one server-built URL.
+        assert_eq!(top["source"]["schema"], "mnote.evidence_locator.v1");
+        let url = top["openAction"]["url"].as_str().unwrap();
+        assert!(url.starts_with(&format!("/sources/{}/view?evidence={}", top["source"]["sourceId"].as_str().unwrap(), top["evidenceId"].as_str().unwrap())), "{url}");
+        assert_eq!(top["openAction"]["type"], "mnote.open_resource_locator");
+        assert!(top["citationMarkdown"].as_str().unwrap().ends_with(&format!("]({url})")));
+    }
+    // The Markdown hit carries its heading path and line range.
+    let v = search(&t.client, json!({"query": "线程作用域", "mode": "lexical", "kinds": ["markdown"]})).await;
+    let md = results(&v).iter().find(|r| r["source"]["blockId"] != "b1" && r["quote"].as_str().unwrap().contains("借用")).unwrap();
+    assert_eq!(md["source"]["sectionPath"], json!(["并发", "作用域线程"]));
+    assert_eq!(md["source"]["lineRange"], json!([5, 5]));
+    assert_eq!(md["citationMarkdown"].as_str().unwrap().split(']').next().unwrap(), "[zh.md · §作用域线程");
+
+    // English: stemming both ways.
+    let v = search(&t.client, json!({"query": "borrowing", "mode": "lexical"})).await;
+    assert_eq!(paths(&v)[0], "en.md");
+    assert_eq!(marked(&results(&v)[0]), ["borrow"]);
+    let v = search(&t.client, json!({"query": "threads borrowed", "mode": "lexical"})).await;
+    assert!(results(&v)[0]["quote"].as_str().unwrap().starts_with("Scoped threads"));
+    // Nothing for words that are not there; stop words alone match nothing.
+    assert!(results(&search(&t.client, json!({"query": "kubernetes", "mode": "lexical"})).await).is_empty());
+    assert!(results(&search(&t.client, json!({"query": "the of and", "mode": "lexical"})).await).is_empty());
+}
+
+#[tokio::test]
+async fn every_mode_returns_located_evidence_and_hybrid_fuses_in_sql() {
+    let app = spawn_app_full(|_| {}, Some(minilm())).await;
+    let t = team(&app, "acme", &[("en.md", SCOPED_EN.as_bytes()), ("Ownership.md", OWNERSHIP.as_bytes()), ("zh.md", SCOPED_ZH.as_bytes())]).await;
+    let embedded = app.run_embeddings().await;
+    assert!(embedded >= 8, "{embedded} blocks embedded");
+    assert_eq!(app.run_embeddings().await, 0, "the backlog is drained");
+
+    // Vector: a paraphrase with no shared content word finds the scoped-threads paragraph.
+    let v = search(&t.client, json!({"query": "lend stack variables to spawned workers", "mode": "vector", "topK": 3})).await;
+    assert_eq!(v["mode"], "vector");
+    assert!(v.get("degraded").is_none(), "{v}");
+    assert!(results(&v)[0]["quote"].as_str().unwrap().starts_with("Scoped threads"), "{v}");
+
+    // Hybrid: both lists fused; a lexical-only word still ranks its block first.
+    let v = search(&t.client, json!({"query": "tomatoes gardening", "mode": "hybrid", "topK": 5})).await;
+    assert_eq!(v["fusion"]["vectorWeight"], 1.0);
+    assert!(results(&v)[0]["quote"].as_str().unwrap().contains("tomatoes"));
+    assert!(results(&v).len() <= 5);
+    // A Chinese query with the English-only model: the vector side is left out, said so.
+    let v = search(&t.client, json!({"query": "线程作用域", "mode": "hybrid"})).await;
+    assert_eq!(v["fusion"]["vectorWeight"], 0.0);
+    assert_eq!(v["fusion"]["note"], "query_language_not_covered_by_embedder");
+    assert_eq!(paths(&v)[0], "zh.md");
+
+    // Graph: from the hit on "Channels … [[Ownership]] … @Alice" to the linked document and
+    // to the other block mentioning @Alice.
+    let v = search(&t.client, json!({"query": "channels messages", "mode": "graph", "topK": 20})).await;
+    let r = results(&v);
+    assert!(r[0]["quote"].as_str().unwrap().starts_with("Channels"), "{v}");
+    let via: Vec<(&str, &str)> = r
+        .iter()
+        .filter_map(|x| Some((x["graph"]["edgeKind"].as_str()?, x["source"]["resourcePath"].as_str()?)))
+        .collect();
+    assert!(via.contains(&("markdown_links_to", "Ownership.md")), "{via:?}");
+    assert!(r.iter().any(|x| x["graph"]["edgeKind"] == "block_mentions_entity"
+        && x["quote"].as_str().unwrap().contains("lifetimes")), "{v}");
+    for x in r {
+        assert_eq!(x["source"]["schema"], "mnote.evidence_locator.v1");
+        if let Some(hop) = x["graph"]["hop"].as_u64() {
+            assert!((1..=2).contains(&hop));
+        }
+    }
+
+    // Every vector row carries its model; a different model's rows are never used.
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    let models: Vec<String> = sqlx::query_scalar("select distinct model from evidence_embedding").fetch_all(&mut *tx).await.unwrap();
+    assert_eq!(models, ["sentence-transformers/all-MiniLM-L6-v2"]);
+    tx.commit().await.unwrap();
+}
+
+#[tokio::test]
+async fn without_an_embedder_vector_and_hybrid_degrade_to_lexical_and_say_so() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", SCOPED_EN.as_bytes())]).await;
+    for mode in ["vector", "hybrid"] {
+        let v = search(&t.client, json!({"query": "borrow", "mode": mode})).await;
+        assert_eq!(v["mode"], mode);
+        assert_eq!(v["degraded"], true);
+        assert_eq!(v["degradedReason"], "embedder_unavailable");
+        assert!(results(&v)[0]["quote"].as_str().unwrap().starts_with("Scoped threads"));
+    }
+    let v = search(&t.client, json!({"query": "borrow", "mode": "lexical"})).await;
+    assert!(v.get("degraded").is_none());
+}
+
+#[tokio::test]
+async fn bad_requests_get_stable_codes() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", SCOPED_EN.as_bytes())]).await;
+    for body in [
+        json!({"query": "", "mode": "lexical"}),
+        json!({"query": "x", "topK": 0}),
+        json!({"query": "x", "topK": 101}),
+        json!({"query": "x", "mode": "fuzzy"}),
+        json!({"query": "x", "kinds": ["exe"]}),
+        json!({"query": "x", "unknownField": 1}),
+        json!({"nope": true}),
+    ] {
+        let (st, e) = t.client.post_json("/api/evidence/search", body.clone()).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{body}: {e}");
+    }
+    // A bearer token that is not (or no longer) valid.
+    let mut anon = app.client();
+    anon.bearer = Some(format!("mnote_{}_forged", t.tenant.simple()));
+    let (st, e) = anon.post_json("/api/evidence/search", json!({"query": "x"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+}
+
+#[tokio::test]
+async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
+    let app = spawn_app().await;
+    let report = docx(&["Borrow checker report for the scoped threads design."]);
+    let image = std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images/rapid_en.jpg")).unwrap();
+    let t = team(
+        &app,
+        "acme",
+        &[("notes/en.md", SCOPED_EN.as_bytes()), ("reports/report.docx", &report), ("scans/en.jpg", &image)],
+    )
+    .await;
+    let all = search(&t.client, json!({"query": "borrow threads", "mode": "lexical"})).await;
+    assert_eq!(paths(&all).len(), 2, "{all}");
+    let v = search(&t.client, json!({"query": "borrow threads", "mode": "lexical", "kinds": ["docx"]})).await;
+    assert_eq!(paths(&v), ["reports/report.docx"]);
+    let v = search(&t.client, json!({"query": "borrow threads", "mode": "lexical", "pathPrefix": "notes/"})).await;
+    assert_eq!(paths(&v), ["notes/en.md"]);
+    let v = search(&t.client, json!({"query": "borrow threads", "mode": "lexical", "kbIds": [Uuid::new_v4()]})).await;
+    assert!(results(&v).is_empty());
+    let v = search(&t.client, json!({"query": "borrow threads", "mode": "lexical", "kbIds": [t.kb]})).await;
+    assert_eq!(paths(&v).len(), 2);
+    let v = search(&t.client, json!({"query": "borrow", "mode": "lexical", "topK": 1})).await;
+    assert_eq!(results(&v).len(), 1);
+
+    // The OCR'd image: a word from it is found with includeOcr (default), not without.
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    let ocr_text: String = sqlx::query_scalar("select text from evidence_block where is_ocr order by length(text) desc limit 1")
+        .fetch_one(&mut *tx)
+        .await
+        .expect("the image has OCR blocks");
+    tx.commit().await.unwrap();
+    let word = ocr_text.split_whitespace().filter(|w| w.len() >= 5 && w.chars().all(char::is_alphabetic)).next().expect("an OCR word").to_string();
+    let v = search(&t.client, json!({"query": word, "mode": "lexical"})).await;
+    assert!(paths(&v).contains(&"scans/en.jpg".to_string()), "{word}: {v}");
+    let v = search(&t.client, json!({"query": word, "mode": "lexical", "includeOcr": false})).await;
+    assert!(!paths(&v).contains(&"scans/en.jpg".to_string()), "{word}: {v}");
+
+    // The compatibility document search: OCR only on request, with its boundary.
+    let (st, d) = t.client.get_json(&format!("/api/search/documents?q={word}")).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(d["boundary"]["kind"], "ordinary_local_search");
+    assert!(d["results"].as_array().unwrap().iter().all(|r| r["path"] != "scans/en.jpg"), "{d}");
+    let (_, d) = t.client.get_json(&format!("/api/search/documents?q={word}&includeOcr=true")).await;
+    assert_eq!(d["boundary"]["kind"], "ordinary_local_search_with_knowledge_ocr");
+    let hit = d["results"].as_array().unwrap().iter().find(|r| r["path"] == "scans/en.jpg").expect("the image").clone();
+    assert_eq!(hit["matchSource"], "ocr");
+    let (_, d) = t.client.get_json("/api/search/documents?q=borrow%20threads").await;
+    let docs = d["results"].as_array().unwrap();
+    assert_eq!(docs.len(), 2, "grouped by document: {d}");
+    let md = docs.iter().find(|r| r["path"] == "notes/en.md").unwrap();
+    assert_eq!(md["matchSource"], "markdown");
+    assert_eq!(docs.iter().find(|r| r["path"] == "reports/report.docx").unwrap()["matchSource"], "resource");
+}
+
+#[tokio::test]
+async fn results_respect_tenants_private_kbs_revoked_grants_and_stale_files() {
+    let app = spawn_app().await;
+    let a = team(&app, "alpha", &[("en.md", SCOPED_EN.as_bytes()), ("gone.md", b"# Gone\n\nborrow me before I vanish\n")]).await;
+    let b = team(&app, "beta", &[("other.md", b"# Other\n\nnothing in common\n")]).await;
+    let q = json!({"query": "borrow", "mode": "lexical"});
+    assert_eq!(paths(&search(&a.client, q.clone()).await).len(), 2);
+
+    // Another tenant: nothing, even naming A's KB.
+    assert!(results(&search(&b.client, q.clone()).await).is_empty());
+    assert!(results(&search(&b.client, json!({"query": "borrow", "kbIds": [a.kb], "mode": "lexical"})).await).is_empty());
+    let hit = results(&search(&a.client, q.clone()).await)[0].clone();
+    for tool in ["/api/evidence/read", "/api/evidence/open"] {
+        let (st, e) = b.client.post_json(tool, json!({"evidenceId": hit["evidenceId"]})).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "{tool}");
+        let (st, _) = b.client.post_json(tool, json!({"locator": hit["source"]})).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{tool} by locator");
+    }
+
+    // A private KB: a member of the tenant who is not in it sees nothing.
+    let outsider = app.add_user(a.tenant, "outsider@alpha.test", "member").await;
+    let co = app.api(a.tenant, outsider).await;
+    assert_eq!(paths(&search(&co, q.clone()).await).len(), 2, "team KB: visible");
+    let (st, _) = a.client.send_json("PATCH", &format!("/api/kbs/{}", a.kb), json!({"visibility": "private"})).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(results(&search(&co, q.clone()).await).is_empty());
+    assert!(results(&search(&co, json!({"query": "borrow", "mode": "graph", "kbIds": [a.kb]})).await).is_empty());
+    let (st, _) = co.post_json("/api/evidence/read", json!({"evidenceId": hit["evidenceId"]})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (_, d) = co.get_json("/api/search/documents?q=borrow&includeOcr=true").await;
+    assert!(d["results"].as_array().unwrap().is_empty());
+    assert_eq!(paths(&search(&a.client, q.clone()).await).len(), 2, "the owner still sees it");
+
+    // A deleted file: stale, left out; flagged when asked for.
+    std::fs::remove_file(app.docs.join("alpha/gone.md")).unwrap();
+    let mut tx = TenantTx::begin(&app.pool, a.tenant, Scope::System).await.unwrap();
+    mnote::ingest::watch::rescan_tenant(&mut tx, a.tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    app.run_jobs().await;
+    assert_eq!(paths(&search(&a.client, q.clone()).await), ["en.md"]);
+    let v = search(&a.client, json!({"query": "borrow", "mode": "lexical", "includeStale": true})).await;
+    let gone = results(&v).iter().find(|r| r["source"]["resourcePath"] == "gone.md").expect("flagged stale").clone();
+    assert_eq!(gone["stale"], true);
+    let (st, o) = a.client.post_json("/api/evidence/open", json!({"evidenceId": gone["evidenceId"]})).await;
+    assert_eq!((st, o["stale"].as_bool()), (StatusCode::OK, Some(true)));
+
+    // A revoked grant: nothing from it, whatever the filters say.
+    let (st, _) = a.client.delete_json(&format!("/api/grants/{}", a.grant)).await;
+    assert_eq!(st, StatusCode::OK);
+    for body in [q.clone(), json!({"query": "borrow", "mode": "lexical", "includeStale": true, "kbIds": [a.kb]}),
+                 json!({"query": "borrow", "mode": "graph", "includeStale": true})] {
+        assert!(results(&search(&a.client, body.clone()).await).is_empty(), "{body}");
+    }
+    let _ = (a.user, b.tenant, b.user, b.kb, b.grant);
+}
+
+#[tokio::test]
+async fn read_and_open_give_context_and_the_same_url_as_search() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("zh.md", SCOPED_ZH.as_bytes())]).await;
+    let v = search(&t.client, json!({"query": "线程作用域", "mode": "lexical"})).await;
+    let hit = results(&v).iter().find(|r| r["quote"].as_str().unwrap().contains("借用")).unwrap().clone();
+
+    let (st, r) = t.client.post_json("/api/evidence/read", json!({"evidenceId": hit["evidenceId"], "window": 1})).await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!(r["schema"], "mnote.evidence_read_response.v1");
+    assert_eq!(r["anchor"]["evidenceId"], hit["evidenceId"]);
+    assert!(r["anchor"]["text"].as_str().unwrap().contains("线程作用域"));
+    assert_eq!(r["previous"].as_array().unwrap().len(), 1);
+    assert_eq!(r["previous"][0]["text"], "作用域线程", "the heading before it");
+    assert_eq!(r["next"][0]["text"], "另一段话讲的是通道和消息传递。");
+    assert_eq!(r["sectionPath"], json!(["并发", "作用域线程"]));
+    assert!(r["sectionBlocks"].as_array().unwrap().iter().any(|b| b["text"] == "另一段话讲的是通道和消息传递。"));
+    assert_eq!((r["sourceTitle"].as_str(), r["resourceKind"].as_str()), (Some("zh.md"), Some("markdown")));
+    let (st, e) = t.client.post_json("/api/evidence/read", json!({"evidenceId": hit["evidenceId"], "window": 99})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
+
+    // open: by id and by locator, the same URL the search gave.
+    for body in [json!({"evidenceId": hit["evidenceId"]}), json!({"locator": hit["source"]})] {
+        let (st, o) = t.client.post_json("/api/evidence/open", body.clone()).await;
+        assert_eq!(st, StatusCode::OK, "{o}");
+        assert_eq!(o["schema"], "mnote.evidence_open_response.v1");
+        assert_eq!(o["openAction"], hit["openAction"], "{body}");
+        assert_eq!(o["citationMarkdown"], hit["citationMarkdown"]);
+    }
+    // A locator whose block id moved (file edited) is found by its text fingerprint.
+    let mut moved = hit["source"].clone();
+    moved["blockId"] = json!("b999");
+    let (_, o) = t.client.post_json("/api/evidence/open", json!({"locator": moved})).await;
+    assert_eq!(o["openAction"], hit["openAction"]);
+    for (body, code) in [
+        (json!({}), StatusCode::UNPROCESSABLE_ENTITY),
+        (json!({"locator": {"sourceId": "nope"}}), StatusCode::UNPROCESSABLE_ENTITY),
+        (json!({"evidenceId": Uuid::new_v4()}), StatusCode::NOT_FOUND),
+    ] {
+        let (st, _) = t.client.post_json("/api/evidence/open", body.clone()).await;
+        assert_eq!(st, code, "{body}");
+    }
+}
+
+async fn snapshot(app: &TestApp, tenant: Uuid) -> (Vec<(Uuid, String, i32)>, Vec<(String, i32)>, (i64, i64)) {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let blocks = sqlx::query_as("select id, lex::text, lex_len from evidence_block order by id").fetch_all(&mut *tx).await.unwrap();
+    let terms = sqlx::query_as("select term, df from evidence_term_stat where df > 0 order by term").fetch_all(&mut *tx).await.unwrap();
+    let kb = sqlx::query_as("select coalesce(sum(blocks), 0)::int8, coalesce(sum(total_len), 0)::int8 from evidence_kb_stat")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    (blocks, terms, kb)
+}
+
+#[tokio::test]
+async fn bm25_statistics_follow_the_blocks_and_rebuild_identically() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("zh.md", SCOPED_ZH.as_bytes()), ("en.md", SCOPED_EN.as_bytes())]).await;
+    let before = snapshot(&app, t.tenant).await;
+    let (blocks, terms, (n, total)) = &before;
+    assert_eq!(*n as usize, blocks.len());
+    assert_eq!(*total, blocks.iter().map(|b| b.2 as i64).sum::<i64>());
+    let df = |term: &str| terms.iter().find(|t| t.0 == term).map(|t| t.1);
+    assert_eq!(df("borrow"), Some(1));
+    assert!(df("作用域").is_some());
+
+    // Rebuild from artifacts only: same rows, same statistics.
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    mnote::ingest::index::rebuild_all(&mut tx, t.tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(snapshot(&app, t.tenant).await, before);
+
+    // Deleting a source takes its terms out of the statistics.
+    let (_, list) = t.client.get_json(&format!("/api/kbs/{}/sources", t.kb)).await;
+    let en = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == "en.md").unwrap()["id"].as_str().unwrap().to_string();
+    assert_eq!(t.client.delete(&format!("/api/sources/{en}")).await, StatusCode::NO_CONTENT);
+    let (blocks, terms, (n, _)) = snapshot(&app, t.tenant).await;
+    assert_eq!(n as usize, blocks.len());
+    assert!(!terms.iter().any(|t| t.0 == "borrow"), "df of a deleted block's term drops to 0");
+    // An edited file replaces its terms.
+    std::fs::write(app.docs.join("acme/zh.md"), "# 并发\n\n通道传递消息。\n").unwrap();
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    mnote::ingest::watch::rescan_tenant(&mut tx, t.tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    app.run_jobs().await;
+    let (blocks, terms, (n, _)) = snapshot(&app, t.tenant).await;
+    assert_eq!(n as usize, blocks.len());
+    assert!(!terms.iter().any(|t| t.0 == "作用域"));
+    assert!(results(&search(&t.client, json!({"query": "线程作用域", "mode": "lexical"})).await).is_empty());
+    assert_eq!(paths(&search(&t.client, json!({"query": "通道", "mode": "lexical"})).await), ["zh.md"]);
+}
