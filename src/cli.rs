@@ -81,6 +81,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Retrieval quality on a BEIR-format collection (ingested into the KB if not yet there):
+    /// nDCG@10, Recall@100, MRR@10 and latency, through the API's search code path.
+    Eval {
+        #[command(flatten)]
+        who: TenantActor,
+        /// The KB holding the collection (created, private, when missing).
+        #[arg(long)]
+        kb: String,
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        #[arg(long)]
+        queries: std::path::PathBuf,
+        #[arg(long)]
+        qrels: std::path::PathBuf,
+        /// One mode or a comma-separated list, e.g. `lexical,vector,hybrid`.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// Reciprocal-rank fusion constant (default: the server's).
+        #[arg(long)]
+        rrf_k: Option<f64>,
+        /// Evaluate only the first N judged queries.
+        #[arg(long)]
+        limit_queries: Option<usize>,
+    },
     /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
     Reindex {
         #[arg(long)]
@@ -318,6 +342,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search { who, query, mode, top_k, kb, json } => {
             search_command(&who, &query, &mode, top_k, kb.as_deref(), json).await
         }
+        Command::Eval { who, kb, corpus, queries, qrels, mode, rrf_k, limit_queries } => {
+            crate::search::eval::eval_command(crate::search::eval::EvalArgs {
+                tenant: &who.tenant,
+                as_email: who.as_email.as_deref(),
+                kb: &kb,
+                corpus: &corpus,
+                queries: &queries,
+                qrels: &qrels,
+                modes: &mode,
+                rrf_k,
+                limit_queries,
+            })
+            .await
+        }
         Command::Reindex { tenant } => {
             let (_, pool) = app_pool().await?;
             let actor = act_as(&pool, &tenant, None).await?;
@@ -429,13 +467,42 @@ fn cli_locator(loc: &serde_json::Value) -> String {
     parts.join(" · ")
 }
 
-/// One line of at most `max` characters, whitespace collapsed.
+/// One line of at most `max` characters, whitespace collapsed (a line break between two
+/// CJK characters disappears, like in the rendered text).
 fn trim_quote(q: &str, max: usize) -> String {
-    let flat = q.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cjk = |c: char| matches!(c, '\u{2E80}'..='\u{9FFF}' | '\u{F900}'..='\u{FAFF}' | '\u{FF00}'..='\u{FFEF}');
+    let mut flat = String::new();
+    let mut gap: Option<bool> = None; // pending whitespace: did it contain a line break?
+    for c in q.chars() {
+        if c.is_whitespace() {
+            gap = Some(gap.unwrap_or(false) || c == '\n');
+            continue;
+        }
+        if let Some(newline) = gap.take() {
+            let joined = newline && flat.chars().last().is_some_and(cjk) && cjk(c);
+            if !flat.is_empty() && !joined {
+                flat.push(' ');
+            }
+        }
+        flat.push(c);
+    }
     if flat.chars().count() <= max {
         return flat;
     }
     let mut s: String = flat.chars().take(max).collect();
     s.push('…');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_become_one_line() {
+        assert_eq!(trim_quote("  a\n   b\tc ", 100), "a b c");
+        assert_eq!(trim_quote("借用栈上的数据，\n因为作用域", 100), "借用栈上的数据，因为作用域");
+        assert_eq!(trim_quote("数据 data\n中文", 100), "数据 data 中文");
+        assert_eq!(trim_quote("abcdef", 3), "abc…");
+    }
 }

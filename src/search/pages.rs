@@ -51,8 +51,8 @@ pub struct HitView {
     pub kind: String,
     /// The quote cut at the highlights: (text, highlighted).
     pub segments: Vec<(String, bool)>,
-    /// "Page 3 · A › B · Lines 4–6" in the UI language.
-    pub locator: String,
+    /// "Page 3", "A › B", "Lines 4–6" in the UI language: (text, may wrap).
+    pub locator: Vec<(String, bool)>,
     /// Quality when it is not `exact`.
     pub quality: Option<String>,
     pub ocr: bool,
@@ -111,30 +111,30 @@ pub fn segments(quote: &str, ranges: &[[usize; 2]]) -> Vec<(String, bool)> {
     out
 }
 
-/// "Page 3 · Heading › Sub · Lines 4–6 · Paragraph 7" from a locator, in the UI language.
-pub fn locator_text(ctx: &PageCtx, loc: &Value) -> String {
+/// The parts of "Page 3 · Heading › Sub · Lines 4–6 · Paragraph 7" from a locator, in the UI
+/// language, each with whether it may wrap (only the section path does).
+pub fn locator_parts(ctx: &PageCtx, loc: &Value) -> Vec<(String, bool)> {
     let mut parts = Vec::new();
     if let Some(p) = loc.get("page").and_then(Value::as_u64) {
-        parts.push(ctx.t("search.loc_page").replace("{n}", &p.to_string()));
+        parts.push((ctx.t("search.loc_page").replace("{n}", &p.to_string()), false));
     }
     if let Some(path) = loc.get("sectionPath").and_then(Value::as_array) {
         let names: Vec<&str> = path.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).collect();
         if !names.is_empty() {
-            parts.push(names.join(" › "));
+            parts.push((names.join(" › "), true));
         }
     }
     if let Some(r) = loc.get("lineRange").and_then(Value::as_array) {
         match (r.first().and_then(Value::as_u64), r.get(1).and_then(Value::as_u64)) {
-            (Some(a), Some(b)) if a != b => {
-                parts.push(ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()))
-            }
-            (Some(a), _) => parts.push(ctx.t("search.loc_line").replace("{n}", &a.to_string())),
+            (Some(a), Some(b)) if a != b => parts
+                .push((ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false)),
+            (Some(a), _) => parts.push((ctx.t("search.loc_line").replace("{n}", &a.to_string()), false)),
             _ => {}
         }
     } else if let Some(o) = loc.get("paragraphOrdinal").and_then(Value::as_u64) {
-        parts.push(ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()));
+        parts.push((ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false));
     }
-    parts.join(" · ")
+    parts
 }
 
 fn score_text(s: f64) -> String {
@@ -150,7 +150,7 @@ fn hit_view(ctx: &PageCtx, h: Hit) -> HitView {
         .map(|q| ctx.tk("search.quality", q));
     HitView {
         segments: segments(&h.quote, &h.highlights),
-        locator: locator_text(ctx, &h.source),
+        locator: locator_parts(ctx, &h.source),
         quality,
         ocr: h.is_ocr,
         stale: h.stale,

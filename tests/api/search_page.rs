@@ -56,7 +56,7 @@ async fn a_member_finds_highlighted_evidence_with_its_open_link() {
     assert!(html.contains("使用<mark>线程作用域</mark>可以借用栈上的数据"), "{html}");
     assert!(html.contains(&format!("href=\"/sources/{source}/view?evidence=")), "open link from openAction");
     assert!(html.contains("guide.md"));
-    assert!(html.contains("第一章 › 解除条件"), "section path");
+    assert!(html.contains("<span>第一章 › 解除条件</span> · <span class=\"nowrap\">Line 5</span>"), "section path and line");
     assert!(html.contains("[guide.md · §解除条件](/sources/"), "citation Markdown");
     // No embedder in tests: hybrid runs lexical and says so.
     assert!(html.contains("Vector search unavailable"), "degraded notice");
