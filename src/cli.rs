@@ -81,6 +81,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Retrieval quality on a BEIR-format collection (ingested into the KB if not yet there):
+    /// nDCG@10, Recall@100, MRR@10 and latency, through the API's search code path.
+    Eval {
+        #[command(flatten)]
+        who: TenantActor,
+        /// The KB holding the collection (created, private, when missing).
+        #[arg(long)]
+        kb: String,
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        #[arg(long)]
+        queries: std::path::PathBuf,
+        #[arg(long)]
+        qrels: std::path::PathBuf,
+        /// One mode or a comma-separated list, e.g. `lexical,vector,hybrid`.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// Reciprocal-rank fusion constant (default: the server's).
+        #[arg(long)]
+        rrf_k: Option<f64>,
+        /// Evaluate only the first N judged queries.
+        #[arg(long)]
+        limit_queries: Option<usize>,
+    },
     /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
     Reindex {
         #[arg(long)]
@@ -317,6 +341,20 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Index { who, kb, paths } => crate::ingest::progress::index_command(&who.tenant, who.as_email.as_deref(), &kb, &paths).await,
         Command::Search { who, query, mode, top_k, kb, json } => {
             search_command(&who, &query, &mode, top_k, kb.as_deref(), json).await
+        }
+        Command::Eval { who, kb, corpus, queries, qrels, mode, rrf_k, limit_queries } => {
+            crate::search::eval::eval_command(crate::search::eval::EvalArgs {
+                tenant: &who.tenant,
+                as_email: who.as_email.as_deref(),
+                kb: &kb,
+                corpus: &corpus,
+                queries: &queries,
+                qrels: &qrels,
+                modes: &mode,
+                rrf_k,
+                limit_queries,
+            })
+            .await
         }
         Command::Reindex { tenant } => {
             let (_, pool) = app_pool().await?;

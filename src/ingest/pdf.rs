@@ -120,7 +120,7 @@ fn engine() -> Result<&'static Engine, ParseError> {
     }
     let bindings =
         Pdfium::bind_to_library(&path).map_err(|e| missing(format!("cannot load {}: {e:?}", path.display())))?;
-    let build = library_build(&path);
+    let build = library_build_for(&path, std::env::var(PDFIUM_BUILD_ENV).ok());
     let _ = ENGINE.set(Engine { pdfium: Pdfium::new(bindings), build });
     ENGINE.get().ok_or_else(|| missing("pdfium binding was not stored".into()))
 }
@@ -135,6 +135,48 @@ fn library_build(path: &Path) -> String {
         .find(|(h, _)| *h == hash)
         .map(|(_, name)| name.to_string())
         .unwrap_or_else(|| format!("pdfium sha256:{}", &hash[..12]))
+}
+
+/// Set by a parent process for its parser children ([`child_env`]): `<identity> <build name>`
+/// of the library, so that a child (one per document) does not read and hash the 8 MB library
+/// again. A child uses it only when the identity is that of the library it loads.
+pub const PDFIUM_BUILD_ENV: &str = "MNOTE_PDFIUM_BUILD";
+
+/// `dev:inode:size:mtime` of a file: a library replaced or rewritten gets another identity.
+fn file_identity(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some(format!("{}:{}:{}:{}.{:09}", m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+/// The build name of the library at `path`: from `hint` ([`PDFIUM_BUILD_ENV`]) when it names
+/// this very file, else from the library's hash.
+fn library_build_for(path: &Path, hint: Option<String>) -> String {
+    if let Some(hint) = hint
+        && let Some((id, name)) = hint.split_once(' ')
+        && !name.is_empty()
+        && file_identity(path).is_some_and(|current| current == id)
+    {
+        return name.to_string();
+    }
+    library_build(path)
+}
+
+/// Environment for `mnote parse-file` children: [`PDFIUM_BUILD_ENV`] when pdfium is found. The
+/// hash is computed once per process (again only if the library file changes).
+pub fn child_env() -> Vec<(&'static str, String)> {
+    static HINT: Mutex<Option<(PathBuf, String, String)>> = Mutex::new(None);
+    let Some(path) = library_path(std::env::var_os(PDFIUM_LIB_ENV), Path::new(env!("CARGO_MANIFEST_DIR"))) else {
+        return Vec::new();
+    };
+    let Some(id) = file_identity(&path) else { return Vec::new() };
+    let mut hint = HINT.lock().unwrap_or_else(|p| p.into_inner());
+    let fresh = matches!(&*hint, Some((p, i, _)) if *p == path && *i == id);
+    if !fresh {
+        let build = library_build(&path);
+        *hint = Some((path, id.clone(), build));
+    }
+    hint.as_ref().map(|(_, id, build)| vec![(PDFIUM_BUILD_ENV, format!("{id} {build}"))]).unwrap_or_default()
 }
 
 impl ParseProvider for PdfProvider {
@@ -324,12 +366,45 @@ impl Word {
     }
 }
 
+/// One char of pdfium's text page as `FPDFText_GetBoundedText` sees it, kept so the quality
+/// check ([`text_quality`]) can select the chars under a block without asking pdfium again.
+#[derive(Clone, Copy, Debug)]
+struct PageChar {
+    /// `FPDFText_GetUnicode`.
+    unicode: u32,
+    /// `FPDFText_GetCharBox` (pdfium's `m_CharBox`, user space) as pdfium stores it (`f32`),
+    /// normalised like `CFX_FloatRect::Normalize`: `[left, bottom, right, top]`.
+    bbox: [f32; 4],
+}
+
+/// Every char of a page ([`PageChar`]), in pdfium's order; `None` when a box could not be read
+/// (the quality check then asks pdfium).
+type PageChars = Option<Vec<PageChar>>;
+
 /// Read the page's chars with their boxes in display coordinates.
 fn extract_glyphs(text: &PdfPageText, geom: &Geom) -> Vec<Glyph> {
+    extract_chars(text, geom, false).0
+}
+
+/// [`extract_glyphs`], and with `keep_boxes` every char's tight box for [`text_quality`].
+fn extract_chars(text: &PdfPageText, geom: &Geom, keep_boxes: bool) -> (Vec<Glyph>, PageChars) {
     let mut out = Vec::new();
+    let mut all: PageChars = keep_boxes.then(Vec::new);
     let mut pending = Space::None;
     for ch in text.chars().iter() {
-        let Some(mut c) = ch.unicode_char() else { continue };
+        let unicode = ch.unicode_value();
+        let tight = if keep_boxes { ch.tight_bounds().ok() } else { None };
+        if let Some(chars) = &mut all {
+            match tight {
+                Some(r) => chars.push(PageChar {
+                    unicode,
+                    // `PdfRect` orders its edges as `Normalize` does.
+                    bbox: [r.left().value, r.bottom().value, r.right().value, r.top().value],
+                }),
+                None => all = None,
+            }
+        }
+        let Some(mut c) = char::from_u32(unicode) else { continue };
         if c == '\r' || c == '\n' {
             pending = pending.max(Space::Soft);
             continue;
@@ -346,7 +421,8 @@ fn extract_glyphs(text: &PdfPageText, geom: &Geom) -> Vec<Glyph> {
         if c.is_control() || c == '\u{FFFE}' || c == '\u{FEFF}' {
             continue;
         }
-        let Ok(rect) = ch.loose_bounds().or_else(|_| ch.tight_bounds()) else { continue };
+        let loose = ch.loose_bounds().ok();
+        let Some(rect) = loose.or_else(|| if keep_boxes { tight } else { ch.tight_bounds().ok() }) else { continue };
         let bbox = geom.rect_to_display(
             rect.left().value as f64,
             rect.bottom().value as f64,
@@ -378,7 +454,7 @@ fn extract_glyphs(text: &PdfPageText, geom: &Geom) -> Vec<Glyph> {
         out.push(Glyph { ch: c, bbox, size, bold, space: pending, dir });
         pending = Space::None;
     }
-    out
+    (out, all)
 }
 
 fn weight_value(w: PdfFontWeight) -> u32 {
@@ -875,7 +951,18 @@ fn layout(glyphs: Vec<Glyph>, geom: &Geom) -> Vec<TextPara> {
 
 /// `exact` when pdfium finds the same characters inside the block's box (whitespace ignored,
 /// order ignored: the block is in reading order, pdfium in content-stream order).
-fn text_quality(text: &PdfPageText, geom: &Geom, bbox: Rect, block_text: &str, size: f64) -> Quality {
+///
+/// "What pdfium finds" is `FPDFText_GetBoundedText`. With the page's chars at hand
+/// ([`PageChar`]) it is computed here instead, the same way (see [`bounded_chars`]), which saves
+/// a scan of the whole page inside pdfium and a UTF-16 round trip per block.
+fn text_quality(
+    text: &PdfPageText,
+    chars: Option<&[PageChar]>,
+    geom: &Geom,
+    bbox: Rect,
+    block_text: &str,
+    size: f64,
+) -> Quality {
     // Shrink a little so the neighbours' boxes that merely touch this one are not included.
     let inset = (0.1 * size).min(0.5);
     let r = [bbox[0] + inset, bbox[1] + inset, bbox[2] - inset, bbox[3] - inset];
@@ -883,17 +970,51 @@ fn text_quality(text: &PdfPageText, geom: &Geom, bbox: Rect, block_text: &str, s
         return Quality::Approximate;
     }
     let (l, b, rt, t) = geom.rect_to_user(r);
-    let under = text.inside_rect(PdfRect::new_from_values(b as f32, l as f32, t as f32, rt as f32));
-    let norm = |s: &str| -> Vec<char> {
-        s.chars().filter(|c| !c.is_whitespace()).map(|c| if c == '\u{2}' { '-' } else { c }).collect()
+    let rect = PdfRect::new_from_values(b as f32, l as f32, t as f32, rt as f32);
+    let query = [rect.left().value, rect.bottom().value, rect.right().value, rect.top().value];
+    let mut u = match chars.and_then(|c| bounded_chars(c, query)) {
+        Some(u) => u,
+        None => text.inside_rect(rect).chars().filter_map(quality_char).collect(),
     };
-    let (mut a, mut u) = (norm(block_text), norm(&under));
+    let mut a: Vec<char> = block_text.chars().filter_map(quality_char).collect();
     if a == u {
         return Quality::Exact;
     }
     a.sort_unstable();
     u.sort_unstable();
     if a == u { Quality::Exact } else { Quality::Approximate }
+}
+
+/// A char as the quality check compares it: whitespace dropped, pdfium's line-end hyphen
+/// (U+0002) read as `-`.
+fn quality_char(c: char) -> Option<char> {
+    (!c.is_whitespace()).then_some(if c == '\u{2}' { '-' } else { c })
+}
+
+/// What `FPDFText_GetBoundedText(rect)` returns, as [`quality_char`]s, from the page's chars:
+/// pdfium (`CPDF_TextPage::GetTextByRect`) takes, in page order, every char whose tight box
+/// overlaps `rect` with a positive area (`CFX_FloatRect::Intersect`, then `IsEmpty`, in
+/// `f32`), skips code point 0, and adds only whitespace of its own (spaces, `\r\n`).
+///
+/// `None` when a selected char lies outside the Basic Multilingual Plane or is a surrogate:
+/// pdfium sizes its UTF-16 copy in code points, so such text comes back cut short or
+/// undecodable, and only pdfium itself says exactly how.
+fn bounded_chars(chars: &[PageChar], query: [f32; 4]) -> Option<Vec<char>> {
+    // `std::max` / `std::min` as pdfium calls them (the query rect first).
+    let max = |a: f32, b: f32| if a < b { b } else { a };
+    let min = |a: f32, b: f32| if b < a { b } else { a };
+    let mut out = Vec::new();
+    for c in chars {
+        let (l, b) = (max(query[0], c.bbox[0]), max(query[1], c.bbox[1]));
+        let (r, t) = (min(query[2], c.bbox[2]), min(query[3], c.bbox[3]));
+        // `Intersect` resets a negative intersection to zeros, which `IsEmpty` rejects like this.
+        if l >= r || b >= t || c.unicode == 0 {
+            continue;
+        }
+        let ch = char::from_u32(c.unicode).filter(|_| c.unicode <= 0xFFFF)?;
+        out.extend(quality_char(ch));
+    }
+    Some(out)
 }
 
 // ---- OCR pages ----------------------------------------------------------------------------
@@ -1020,7 +1141,12 @@ fn round2(v: f64) -> f64 {
 
 /// Text-layer paragraphs of a page, with the (size, chars) samples of its prose paragraphs
 /// for estimating the body text size.
-fn text_drafts(text: &PdfPageText, geom: &Geom, glyphs: Vec<Glyph>) -> (Vec<Draft>, Vec<(f64, f64)>) {
+fn text_drafts(
+    text: &PdfPageText,
+    chars: Option<&[PageChar]>,
+    geom: &Geom,
+    glyphs: Vec<Glyph>,
+) -> (Vec<Draft>, Vec<(f64, f64)>) {
     let paras = layout(glyphs, geom);
     let samples = paras
         .iter()
@@ -1030,7 +1156,7 @@ fn text_drafts(text: &PdfPageText, geom: &Geom, glyphs: Vec<Glyph>) -> (Vec<Draf
     let drafts = paras
         .into_iter()
         .map(|p| Draft {
-            quality: text_quality(text, geom, p.bbox, &p.text, p.size),
+            quality: text_quality(text, chars, geom, p.bbox, &p.text, p.size),
             bbox: p.bbox,
             confidence: None,
             info: BlockInfo { size: p.upright.then_some(p.size), lines: p.lines, body: 0.0 },
@@ -1103,7 +1229,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
         let text = page
             .text()
             .map_err(|e| ParseError::new("pdf_malformed", format!("page {number}: no text layer: {e:?}")))?;
-        let glyphs = extract_glyphs(&text, &geom);
+        let (glyphs, chars) = extract_chars(&text, &geom, true);
         let ocr_here = glyphs.len() < OCR_MIN_CHARS && has_images(&page);
         let drafts = if ocr_here {
             ocr::tesseract_available()?;
@@ -1111,7 +1237,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
             body_samples.push(Vec::new());
             ocr_drafts(&page, &geom)?
         } else {
-            let (drafts, samples) = text_drafts(&text, &geom, glyphs);
+            let (drafts, samples) = text_drafts(&text, chars.as_deref(), &geom, glyphs);
             body_samples.push(samples);
             drafts
         };
@@ -1714,6 +1840,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn build_hint_is_used_only_for_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libpdfium.so");
+        std::fs::write(&lib, b"not really a library").unwrap();
+        let hashed = library_build(&lib);
+        assert!(hashed.starts_with("pdfium sha256:"), "{hashed}");
+        let id = file_identity(&lib).unwrap();
+        assert_eq!(library_build_for(&lib, Some(format!("{id} pdfium/1 (test)"))), "pdfium/1 (test)");
+        assert_eq!(library_build_for(&lib, Some("1:2:3:4.000000000 pdfium/1 (test)".into())), hashed);
+        assert_eq!(library_build_for(&lib, Some(format!("{id} "))), hashed);
+        assert_eq!(library_build_for(&lib, None), hashed);
+        // Rewritten in place: another size, so another identity.
+        std::fs::write(&lib, b"another library build").unwrap();
+        assert_ne!(library_build_for(&lib, Some(format!("{id} pdfium/1 (test)"))), "pdfium/1 (test)");
+    }
+
     // ---- real documents -------------------------------------------------------------------
 
     #[test]
@@ -1776,6 +1919,77 @@ mod tests {
         // Running headers never become sections; the page banner does.
         assert!(a.source_map.sections.iter().all(|s| !s.title.starts_with("Federal Register /")));
         assert!(a.source_map.sections.iter().any(|s| s.title == "Proposed Rules" && s.level == 1));
+    }
+
+    /// The quality check's own selection of the chars under a box ([`bounded_chars`]) gives
+    /// what `FPDFText_GetBoundedText` gives, for every block box and many other boxes
+    /// (word-sized, overlapping, touching) on every page of the text PDFs.
+    #[test]
+    fn bounded_chars_match_pdfium() {
+        let engine = engine().unwrap();
+        let mut files: Vec<Vec<u8>> = [
+            "pdf/pl_federal-register-2020-17221.pdf",
+            "pdf/pypdf_GeoBase_NHNC1_Data_Model_UML_EN.pdf",
+            "pdf/pypdf_multilang.pdf",
+            "pdf_scanned/ocr_multipage.pdf",
+        ]
+        .iter()
+        .map(|f| testdata(f))
+        .collect();
+        let overlapping = "BT /F1 12 Tf 72 700 Td (Horizontal line of text here) Tj ET \
+                           BT /F1 12 Tf 0 1 -1 0 140 680 Tm (SIDEWAYS) Tj ET";
+        files.push(build_pdf(&[TestPage::new(overlapping)], &[], false));
+        let content = "BT /F1 20 Tf 60 200 Td (Hello rotated world) Tj ET";
+        for rotate in [90, 270] {
+            let page =
+                TestPage { media: [0.0, 0.0, 400.0, 300.0], crop: Some([20.0, 10.0, 380.0, 290.0]), rotate, content };
+            files.push(build_pdf(&[page], &[], false));
+        }
+        let (mut compared, mut non_empty) = (0, 0);
+        for bytes in &files {
+            let doc = engine.pdfium.load_pdf_from_byte_slice(bytes, None).unwrap();
+            for page in doc.pages().iter() {
+                let geom = page_geom(&page);
+                let text = page.text().unwrap();
+                let (glyphs, chars) = extract_chars(&text, &geom, true);
+                let chars = chars.expect("every char box is readable");
+                let mut boxes: Vec<Rect> = glyphs.iter().map(|g| g.bbox).collect();
+                boxes.extend(layout(glyphs, &geom).iter().map(|p| p.bbox));
+                boxes.push([0.0, 0.0, geom.width, geom.height]);
+                boxes.push([0.0, 0.0, geom.width / 2.0, geom.height / 3.0]);
+                for (i, bbox) in boxes.into_iter().enumerate() {
+                    // Insets like the quality check's, and none (boxes that touch).
+                    let inset = [0.0, 0.5, 0.05][i % 3];
+                    let r = [bbox[0] + inset, bbox[1] + inset, bbox[2] - inset, bbox[3] - inset];
+                    let (l, b, rt, t) = geom.rect_to_user(r);
+                    let rect = PdfRect::new_from_values(b as f32, l as f32, t as f32, rt as f32);
+                    let query = [rect.left().value, rect.bottom().value, rect.right().value, rect.top().value];
+                    let ours = bounded_chars(&chars, query).expect("test PDFs stay in the BMP");
+                    let theirs: Vec<char> = text.inside_rect(rect).chars().filter_map(quality_char).collect();
+                    assert_eq!(ours, theirs, "box {r:?}");
+                    compared += 1;
+                    non_empty += usize::from(!ours.is_empty());
+                }
+            }
+        }
+        assert!(compared > 10_000 && non_empty > 10_000, "{compared} boxes, {non_empty} with text");
+    }
+
+    #[test]
+    fn bounded_chars_follow_pdfium_rect_rules() {
+        let c = |unicode: u32, bbox: [f32; 4]| PageChar { unicode, bbox };
+        let chars = [
+            c('a' as u32, [0.0, 0.0, 10.0, 10.0]),
+            c('b' as u32, [10.0, 0.0, 20.0, 10.0]), // touches the query's right edge only
+            c(' ' as u32, [2.0, 2.0, 4.0, 4.0]),
+            c(0, [2.0, 2.0, 4.0, 4.0]),
+            c(2, [5.0, 5.0, 6.0, 6.0]),
+            c('c' as u32, [5.0, 5.0, 5.0, 6.0]), // no width
+        ];
+        assert_eq!(bounded_chars(&chars, [1.0, 1.0, 10.0, 10.0]), Some(vec!['a', '-']));
+        let wide = [c(0x2_0000, [0.0, 0.0, 10.0, 10.0])];
+        assert_eq!(bounded_chars(&wide, [1.0, 1.0, 9.0, 9.0]), None, "outside the BMP: ask pdfium");
+        assert_eq!(bounded_chars(&wide, [20.0, 20.0, 30.0, 30.0]), Some(vec![]));
     }
 
     #[test]

@@ -102,6 +102,8 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
         .env("OMP_THREAD_LIMIT", "1")
         .env(MAX_PAGES_ENV, limits.max_pages.to_string())
         .env("RUST_LOG", "error")
+        // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
+        .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() })
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -2,6 +2,7 @@
 //! evidence tools and their API.
 pub mod analyze;
 pub mod embed;
+pub mod eval;
 pub mod handlers;
 pub mod open;
 pub mod pages;

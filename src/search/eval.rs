@@ -1,0 +1,378 @@
+//! `mnote eval`: retrieval quality on a BEIR-format collection, through the same search code
+//! path as the API. Each corpus document becomes one Markdown upload (`# title` + text, named
+//! `<_id>.md`) of the KB; documents are ranked by their best block.
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{
+    embed::Embedder,
+    query::{self, Engine, Mode, SearchRequest},
+    vectors::{self, Space},
+};
+use crate::{
+    auth::Auth,
+    cli::{act_as, app_pool},
+    config::Config,
+    db::{Scope, TenantTx},
+    ingest::{jobs, pipeline},
+    kbs,
+    sources::{self, queries::NewSource},
+};
+
+/// Blocks ranked per query before grouping by document (Recall@100 needs ≥ 100 documents).
+const EVAL_DEPTH: usize = 300;
+
+#[derive(Deserialize)]
+struct Doc {
+    #[serde(rename = "_id")]
+    id: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Q {
+    #[serde(rename = "_id")]
+    id: String,
+    text: String,
+}
+
+fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1)))
+        .collect()
+}
+
+/// `query-id \t corpus-id \t score` with a header line; scores ≤ 0 are not relevant.
+fn read_qrels(path: &Path) -> anyhow::Result<HashMap<String, HashMap<String, f64>>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut out: HashMap<String, HashMap<String, f64>> = HashMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 || (i == 0 && f[2].parse::<f64>().is_err()) {
+            continue;
+        }
+        let score: f64 = f[2].trim().parse().with_context(|| format!("{}:{}: bad score", path.display(), i + 1))?;
+        if score > 0.0 {
+            out.entry(f[0].to_string()).or_default().insert(f[1].to_string(), score);
+        }
+    }
+    Ok(out)
+}
+
+fn markdown_of(d: &Doc) -> String {
+    let title = d.title.trim();
+    if title.is_empty() { format!("{}\n", d.text.trim()) } else { format!("# {title}\n\n{}\n", d.text.trim()) }
+}
+
+fn bar(len: u64, what: &str) -> ProgressBar {
+    let b = ProgressBar::new(len);
+    b.set_style(
+        ProgressStyle::with_template(&format!("{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"))
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    b
+}
+
+/// Upload the documents not yet in the KB and parse them with in-process workers.
+async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
+    let mut tx = actor.tx_pool(pool).await?;
+    let existing: HashSet<String> = sqlx::query_scalar("select resource_path from source where kb_id = $1 and status <> 'failed'")
+        .bind(kb)
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+    tx.commit().await?;
+    let todo: Vec<&Doc> = docs.iter().filter(|d| !existing.contains(&format!("uploads/{}.md", d.id))).collect();
+    if !todo.is_empty() {
+        let b = bar(todo.len() as u64, "upload");
+        for chunk in todo.chunks(500) {
+            let mut tx = actor.tx_pool(pool).await?;
+            for d in chunk {
+                let bytes = markdown_of(d).into_bytes();
+                let sha = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
+                let blob = sources::upload_blob_path(&cfg.uploads_dir(), &sha);
+                std::fs::create_dir_all(blob.parent().expect("blob path has a parent"))?;
+                std::fs::write(&blob, &bytes)?;
+                let path = format!("uploads/{}.md", d.id);
+                let (s, _) = sources::queries::upsert(
+                    &mut tx,
+                    actor.tenant_id,
+                    actor.user_id,
+                    &NewSource { kb_id: kb, grant_id: None, resource_path: &path, kind: "markdown", size_bytes: bytes.len() as i64, mtime: None, sha256: &sha },
+                )
+                .await?;
+                jobs::enqueue(&mut tx, actor.tenant_id, s.id).await?;
+                b.inc(1);
+            }
+            tx.commit().await?;
+        }
+        b.finish();
+    }
+    // Parse whatever is still open (this run's uploads, or an interrupted earlier run).
+    let open = |pool: PgPool| async move {
+        let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
+        let n: i64 = sqlx::query_scalar(
+            "select count(*) from ingest_job j join source s on s.tenant_id = j.tenant_id and s.id = j.source_id
+             where s.kb_id = $1 and j.status in ('queued', 'running')",
+        )
+        .bind(kb)
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        anyhow::Ok(n)
+    };
+    let total = open(pool.clone()).await?;
+    if total == 0 {
+        return Ok(());
+    }
+    let b = bar(total as u64, "parse");
+    let workers: Vec<_> = (0..cfg.ingest_workers.max(1))
+        .map(|i| {
+            let (pool, cfg, b) = (pool.clone(), cfg.clone(), b.clone());
+            tokio::spawn(async move {
+                let mut cursor = i;
+                let lease = cfg.parse_timeout + Duration::from_secs(60);
+                while let Some((tenant, job)) = jobs::claim(&pool, "eval", lease, &mut cursor).await? {
+                    pipeline::process(&pool, &cfg, tenant, &job).await?;
+                    b.inc(1);
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for w in workers {
+        w.await??;
+    }
+    b.finish();
+    Ok(())
+}
+
+/// Embed every block of the tenant lacking a vector of the embedder's model.
+async fn embed_all(pool: &PgPool, tenant: Uuid, embedder: &Arc<dyn Embedder>) -> anyhow::Result<(usize, Duration)> {
+    let space = Space::of(embedder.as_ref());
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let pending = vectors::pending_count(&mut tx, &space).await?;
+    tx.commit().await?;
+    let started = Instant::now();
+    if pending == 0 {
+        return Ok((0, started.elapsed()));
+    }
+    let b = bar(pending as u64, "embed");
+    let mut n = 0;
+    loop {
+        let k = vectors::embed_backlog_step(pool, embedder, tenant).await?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+        b.inc(k as u64);
+    }
+    b.finish();
+    Ok((n, started.elapsed()))
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct Metrics {
+    pub ndcg10: f64,
+    pub recall100: f64,
+    pub mrr10: f64,
+    pub latencies_ms: Vec<f64>,
+    pub queries: usize,
+}
+
+/// nDCG@10 (graded gains, log2 discount), Recall@100 and MRR@10 of one ranking.
+pub fn score_ranking(ranked: &[String], rel: &HashMap<String, f64>) -> (f64, f64, f64) {
+    let dcg: f64 = ranked.iter().take(10).enumerate().map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2()).sum();
+    let mut ideal: Vec<f64> = rel.values().copied().collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal.iter().take(10).enumerate().map(|(i, g)| g / ((i + 2) as f64).log2()).sum();
+    let ndcg = if idcg > 0.0 { dcg / idcg } else { 0.0 };
+    let found = ranked.iter().take(100).filter(|d| rel.contains_key(*d)).count();
+    let recall = if rel.is_empty() { 0.0 } else { found as f64 / rel.len() as f64 };
+    let mrr = ranked.iter().take(10).position(|d| rel.contains_key(d)).map(|i| 1.0 / (i + 1) as f64).unwrap_or(0.0);
+    (ndcg, recall, mrr)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+async fn run_queries(
+    pool: &PgPool,
+    actor: &Auth,
+    engine: &Engine,
+    kb: Uuid,
+    mode: Mode,
+    queries: &[Q],
+    qrels: &HashMap<String, HashMap<String, f64>>,
+) -> anyhow::Result<Metrics> {
+    let mut m = Metrics::default();
+    let b = bar(queries.len() as u64, mode.as_str());
+    let (mut ndcg, mut recall, mut mrr) = (0.0, 0.0, 0.0);
+    for q in queries {
+        let Some(rel) = qrels.get(&q.id) else { continue };
+        let mut req = SearchRequest::new(q.text.clone(), mode);
+        req.kb_ids = Some(vec![kb]);
+        let started = Instant::now();
+        let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
+        let resp = query::run(&mut tx, engine, &req, EVAL_DEPTH).await.map_err(|e| anyhow::anyhow!("{q:?}: {e}", q = q.id))?;
+        tx.commit().await?;
+        m.latencies_ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        let mut ranked: Vec<String> = Vec::new();
+        let mut seen = HashSet::new();
+        for h in &resp.results {
+            if seen.insert(h.source_id) {
+                let id = h.resource_path.trim_start_matches("uploads/").trim_end_matches(".md").to_string();
+                ranked.push(id);
+            }
+        }
+        let (n, r, rr) = score_ranking(&ranked, rel);
+        ndcg += n;
+        recall += r;
+        mrr += rr;
+        m.queries += 1;
+        b.inc(1);
+        b.set_message(format!("nDCG@10 {:.4}", ndcg / m.queries as f64));
+    }
+    b.finish();
+    if m.queries > 0 {
+        m.ndcg10 = ndcg / m.queries as f64;
+        m.recall100 = recall / m.queries as f64;
+        m.mrr10 = mrr / m.queries as f64;
+    }
+    m.latencies_ms.sort_by(|a, b| a.total_cmp(b));
+    Ok(m)
+}
+
+pub struct EvalArgs<'a> {
+    pub tenant: &'a str,
+    pub as_email: Option<&'a str>,
+    pub kb: &'a str,
+    pub corpus: &'a Path,
+    pub queries: &'a Path,
+    pub qrels: &'a Path,
+    pub modes: &'a str,
+    pub rrf_k: Option<f64>,
+    pub limit_queries: Option<usize>,
+}
+
+pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
+    let modes: Vec<Mode> = a
+        .modes
+        .split(',')
+        .map(|m| Mode::parse(m.trim()).with_context(|| format!("unknown mode {m:?} (lexical, vector, hybrid, graph)")))
+        .collect::<anyhow::Result<_>>()?;
+    let docs: Vec<Doc> = read_jsonl(a.corpus)?;
+    let mut queries: Vec<Q> = read_jsonl(a.queries)?;
+    let qrels = read_qrels(a.qrels)?;
+    queries.retain(|q| qrels.contains_key(&q.id));
+    if let Some(n) = a.limit_queries {
+        queries.truncate(n);
+    }
+    anyhow::ensure!(!queries.is_empty(), "no query of {} has relevance judgements in {}", a.queries.display(), a.qrels.display());
+
+    let (cfg, pool) = app_pool().await?;
+    let actor = act_as(&pool, a.tenant, a.as_email).await?;
+    let kb = {
+        let mut tx = actor.tx_pool(&pool).await?;
+        let id = match kbs::queries::get_by_name(&mut tx, actor.user_id, actor.role.is_admin(), a.kb).await? {
+            Some(k) => k.id,
+            None => kbs::queries::insert(&mut tx, actor.tenant_id, a.kb, "evaluation collection", "private", actor.user_id).await?,
+        };
+        tx.commit().await?;
+        id
+    };
+    eprintln!("{} documents, {} judged queries, KB {:?}", docs.len(), queries.len(), a.kb);
+    let t0 = Instant::now();
+    ingest(&pool, &cfg, &actor, kb, &docs).await?;
+    eprintln!("ingest ready in {:.1} s", t0.elapsed().as_secs_f64());
+
+    let needs_vectors = modes.iter().any(|m| matches!(m, Mode::Vector | Mode::Hybrid));
+    let embedder = if needs_vectors { crate::startup::load_embedder(&pool).await } else { None };
+    if let Some(e) = &embedder {
+        let (n, took) = embed_all(&pool, actor.tenant_id, e).await?;
+        if n > 0 {
+            println!("embedded: {n} blocks in {:.1} s ({:.1} blocks/s, model {})", took.as_secs_f64(), n as f64 / took.as_secs_f64(), e.model_id());
+        }
+    } else if needs_vectors {
+        eprintln!("note: no embedder available; vector and hybrid run degraded (lexical)");
+    }
+    let mut engine = Engine::new(embedder, None);
+    if let Some(k) = a.rrf_k {
+        engine.rrf_k = k;
+    }
+    let single = modes.len() == 1;
+    for mode in modes {
+        let m = run_queries(&pool, &actor, &engine, kb, mode, &queries, &qrels).await?;
+        let l = &m.latencies_ms;
+        let tag = if single { String::new() } else { format!("[{}]", mode.as_str()) };
+        println!("mode {} · {} queries · rrf_k {}", mode.as_str(), m.queries, engine.rrf_k);
+        println!("latency{tag} ms p50/p95/p99: {:.1} / {:.1} / {:.1}", percentile(l, 50.0), percentile(l, 95.0), percentile(l, 99.0));
+        println!("nDCG@10{tag}: {:.4}", m.ndcg10);
+        println!("Recall@100{tag}: {:.4}", m.recall100);
+        println!("MRR@10{tag}: {:.4}", m.mrr10);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_follow_their_definitions() {
+        let rel: HashMap<String, f64> = [("a".to_string(), 1.0), ("b".to_string(), 1.0)].into();
+        let ranked: Vec<String> = ["x", "a", "y", "b"].iter().map(|s| s.to_string()).collect();
+        let (ndcg, recall, mrr) = score_ranking(&ranked, &rel);
+        let dcg = 1.0 / 3f64.log2() + 1.0 / 5f64.log2();
+        let idcg = 1.0 + 1.0 / 3f64.log2();
+        assert!((ndcg - dcg / idcg).abs() < 1e-12);
+        assert_eq!(recall, 1.0);
+        assert_eq!(mrr, 0.5);
+        assert_eq!(score_ranking(&[], &rel), (0.0, 0.0, 0.0));
+        let perfect: Vec<String> = vec!["a".into(), "b".into()];
+        assert!((score_ranking(&perfect, &rel).0 - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn qrels_skip_the_header_and_irrelevant_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("q.tsv");
+        std::fs::write(&p, "query-id\tcorpus-id\tscore\n1\td1\t1\n1\td2\t0\n2\td3\t2\n").unwrap();
+        let q = read_qrels(&p).unwrap();
+        assert_eq!(q["1"].len(), 1);
+        assert_eq!(q["2"]["d3"], 2.0);
+    }
+
+    #[test]
+    fn documents_become_markdown_with_their_title_as_heading() {
+        let d = Doc { id: "7".into(), title: "T".into(), text: "body".into() };
+        assert_eq!(markdown_of(&d), "# T\n\nbody\n");
+        let d = Doc { id: "8".into(), title: "".into(), text: "正文".into() };
+        assert_eq!(markdown_of(&d), "正文\n");
+    }
+}
