@@ -134,7 +134,12 @@ fn ocr_scaled(img: &DynamicImage) -> Result<OcrPage, ParseError> {
     let factor = MAX_OCR_SIDE as f64 / longest as f64;
     let w = ((img.width() as f64 * factor).round() as u32).max(1);
     let h = ((img.height() as f64 * factor).round() as u32).max(1);
-    let mut page = ocr::ocr_image(&img.resize_exact(w, h, FilterType::Triangle), None)?;
+    let scaled = match grey_pixels(img) {
+        // The same pixels as the generic resize below, a single channel at a time.
+        Some(grey) => DynamicImage::ImageLuma8(resize_grey_triangle(&grey, w, h)),
+        None => img.resize_exact(w, h, FilterType::Triangle),
+    };
+    let mut page = ocr::ocr_image(&scaled, None)?;
     let back = 1.0 / factor;
     for line in &mut page.lines {
         line.bbox = line.bbox.map(|v| v * back);
@@ -143,6 +148,85 @@ fn ocr_scaled(img: &DynamicImage) -> Result<OcrPage, ParseError> {
         }
     }
     Ok(page)
+}
+
+/// The image as 8-bit grey when that loses nothing: grey already, or RGB with every pixel
+/// grey (scans saved as colour, pages rendered by `pdftoppm -gray`). Colour and alpha stay
+/// with the generic path.
+fn grey_pixels(img: &DynamicImage) -> Option<std::borrow::Cow<'_, ::image::GrayImage>> {
+    match img {
+        DynamicImage::ImageLuma8(g) => Some(std::borrow::Cow::Borrowed(g)),
+        DynamicImage::ImageRgb8(rgb) if rgb.pixels().all(|p| p[0] == p[1] && p[1] == p[2]) => {
+            Some(std::borrow::Cow::Owned(img.to_luma8()))
+        }
+        _ => None,
+    }
+}
+
+/// `imageops::resize(grey, w, h, FilterType::Triangle)` for one grey channel, computing the
+/// very same values: the same weights, the same `f32` sums in the same order, the same
+/// rounding. The generic resize works on four `f32` channels per pixel through per-pixel
+/// accessors, with a four-channel intermediate image (720 MB for a 9000 px square page);
+/// this took 4.5 of the 5.5 s that page cost. `resized_grey_matches_the_generic_resize`
+/// checks the equality.
+fn resize_grey_triangle(src: &::image::GrayImage, new_w: u32, new_h: u32) -> ::image::GrayImage {
+    let (w, h) = (src.width() as usize, src.height() as usize);
+    let (nw, nh) = (new_w as usize, new_h as usize);
+    if w == 0 || h == 0 || (nw, nh) == (w, h) {
+        return ::image::imageops::resize(src, new_w, new_h, FilterType::Triangle);
+    }
+    let pixels = src.as_raw();
+    // Vertical pass: `nh` rows of `w` sums.
+    let mut mid = vec![0f32; w * nh];
+    for (out_y, row) in mid.chunks_exact_mut(w).enumerate() {
+        let (first, weights) = triangle_weights(out_y, h, nh);
+        for (i, weight) in weights.iter().enumerate() {
+            let src_row = &pixels[(first + i) * w..(first + i + 1) * w];
+            for (t, &v) in row.iter_mut().zip(src_row) {
+                *t += v as f32 * weight;
+            }
+        }
+    }
+    // Horizontal pass, rounded to the nearest value in 0..=255.
+    let mut out = vec![0u8; nw * nh];
+    for out_x in 0..nw {
+        let (first, weights) = triangle_weights(out_x, w, nw);
+        for y in 0..nh {
+            let row = &mid[y * w + first..y * w + first + weights.len()];
+            let mut t = 0f32;
+            for (&v, weight) in row.iter().zip(&weights) {
+                t += v * weight;
+            }
+            let t = if t < 0.0 { 0.0 } else if t > 255.0 { 255.0 } else { t };
+            out[y * nw + out_x] = t.round() as u8;
+        }
+    }
+    ::image::GrayImage::from_raw(new_w, new_h, out).expect("buffer sized for the image")
+}
+
+/// First source index and normalised triangle-filter weights for output index `out` when
+/// `len` samples become `new_len` (`image`'s `vertical_sample` / `horizontal_sample`).
+fn triangle_weights(out: usize, len: usize, new_len: usize) -> (usize, Vec<f32>) {
+    let ratio = len as f32 / new_len as f32;
+    let sratio = if ratio < 1.0 { 1.0 } else { ratio };
+    let support = sratio; // the triangle kernel's support is 1
+    let input = (out as f32 + 0.5) * ratio;
+    let clamp = |v: i64, lo: i64, hi: i64| if v < lo { lo } else if v > hi { hi } else { v };
+    let left = clamp((input - support).floor() as i64, 0, len as i64 - 1);
+    let right = clamp((input + support).ceil() as i64, left + 1, len as i64);
+    let input = input - 0.5;
+    let mut weights = Vec::with_capacity((right - left) as usize);
+    let mut sum = 0f32;
+    for i in left..right {
+        let x = (i as f32 - input) / sratio;
+        let weight = if x.abs() < 1.0 { 1.0 - x.abs() } else { 0.0 };
+        weights.push(weight);
+        sum += weight;
+    }
+    for weight in &mut weights {
+        *weight /= sum;
+    }
+    (left as usize, weights)
 }
 
 fn clamp_box(b: [f64; 4], width: f64, height: f64) -> [f64; 4] {
@@ -259,6 +343,33 @@ mod tests {
         DynamicImage::ImageRgba8(rgba).write_to(&mut Cursor::new(&mut png), ::image::ImageFormat::Png).unwrap();
         let a = parse_bytes(&png, "x.png").unwrap();
         assert!(a.text.contains("MovieShots"), "{}", a.text);
+    }
+
+    #[test]
+    fn resized_grey_matches_the_generic_resize() {
+        // Pseudo-random grey noise with some structure; sizes that shrink by odd ratios.
+        let noise = |w: u32, h: u32| {
+            ::image::GrayImage::from_fn(w, h, |x, y| {
+                let v = (x.wrapping_mul(2_654_435_761) ^ y.wrapping_mul(40_503)).wrapping_add(x * y) >> 7;
+                ::image::Luma([(v % 256) as u8])
+            })
+        };
+        let sizes = [(900, 700, 500, 389), (513, 1027, 257, 514), (61, 40, 17, 40), (300, 300, 299, 1), (7, 5, 3, 2)];
+        for (w, h, nw, nh) in sizes {
+            let src = noise(w, h);
+            let generic = ::image::imageops::resize(&src, nw, nh, FilterType::Triangle);
+            assert!(resize_grey_triangle(&src, nw, nh) == generic, "{w}x{h} -> {nw}x{nh}");
+            // An RGB image whose pixels are all grey: resize, then to grey, as before.
+            let rgb = DynamicImage::ImageRgb8(::image::RgbImage::from_fn(w, h, |x, y| {
+                let v = src.get_pixel(x, y)[0];
+                ::image::Rgb([v, v, v])
+            }));
+            let grey = grey_pixels(&rgb).expect("all pixels are grey");
+            assert!(resize_grey_triangle(&grey, nw, nh) == rgb.resize_exact(nw, nh, FilterType::Triangle).to_luma8());
+        }
+        let colour = DynamicImage::ImageRgb8(::image::RgbImage::from_pixel(4, 4, ::image::Rgb([10, 20, 30])));
+        assert!(grey_pixels(&colour).is_none());
+        assert!(grey_pixels(&DynamicImage::ImageLumaA8(::image::GrayAlphaImage::new(2, 2))).is_none());
     }
 
     #[test]

@@ -306,15 +306,28 @@ pub fn tesseract_version() -> Result<String, ParseError> {
 }
 
 /// OCR a decoded image: transparency is flattened onto white (transparent pixels would
-/// otherwise read as black and hide dark text) and the image is written as an 8-bit grey PNG,
-/// which every Tesseract build reads whatever the source format (WebP, 16-bit TIFF, CMYK JPEG).
+/// otherwise read as black and hide dark text) and the image is written as an 8-bit grey
+/// image, which every Tesseract build reads whatever the source format (WebP, 16-bit TIFF,
+/// CMYK JPEG).
 pub fn ocr_image(img: &::image::DynamicImage, dpi: Option<u32>) -> Result<OcrPage, ParseError> {
     tesseract_available()?;
     let grey = flatten_to_grey(img);
-    let file = TempFile::new("png")?;
-    grey.save_with_format(&file.path, ::image::ImageFormat::Png)
+    let file = TempFile::new("pgm")?;
+    write_pgm(&file.path, &grey)
         .map_err(|e| ParseError::new("ocr_failed", format!("writing the OCR input image: {e}")))?;
     ocr_image_file_with(&file.path, DEFAULT_LANGS, dpi)
+}
+
+/// Binary PGM (`P5`): the grey pixels as they are. Leptonica reads PNM in every Tesseract
+/// build, and neither side spends time on compression (a PNG took longer to encode and decode
+/// than some pages take to OCR). Like the PNG written before, it carries no resolution, so
+/// Tesseract sees exactly the same input.
+fn write_pgm(path: &Path, grey: &::image::GrayImage) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    write!(out, "P5\n{} {}\n255\n", grey.width(), grey.height())?;
+    out.write_all(grey.as_raw())?;
+    out.flush()
 }
 
 fn flatten_to_grey(img: &::image::DynamicImage) -> ::image::GrayImage {
@@ -432,6 +445,24 @@ mod tests {
 
     fn images() -> std::path::PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images")
+    }
+
+    #[test]
+    fn pgm_input_reads_like_png() {
+        // The OCR input used to be a PNG; Tesseract must see the same pixels and no resolution.
+        let img = ::image::open(images().join("rapid_en.jpg")).unwrap();
+        let grey = flatten_to_grey(&img);
+        let png = TempFile::new("png").unwrap();
+        grey.save_with_format(&png.path, ::image::ImageFormat::Png).unwrap();
+        let pgm = TempFile::new("pgm").unwrap();
+        write_pgm(&pgm.path, &grey).unwrap();
+        let bytes = std::fs::read(&pgm.path).unwrap();
+        let header = format!("P5\n{} {}\n255\n", grey.width(), grey.height());
+        assert_eq!(&bytes[..header.len()], header.as_bytes());
+        assert_eq!(&bytes[header.len()..], grey.as_raw().as_slice());
+        let from_png = run_tesseract(&png.path, DEFAULT_LANGS, PSM_PAGE, None).unwrap();
+        assert!(from_png.good_words() > 10);
+        assert_eq!(run_tesseract(&pgm.path, DEFAULT_LANGS, PSM_PAGE, None).unwrap(), from_png);
     }
 
     #[test]
