@@ -125,6 +125,20 @@ pub enum Command {
         probe: bool,
         path: std::path::PathBuf,
     },
+    /// Render one page of a PDF (or an image) to PNG (the viewer's supervised renderer child).
+    #[command(hide = true)]
+    RenderPage {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        page: u32,
+        #[arg(long)]
+        width: u32,
+        #[arg(long)]
+        height: u32,
+        src: std::path::PathBuf,
+        out: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -135,6 +149,26 @@ pub enum BenchCommand {
         docs: std::path::PathBuf,
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+    },
+    /// Search latency with concurrent clients through the HTTP API vs in-process, on a
+    /// collection topped up to `--blocks` blocks (synthetic vectors; see docs/BENCHMARKS.md).
+    Search {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value = "latency")]
+        kb: String,
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        #[arg(long)]
+        queries: std::path::PathBuf,
+        #[arg(long, default_value_t = 100_000)]
+        blocks: usize,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long, default_value_t = 400)]
+        requests: usize,
+        #[arg(long, default_value = "lexical,hybrid")]
+        mode: String,
     },
 }
 
@@ -366,6 +400,19 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
+        Command::Bench { command: BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode } } => {
+            crate::search::bench::search_command(crate::search::bench::BenchArgs {
+                tenant: &tenant,
+                kb: &kb,
+                corpus: &corpus,
+                queries: &queries,
+                blocks,
+                clients,
+                requests,
+                modes: &mode,
+            })
+            .await
+        }
         Command::ParseFile { kind, probe, path } => {
             let code = if probe {
                 crate::ingest::worker::probe_file_main(&path, &kind)
@@ -373,6 +420,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 crate::ingest::worker::parse_file_main(&path, &kind)
             };
             std::process::exit(code);
+        }
+        Command::RenderPage { kind, page, width, height, src, out } => {
+            std::process::exit(crate::viewer::render::render_page_main(&kind, page, width, height, &src, &out));
         }
         Command::Kb { command: KbCommand::Create { tenant, name, visibility, owner } } => {
             let (_, pool) = app_pool().await?;

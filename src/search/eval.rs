@@ -35,23 +35,23 @@ use crate::{
 const EVAL_DEPTH: usize = 300;
 
 #[derive(Deserialize)]
-struct Doc {
+pub(crate) struct Doc {
     #[serde(rename = "_id")]
-    id: String,
+    pub id: String,
     #[serde(default)]
-    title: String,
+    pub title: String,
     #[serde(default)]
-    text: String,
+    pub text: String,
 }
 
 #[derive(Deserialize)]
-struct Q {
+pub(crate) struct Q {
     #[serde(rename = "_id")]
-    id: String,
-    text: String,
+    pub id: String,
+    pub text: String,
 }
 
-fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
+pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     text.lines()
         .enumerate()
@@ -82,7 +82,7 @@ fn markdown_of(d: &Doc) -> String {
     if title.is_empty() { format!("{}\n", d.text.trim()) } else { format!("# {title}\n\n{}\n", d.text.trim()) }
 }
 
-fn bar(len: u64, what: &str) -> ProgressBar {
+pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     let b = ProgressBar::new(len);
     b.set_style(
         ProgressStyle::with_template(&format!("{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"))
@@ -93,7 +93,7 @@ fn bar(len: u64, what: &str) -> ProgressBar {
 }
 
 /// Upload the documents not yet in the KB and parse them with in-process workers.
-async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
+pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
     let mut tx = actor.tx_pool(pool).await?;
     let existing: HashSet<String> = sqlx::query_scalar("select resource_path from source where kb_id = $1 and status <> 'failed'")
         .bind(kb)
@@ -168,7 +168,7 @@ async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc
 }
 
 /// Embed every block of the tenant lacking a vector of the embedder's model.
-async fn embed_all(pool: &PgPool, tenant: Uuid, embedder: &Arc<dyn Embedder>) -> anyhow::Result<(usize, Duration)> {
+pub(crate) async fn embed_all(pool: &PgPool, tenant: Uuid, embedder: &Arc<dyn Embedder>) -> anyhow::Result<(usize, Duration)> {
     let space = Space::of(embedder.as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let pending = vectors::pending_count(&mut tx, &space).await?;
@@ -213,7 +213,7 @@ pub fn score_ranking(ranked: &[String], rel: &HashMap<String, f64>) -> (f64, f64
     (ndcg, recall, mrr)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -1,6 +1,7 @@
 //! Evidence search (SPEC §5): text analysis, BM25 + vector + hybrid + graph queries, the
 //! evidence tools and their API.
 pub mod analyze;
+pub mod bench;
 pub mod embed;
 pub mod eval;
 pub mod handlers;
