@@ -2,10 +2,15 @@
 //! against a baseline in the same run (the machines are small and noisy, so ratios are more
 //! meaningful than absolute figures). See `docs/BENCHMARKS.md`.
 //!
-//! 1. Text PDF: our PDF provider in-process vs `pdftotext -bbox-layout <pdf> /dev/null`.
-//! 2. OCR: our image provider with one worker per core vs the sequential
+//! 1. Text PDF: `mnote parse-file --kind pdf <pdf> > /dev/null` per file, as the pipeline runs
+//!    it (and, for reference, the provider in-process) vs `pdftotext -bbox-layout <pdf> /dev/null`.
+//! 2. OCR: `mnote parse-file --kind image <img> > /dev/null` with one worker per core (the
+//!    pipeline's default worker count) vs the sequential
 //!    `tesseract <img> stdout -l chi_sim+eng tsv` CLI (with `OMP_THREAD_LIMIT=1`).
 //! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
+//!
+//! Besides wall-clock time every row reports the CPU time it used (this process and its
+//! children, `getrusage`), which other load on the machine disturbs much less.
 
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
@@ -30,6 +35,50 @@ struct Row {
     unit: &'static str,
     items: f64,
     secs: f64,
+    /// CPU seconds (user + system) of this process and its children.
+    cpu: f64,
+}
+
+/// User + system CPU seconds used so far by this process and by its waited-for children.
+fn cpu_now() -> f64 {
+    let get = |who| {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(who, &mut u) } != 0 {
+            return 0.0;
+        }
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(u.ru_utime) + secs(u.ru_stime)
+    };
+    get(libc::RUSAGE_SELF) + get(libc::RUSAGE_CHILDREN)
+}
+
+/// Wall-clock and CPU time of `f`.
+fn timed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Duration, f64)> {
+    let (cpu, t) = (cpu_now(), Instant::now());
+    let out = f()?;
+    Ok((out, t.elapsed(), cpu_now() - cpu))
+}
+
+/// `mnote parse-file --kind <kind> <path>` with the environment the pipeline's supervisor
+/// gives its parser children (`worker::parse_supervised`), output to /dev/null.
+fn parse_file_child(exe: &Path, kind: &str, path: &Path) -> anyhow::Result<()> {
+    let mut cmd = Command::new(exe);
+    cmd.args(["parse-file", "--kind", kind]).arg(path).env("OMP_THREAD_LIMIT", "1").env("RUST_LOG", "error");
+    if kind == "pdf" {
+        cmd.envs(super::pdf::child_env());
+    }
+    let what = format!("{cmd:?}");
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .with_context(|| format!("running {what}"))?;
+    if !status.success() {
+        bail!("{what} failed ({status})");
+    }
+    Ok(())
 }
 
 impl Row {
@@ -51,36 +100,52 @@ pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
     );
     let started = Instant::now();
 
-    let (pdf_ours, pdf_base) = bench_pdf(&docs.join("pdf"), rounds)?;
-    let (ocr_ours, ocr_base) = bench_ocr(docs, rounds, cores)?;
+    let exe = std::env::current_exe().context("locating the mnote binary")?;
+    let [pdf_ours, pdf_inproc, pdf_base] = bench_pdf(&exe, &docs.join("pdf"), rounds)?;
+    let (ocr_ours, ocr_base) = bench_ocr(&exe, docs, rounds, cores)?;
     let docx = bench_docx(rounds)?;
 
     let pdf_ratio = ratio(&pdf_ours, &pdf_base);
+    let pdf_inproc_ratio = ratio(&pdf_inproc, &pdf_base);
     let ocr_ratio = ratio(&ocr_ours, &ocr_base);
+    // Items per CPU second, ours against the baseline: the work each side does per item.
+    let cpu_ratio = |ours: &Row, base: &Row| if ours.cpu > 0.0 { base.cpu / ours.cpu } else { 0.0 };
     println!();
     println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
     println!();
-    println!("| {:<56} | {:>10} | {:>10} | {:>12} |", "benchmark", "items", "seconds", "rate");
-    println!("|{:-<58}|{:->12}|{:->12}|{:->14}|", "", "", "", "");
-    for row in [&pdf_ours, &pdf_base, &ocr_ours, &ocr_base, &docx] {
+    println!(
+        "| {:<62} | {:>11} | {:>9} | {:>12} | {:>9} |",
+        "benchmark", "items", "seconds", "rate", "CPU s"
+    );
+    println!("|{:-<64}|{:->13}|{:->11}|{:->14}|{:->11}|", "", "", "", "", "");
+    for row in [&pdf_ours, &pdf_inproc, &pdf_base, &ocr_ours, &ocr_base, &docx] {
         println!(
-            "| {:<56} | {:>10} | {:>10.3} | {:>12} |",
+            "| {:<62} | {:>11} | {:>9.3} | {:>12} | {:>9.3} |",
             row.name,
             format!("{} {}", row.items as u64, row.unit),
             row.secs,
-            if row.rate() < 10.0 { format!("{:.3}/s", row.rate()) } else { format!("{:.1}/s", row.rate()) }
+            if row.rate() < 10.0 { format!("{:.3}/s", row.rate()) } else { format!("{:.1}/s", row.rate()) },
+            row.cpu
         );
     }
     println!();
-    println!("pdf ours/pdftotext: {pdf_ratio:.2}x   ocr ours/tesseract-cli: {ocr_ratio:.2}x   docx: {:.1} ms per parse of {} paragraphs",
-        docx.secs * 1000.0 / rounds as f64, DOCX_PARAGRAPHS);
+    println!(
+        "pdf ours/pdftotext: {pdf_ratio:.2}x (in-process {pdf_inproc_ratio:.2}x)   ocr ours/tesseract-cli: {ocr_ratio:.2}x   \
+         docx: {:.1} ms per parse of {} paragraphs",
+        docx.secs * 1000.0 / rounds as f64,
+        DOCX_PARAGRAPHS
+    );
     println!();
     println!("pdf_pages_per_s: {:.1}", pdf_ours.rate());
+    println!("pdf_in_process_pages_per_s: {:.1}", pdf_inproc.rate());
     println!("pdftotext_pages_per_s: {:.1}", pdf_base.rate());
     println!("pdf_ratio_vs_pdftotext: {pdf_ratio:.2}");
+    println!("pdf_in_process_ratio_vs_pdftotext: {pdf_inproc_ratio:.2}");
+    println!("pdf_cpu_ratio_vs_pdftotext: {:.2}", cpu_ratio(&pdf_ours, &pdf_base));
     println!("ocr_images_per_s: {:.3}", ocr_ours.rate());
     println!("tesseract_cli_images_per_s: {:.3}", ocr_base.rate());
     println!("ocr_ratio_vs_tesseract_cli: {ocr_ratio:.2}");
+    println!("ocr_cpu_ratio_vs_tesseract_cli: {:.2}", cpu_ratio(&ocr_ours, &ocr_base));
     println!("docx_paragraphs_per_s: {:.0}", docx.rate());
     println!("docx_ms_per_parse: {:.1}", docx.secs * 1000.0 / rounds as f64);
     Ok(())
@@ -120,7 +185,7 @@ fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
 
 // ---- 1. text PDF ---------------------------------------------------------------------------
 
-fn bench_pdf(dir: &Path, rounds: usize) -> anyhow::Result<(Row, Row)> {
+fn bench_pdf(exe: &Path, dir: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> {
     let pdfs = files_with_ext(dir, &["pdf"])?;
     if pdfs.is_empty() {
         bail!("no PDFs in {}", dir.display());
@@ -133,30 +198,40 @@ fn bench_pdf(dir: &Path, rounds: usize) -> anyhow::Result<(Row, Row)> {
         println!("  pdf {}: {n} pages", pdf.file_name().unwrap_or_default().to_string_lossy());
         pages += n;
     }
+    parse_file_child(exe, "pdf", &pdfs[0])?;
     run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(&pdfs[0]).arg("/dev/null"))
         .context("pdftotext (Debian package poppler-utils) is needed for the baseline")?;
 
-    let (mut ours, mut base) = (Duration::ZERO, Duration::ZERO);
+    let mut total = [(Duration::ZERO, 0.0); 3];
     for round in 1..=rounds {
-        let t = Instant::now();
-        for pdf in &pdfs {
-            parse_in_process(pdf, "pdf").map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display()))?;
+        // Ours as the pipeline runs it: one `mnote parse-file` process per document.
+        let ((), a, a_cpu) = timed(|| pdfs.iter().try_for_each(|pdf| parse_file_child(exe, "pdf", pdf)))?;
+        let ((), b, b_cpu) = timed(|| {
+            pdfs.iter().try_for_each(|pdf| {
+                parse_in_process(pdf, "pdf").map(drop).map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display()))
+            })
+        })?;
+        let ((), c, c_cpu) = timed(|| {
+            pdfs.iter().try_for_each(|pdf| run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(pdf).arg("/dev/null")))
+        })?;
+        println!(
+            "  pdf round {round}: ours {:.3} s (in-process {:.3} s), pdftotext {:.3} s",
+            a.as_secs_f64(),
+            b.as_secs_f64(),
+            c.as_secs_f64()
+        );
+        for (t, (d, cpu)) in total.iter_mut().zip([(a, a_cpu), (b, b_cpu), (c, c_cpu)]) {
+            t.0 += d;
+            t.1 += cpu;
         }
-        let a = t.elapsed();
-        let t = Instant::now();
-        for pdf in &pdfs {
-            run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(pdf).arg("/dev/null"))?;
-        }
-        let b = t.elapsed();
-        println!("  pdf round {round}: ours {:.3} s, pdftotext {:.3} s", a.as_secs_f64(), b.as_secs_f64());
-        ours += a;
-        base += b;
     }
     let items = (pages * rounds as u64) as f64;
-    Ok((
-        Row { name: "text PDF: mnote pdf provider (in-process, 1 thread)", unit: "pages", items, secs: ours.as_secs_f64() },
-        Row { name: "text PDF: pdftotext -bbox-layout (subprocess)", unit: "pages", items, secs: base.as_secs_f64() },
-    ))
+    let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "pages", items, secs: secs.as_secs_f64(), cpu };
+    Ok([
+        row("text PDF: mnote parse-file, one process per PDF (as the pipeline)", total[0]),
+        row("text PDF: mnote pdf provider in-process (reference)", total[1]),
+        row("text PDF: pdftotext -bbox-layout, one process per PDF", total[2]),
+    ])
 }
 
 // ---- 2. OCR --------------------------------------------------------------------------------
@@ -170,7 +245,7 @@ impl Drop for TempDir {
     }
 }
 
-fn bench_ocr(docs: &Path, rounds: usize, cores: usize) -> anyhow::Result<(Row, Row)> {
+fn bench_ocr(exe: &Path, docs: &Path, rounds: usize, cores: usize) -> anyhow::Result<(Row, Row)> {
     let mut images = files_with_ext(&docs.join("images"), IMAGE_EXTS)?;
     let n_photos = images.len();
     // Scanned PDF pages, rasterised once (grey PNG at the PDF provider's OCR DPI) so both sides
@@ -202,47 +277,53 @@ fn bench_ocr(docs: &Path, rounds: usize, cores: usize) -> anyhow::Result<(Row, R
     // Warm-up: checks tesseract and its language data (cached), and the page cache.
     parse_in_process(&images[0], "image").map_err(|e| anyhow::anyhow!("{}: {e}", images[0].display()))?;
 
-    let (mut ours, mut base) = (Duration::ZERO, Duration::ZERO);
+    let mut total = [(Duration::ZERO, 0.0); 2];
     for round in 1..=rounds {
-        let t = Instant::now();
-        let next = AtomicUsize::new(0);
-        let errors = Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..cores {
-                s.spawn(|| {
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(img) = images.get(i) else { break };
-                        if let Err(e) = parse_in_process(img, "image") {
-                            errors.lock().unwrap().push(format!("{}: {e}", img.display()));
+        // Ours as the pipeline runs it: `cores` workers (the default `MNOTE_INGEST_WORKERS`), each
+        // running one `mnote parse-file` child (which runs Tesseract) at a time.
+        let ((), a, a_cpu) = timed(|| {
+            let next = AtomicUsize::new(0);
+            let errors = Mutex::new(Vec::new());
+            std::thread::scope(|s| {
+                for _ in 0..cores {
+                    s.spawn(|| {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(img) = images.get(i) else { break };
+                            if let Err(e) = parse_file_child(exe, "image", img) {
+                                errors.lock().unwrap().push(format!("{e:#}"));
+                            }
                         }
-                    }
-                });
+                    });
+                }
+            });
+            match errors.into_inner().unwrap().first() {
+                Some(e) => bail!("image provider failed: {e}"),
+                None => Ok(()),
             }
-        });
-        let a = t.elapsed();
-        if let Some(e) = errors.into_inner().unwrap().first() {
-            bail!("image provider failed: {e}");
-        }
-        let t = Instant::now();
-        for img in &images {
-            run_quiet(
-                Command::new("tesseract")
-                    .arg(img)
-                    .arg("stdout")
-                    .args(["-l", DEFAULT_LANGS, "tsv"])
-                    .env("OMP_THREAD_LIMIT", "1"),
-            )?;
-        }
-        let b = t.elapsed();
+        })?;
+        let ((), b, b_cpu) = timed(|| {
+            images.iter().try_for_each(|img| {
+                run_quiet(
+                    Command::new("tesseract")
+                        .arg(img)
+                        .arg("stdout")
+                        .args(["-l", DEFAULT_LANGS, "tsv"])
+                        .env("OMP_THREAD_LIMIT", "1"),
+                )
+            })
+        })?;
         println!("  ocr round {round}: ours {:.3} s, tesseract CLI {:.3} s", a.as_secs_f64(), b.as_secs_f64());
-        ours += a;
-        base += b;
+        for (t, (d, cpu)) in total.iter_mut().zip([(a, a_cpu), (b, b_cpu)]) {
+            t.0 += d;
+            t.1 += cpu;
+        }
     }
     let items = (images.len() * rounds) as f64;
+    let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "images", items, secs: secs.as_secs_f64(), cpu };
     Ok((
-        Row { name: "OCR: mnote image provider (1 worker per core)", unit: "images", items, secs: ours.as_secs_f64() },
-        Row { name: "OCR: tesseract CLI tsv, sequential, OMP_THREAD_LIMIT=1", unit: "images", items, secs: base.as_secs_f64() },
+        row("OCR: mnote parse-file --kind image, 1 worker per core", total[0]),
+        row("OCR: tesseract CLI tsv, sequential, OMP_THREAD_LIMIT=1", total[1]),
     ))
 }
 
@@ -259,10 +340,10 @@ fn bench_docx(rounds: usize) -> anyhow::Result<Row> {
     // validation (`ParsedArtifact::validate`) every parse goes through.
     let provider = super::providers::for_kind("docx").map_err(|e| anyhow::anyhow!("{e}"))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let (mut total, mut parse_only) = (Duration::ZERO, Duration::ZERO);
+    let (mut total, mut parse_only, mut total_cpu) = (Duration::ZERO, Duration::ZERO, 0.0);
     let mut blocks = 0;
     for round in 1..=rounds {
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), cpu_now());
         let bytes = std::fs::read(&path)?;
         let art = provider
             .parse(&super::ParseInput { bytes: &bytes, file_name: &name, kind: "docx" })
@@ -282,6 +363,7 @@ fn bench_docx(rounds: usize) -> anyhow::Result<Row> {
             bail!("generated docx gave {blocks} blocks, expected {DOCX_PARAGRAPHS}");
         }
         total += a;
+        total_cpu += cpu_now() - cpu;
         parse_only += p;
     }
     println!("docx_parse_without_validate_ms: {:.1}", parse_only.as_secs_f64() * 1000.0 / rounds as f64);
@@ -290,6 +372,7 @@ fn bench_docx(rounds: usize) -> anyhow::Result<Row> {
         unit: "paras",
         items: (blocks * rounds) as f64,
         secs: total.as_secs_f64(),
+        cpu: total_cpu,
     })
 }
 
