@@ -16,4 +16,5 @@ pub mod search; // evidence search: embedders (query modes come with the search 
 pub mod sources; // registered files and uploads
 pub mod startup; // AppState, router, serve
 pub mod tenants; // tenants, members, bootstrap and /setup
+pub mod viewer; // the citation viewer: /sources/{id}/view, page images, downloads
 pub mod web; // layout, i18n, pages, static files

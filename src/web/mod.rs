@@ -217,11 +217,13 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
     let lang = lang_of(&parts).await;
     let session = parts.extensions.get::<Session>().cloned();
+    // API clients following a page URL with a bearer token (e.g. a citation) keep the JSON error.
+    let api_client = auth::has_bearer(&parts);
     let resp = next.run(Request::from_parts(parts, body)).await;
     let Some(info) = resp.extensions().get::<ErrorInfo>().cloned() else {
         return resp;
     };
-    if !is_browser_route(&path) {
+    if !is_browser_route(&path) || api_client {
         return resp;
     }
     match info.redirect_to {

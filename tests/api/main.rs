@@ -16,3 +16,4 @@ mod ops;
 mod pages;
 mod search_page;
 mod search;
+mod viewer;

@@ -1,0 +1,374 @@
+//! `GET /sources/{id}/view`, `/download` and `/pages/{n}.png`. Same authentication as the API
+//! (session cookie or bearer token); invisible sources are 404.
+
+use askama::Template;
+use axum::{
+    body::Body,
+    extract::{Path, Query, Request, State},
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::json;
+use tower::ServiceExt;
+use uuid::Uuid;
+
+use super::{FlowBlock, Hints, Target, render};
+use crate::{
+    auth::Auth,
+    error::{AppError, AppResult, ErrorInfo},
+    ingest::{
+        artifact::{Block, Page as ArtPage, ParsedArtifact},
+        index,
+    },
+    sources::Source,
+    startup::AppState,
+    web::{Page, PageCtx, render as render_page},
+};
+
+const VIEWER_JS: &str = include_str!("../../static/viewer.js");
+
+/// Image types every browser shows inline; others (TIFF) are converted to PNG.
+fn browser_image(mime: &str) -> bool {
+    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "image/bmp")
+}
+
+fn mime_of(s: &Source) -> String {
+    mime_guess::from_path(s.file_name()).first_raw().unwrap_or("application/octet-stream").to_string()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct ViewParams {
+    #[serde(default)]
+    evidence: Option<String>,
+    #[serde(default)]
+    page: Option<String>,
+    #[serde(default)]
+    line: Option<String>,
+    #[serde(default)]
+    para: Option<String>,
+    #[serde(default)]
+    fp: Option<String>,
+    #[serde(default)]
+    ordinal: Option<String>,
+}
+
+fn num_param(v: &Option<String>) -> Option<u32> {
+    v.as_deref().and_then(|s| s.trim().parse::<u32>().ok()).filter(|n| *n >= 1)
+}
+
+pub struct HlBox {
+    pub bbox: String,
+    pub size: String,
+    pub style: String,
+    pub class: &'static str,
+}
+
+pub struct PagedView {
+    pub page: u32,
+    pub page_count: u32,
+    pub page_label: String,
+    pub img_src: Option<String>,
+    pub px_w: u32,
+    pub px_h: u32,
+    pub size: String,
+    pub hl: Option<HlBox>,
+    /// No box to draw (page-only fallback): the frame itself is the `#hl` target.
+    pub frame_hl: bool,
+    pub prev_url: Option<String>,
+    pub next_url: Option<String>,
+    /// The file is gone and no rendering is cached: the page's text instead.
+    pub text: Vec<FlowBlock>,
+}
+
+#[derive(Template)]
+#[template(path = "viewer/view.html")]
+struct ViewerPage {
+    ctx: PageCtx,
+    title: String,
+    path: String,
+    kind: String,
+    kind_label: String,
+    approx: bool,
+    stale: Option<String>,
+    not_indexed: bool,
+    download_url: String,
+    cited_url: Option<String>,
+    paged: Option<PagedView>,
+    flow: Vec<FlowBlock>,
+}
+
+/// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX).
+pub async fn view(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>, Query(p): Query<ViewParams>) -> AppResult<Response> {
+    let ctx = page.ctx;
+    let mut tx = page.auth.tx(&state).await?;
+    let source = super::visible_source(&mut tx, id).await?;
+    let evidence = p.evidence.as_deref().filter(|e| !e.is_empty());
+    let block_key = match evidence.and_then(|e| Uuid::parse_str(e).ok()) {
+        Some(e) => super::evidence_block_key(&mut tx, id, e).await?,
+        None => None,
+    };
+    let missing = evidence.is_some() && block_key.is_none();
+    let art = index::load_artifact(&mut tx, id).await?;
+    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    tx.commit().await?;
+
+    let hints = Hints {
+        page: num_param(&p.page),
+        line: num_param(&p.line),
+        para: p.para.clone(),
+        fingerprint: p.fp.clone(),
+        ordinal: num_param(&p.ordinal),
+    };
+    let stale = if source.status == "stale" || file.is_none() {
+        let code = source.error_code.clone().unwrap_or_else(|| "file_missing".into());
+        Some(ctx.t("viewer.stale").replace("{reason}", &ctx.tk("viewer.stale_reason", if code == "grant_revoked" { "grant_revoked" } else { "file_missing" })))
+    } else {
+        None
+    };
+    let mut view = ViewerPage {
+        title: source.file_name().to_string(),
+        path: source.resource_path.clone(),
+        kind: source.kind.clone(),
+        kind_label: ctx.tk("kind", &source.kind),
+        approx: false,
+        stale,
+        not_indexed: false,
+        download_url: format!("/sources/{id}/download"),
+        cited_url: None,
+        paged: None,
+        flow: Vec::new(),
+        ctx,
+    };
+    let Some(art) = art else {
+        view.not_indexed = true;
+        return render_page(view);
+    };
+    let target = super::locate(&art, block_key.as_deref(), missing, &hints);
+    // The indexed version differs from the file now registered: positions may have moved.
+    let changed = source.indexed_hash.as_deref().is_some_and(|h| h != source.sha256);
+    view.approx = target.as_ref().is_some_and(|t| !t.exact) || (changed && target.is_some());
+    let target = target.map(|mut t| {
+        if changed {
+            t.exact = false;
+        }
+        t
+    });
+    match source.kind.as_str() {
+        "pdf" | "image" => {
+            view.paged = Some(paged_view(&state, &source, &art, target.as_ref(), &hints, file.is_some(), evidence, &view.ctx));
+            if let Some(pv) = &view.paged {
+                if target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page) {
+                    view.cited_url = evidence.map(|e| format!("/sources/{id}/view?evidence={e}#hl"));
+                }
+            }
+        }
+        kind => {
+            let blocks: Vec<&Block> = art.all_blocks().collect();
+            view.flow = super::flow_blocks(&art, &blocks, kind, target.as_ref());
+        }
+    }
+    render_page(view)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn paged_view(
+    state: &AppState,
+    source: &Source,
+    art: &ParsedArtifact,
+    target: Option<&Target>,
+    hints: &Hints,
+    file_ok: bool,
+    evidence: Option<&str>,
+    ctx: &PageCtx,
+) -> PagedView {
+    let pages = &art.source_map.pages;
+    let count = pages.len().max(art.source_map.page_count.unwrap_or(0) as usize).max(1) as u32;
+    let wanted = hints.page.or(target.and_then(|t| t.page)).unwrap_or(1).clamp(1, count);
+    let ap: Option<&ArtPage> = pages.iter().find(|p| p.page == wanted);
+    let (w, h) = ap.map(|p| (p.width, p.height)).unwrap_or((612.0, 792.0));
+    let scale = render::DEFAULT_SCALE;
+    let hash = source.indexed_hash.clone().unwrap_or_else(|| source.sha256.clone());
+    let v = hash.trim_start_matches("sha256:").get(..12).unwrap_or("0").to_string();
+    let id = source.id;
+    let (px_w, px_h, img_src) = if source.kind == "image" {
+        let (pw, ph) = (w.round().max(1.0) as u32, h.round().max(1.0) as u32);
+        let src = if browser_image(&mime_of(source)) {
+            format!("/sources/{id}/download?inline=1&v={v}")
+        } else {
+            format!("/sources/{id}/pages/1.png?v={v}")
+        };
+        (pw, ph, src)
+    } else {
+        let (pw, ph) = render::pixel_size(w, h, scale);
+        (pw, ph, format!("/sources/{id}/pages/{wanted}.png?scale={scale}&v={v}"))
+    };
+    let cached = render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == "image" { 1.0 } else { scale }).is_file();
+    let img_src = (file_ok || cached).then_some(img_src);
+    let block = target
+        .and_then(|t| t.block_id.as_deref())
+        .and_then(|b| ap.and_then(|p| p.blocks.iter().find(|x| x.id == b)));
+    let hl = block.and_then(|b| b.bbox).map(|bb| HlBox {
+        bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
+        size: format!("{},{}", super::num(w), super::num(h)),
+        style: super::percent_style(bb, w, h),
+        class: if target.is_some_and(|t| t.exact) { "hl-box" } else { "hl-box hl-approx" },
+    });
+    let frame_hl = hl.is_none() && target.is_some_and(|t| t.page == Some(wanted) || t.block_id.is_none());
+    let nav = |n: u32| format!("/sources/{id}/view?page={n}");
+    let _ = evidence;
+    let text = if img_src.is_none() {
+        let blocks: Vec<&Block> = ap.map(|p| p.blocks.iter().collect()).unwrap_or_default();
+        super::flow_blocks(art, &blocks, "pdf", target)
+    } else {
+        Vec::new()
+    };
+    PagedView {
+        page: wanted,
+        page_count: count,
+        page_label: ctx.t("viewer.page_of").replace("{n}", &wanted.to_string()).replace("{total}", &count.to_string()),
+        img_src,
+        px_w,
+        px_h,
+        size: format!("{},{}", super::num(w), super::num(h)),
+        hl,
+        frame_hl,
+        prev_url: (wanted > 1).then(|| nav(wanted - 1)),
+        next_url: (wanted < count).then(|| nav(wanted + 1)),
+        text,
+    }
+}
+
+/// A `410 Gone` with code `file_missing` (JSON for API clients, an error page for browsers).
+fn file_missing(s: &Source) -> Response {
+    let message = format!("the original file of {} is no longer available", s.resource_path);
+    let mut resp =
+        (StatusCode::GONE, axum::Json(json!({"error": {"code": "file_missing", "message": message}}))).into_response();
+    resp.extensions_mut().insert(ErrorInfo { status: StatusCode::GONE, code: "file_missing", message, redirect_to: None });
+    resp
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct DownloadParams {
+    #[serde(default)]
+    inline: Option<String>,
+}
+
+/// `GET /sources/{id}/download`: the original bytes (range requests and conditional GETs via
+/// `ServeFile`); `?inline=1` shows an image inline (other kinds are always attachments).
+pub async fn download(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+    Query(p): Query<DownloadParams>,
+    req: Request,
+) -> AppResult<Response> {
+    let mut tx = auth.tx(&state).await?;
+    let source = super::visible_source(&mut tx, id).await?;
+    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    tx.commit().await?;
+    let Some(file) = file else { return Ok(file_missing(&source)) };
+    let mime = mime_of(&source);
+    let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == "image";
+    let mut resp = tower_http::services::ServeFile::new_with_mime(&file, &mime.parse().unwrap_or(mime_guess::mime::APPLICATION_OCTET_STREAM))
+        .oneshot(req)
+        .await
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("serving {}: {e}", file.display())))?
+        .map(Body::new);
+    if resp.status() == StatusCode::NOT_FOUND {
+        return Ok(file_missing(&source));
+    }
+    let h = resp.headers_mut();
+    let disposition = super::content_disposition(if inline { "inline" } else { "attachment" }, source.file_name());
+    if let Ok(v) = HeaderValue::from_str(&disposition) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'none'; sandbox"));
+    Ok(resp)
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct PngParams {
+    #[serde(default)]
+    scale: Option<f64>,
+}
+
+/// `GET /sources/{id}/pages/{n}.png?scale=S`: one page rendered by pdfium (or an image the
+/// browser cannot show as PNG), cached by (sha256, page, scale), with `ETag`/`304`.
+pub async fn page_png(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path((id, name)): Path<(Uuid, String)>,
+    Query(p): Query<PngParams>,
+    headers: HeaderMap,
+) -> AppResult<Response> {
+    let n: u32 = name.strip_suffix(".png").and_then(|s| s.parse().ok()).filter(|n| *n >= 1).ok_or(AppError::NotFound)?;
+    let mut tx = auth.tx(&state).await?;
+    let source = super::visible_source(&mut tx, id).await?;
+    if source.kind != "pdf" && source.kind != "image" {
+        return Err(AppError::NotFound);
+    }
+    let size: Option<(Option<f64>, Option<f64>)> = sqlx::query_as(
+        "select (a.source_map->'pages'->($2::int - 1)->>'width')::float8, (a.source_map->'pages'->($2::int - 1)->>'height')::float8
+         from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
+         where a.source_id = $1 and a.source_hash = s.indexed_hash",
+    )
+    .bind(id)
+    .bind(n as i32)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    tx.commit().await?;
+    let (w, h) = match size {
+        Some((Some(w), Some(h))) => (w, h),
+        _ => return Err(AppError::NotFound), // no such page (or not indexed yet)
+    };
+    let (scale, px) = if source.kind == "image" {
+        if n != 1 {
+            return Err(AppError::NotFound);
+        }
+        (1.0, (w.round() as u32, h.round() as u32))
+    } else {
+        let s = render::normalise_scale(p.scale);
+        (s, render::pixel_size(w, h, s))
+    };
+    let hash = source.indexed_hash.clone().unwrap_or_else(|| source.sha256.clone());
+    let path = render::cache_path(&state.config.data_dir, &hash, n, scale);
+    let etag = format!("\"{}-p{n}-s{}\"", hash.trim_start_matches("sha256:").get(..16).unwrap_or("0"), (scale * 100.0) as u32);
+    let cache_headers = |mut r: Response, hit: &'static str| {
+        let h = r.headers_mut();
+        h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("ascii etag"));
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, max-age=86400"));
+        h.insert("x-mnote-cache", HeaderValue::from_static(hit));
+        r
+    };
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut hit = "hit";
+    if !path.is_file() {
+        // Rendering needs the very bytes that were indexed (the boxes belong to them).
+        let file = match file {
+            Some(f) if source.indexed_hash.as_deref().is_none_or(|h| h == source.sha256) => f,
+            _ => return Ok(file_missing(&source)),
+        };
+        render::render_supervised(&state.config.parser_exe, &source.kind, &file, n, px, &path).await.map_err(|e| {
+            tracing::warn!(source.id = %id, page = n, "page render failed: {e}");
+            AppError::Internal(anyhow::anyhow!("{e}"))
+        })?;
+        hit = "miss";
+    }
+    if matches {
+        return Ok(cache_headers(StatusCode::NOT_MODIFIED.into_response(), hit));
+    }
+    let bytes = tokio::fs::read(&path).await.map_err(|e| AppError::Internal(e.into()))?;
+    Ok(cache_headers(([(header::CONTENT_TYPE, "image/png")], bytes).into_response(), hit))
+}
+
+/// `GET /static/viewer.js`: keyboard page navigation and zoom (optional).
+pub async fn viewer_js() -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], VIEWER_JS)
+}

@@ -1,0 +1,453 @@
+//! The citation viewer (`GET /sources/{id}/view`): the original document with the cited
+//! evidence highlighted, rendered on the server (no JavaScript needed), plus the original
+//! bytes (`/download`) and PDF page images (`/pages/{n}.png`, see [`render`]).
+//!
+//! Visibility is the caller's RLS view of `source` (other tenant, private KB → 404) plus the
+//! search core's rule that a source under a revoked grant is never served.
+
+pub mod handlers;
+pub mod markdown;
+pub mod render;
+
+use std::path::PathBuf;
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::{
+    config::Config,
+    error::{AppError, AppResult},
+    grants::paths,
+    ingest::artifact::{Block, BlockType, ParsedArtifact, Quality},
+    sources::{self, Source},
+};
+
+/// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
+pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
+    let s = sources::queries::get(conn, id).await?.ok_or(AppError::NotFound)?;
+    if let Some(g) = s.grant_id {
+        let active: bool =
+            sqlx::query_scalar("select exists (select 1 from dir_grant where id = $1 and revoked_at is null)")
+                .bind(g)
+                .fetch_one(&mut *conn)
+                .await?;
+        if !active {
+            return Err(AppError::NotFound);
+        }
+    }
+    Ok(s)
+}
+
+/// Where the original bytes of a source are: the upload blob, or the file under its grant's
+/// root (confined, still a regular file). `None` when it is gone.
+pub async fn original_path(conn: &mut PgConnection, cfg: &Config, s: &Source) -> AppResult<Option<PathBuf>> {
+    match s.grant_id {
+        None => {
+            let p = sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256);
+            Ok(p.is_file().then_some(p))
+        }
+        Some(g) => {
+            let root: Option<String> =
+                sqlx::query_scalar("select root_path from dir_grant where id = $1 and revoked_at is null")
+                    .bind(g)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            let Some(root) = root else { return Ok(None) };
+            let root = PathBuf::from(root);
+            let rel = s.resource_path.clone();
+            let found = tokio::task::spawn_blocking(move || match paths::confine(&root, &rel) {
+                Ok(c) if c.abs.is_file() => Some(c.abs),
+                _ => None,
+            })
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+            Ok(found)
+        }
+    }
+}
+
+/// The `id`'s evidence row of this source: its block id.
+pub async fn evidence_block_key(conn: &mut PgConnection, source_id: Uuid, evidence: Uuid) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("select block_key from evidence_block where id = $1 and source_id = $2")
+        .bind(evidence)
+        .bind(source_id)
+        .fetch_optional(conn)
+        .await
+}
+
+/// What the URL asks for besides the evidence id (the bare-locator fallback).
+#[derive(Debug, Clone, Default)]
+pub struct Hints {
+    pub page: Option<u32>,
+    pub line: Option<u32>,
+    pub para: Option<String>,
+    pub fingerprint: Option<String>,
+    pub ordinal: Option<u32>,
+}
+
+impl Hints {
+    /// Nothing but (maybe) a page: page navigation, not a citation.
+    pub fn is_navigation(&self) -> bool {
+        self.line.is_none() && self.para.is_none() && self.fingerprint.is_none() && self.ordinal.is_none()
+    }
+}
+
+/// The block the viewer highlights and how sure it is.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub block_id: Option<String>,
+    /// Page to show (paged kinds).
+    pub page: Option<u32>,
+    /// False: say "approximate location" and draw a tentative highlight.
+    pub exact: bool,
+}
+
+/// Locate the cited place in `art`. `block` is the evidence row's block when the evidence id
+/// still exists; `missing` says an evidence id was given but is gone (re-indexed file).
+pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &Hints) -> Option<Target> {
+    if let Some(id) = block {
+        if let Some(b) = art.all_blocks().find(|b| b.id == id) {
+            return Some(Target { block_id: Some(b.id.clone()), page: b.page, exact: b.quality == Quality::Exact });
+        }
+    }
+    if hints.is_navigation() && !missing {
+        return None;
+    }
+    let blocks: Vec<&Block> = art.all_blocks().collect();
+    let found = |b: &Block, exact: bool| Target { block_id: Some(b.id.clone()), page: b.page, exact: exact && !missing && b.quality == Quality::Exact };
+    // DOCX: paraId → text fingerprint → paragraph ordinal.
+    if let Some(p) = hints.para.as_deref().filter(|p| !p.is_empty()) {
+        if let Some(b) = blocks.iter().find(|b| b.para_id_start.as_deref() == Some(p) || b.para_id_end.as_deref() == Some(p)) {
+            let same_text = hints.fingerprint.as_deref().is_none_or(|f| f == b.text_fingerprint);
+            return Some(found(b, same_text));
+        }
+    }
+    if let Some(f) = hints.fingerprint.as_deref().filter(|f| !f.is_empty()) {
+        if let Some(b) = blocks.iter().find(|b| b.text_fingerprint == f) {
+            return Some(found(b, true));
+        }
+    }
+    if let Some(o) = hints.ordinal {
+        let best = blocks.iter().filter(|b| b.paragraph_ordinal.is_some_and(|x| x <= o)).max_by_key(|b| b.paragraph_ordinal);
+        if let Some(b) = best.or_else(|| blocks.first()) {
+            return Some(found(b, false));
+        }
+    }
+    // Markdown/text: the block holding the line, else the next one after it.
+    if let Some(l) = hints.line {
+        let b = blocks
+            .iter()
+            .find(|b| b.line_range.is_some_and(|r| r[0] <= l && l <= r[1]))
+            .or_else(|| blocks.iter().find(|b| b.line_range.is_some_and(|r| r[0] >= l)));
+        if let Some(b) = b {
+            return Some(found(b, false));
+        }
+    }
+    // Paged kinds: the page only.
+    if let Some(p) = hints.page {
+        return Some(Target { block_id: None, page: Some(p), exact: false });
+    }
+    Some(Target { block_id: None, page: None, exact: false })
+}
+
+/// Escape text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// One block of a flowing document as the template shows it.
+#[derive(Debug, Clone)]
+pub struct FlowBlock {
+    /// `h2`…`h6`, `p`, `li`, `tr`, `div`.
+    pub tag: &'static str,
+    pub block_id: String,
+    /// `hl` when cited (then also the element id), `hl-approx` for a tentative highlight.
+    pub hl: Option<&'static str>,
+    pub block_type: &'static str,
+    pub para_id: Option<String>,
+    pub ordinal: Option<u32>,
+    pub first_line: Option<u32>,
+    pub lines: Option<String>,
+    /// Line anchors (`id="L12"`) placed at the start of the element.
+    pub anchors: Vec<u32>,
+    /// Rendered, escaped HTML of the content.
+    pub html: String,
+    /// Start a `<ul>` / `<table>` before this block; close it after.
+    pub open: Option<&'static str>,
+    pub close: Option<&'static str>,
+}
+
+impl FlowBlock {
+    pub fn element_id(&self) -> String {
+        if self.hl.is_some() { "hl".into() } else { format!("b-{}", self.block_id) }
+    }
+
+    /// Markup opening this block's group (`<ul>`, `<table>`), if it starts one.
+    pub fn open_html(&self) -> &'static str {
+        match self.open {
+            Some("ul") => "<ul>",
+            Some("table") => "<table class=\"doc-table\"><tbody>",
+            _ => "",
+        }
+    }
+
+    pub fn close_html(&self) -> &'static str {
+        match self.close {
+            Some("ul") => "</ul>",
+            Some("table") => "</tbody></table>",
+            _ => "",
+        }
+    }
+}
+
+fn type_name(t: BlockType) -> &'static str {
+    match t {
+        BlockType::Heading => "heading",
+        BlockType::Paragraph => "paragraph",
+        BlockType::ListItem => "list_item",
+        BlockType::Table => "table",
+        BlockType::TableRow => "table_row",
+        BlockType::Code => "code",
+        BlockType::Quote => "quote",
+        BlockType::OcrLine => "ocr_line",
+    }
+}
+
+/// Heading level of each heading block: the level of the section it opens.
+fn heading_levels(art: &ParsedArtifact) -> std::collections::HashMap<&str, u8> {
+    let mut m = std::collections::HashMap::new();
+    for s in &art.source_map.sections {
+        if let Some(first) = s.block_ids.first() {
+            m.entry(first.as_str()).or_insert(s.level);
+        }
+    }
+    m
+}
+
+/// The blocks of a flowing document (DOCX, Markdown, text) or of one page's text (a PDF or
+/// image whose file is gone), ready for the template. `target` gets `id="hl"`.
+pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: Option<&Target>) -> Vec<FlowBlock> {
+    let levels = heading_levels(art);
+    let mut out: Vec<FlowBlock> = Vec::with_capacity(blocks.len());
+    let mut last_line = 0u32;
+    for b in blocks {
+        let hl = target
+            .filter(|t| t.block_id.as_deref() == Some(b.id.as_str()))
+            .map(|t| if t.exact { "hl" } else { "hl-approx" });
+        let (tag, html) = match (kind, b.block_type) {
+            ("text", _) => ("p", escape(&b.text)),
+            ("markdown", BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), markdown::inline_html(&b.text)),
+            ("markdown", BlockType::ListItem) => ("li", markdown::inline_html(&b.text)),
+            ("markdown", _) => ("div", markdown::block_html(&b.text)),
+            (_, BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), escape(&b.text)),
+            (_, BlockType::ListItem) => ("li", escape(&b.text)),
+            (_, BlockType::TableRow) => ("tr", b.text.split(" | ").map(|c| format!("<td>{}</td>", escape(c))).collect()),
+            _ => ("p", escape(&b.text)),
+        };
+        let anchors = match b.line_range {
+            Some([a, z]) => {
+                let from = if last_line == 0 { 1 } else { last_line + 1 };
+                let from = from.min(a);
+                last_line = last_line.max(z);
+                (from..=z).collect()
+            }
+            None => Vec::new(),
+        };
+        out.push(FlowBlock {
+            tag,
+            block_id: b.id.clone(),
+            hl,
+            block_type: type_name(b.block_type),
+            para_id: b.para_id_start.clone(),
+            ordinal: b.paragraph_ordinal,
+            first_line: b.line_range.map(|r| r[0]),
+            lines: b.line_range.map(|r| if r[0] == r[1] { r[0].to_string() } else { format!("{}-{}", r[0], r[1]) }),
+            anchors,
+            html,
+            open: None,
+            close: None,
+        });
+    }
+    // Group runs of list items into <ul> and table rows into <table>.
+    let group = |tag: &str| match tag {
+        "li" => Some("ul"),
+        "tr" => Some("table"),
+        _ => None,
+    };
+    for i in 0..out.len() {
+        let g = group(out[i].tag);
+        let prev = i.checked_sub(1).and_then(|p| group(out[p].tag));
+        let next = out.get(i + 1).and_then(|n| group(n.tag));
+        if g.is_some() && prev != g {
+            out[i].open = g;
+        }
+        if g.is_some() && next != g {
+            out[i].close = g;
+        }
+    }
+    out
+}
+
+fn heading_tag(level: Option<u8>) -> &'static str {
+    // The page title is the h1: document levels start at h2.
+    match level.unwrap_or(1) {
+        0 | 1 => "h2",
+        2 => "h3",
+        3 => "h4",
+        4 => "h5",
+        _ => "h6",
+    }
+}
+
+/// `left/top/width/height` in percent of the page for a bbox.
+pub fn percent_style(bbox: [f64; 4], w: f64, h: f64) -> String {
+    let (w, h) = (w.max(1e-6), h.max(1e-6));
+    let c = |v: f64| v.clamp(0.0, 100.0);
+    let left = c(bbox[0] / w * 100.0);
+    let top = c(bbox[1] / h * 100.0);
+    let width = c((bbox[2] - bbox[0]) / w * 100.0).min(100.0 - left);
+    let height = c((bbox[3] - bbox[1]) / h * 100.0).min(100.0 - top);
+    format!("left:{left:.4}%;top:{top:.4}%;width:{width:.4}%;height:{height:.4}%")
+}
+
+/// Compact number for data attributes (`72`, `80.83`).
+pub fn num(v: f64) -> String {
+    let s = format!("{:.2}", v);
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s.is_empty() || s == "-0" { "0".into() } else { s.to_string() }
+}
+
+/// `attachment; filename="ascii"; filename*=UTF-8''percent-encoded` (RFC 6266 / 5987).
+pub fn content_disposition(disposition: &str, name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' })
+        .collect();
+    let mut enc = String::new();
+    for b in name.as_bytes() {
+        let c = *b as char;
+        if c.is_ascii_alphanumeric() || "!#$&+-.^_`|~".contains(c) {
+            enc.push(c);
+        } else {
+            enc.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("{disposition}; filename=\"{ascii}\"; filename*=UTF-8''{enc}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::artifact::{SourceMap, fingerprint};
+
+    fn block(id: &str, text: &str) -> Block {
+        Block {
+            id: id.into(),
+            block_type: BlockType::Paragraph,
+            text: text.into(),
+            char_range: [0, 0],
+            section_id: None,
+            page: None,
+            bbox: None,
+            line_range: None,
+            para_id_start: None,
+            para_id_end: None,
+            paragraph_ordinal: None,
+            text_fingerprint: fingerprint(text),
+            quality: Quality::Exact,
+            confidence: None,
+        }
+    }
+
+    fn art(blocks: Vec<Block>) -> ParsedArtifact {
+        ParsedArtifact {
+            source_hash: "sha256:0".into(),
+            provider: "t".into(),
+            provider_version: "t".into(),
+            text: String::new(),
+            source_map: SourceMap {
+                schema: String::new(),
+                provider: String::new(),
+                model_version: String::new(),
+                source_hash: String::new(),
+                resource_kind: "docx".into(),
+                page_count: None,
+                pages: vec![],
+                blocks,
+                sections: vec![],
+                references: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn docx_locating_order_is_para_id_then_fingerprint_then_ordinal() {
+        let mut a = block("b1", "first");
+        a.para_id_start = Some("AA".into());
+        a.paragraph_ordinal = Some(1);
+        let mut b = block("b2", "second");
+        b.para_id_start = Some("BB".into());
+        b.paragraph_ordinal = Some(3);
+        let art = art(vec![a, b]);
+        let h = |para: Option<&str>, fp: Option<String>, ord: Option<u32>| Hints {
+            para: para.map(String::from),
+            fingerprint: fp,
+            ordinal: ord,
+            ..Default::default()
+        };
+        let t = locate(&art, None, false, &h(Some("BB"), Some(fingerprint("second")), None)).unwrap();
+        assert_eq!((t.block_id.as_deref(), t.exact), (Some("b2"), true));
+        // paraId found but the text changed: approximate.
+        let t = locate(&art, None, false, &h(Some("BB"), Some(fingerprint("edited")), None)).unwrap();
+        assert_eq!((t.block_id.as_deref(), t.exact), (Some("b2"), false));
+        // No paraId: the fingerprint.
+        let t = locate(&art, None, false, &h(Some("ZZ"), Some(fingerprint("FIRST ")), None)).unwrap();
+        assert_eq!((t.block_id.as_deref(), t.exact), (Some("b1"), true));
+        // Only the ordinal: the nearest paragraph at or before it, approximate.
+        let t = locate(&art, None, false, &h(None, None, Some(5))).unwrap();
+        assert_eq!((t.block_id.as_deref(), t.exact), (Some("b2"), false));
+        // A gone evidence id is never exact.
+        let t = locate(&art, None, true, &h(None, Some(fingerprint("first")), None)).unwrap();
+        assert_eq!((t.block_id.as_deref(), t.exact), (Some("b1"), false));
+        assert_eq!(locate(&art, None, false, &Hints::default()), None);
+    }
+
+    #[test]
+    fn percent_boxes_and_dispositions() {
+        assert_eq!(percent_style([61.2, 79.2, 122.4, 158.4], 612.0, 792.0), "left:10.0000%;top:10.0000%;width:10.0000%;height:10.0000%");
+        assert_eq!(num(80.830), "80.83");
+        assert_eq!(num(72.0), "72");
+        assert_eq!(
+            content_disposition("attachment", "报告 \"v1\".docx"),
+            "attachment; filename=\"__ _v1_.docx\"; filename*=UTF-8''%E6%8A%A5%E5%91%8A%20%22v1%22.docx"
+        );
+    }
+
+    #[test]
+    fn flow_blocks_escape_and_group() {
+        let mut rows = vec![block("b1", "<b>Title</b>"), block("b2", "a | b"), block("b3", "c | d"), block("b4", "end")];
+        rows[0].block_type = BlockType::Heading;
+        rows[1].block_type = BlockType::TableRow;
+        rows[2].block_type = BlockType::TableRow;
+        let a = art(rows);
+        let refs: Vec<&Block> = a.all_blocks().collect();
+        let t = Target { block_id: Some("b3".into()), page: None, exact: true };
+        let v = flow_blocks(&a, &refs, "docx", Some(&t));
+        assert_eq!(v[0].html, "&lt;b&gt;Title&lt;/b&gt;");
+        assert_eq!((v[1].open, v[1].close, v[2].open, v[2].close), (Some("table"), None, None, Some("table")));
+        assert_eq!(v[2].html, "<td>c</td><td>d</td>");
+        assert_eq!(v[2].element_id(), "hl");
+        assert_eq!(v[1].element_id(), "b-b2");
+    }
+}
