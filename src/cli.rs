@@ -150,6 +150,14 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
+    /// The generated 8,400-paragraph DOCX parsed and indexed (no embeddings) into the tenant's
+    /// database, rolled back afterwards.
+    Index {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Search latency with concurrent clients through the HTTP API vs in-process, on a
     /// collection topped up to `--blocks` blocks (synthetic vectors; see docs/BENCHMARKS.md).
     Search {
@@ -400,6 +408,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
+        Command::Bench { command: BenchCommand::Index { tenant, rounds } } => crate::ingest::bench::index_command(&tenant, rounds).await,
         Command::Bench { command: BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode } } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,

@@ -233,19 +233,16 @@ fn lexical_cte() -> String {
               from evidence_kb_stat where ($1::uuid[] is null or kb_id = any($1::uuid[]))),
         w as (select q.term, q.qtf * ln(1 + (n.n - least(st.df, n.n) + 0.5) / (least(st.df, n.n) + 0.5)) as idf
               from q join st using (term) cross join n),
-        p as (select p.block_id,
-                     sum(w.idf * p.tf * {k1p} / (p.tf + {k1} * ({one_b} + {b} * p.dl / n.avgdl))) as score
-              from evidence_posting p join w on w.term = p.term cross join n
-              where ($1::uuid[] is null or p.kb_id = any($1::uuid[]))
-              group by p.block_id),
-        -- Without narrowing filters only the best candidates are joined and checked (stale
-        -- sources and revoked grants are rare); with them, every candidate is.
-        pt as (select * from p order by score desc
-               limit case when $1::uuid[] is null and $2::text[] is null and $3::text is null and $4::bool
-                          then $9 * 3 end),
-        lexical as (select b.id, pt.score from pt, evidence_block b, source s
-                    where b.id = pt.block_id and b.lex @@ $8::tsquery and {FILTER_SQL}
-                    order by pt.score desc limit $9)",
+        -- Each candidate's tsvector reduced to the query's lexemes (setweight marks them, ts_filter
+        -- keeps them), so only those are unnested: their position counts are the term frequencies.
+        cand as (select b.id, b.lex_len, ts_filter(setweight(b.lex, 'A', $6::text[]), '{{a}}') as q
+                 from evidence_block b, source s
+                 where b.lex @@ $8::tsquery and {FILTER_SQL}),
+        lexical as (select c.id,
+                        sum(w.idf * cardinality(u.positions) * {k1p}
+                            / (cardinality(u.positions) + {k1} * ({one_b} + {b} * c.lex_len / n.avgdl))) as score
+                    from cand c cross join lateral unnest(c.q) u join w on w.term = u.lexeme cross join n
+                    group by c.id order by score desc limit $9)",
         k1p = BM25_K1 + 1.0,
         k1 = BM25_K1,
         one_b = 1.0 - BM25_B,
