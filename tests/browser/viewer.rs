@@ -7,9 +7,11 @@
 
 use std::path::{Path, PathBuf};
 
+use mnote::db::{Scope, TenantTx};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use uuid::Uuid;
 
 use crate::{
     browser::Browser,
@@ -53,6 +55,11 @@ fn compact(s: &str) -> String {
 /// A tenant whose owner has a KB with `files` (copied under the grant root as `team/<name>`)
 /// indexed. Every file must end `indexed`.
 async fn indexed(files: &[(PathBuf, &str)]) -> TestApp {
+    indexed_tenant(files).await.0
+}
+
+/// `indexed`, with the tenant's id.
+async fn indexed_tenant(files: &[(PathBuf, &str)]) -> (TestApp, Uuid) {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", EMAIL).await;
     let api = app.api(s.tenant_id, s.user_id).await;
@@ -76,10 +83,18 @@ async fn indexed(files: &[(PathBuf, &str)]) -> TestApp {
     app.run_jobs().await;
     let (st, list) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
     assert_eq!(st, StatusCode::OK, "{list}");
-    for s in list["items"].as_array().unwrap() {
-        assert_eq!(s["status"], "indexed", "{s}");
+    for src in list["items"].as_array().unwrap() {
+        assert_eq!(src["status"], "indexed", "{src}");
     }
-    app
+    (app, s.tenant_id)
+}
+
+/// What the watcher's periodic rescan does, then the ingest jobs it queued.
+async fn rescan(app: &TestApp, tenant: Uuid) {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    mnote::ingest::watch::rescan_tenant(&mut tx, tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    app.run_jobs().await;
 }
 
 // ---- search and open ---------------------------------------------------------------------
@@ -156,6 +171,7 @@ struct Layout {
     hl: Option<Hl>,
     approx_notice_visible: bool,
     stale_notice: bool,
+    stale_notice_visible: bool,
     /// The layout viewport (without scrollbars).
     vw: f64,
     vh: f64,
@@ -190,7 +206,7 @@ if (el) {
 }
 return { url: location.href,
          hl, approxNoticeVisible: shown(document.querySelector('p.approx-notice')),
-         staleNotice: !!document.querySelector('p.stale-notice'),
+         staleNotice: !!document.querySelector('p.stale-notice'), staleNoticeVisible: shown(document.querySelector('p.stale-notice')),
          vw: document.documentElement.clientWidth, vh: document.documentElement.clientHeight };";
 
 async fn layout(b: &Browser) -> Layout {
@@ -447,10 +463,8 @@ async fn docx_paragraphs_are_highlighted_with_and_without_para_ids() {
     b.finish().await;
 }
 
-/// Markdown: a heading and a paragraph far down a long document are scrolled to and highlighted.
-#[tokio::test]
-async fn markdown_blocks_far_down_are_scrolled_to_and_highlighted() {
-    let mut md = String::from("# Field guide\n\nAn introduction that is short.\n\n");
+fn long_guide(extra_at_top: &str) -> String {
+    let mut md = format!("# Field guide\n\nAn introduction that is short.\n\n{extra_at_top}");
     for i in 1..=60 {
         md.push_str(&format!("## Chapter {i}\n\nFiller paragraph number {i} about ordinary things in the valley.\n\n"));
     }
@@ -459,14 +473,89 @@ async fn markdown_blocks_far_down_are_scrolled_to_and_highlighted() {
     for i in 61..=70 {
         md.push_str(&format!("## Chapter {i}\n\nFiller paragraph number {i} about ordinary things in the valley.\n\n"));
     }
+    md
+}
+
+/// Markdown: a heading and a paragraph far down a long document are scrolled to and highlighted.
+#[tokio::test]
+async fn markdown_blocks_far_down_are_scrolled_to_and_highlighted() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("guide.md");
-    std::fs::write(&path, md).unwrap();
+    std::fs::write(&path, long_guide("")).unwrap();
     let app = indexed(&[(path, "guide.md")]).await;
     let b = browser_for(&app, "markdown").await;
     text_case(&b, "platypus", "platypus", "The platypus paragraph sits near the end of the guide, well below the first screen.").await;
     text_case(&b, "zh", "线程作用域", "在 Rust 中，使用线程作用域可以借用栈上的数据。").await;
     b.resize(420, 900).await;
     text_case(&b, "platypus-420", "platypus", "The platypus paragraph sits near the end of the guide").await;
+    b.finish().await;
+}
+
+/// Search results left open in a tab: the results page, then the first result's link.
+async fn results_then(b: &Browser, q: &str) -> (fantoccini::elements::Element, String) {
+    b.goto(&format!("/search?q={q}&mode=lexical")).await;
+    let link = b.wait_for("li.result a.result-title").await;
+    let href = link.attr("href").await.unwrap().unwrap();
+    (link, href)
+}
+
+async fn click_to_viewer(b: &Browser, link: fantoccini::elements::Element) {
+    link.click().await.unwrap();
+    b.poll("the viewer page", "return /\\/view$/.test(location.pathname) && document.readyState === 'complete'", vec![])
+        .await;
+    b.loaded().await;
+}
+
+/// A result opened after its file was deleted: the viewer says the source is stale and still
+/// shows the cited block (from the indexed artifact) highlighted.
+#[tokio::test]
+async fn a_deleted_file_opens_with_a_stale_notice_and_the_cited_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("guide.md");
+    std::fs::write(&path, long_guide("")).unwrap();
+    let (app, tenant) = indexed_tenant(&[(path, "guide.md")]).await;
+    let b = browser_for(&app, "stale").await;
+    let (link, href) = results_then(&b, "platypus").await;
+    std::fs::remove_file(app.docs.join("team/guide.md")).unwrap();
+    rescan(&app, tenant).await;
+    click_to_viewer(&b, link).await;
+    let l = b
+        .poll(
+            "a visible stale notice",
+            &format!("const r = (() => {{ {LAYOUT_JS} }})(); return r.staleNoticeVisible ? r : false;"),
+            vec![],
+        )
+        .await;
+    let l: Layout = serde_json::from_value(l).unwrap();
+    assert!(l.stale_notice_visible && l.url.ends_with(&href), "stale: at {}, linked {href}", l.url);
+    let hl = l.hl.as_ref().unwrap_or_else(|| panic!("stale: no #hl on the stale source's page: {l:#?}"));
+    assert!(hl.shown && on_screen(&hl.rect, l.vw, l.vh), "stale: #hl not on screen: {l:#?}");
+    check_text("stale", &l, "The platypus paragraph sits near the end of the guide");
+    b.screenshot("deleted").await;
+    b.finish().await;
+}
+
+/// A result opened after its file changed and was re-indexed (its evidence id is gone): the
+/// viewer says the location is approximate and highlights where the block most likely is.
+///
+/// Fails today: `openAction.url` carries only `evidence=` (plus `page=` for paged kinds), so
+/// once that id is gone the viewer has no line/paragraph hint to fall back on: it shows the
+/// approximate notice ("the highlight shows where it most likely is") with no `#hl` at all,
+/// at the top of the document.
+#[tokio::test]
+#[ignore = "viewer gap: a re-indexed file's old openAction URL has no line/para hints, so no #hl is shown (see the doc comment)"]
+async fn a_changed_file_opens_approximately_near_the_cited_block() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("guide.md");
+    std::fs::write(&path, long_guide("")).unwrap();
+    let (app, tenant) = indexed_tenant(&[(path, "guide.md")]).await;
+    let b = browser_for(&app, "changed").await;
+    let (link, href) = results_then(&b, "platypus").await;
+    std::fs::write(app.docs.join("team/guide.md"), long_guide("A new paragraph was added at the top.\n\n")).unwrap();
+    rescan(&app, tenant).await;
+    click_to_viewer(&b, link).await;
+    let l = visible_highlight(&b, &Opened { href, approximate: true }).await;
+    assert!(!l.stale_notice);
+    b.screenshot("approximate").await;
     b.finish().await;
 }
