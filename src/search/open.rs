@@ -36,7 +36,7 @@ pub fn open_action(locator: &Value, evidence_id: Uuid, public_url: Option<&str>)
 }
 
 /// A viewer URL from a bare locator whose block is no longer indexed (the file changed): the
-/// page or line it pointed at.
+/// page or line it pointed at, and a DOCX paragraph's paraId, fingerprint and ordinal.
 fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Option<&str>) -> OpenAction {
     let mut params = Vec::new();
     if let Some(p) = locator.get("page").and_then(Value::as_u64) {
@@ -44,6 +44,17 @@ fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Optio
     }
     if let Some(l) = locator.get("lineRange").and_then(|r| r.get(0)).and_then(Value::as_u64) {
         params.push(format!("line={l}"));
+    }
+    // DOCX: the viewer tries paraId, then the text fingerprint, then the paragraph ordinal.
+    let token = |k: &str| locator.get(k).and_then(Value::as_str).filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric()));
+    if let Some(p) = token("paraIdStart") {
+        params.push(format!("para={p}"));
+    }
+    if let Some(f) = token("textFingerprint") {
+        params.push(format!("fp={f}"));
+    }
+    if let Some(o) = locator.get("paragraphOrdinal").and_then(Value::as_u64) {
+        params.push(format!("ordinal={o}"));
     }
     let q = if params.is_empty() { String::new() } else { format!("?{}", params.join("&")) };
     with_public(format!("/sources/{source_id}/view{q}#hl"), public_url)

@@ -96,6 +96,8 @@ struct ViewerPage {
     cited_url: Option<String>,
     paged: Option<PagedView>,
     flow: Vec<FlowBlock>,
+    /// A citation whose block cannot be found: the document itself is the `#hl` target.
+    doc_hl: bool,
 }
 
 /// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX).
@@ -138,6 +140,7 @@ pub async fn view(State(state): State<AppState>, page: Page, Path(id): Path<Uuid
         cited_url: None,
         paged: None,
         flow: Vec::new(),
+        doc_hl: false,
         ctx,
     };
     let Some(art) = art else {
@@ -166,6 +169,7 @@ pub async fn view(State(state): State<AppState>, page: Page, Path(id): Path<Uuid
         kind => {
             let blocks: Vec<&Block> = art.all_blocks().collect();
             view.flow = super::flow_blocks(&art, &blocks, kind, target.as_ref());
+            view.doc_hl = target.as_ref().is_some_and(|t| t.block_id.is_none());
         }
     }
     render_page(view)

@@ -131,6 +131,9 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
     let doc = view(&k.client, &format!("/sources/{}/view?evidence={}&line=7#hl", id("flow/notes.md"), Uuid::new_v4())).await;
     assert!(has(&doc, ".approx-notice"));
     assert_eq!(text(one(&doc, "#hl")), "first item");
+    // Gone, and nothing else to go by: the document is the target, with the notice.
+    let doc = view(&k.client, &format!("/sources/{}/view?evidence={}#hl", id("flow/notes.md"), Uuid::new_v4())).await;
+    assert!(has(&doc, ".approx-notice") && has(&doc, "article.doc#hl") && !has(&doc, ".blk#hl"));
 
     // DOCX with and without paraIds: every block carries its ordinal (and paraId when Word wrote one).
     for (file, key) in [("flow/paraids.docx", "docxParaIds"), ("flow/plain.docx", "docxPlain")] {
@@ -161,6 +164,14 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
     }
     // DOCX bare-locator fallback: paraId → fingerprint → ordinal.
     let docx = id("flow/paraids.docx");
+    let loc = json!({"sourceId": docx, "blockId": "b99", "sourceHash": "sha256:old", "paraIdStart": "1A2B3C04",
+                     "textFingerprint": "0123456789abcdef", "paragraphOrdinal": 4});
+    let url = open(&k.client, json!({"locator": loc})).await;
+    assert_eq!(url, format!("/sources/{docx}/view?para=1A2B3C04&fp=0123456789abcdef&ordinal=4#hl"));
+    let doc = view(&k.client, &url).await;
+    let hl = one(&doc, "#hl");
+    assert!(text(hl).contains("线程作用域") && hl.value().classes().any(|c| c == "hl-approx"), "paraId found, text changed");
+    assert!(has(&doc, ".approx-notice"));
     let doc = view(&k.client, &format!("/sources/{docx}/view?para=1A2B3C04#hl")).await;
     assert!(text(one(&doc, "#hl")).contains("线程作用域") && !has(&doc, ".approx-notice"));
     let doc = view(&k.client, &format!("/sources/{docx}/view?para=FFFFFFFF&ordinal=9#hl")).await;
