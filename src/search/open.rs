@@ -24,20 +24,23 @@ fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     OpenAction { kind: "mnote.open_resource_locator", url, absolute_url }
 }
 
-/// The viewer URL of an evidence block with the locator it was indexed with.
+/// The viewer URL of an evidence block with the locator it was indexed with. Besides the
+/// evidence id it carries the locator's own hints (page, first line, DOCX paraId, text
+/// fingerprint, paragraph ordinal), so a citation still opens near the right place after the
+/// file changed and the id is gone.
 pub fn open_action(locator: &Value, evidence_id: Uuid, public_url: Option<&str>) -> OpenAction {
     let source = locator.get("sourceId").and_then(Value::as_str).unwrap_or_default();
     let mut url = format!("/sources/{source}/view?evidence={evidence_id}");
-    if let Some(p) = locator.get("page").and_then(Value::as_u64) {
-        url.push_str(&format!("&page={p}"));
+    for p in hint_params(locator) {
+        url.push('&');
+        url.push_str(&p);
     }
     url.push_str("#hl");
     with_public(url, public_url)
 }
 
-/// A viewer URL from a bare locator whose block is no longer indexed (the file changed): the
-/// page or line it pointed at, and a DOCX paragraph's paraId, fingerprint and ordinal.
-fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Option<&str>) -> OpenAction {
+/// `page=`, `line=`, `para=`, `fp=`, `ordinal=` from a locator (URL-safe values only).
+fn hint_params(locator: &Value) -> Vec<String> {
     let mut params = Vec::new();
     if let Some(p) = locator.get("page").and_then(Value::as_u64) {
         params.push(format!("page={p}"));
@@ -50,12 +53,21 @@ fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Optio
     if let Some(p) = token("paraIdStart") {
         params.push(format!("para={p}"));
     }
-    if let Some(f) = token("textFingerprint") {
-        params.push(format!("fp={f}"));
+    if locator.get("resourceKind").and_then(Value::as_str) == Some("docx") {
+        if let Some(f) = token("textFingerprint") {
+            params.push(format!("fp={f}"));
+        }
     }
     if let Some(o) = locator.get("paragraphOrdinal").and_then(Value::as_u64) {
         params.push(format!("ordinal={o}"));
     }
+    params
+}
+
+/// A viewer URL from a bare locator whose block is no longer indexed (the file changed): the
+/// page or line it pointed at, and a DOCX paragraph's paraId, fingerprint and ordinal.
+fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Option<&str>) -> OpenAction {
+    let params = hint_params(locator);
     let q = if params.is_empty() { String::new() } else { format!("?{}", params.join("&")) };
     with_public(format!("/sources/{source_id}/view{q}#hl"), public_url)
 }
@@ -318,6 +330,13 @@ mod tests {
         assert!(a.absolute_url.is_none());
         let a = open_action(&loc, id, Some("https://mnote.example/"));
         assert_eq!(a.absolute_url.unwrap(), format!("https://mnote.example{}", a.url));
+        let docx = json!({"sourceId": "s", "resourceKind": "docx", "paraIdStart": "1A2B3C4D", "textFingerprint": "ab12",
+                          "paragraphOrdinal": 7, "lineRange": null});
+        assert_eq!(open_action(&docx, id, None).url, format!("/sources/s/view?evidence={id}&para=1A2B3C4D&fp=ab12&ordinal=7#hl"));
+        let md = json!({"sourceId": "s", "resourceKind": "markdown", "lineRange": [12, 14], "textFingerprint": "ab12"});
+        assert_eq!(open_action(&md, id, None).url, format!("/sources/s/view?evidence={id}&line=12#hl"));
+        let hostile = json!({"sourceId": "s", "resourceKind": "docx", "paraIdStart": "x&y=1", "textFingerprint": "a#b"});
+        assert_eq!(open_action(&hostile, id, None).url, format!("/sources/s/view?evidence={id}#hl"));
     }
 
     #[test]

@@ -537,13 +537,8 @@ async fn a_deleted_file_opens_with_a_stale_notice_and_the_cited_block() {
 
 /// A result opened after its file changed and was re-indexed (its evidence id is gone): the
 /// viewer says the location is approximate and highlights where the block most likely is.
-///
-/// Fails today: `openAction.url` carries only `evidence=` (plus `page=` for paged kinds), so
-/// once that id is gone the viewer has no line/paragraph hint to fall back on: it shows the
-/// approximate notice ("the highlight shows where it most likely is") with no `#hl` at all,
-/// at the top of the document.
+/// `openAction.url` carries the locator's hints (`line=` here) for exactly this case.
 #[tokio::test]
-#[ignore = "viewer gap: a re-indexed file's old openAction URL has no line/para hints, so no #hl is shown (see the doc comment)"]
 async fn a_changed_file_opens_approximately_near_the_cited_block() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("guide.md");
