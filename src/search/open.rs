@@ -53,7 +53,7 @@ fn hint_params(locator: &Value) -> Vec<String> {
     if let Some(p) = token("paraIdStart") {
         params.push(format!("para={p}"));
     }
-    if locator.get("resourceKind").and_then(Value::as_str) == Some("docx") {
+    if matches!(locator.get("resourceKind").and_then(Value::as_str), None | Some("docx")) {
         if let Some(f) = token("textFingerprint") {
             params.push(format!("fp={f}"));
         }

@@ -103,7 +103,7 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
     let md = evidence(&app, k.tenant, &id("flow/notes.md")).await;
     let intro = find(&md, "Intro paragraph");
     let url = open(&k.client, json!({"evidenceId": intro.0})).await;
-    assert_eq!(url, format!("/sources/{}/view?evidence={}#hl", id("flow/notes.md"), intro.0));
+    assert_eq!(url, format!("/sources/{}/view?evidence={}&line=3#hl", id("flow/notes.md"), intro.0));
     let doc = view(&k.client, &url).await;
     let hl = one(&doc, "#hl");
     assert!(text(hl).contains("Intro paragraph about scoped threads."), "{}", hl.html());
