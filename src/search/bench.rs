@@ -150,7 +150,9 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
             eprintln!("{n} synthetic vectors written");
         }
     }
-    // The server, in this process, on an ephemeral port; a token for the acting member.
+    // The server, in this process, on an ephemeral port, with a pool sized for the clients;
+    // a token for the acting member.
+    let pool = crate::db::connect(&cfg.database_url, (a.clients + 4) as u32).await?;
     let state = crate::startup::AppState::new(pool.clone(), cfg.clone()).with_embedder(embedder.clone());
     let engine = state.search_engine();
     let app = crate::startup::build_router(state);
