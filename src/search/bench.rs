@@ -25,7 +25,6 @@ use super::{
 use crate::{
     cli::{act_as, app_pool},
     db::{Scope, TenantTx},
-    kbs,
 };
 
 pub struct BenchArgs<'a> {
@@ -126,15 +125,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     anyhow::ensure!(!queries.is_empty(), "no queries in {}", a.queries.display());
     let (cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, a.tenant, None).await?;
-    let kb = {
-        let mut tx = actor.tx_pool(&pool).await?;
-        let id = match kbs::queries::get_by_name(&mut tx, actor.user_id, actor.role.is_admin(), a.kb).await? {
-            Some(k) => k.id,
-            None => kbs::queries::insert(&mut tx, actor.tenant_id, a.kb, "search benchmark", "private", actor.user_id).await?,
-        };
-        tx.commit().await?;
-        id
-    };
+    let kb = eval::kb_or_create(&pool, &actor, a.kb, "search benchmark").await?;
     eval::ingest(&pool, &cfg, &actor, kb, &corpus).await?;
     let have = count_blocks(&pool, actor.tenant_id).await? as usize;
     if have < a.blocks {

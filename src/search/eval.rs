@@ -92,6 +92,17 @@ pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     b
 }
 
+/// The KB named `name` visible to `actor`, created (private, owned by them) when missing.
+pub(crate) async fn kb_or_create(pool: &PgPool, actor: &Auth, name: &str, description: &str) -> anyhow::Result<Uuid> {
+    let mut tx = actor.tx_pool(pool).await?;
+    let id = match kbs::queries::get_by_name(&mut tx, actor.user_id, actor.role.is_admin(), name).await? {
+        Some(k) => k.id,
+        None => kbs::queries::insert(&mut tx, actor.tenant_id, name, description, "private", actor.user_id).await?,
+    };
+    tx.commit().await?;
+    Ok(id)
+}
+
 /// Upload the documents not yet in the KB and parse them with in-process workers.
 pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
     let mut tx = actor.tx_pool(pool).await?;
@@ -297,15 +308,7 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
 
     let (cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, a.tenant, a.as_email).await?;
-    let kb = {
-        let mut tx = actor.tx_pool(&pool).await?;
-        let id = match kbs::queries::get_by_name(&mut tx, actor.user_id, actor.role.is_admin(), a.kb).await? {
-            Some(k) => k.id,
-            None => kbs::queries::insert(&mut tx, actor.tenant_id, a.kb, "evaluation collection", "private", actor.user_id).await?,
-        };
-        tx.commit().await?;
-        id
-    };
+    let kb = kb_or_create(&pool, &actor, a.kb, "evaluation collection").await?;
     eprintln!("{} documents, {} judged queries, KB {:?}", docs.len(), queries.len(), a.kb);
     let t0 = Instant::now();
     ingest(&pool, &cfg, &actor, kb, &docs).await?;

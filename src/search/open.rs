@@ -127,6 +127,7 @@ struct Anchor {
     source_id: Uuid,
     ordinal: i32,
     section_key: Option<String>,
+    locator: Value,
 }
 
 /// Find the block a reference names, under the caller's RLS. A locator whose block changed
@@ -134,7 +135,7 @@ struct Anchor {
 /// is gone.
 async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Option<Anchor>), ToolError> {
     let row = if let Some(id) = r.evidence_id {
-        sqlx::query("select id, source_id, ordinal, section_key from evidence_block where id = $1")
+        sqlx::query("select id, source_id, ordinal, section_key, locator from evidence_block where id = $1")
             .bind(id)
             .fetch_optional(&mut *conn)
             .await?
@@ -155,7 +156,7 @@ async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Opti
         let hash = loc.get("sourceHash").and_then(Value::as_str);
         let fp = loc.get("textFingerprint").and_then(Value::as_str);
         let row = sqlx::query(
-            "select id, source_id, ordinal, section_key from evidence_block
+            "select id, source_id, ordinal, section_key, locator from evidence_block
              where source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
                                        or ($4::text is not null and text_fingerprint = $4))
              order by (block_key = $2 and source_hash = $3) desc nulls last, ordinal limit 1",
@@ -179,6 +180,7 @@ async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Opti
         source_id: row.get("source_id"),
         ordinal: row.get("ordinal"),
         section_key: row.get("section_key"),
+        locator: row.get::<Json<Value>, _>("locator").0,
     };
     Ok((a.source_id, Some(a)))
 }
@@ -205,11 +207,7 @@ pub async fn open(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
     let (source_id, anchor) = resolve(conn, r).await?;
     let info = source_info(conn, source_id).await?;
     let (action, locator, exact) = match anchor {
-        Some(a) => {
-            let loc: Json<Value> =
-                sqlx::query_scalar("select locator from evidence_block where id = $1").bind(a.id).fetch_one(&mut *conn).await?;
-            (open_action(&loc.0, a.id, public_url), loc.0, true)
-        }
+        Some(a) => (open_action(&a.locator, a.id, public_url), a.locator, true),
         None => {
             let loc = r.locator.clone().unwrap_or(Value::Null);
             (open_action_without_block(source_id, &loc, public_url), loc, false)

@@ -53,7 +53,7 @@ impl Space {
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
             .collect();
-        let hash = &format!("{:x}", md5ish(&self.model))[..8];
+        let hash = &format!("{:x}", fnv1a(&self.model))[..8];
         let mut name = format!("evidence_embedding_hnsw_{}_{}_{hash}", self.dim, slug);
         name.truncate(63);
         name
@@ -71,7 +71,7 @@ pub fn space_of_config(cfg: &super::embed::EmbedConfig) -> Option<Space> {
 }
 
 /// A small stable hash for index names (FNV-1a; not security relevant).
-fn md5ish(s: &str) -> u64 {
+fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf29ce484222325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100000001b3))
 }
 
