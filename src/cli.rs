@@ -104,6 +104,9 @@ pub enum Command {
         /// Evaluate only the first N judged queries.
         #[arg(long)]
         limit_queries: Option<usize>,
+        /// Rank lexically in SQL instead of the in-memory mirror (they must agree).
+        #[arg(long)]
+        lexical_sql: bool,
     },
     /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
     Reindex {
@@ -173,10 +176,15 @@ pub enum BenchCommand {
         blocks: usize,
         #[arg(long, default_value_t = 8)]
         clients: usize,
-        #[arg(long, default_value_t = 400)]
+        /// Distinct queries per HTTP pass (at most the queries not used in-process).
+        #[arg(long, default_value_t = 600)]
         requests: usize,
         #[arg(long, default_value = "lexical,hybrid")]
         mode: String,
+        /// Also run this many queries per mode in-process with SQL lexical ranking (no
+        /// mirror), as the baseline the mirror is compared with.
+        #[arg(long, default_value_t = 10)]
+        sql_baseline: usize,
     },
 }
 
@@ -384,7 +392,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Search { who, query, mode, top_k, kb, json } => {
             search_command(&who, &query, &mode, top_k, kb.as_deref(), json).await
         }
-        Command::Eval { who, kb, corpus, queries, qrels, mode, rrf_k, limit_queries } => {
+        Command::Eval { who, kb, corpus, queries, qrels, mode, rrf_k, limit_queries, lexical_sql } => {
             crate::search::eval::eval_command(crate::search::eval::EvalArgs {
                 tenant: &who.tenant,
                 as_email: who.as_email.as_deref(),
@@ -395,6 +403,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 modes: &mode,
                 rrf_k,
                 limit_queries,
+                lexical_sql,
             })
             .await
         }
@@ -409,7 +418,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
         Command::Bench { command: BenchCommand::Index { tenant, rounds } } => crate::ingest::bench::index_command(&tenant, rounds).await,
-        Command::Bench { command: BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode } } => {
+        Command::Bench { command: BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode, sql_baseline } } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,
                 kb: &kb,
@@ -419,6 +428,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 clients,
                 requests,
                 modes: &mode,
+                sql_baseline,
             })
             .await
         }

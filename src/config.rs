@@ -44,6 +44,31 @@ pub struct Config {
     pub mineru_poll_interval: Duration,
     /// How long one MinerU parse (upload, queue, parse, download) may take.
     pub mineru_timeout: Duration,
+    /// How lexical search uses the in-memory BM25 mirrors (MNOTE_LEXICAL_MIRROR).
+    pub lexical_mirror: LexicalMirror,
+}
+
+/// `background` (default): a KB without a current mirror is ranked in SQL while the mirror is
+/// built; `inline`: the query waits for the build (deterministic, for tests and evaluation);
+/// `off`: always SQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LexicalMirror {
+    Off,
+    #[default]
+    Background,
+    Inline,
+}
+
+impl std::str::FromStr for LexicalMirror {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(LexicalMirror::Off),
+            "background" => Ok(LexicalMirror::Background),
+            "inline" => Ok(LexicalMirror::Inline),
+            _ => Err("expected off, background or inline".into()),
+        }
+    }
 }
 
 /// A secret from the environment: `Debug` and `Display` print `[redacted]`; the value is
@@ -159,6 +184,7 @@ impl Config {
                 .unwrap_or_else(|| "https://mineru.net".into()),
             mineru_poll_interval: Duration::from_secs(parse("MNOTE_MINERU_POLL_SECS", 5u64)?.max(1)),
             mineru_timeout: Duration::from_secs(parse("MNOTE_MINERU_TIMEOUT_SECS", 900u64)?.max(10)),
+            lexical_mirror: parse("MNOTE_LEXICAL_MIRROR", LexicalMirror::Background)?,
         })
     }
 

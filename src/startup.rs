@@ -27,6 +27,8 @@ pub struct AppState {
     pub source_events: tokio::sync::broadcast::Sender<String>,
     /// The configured embedder; `None` runs vector and hybrid search degraded (lexical).
     pub embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
+    /// In-memory BM25 mirrors of the KBs searched by this process (rebuilt when a KB changes).
+    pub lexical_mirror: Arc<crate::search::memindex::MemIndex>,
 }
 
 impl AppState {
@@ -34,16 +36,31 @@ impl AppState {
     pub fn new(pool: PgPool, config: Config) -> Self {
         let (tx, _) = tokio::sync::broadcast::channel(256);
         tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
-        AppState { pool, config: Arc::new(config), metrics: ops::metrics_handle(), source_events: tx, embedder: None }
+        let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
+        AppState {
+            pool,
+            config: Arc::new(config),
+            metrics: ops::metrics_handle(),
+            source_events: tx,
+            embedder: None,
+            lexical_mirror,
+        }
     }
 
+    /// Searches use `embedder` through a cache of recent query vectors.
     pub fn with_embedder(mut self, embedder: Option<Arc<dyn crate::search::embed::Embedder>>) -> Self {
-        self.embedder = embedder;
+        self.embedder = embedder.map(crate::search::embed_cache::CachedQueries::wrap);
         self
     }
 
     pub fn search_engine(&self) -> crate::search::query::Engine {
-        crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone())
+        use crate::config::LexicalMirror;
+        let engine = crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone());
+        match self.config.lexical_mirror {
+            LexicalMirror::Off => engine,
+            LexicalMirror::Background => engine.with_mem(self.lexical_mirror.clone(), false),
+            LexicalMirror::Inline => engine.with_mem(self.lexical_mirror.clone(), true),
+        }
     }
 }
 

@@ -91,14 +91,14 @@ pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<
 }
 
 /// Find the active token with this plaintext in the transaction's tenant; touches
-/// `last_used_at` at most once a minute. Returns the owning user.
+/// `last_used_at` at most once a minute (a read otherwise: no write, no WAL flush per
+/// request). Returns the owning user.
 pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Uuid>, sqlx::Error> {
     sqlx::query_scalar(
-        "update api_token set last_used_at = case
-             when last_used_at is null or last_used_at < now() - interval '1 minute' then now()
-             else last_used_at end
-         where token_hash = $1 and revoked_at is null
-         returning user_id",
+        "with t as (select id, user_id, last_used_at from api_token where token_hash = $1 and revoked_at is null),
+              touched as (update api_token a set last_used_at = now() from t
+                          where a.id = t.id and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
+         select user_id from t",
     )
     .bind(hash(plain))
     .fetch_optional(conn)

@@ -23,20 +23,18 @@ pub struct TenantTx {
 
 impl TenantTx {
     pub async fn begin(pool: &PgPool, tenant_id: Uuid, scope: Scope) -> Result<Self, sqlx::Error> {
-        let mut tx = pool.begin().await?;
         let (user, sys) = match scope {
             Scope::User(u) => (u.to_string(), ""),
             Scope::System => (String::new(), "system"),
         };
-        sqlx::query(
-            "select set_config('app.tenant_id', $1, true), set_config('app.user_id', $2, true),
-                    set_config('app.scope', $3, true)",
-        )
-        .bind(tenant_id.to_string())
-        .bind(user)
-        .bind(sys)
-        .execute(&mut *tx)
-        .await?;
+        // `begin` and the settings in one round trip (the simple protocol takes several
+        // statements). Only UUIDs and fixed words are spliced in, never caller text.
+        let tx = pool
+            .begin_with(format!(
+                "begin; select set_config('app.tenant_id', '{tenant_id}', true), set_config('app.user_id', '{user}', true), \
+                 set_config('app.scope', '{sys}', true)"
+            ))
+            .await?;
         Ok(TenantTx { tx })
     }
 

@@ -41,6 +41,27 @@ fn stemmer() -> &'static Stemmer {
     S.get_or_init(|| Stemmer::create(Algorithm::English))
 }
 
+/// Words recur (Zipf): a per-thread memo makes stemming a hash lookup for most of them.
+/// Cleared when it grows past a bound, so memory stays flat.
+fn stem(word: String) -> String {
+    const MAX: usize = 50_000;
+    thread_local! {
+        static MEMO: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(s) = m.get(&word) {
+            return s.clone();
+        }
+        let s = stemmer().stem(&word).into_owned();
+        if m.len() >= MAX {
+            m.clear();
+        }
+        m.insert(word, s.clone());
+        s
+    })
+}
+
 const EN_STOP: &[&str] = &[
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any", "are", "as", "at", "be",
     "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do",
@@ -127,7 +148,7 @@ pub fn analyze(text: &str) -> Vec<Token> {
                 continue;
             }
             let term = if word.chars().all(|c| c.is_ascii_alphabetic()) {
-                stemmer().stem(&word).into_owned()
+                stem(word)
             } else {
                 word
             };

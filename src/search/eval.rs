@@ -289,6 +289,7 @@ pub struct EvalArgs<'a> {
     pub modes: &'a str,
     pub rrf_k: Option<f64>,
     pub limit_queries: Option<usize>,
+    pub lexical_sql: bool,
 }
 
 pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
@@ -325,6 +326,9 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
         eprintln!("note: no embedder available; vector and hybrid run degraded (lexical)");
     }
     let mut engine = Engine::new(embedder, None);
+    if !a.lexical_sql {
+        engine = engine.with_mem(super::memindex::MemIndex::new(pool.clone()), true);
+    }
     if let Some(k) = a.rrf_k {
         engine.rrf_k = k;
     }

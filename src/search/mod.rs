@@ -3,8 +3,10 @@
 pub mod analyze;
 pub mod bench;
 pub mod embed;
+pub mod embed_cache;
 pub mod eval;
 pub mod handlers;
+pub mod memindex;
 pub mod open;
 pub mod pages;
 pub mod query;

@@ -2,14 +2,20 @@
 //! path for every caller. It runs inside the caller's [`TenantTx`], so row-level security,
 //! KB visibility and grants apply to every candidate.
 //!
-//! * lexical: BM25 over the analysed terms ([`super::analyze`]) with per-KB statistics kept
-//!   by a trigger; candidates come from the GIN index (`lex @@ 'a' | 'b'`).
+//! * lexical: BM25 over the analysed terms ([`super::analyze`]): idf over the searched KBs,
+//!   length normalised by each block's own KB, from per-KB statistics kept by a trigger.
+//!   Ranked by the in-memory mirror ([`super::memindex`]) when it is current, else in SQL with
+//!   candidates from the GIN index (`lex @@ 'a' | 'b'`); both give the same ranking.
 //! * vector: HNSW over the configured model's vectors (iterative scan, so filters do not
 //!   starve the result).
 //! * hybrid: reciprocal-rank fusion of both candidate lists in the same SQL statement.
 //! * graph: lexical hits expanded along evidence edges (≤ 2 hops, score halves per hop).
 
-use std::{collections::HashMap, sync::Arc, time::Instant};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Instant,
+};
 
 use pgvector::Vector;
 use serde::{Deserialize, Serialize};
@@ -20,15 +26,15 @@ use uuid::Uuid;
 use super::{
     analyze::{self, QueryTerms},
     embed::{EmbedKind, Embedder},
+    memindex::{self, MemIndex, RankFilter},
     open::{self, OpenAction},
     vectors::Space,
 };
 
 pub const MAX_TOP_K: usize = 100;
 const DEFAULT_TOP_K: usize = 10;
-/// BM25 parameters (Robertson/Lucene defaults).
-const BM25_K1: f64 = 1.2;
-const BM25_B: f64 = 0.75;
+/// BM25 parameters (Robertson/Lucene defaults), shared with the in-memory mirror.
+use memindex::{BM25_B, BM25_K1};
 /// Reciprocal-rank fusion constant: small values favour agreement at the top of both lists.
 pub const DEFAULT_RRF_K: f64 = 20.0;
 /// Above this share of CJK letters, an English-only embedder has nothing to add to a query.
@@ -113,11 +119,22 @@ pub struct Engine {
     pub embedder: Option<Arc<dyn Embedder>>,
     pub public_url: Option<String>,
     pub rrf_k: f64,
+    /// In-memory BM25 mirrors ([`memindex`]); `None` ranks lexically in SQL only.
+    pub mem: Option<Arc<MemIndex>>,
+    /// Build a missing mirror before answering instead of in the background (evaluation,
+    /// tests): every query then takes the in-memory path.
+    pub build_inline: bool,
 }
 
 impl Engine {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, public_url: Option<String>) -> Self {
-        Engine { embedder, public_url, rrf_k: DEFAULT_RRF_K }
+        Engine { embedder, public_url, rrf_k: DEFAULT_RRF_K, mem: None, build_inline: false }
+    }
+
+    pub fn with_mem(mut self, mem: Arc<MemIndex>, build_inline: bool) -> Self {
+        self.mem = Some(mem);
+        self.build_inline = build_inline;
+        self
     }
 }
 
@@ -202,17 +219,27 @@ struct Filters {
     include_stale: bool,
 }
 
-/// Conditions on `b` (evidence_block) and `s` (its source), with the filter parameters at
-/// `$1..$5`: KB ids, kinds, path prefix, include OCR, include stale. A source under a revoked
-/// grant is never served, whatever its status says.
-const FILTER_SQL: &str = "s.tenant_id = b.tenant_id and s.id = b.source_id
-    and ($1::uuid[] is null or b.kb_id = any($1::uuid[]))
-    and ($2::text[] is null or s.kind = any($2::text[]))
+/// The conditions on `s` (a source) among the filters: kinds `$2`, path prefix `$3`, include
+/// stale `$5`. A source under a revoked grant is never served, whatever its status says.
+macro_rules! source_filter_sql {
+    () => {
+        "($2::text[] is null or s.kind = any($2::text[]))
     and ($3::text is null or starts_with(s.resource_path, $3::text))
-    and ($4::bool or not b.is_ocr)
     and ($5::bool or s.status <> 'stale')
     and (s.grant_id is null or exists (select 1 from dir_grant g
-         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))";
+         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))"
+    };
+}
+
+/// Conditions on `b` (evidence_block) and `s` (its source), with the filter parameters at
+/// `$1..$5`: KB ids, kinds, path prefix, include OCR, include stale.
+const FILTER_SQL: &str = concat!(
+    "s.tenant_id = b.tenant_id and s.id = b.source_id
+    and ($1::uuid[] is null or b.kb_id = any($1::uuid[]))
+    and ($4::bool or not b.is_ocr)
+    and ",
+    source_filter_sql!()
+);
 
 fn bind_filters<'q>(
     q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
@@ -228,20 +255,20 @@ fn lexical_cte() -> String {
         "q(term, qtf) as (select * from unnest($6::text[], $7::int4[])),
         st as (select term, sum(df)::float8 as df from evidence_term_stat
                where term = any($6::text[]) and ($1::uuid[] is null or kb_id = any($1::uuid[])) group by term),
-        n as (select greatest(coalesce(sum(blocks), 0), 1)::float8 as n,
-                     greatest(coalesce(sum(total_len), 0)::float8 / greatest(coalesce(sum(blocks), 0), 1), 1) as avgdl
-              from evidence_kb_stat where ($1::uuid[] is null or kb_id = any($1::uuid[]))),
+        kbs as (select kb_id, blocks, greatest(total_len::float8 / greatest(blocks, 1), 1) as avgdl
+                from evidence_kb_stat where ($1::uuid[] is null or kb_id = any($1::uuid[]))),
+        n as (select greatest(coalesce(sum(blocks), 0), 1)::float8 as n from kbs),
         w as (select q.term, q.qtf * ln(1 + (n.n - least(st.df, n.n) + 0.5) / (least(st.df, n.n) + 0.5)) as idf
               from q join st using (term) cross join n),
         -- Each candidate's tsvector reduced to the query's lexemes (setweight marks them, ts_filter
         -- keeps them), so only those are unnested: their position counts are the term frequencies.
-        cand as (select b.id, b.lex_len, ts_filter(setweight(b.lex, 'A', $6::text[]), '{{a}}') as q
+        cand as (select b.id, b.kb_id, b.lex_len, ts_filter(setweight(b.lex, 'A', $6::text[]), '{{a}}') as q
                  from evidence_block b, source s
                  where b.lex @@ $8::tsquery and {FILTER_SQL}),
         lexical as (select c.id,
                         sum(w.idf * cardinality(u.positions) * {k1p}
-                            / (cardinality(u.positions) + {k1} * ({one_b} + {b} * c.lex_len / n.avgdl))) as score
-                    from cand c cross join lateral unnest(c.q) u join w on w.term = u.lexeme cross join n
+                            / (cardinality(u.positions) + {k1} * ({one_b} + {b} * c.lex_len / kbs.avgdl))) as score
+                    from cand c join kbs using (kb_id) cross join lateral unnest(c.q) u join w on w.term = u.lexeme
                     group by c.id order by score desc limit $9)",
         k1p = BM25_K1 + 1.0,
         k1 = BM25_K1,
@@ -339,32 +366,131 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
             // An English-only model puts every Chinese query near the same few vectors:
             // fusing them in would only push good lexical hits down.
             let skip_vector = !multilingual && terms.cjk_ratio > CJK_QUERY_RATIO;
-            let fusion = Fusion {
+            resp.fusion = Some(Fusion {
                 rrf_k: engine.rrf_k,
                 lexical_weight: 1.0,
                 vector_weight: if skip_vector { 0.0 } else { 1.0 },
                 note: skip_vector.then_some("query_language_not_covered_by_embedder"),
-            };
-            let r = if skip_vector {
-                lexical_only(conn, &filters, &terms, top_k as i64).await?
-            } else {
-                hybrid(conn, &filters, &terms, &space, v, &fusion, depth, top_k as i64).await?
-            };
-            resp.fusion = Some(fusion);
-            r
+            });
+            if skip_vector {
+                resp.results = lexical_hits(conn, engine, &filters, &terms, top_k).await?;
+                return Ok(resp);
+            }
+            let fusion = resp.fusion.as_ref().expect("set above");
+            hybrid(conn, engine, &filters, &terms, &space, v, fusion, depth, top_k as i64).await?
         }
-        (Mode::Graph, _) => graph(conn, &filters, &terms, top_k).await?,
-        _ => lexical_only(conn, &filters, &terms, top_k as i64).await?,
+        (Mode::Graph, _) => graph(conn, engine, &filters, &terms, top_k).await?,
+        _ => {
+            resp.results = lexical_hits(conn, engine, &filters, &terms, top_k).await?;
+            return Ok(resp);
+        }
     };
     resp.results = hydrate(conn, engine, &filters, &terms, ranked).await?;
     Ok(resp)
 }
 
-async fn lexical_only(conn: &mut PgConnection, f: &Filters, t: &QueryTerms, limit: i64) -> sqlx::Result<Ranked> {
+/// The mirror knows KBs, OCR and (when asked) the allowed sources; stale sources and revoked
+/// grants are checked against the database, so ask for a few more than needed and more again
+/// when the check removed too many.
+fn first_want(limit: usize) -> usize {
+    limit + limit.div_ceil(2).max(5)
+}
+
+/// Lexical results: ranked by the mirror and hydrated (which applies every filter) in one
+/// step, or ranked in SQL.
+async fn lexical_hits(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, top_k: usize) -> sqlx::Result<Vec<Hit>> {
+    if !t.is_empty() {
+        if let Some(mem) = mem_ranker(conn, engine, f).await? {
+            let mut want = first_want(top_k);
+            loop {
+                let cand = mem.rank(t, want);
+                let exhausted = cand.len() < want;
+                let mut hits = hydrate(conn, engine, f, t, Ranked { ids: cand, graph: HashMap::new() }).await?;
+                if hits.len() >= top_k || exhausted {
+                    hits.truncate(top_k);
+                    return Ok(hits);
+                }
+                want *= 4;
+            }
+        }
+    }
+    let ranked = lexical_ranked(conn, engine, f, t, top_k).await?;
+    hydrate(conn, engine, f, t, ranked).await
+}
+
+/// The best `limit` blocks by BM25 among those the filters allow: from the in-memory mirrors
+/// when they are current, else in SQL.
+async fn lexical_ranked(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, limit: usize) -> sqlx::Result<Ranked> {
     if t.is_empty() {
         return Ok(Ranked { ids: Vec::new(), graph: HashMap::new() });
     }
-    let sql = format!("with {} select id, score from lexical order by score desc", lexical_cte());
+    let Some(mem) = mem_ranker(conn, engine, f).await? else {
+        return lexical_sql(conn, f, t, limit as i64).await;
+    };
+    let mut want = first_want(limit);
+    loop {
+        let cand = mem.rank(t, want);
+        let ids: Vec<Uuid> = cand.iter().map(|c| c.0).collect();
+        let sql = format!("select b.id from evidence_block b, source s where b.id = any($6::uuid[]) and {FILTER_SQL}");
+        let rows = bind_filters(sqlx::query(&sql), f).bind(&ids).fetch_all(&mut *conn).await?;
+        let ok: HashSet<Uuid> = rows.iter().map(|r| r.get(0)).collect();
+        let mut kept: Vec<(Uuid, f64)> = cand.iter().copied().filter(|c| ok.contains(&c.0)).collect();
+        if kept.len() >= limit || cand.len() < want {
+            kept.truncate(limit);
+            return Ok(Ranked { ids: kept, graph: HashMap::new() });
+        }
+        want *= 4;
+    }
+}
+
+/// The current mirrors of the KBs this query searches, with the request's filters, or `None`
+/// (no mirror configured, or one is not current yet).
+struct MemRanker {
+    indexes: Vec<Arc<memindex::KbIndex>>,
+    include_ocr: bool,
+    sources: Option<HashSet<Uuid>>,
+}
+
+impl MemRanker {
+    fn rank(&self, t: &QueryTerms, limit: usize) -> Vec<(Uuid, f64)> {
+        let filter = RankFilter { include_ocr: self.include_ocr, sources: self.sources.as_ref() };
+        memindex::rank(&self.indexes, t, &filter, limit)
+    }
+}
+
+async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Filters) -> sqlx::Result<Option<MemRanker>> {
+    let Some(mem) = &engine.mem else { return Ok(None) };
+    // Read in the caller's transaction: RLS decides which KBs (and so which mirrors) count.
+    let versions = memindex::visible_versions(conn, f.kb_ids.as_deref()).await?;
+    let indexes = match mem.snapshot(&versions) {
+        Some(i) => i,
+        None if engine.build_inline => {
+            if let Err(e) = mem.warm(&versions).await {
+                tracing::warn!(error = %e, "lexical mirror not built; ranking in SQL");
+                return Ok(None);
+            }
+            match mem.snapshot(&versions) {
+                Some(i) => i,
+                None => return Ok(None),
+            }
+        }
+        None => return Ok(None),
+    };
+    let sources = if f.kinds.is_some() || f.path_prefix.is_some() {
+        let sql = concat!(
+            "select s.id from source s where ($1::uuid[] is null or s.kb_id = any($1::uuid[])) and ($4::bool or true) and ",
+            source_filter_sql!()
+        );
+        let rows = bind_filters(sqlx::query(sql), f).fetch_all(&mut *conn).await?;
+        Some(rows.iter().map(|r| r.get(0)).collect())
+    } else {
+        None
+    };
+    Ok(Some(MemRanker { indexes, include_ocr: f.include_ocr, sources }))
+}
+
+async fn lexical_sql(conn: &mut PgConnection, f: &Filters, t: &QueryTerms, limit: i64) -> sqlx::Result<Ranked> {
+    let sql = format!("with {} select id, score from lexical order by score desc, id", lexical_cte());
     let rows = bind_filters(sqlx::query(&sql), f)
         .bind(&t.terms)
         .bind(&t.counts)
@@ -397,6 +523,7 @@ async fn vector_only(conn: &mut PgConnection, f: &Filters, space: &Space, v: Vec
 #[allow(clippy::too_many_arguments)]
 async fn hybrid(
     conn: &mut PgConnection,
+    engine: &Engine,
     f: &Filters,
     t: &QueryTerms,
     space: &Space,
@@ -405,40 +532,53 @@ async fn hybrid(
     depth: i64,
     limit: i64,
 ) -> sqlx::Result<Ranked> {
+    // The lexical list comes ranked from the mirror (twice as deep, the filters below may drop
+    // some) or is ranked here in SQL.
+    let mem = if t.is_empty() { None } else { mem_ranker(conn, engine, f).await? };
     set_hnsw(conn, depth).await?;
+    let (lex, v_at) = match &mem {
+        Some(_) => (
+            format!(
+                "lexical as (select l.id, l.score from unnest($6::uuid[], $7::float8[]) l(id, score), evidence_block b, source s
+                             where b.id = l.id and {FILTER_SQL} order by l.score desc, l.id limit $8)"
+            ),
+            9,
+        ),
+        None => (lexical_cte(), 10),
+    };
     // One round trip: both candidate lists, ranked, fused.
     let sql = format!(
         "with {lex}, {vec},
-        lr as (select id, row_number() over (order by score desc) as r from lexical),
-        vr as (select id, row_number() over (order by dist) as r from vec)
+        lr as (select id, row_number() over (order by score desc, id) as r from lexical),
+        vr as (select id, row_number() over (order by dist, id) as r from vec)
         select coalesce(lr.id, vr.id) as id,
                coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0) as score
         from lr full outer join vr on lr.id = vr.id
-        order by score desc limit $12",
-        lex = lexical_cte(),
-        vec = vector_cte(space, 10),
+        order by score desc, id limit ${last}",
+        vec = vector_cte(space, v_at),
         wl = fusion.lexical_weight,
         wv = fusion.vector_weight,
         k = fusion.rrf_k,
+        last = v_at + 2,
     );
-    let rows = bind_filters(sqlx::query(&sql), f)
-        .bind(&t.terms)
-        .bind(&t.counts)
-        .bind(t.tsquery())
-        .bind(depth)
-        .bind(Vector::from(v))
-        .bind(depth)
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await?;
+    let q = bind_filters(sqlx::query(&sql), f);
+    let q = match &mem {
+        Some(m) => {
+            let cand = m.rank(t, depth as usize * 2);
+            let (ids, scores): (Vec<Uuid>, Vec<f64>) = cand.into_iter().unzip();
+            q.bind(ids).bind(scores).bind(depth)
+        }
+        None => q.bind(&t.terms).bind(&t.counts).bind(t.tsquery()).bind(depth),
+    };
+    let rows = q.bind(Vector::from(v)).bind(depth).bind(limit).fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }
 
 /// Lexical seeds, then up to two hops along edges: blocks of the same section, blocks that
 /// mention the same `@entity`, the opening blocks of a linked document and blocks linking to
 /// the seed's document. Each hop halves the score.
-async fn graph(conn: &mut PgConnection, f: &Filters, t: &QueryTerms, top_k: usize) -> sqlx::Result<Ranked> {
-    let seeds = lexical_only(conn, f, t, GRAPH_SEEDS.max(top_k) as i64).await?;
+async fn graph(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, top_k: usize) -> sqlx::Result<Ranked> {
+    let seeds = lexical_ranked(conn, engine, f, t, GRAPH_SEEDS.max(top_k)).await?;
     let mut best: HashMap<Uuid, f64> = seeds.ids.iter().copied().collect();
     let mut steps: HashMap<Uuid, GraphStep> = HashMap::new();
     let mut frontier: Vec<(Uuid, f64)> = seeds.ids.clone();

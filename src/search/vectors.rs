@@ -136,7 +136,7 @@ pub async fn pending_count(conn: &mut PgConnection, space: &Space) -> sqlx::Resu
 pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, tenant: Uuid) -> anyhow::Result<usize> {
     let space = Space::of(embedder.as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let rows: Vec<(Uuid, Uuid, Uuid, String, Json<Vec<String>>)> = sqlx::query_as(
+    let rows: Vec<BlockText> = sqlx::query_as(
         "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
          where not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)
@@ -148,9 +148,20 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     .bind(BACKLOG_BATCH)
     .fetch_all(&mut *tx)
     .await?;
+    let n = embed_rows(&mut tx, embedder, tenant, &rows).await?;
+    tx.commit().await?;
+    Ok(n)
+}
+
+/// (id, source, KB, text, section path) of a block to embed.
+pub type BlockText = (Uuid, Uuid, Uuid, String, Json<Vec<String>>);
+
+/// Embed these blocks and store their vectors (in the caller's transaction).
+pub async fn embed_rows(conn: &mut PgConnection, embedder: &Arc<dyn Embedder>, tenant: Uuid, rows: &[BlockText]) -> anyhow::Result<usize> {
     if rows.is_empty() {
         return Ok(0);
     }
+    let space = Space::of(embedder.as_ref());
     // Section titles give a paragraph its context (same text as the lexical index sees).
     let texts: Vec<String> =
         rows.iter().map(|r| truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)).collect();
@@ -172,9 +183,8 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     .bind(&sources)
     .bind(&kbs)
     .bind(&vecs)
-    .execute(&mut *tx)
+    .execute(&mut *conn)
     .await?;
-    tx.commit().await?;
     Ok(rows.len())
 }
 

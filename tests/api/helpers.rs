@@ -136,6 +136,9 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
         mineru_url: "http://127.0.0.1:9".into(),
         mineru_poll_interval: Duration::from_millis(50),
         mineru_timeout: Duration::from_secs(60),
+        // Every search through the mirror, deterministically; the SQL ranking and the
+        // background mode are compared with it in search.rs.
+        lexical_mirror: mnote::config::LexicalMirror::Inline,
     };
     tweak(&mut config);
     if let Some(e) = &embedder {

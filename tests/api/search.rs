@@ -429,3 +429,118 @@ async fn bm25_statistics_follow_the_blocks_and_rebuild_identically() {
     assert!(results(&search(&t.client, json!({"query": "线程作用域", "mode": "lexical"})).await).is_empty());
     assert_eq!(paths(&search(&t.client, json!({"query": "通道", "mode": "lexical"})).await), ["zh.md"]);
 }
+
+/// The in-memory BM25 mirror and the SQL ranking give the same ranking (ids in order, scores
+/// to float precision) for every filter; a stale mirror is never used; the background mode
+/// answers from SQL while it rebuilds; filters that remove many top hits make it look deeper.
+#[tokio::test]
+async fn the_lexical_mirror_ranks_exactly_like_sql_and_is_never_used_stale() {
+    use mnote::search::{
+        memindex::MemIndex,
+        query::{self, Engine, Mode, SearchRequest},
+    };
+    let app = spawn_app().await;
+    let many_stale: String = (0..12).map(|i| format!("Borrow borrow note {i}.\n\n")).collect();
+    let t = team(
+        &app,
+        "mirror",
+        &[
+            ("a/zh.md", SCOPED_ZH.as_bytes()),
+            ("a/en.md", SCOPED_EN.as_bytes()),
+            ("b/own.md", OWNERSHIP.as_bytes()),
+            ("b/notes.docx", &docx(&["Scoped threads borrow from the stack.", "Ownership moves values between threads."])),
+            ("b/stale.md", format!("# Stale\n\n{many_stale}").as_bytes()),
+        ],
+    )
+    .await;
+    // A second KB over part of the same files: idf then comes from both KBs together.
+    let (_, kb2) = t.client.post_json("/api/kbs", json!({"name": "second"})).await;
+    let kb2 = kb2["id"].as_str().unwrap().to_string();
+    let (st, r) = t.client.post_json(&format!("/api/kbs/{kb2}/sources"), json!({"path": app.docs_path("mirror/b")})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+
+    let sql = Engine::new(None, None);
+    let mem = MemIndex::new(app.pool.clone());
+    let inline = Engine::new(None, None).with_mem(mem.clone(), true);
+    let run = |engine: Engine, req: SearchRequest| {
+        let pool = app.pool.clone();
+        let (tenant, user) = (t.tenant, t.user);
+        async move {
+            let mut tx = TenantTx::begin(&pool, tenant, Scope::User(user)).await.unwrap();
+            let r = query::run(&mut tx, &engine, &req, 50).await.unwrap();
+            tx.commit().await.unwrap();
+            r.results.into_iter().map(|h| (h.evidence_id, h.score, h.resource_path)).collect::<Vec<_>>()
+        }
+    };
+    let kb1: Uuid = t.kb.parse().unwrap();
+    let kb2_id: Uuid = kb2.parse().unwrap();
+    let mut compared = 0;
+    for q in ["线程作用域", "作用域 线程", "borrow threads", "ownership Alice", "scoped threads borrow data from the stack", "nothing matches xyzzy"] {
+        for (kbs, kinds, prefix, ocr) in [
+            (None, None, None, None),
+            (Some(vec![kb2_id]), None, None, None),
+            (Some(vec![kb1]), Some(vec!["docx".to_string()]), None, None),
+            (None, None, Some("b/".to_string()), Some(false)),
+        ] {
+            let mut req = SearchRequest::new(q, Mode::Lexical);
+            req.kb_ids = kbs;
+            req.kinds = kinds;
+            req.path_prefix = prefix;
+            req.include_ocr = ocr;
+            let a = run(sql.clone(), req.clone()).await;
+            let b = run(inline.clone(), req.clone()).await;
+            let ids = |v: &[(Uuid, f64, String)]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+            assert_eq!(ids(&a), ids(&b), "{q} {req:?}");
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x.1 - y.1).abs() <= 1e-5 * x.1.abs().max(1.0), "{q}: {} vs {}", x.1, y.1);
+            }
+            compared += a.len();
+        }
+    }
+    assert!(compared > 20, "the comparison saw results ({compared})");
+
+    // A stale file's many strong hits are dropped after ranking; the mirror asks for more
+    // until the live hit is found.
+    std::fs::remove_file(app.docs.join("mirror/b/stale.md")).unwrap();
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    mnote::ingest::watch::rescan_tenant(&mut tx, t.tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    app.run_jobs().await;
+    let mut req = SearchRequest::new("borrow", Mode::Lexical);
+    req.top_k = Some(2);
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::User(t.user)).await.unwrap();
+    let r = query::search(&mut tx, &inline, &req).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(r.results.len(), 2);
+    assert!(r.results.iter().all(|h| h.resource_path != "b/stale.md"), "stale hits are never served");
+
+    // Background mode: a query after a change is answered from SQL (the new text is found at
+    // once) and a rebuild at the new version follows.
+    let bg_mem = MemIndex::new(app.pool.clone());
+    let bg = Engine::new(None, None).with_mem(bg_mem.clone(), false);
+    run(bg.clone(), SearchRequest::new("borrow", Mode::Lexical)).await;
+    let built = |m: &std::sync::Arc<MemIndex>| m.get(kb1).map(|i| i.version.generation);
+    let mut waited = 0;
+    while built(&bg_mem).is_none() {
+        assert!(waited < 200, "the background build finished");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    let before = built(&bg_mem).unwrap();
+    std::fs::write(app.docs.join("mirror/a/new.md"), "# New\n\nA zeppelin floats above the harbour.\n").unwrap();
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    mnote::ingest::watch::rescan_tenant(&mut tx, t.tenant).await.unwrap();
+    tx.commit().await.unwrap();
+    app.run_jobs().await;
+    let hits = run(bg.clone(), SearchRequest::new("zeppelin", Mode::Lexical)).await;
+    assert_eq!(hits.iter().map(|h| h.2.as_str()).collect::<Vec<_>>(), ["a/new.md"], "found before any rebuild");
+    let mut waited = 0;
+    while built(&bg_mem).is_none_or(|g| g == before) {
+        assert!(waited < 200, "a rebuild at the new version followed");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        run(bg.clone(), SearchRequest::new("zeppelin", Mode::Lexical)).await;
+        waited += 1;
+    }
+    assert_eq!(run(bg, SearchRequest::new("zeppelin", Mode::Lexical)).await.len(), 1);
+}
