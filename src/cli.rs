@@ -161,6 +161,14 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
+    /// Passage-embedding throughput of the configured embedder on a sample of a tenant's
+    /// blocks (nothing is written).
+    Embed {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+    },
     /// Search latency with concurrent clients through the HTTP API vs in-process, on a
     /// collection topped up to `--blocks` blocks (synthetic vectors; see docs/BENCHMARKS.md).
     Search {
@@ -418,6 +426,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Bench { command: BenchCommand::Ingest { docs, rounds } } => crate::ingest::bench::ingest_command(&docs, rounds),
         Command::Bench { command: BenchCommand::Index { tenant, rounds } } => crate::ingest::bench::index_command(&tenant, rounds).await,
+        Command::Bench { command: BenchCommand::Embed { tenant, limit } } => crate::search::bench::embed_command(&tenant, limit).await,
         Command::Bench { command: BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode, sql_baseline } } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,

@@ -379,3 +379,48 @@ async fn http_pass(
     lat.sort_by(|x, y| x.total_cmp(y));
     Ok((lat, wall))
 }
+
+/// `mnote bench embed`: passage-embedding throughput of the configured embedder on `limit`
+/// blocks of a tenant (a random sample), in the workers' batch size and with the text the
+/// workers embed. Nothing is written.
+pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
+    let (_cfg, pool) = app_pool().await?;
+    let actor = act_as(&pool, tenant, None).await?;
+    let embedder = crate::startup::load_embedder(&pool).await.context("no embedder is configured or provisioned")?;
+    let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
+    let rows: Vec<BlockText> = sqlx::query_as(
+        "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
+         order by md5(id::text) limit $1",
+    )
+    .bind(limit)
+    .fetch_all(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    anyhow::ensure!(!rows.is_empty(), "tenant {tenant} has no blocks");
+    let texts: Vec<String> = rows.iter().map(super::vectors::embed_text).collect();
+    let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+    embedder.embed(&texts[..texts.len().min(8)], super::embed::EmbedKind::Passage).await?; // warm up
+    let b = eval::bar(texts.len() as u64, "embedding");
+    let started = Instant::now();
+    for batch in texts.chunks(super::vectors::BACKLOG_BATCH as usize) {
+        embedder.embed(batch, super::embed::EmbedKind::Passage).await?;
+        b.inc(batch.len() as u64);
+    }
+    b.finish();
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{} blocks ({:.0} characters on average) in {secs:.1} s with {} (batches of {})",
+        texts.len(),
+        chars as f64 / texts.len() as f64,
+        embedder.model_id(),
+        super::vectors::BACKLOG_BATCH
+    );
+    println!("embedding_blocks_per_s: {:.2}", texts.len() as f64 / secs);
+    if let Some(rss) = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.trim_start_matches("VmHWM:").trim().to_string()))
+    {
+        println!("peak RSS: {rss}");
+    }
+    Ok(())
+}

@@ -359,7 +359,9 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
             },
         }
     }
-    let depth = (top_k * 2).max(100) as i64;
+    // Candidates per side for fusion. With RRF k = 20, a block ranked below 4·topK in both
+    // lists scores less than one ranked topK in either, so deeper lists rarely change the top.
+    let depth = (top_k * 4).max(40) as i64;
     let ranked = match (req.mode, qvec) {
         (Mode::Vector, Some((space, _, v))) => vector_only(conn, &filters, &space, v, top_k as i64).await?,
         (Mode::Hybrid, Some((space, multilingual, v))) => {

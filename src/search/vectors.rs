@@ -156,15 +156,19 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
 /// (id, source, KB, text, section path) of a block to embed.
 pub type BlockText = (Uuid, Uuid, Uuid, String, Json<Vec<String>>);
 
+/// What is embedded for a block: its section titles give a paragraph its context (the same
+/// text the lexical index sees), capped in length.
+pub fn embed_text(r: &BlockText) -> String {
+    truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)
+}
+
 /// Embed these blocks and store their vectors (in the caller's transaction).
 pub async fn embed_rows(conn: &mut PgConnection, embedder: &Arc<dyn Embedder>, tenant: Uuid, rows: &[BlockText]) -> anyhow::Result<usize> {
     if rows.is_empty() {
         return Ok(0);
     }
     let space = Space::of(embedder.as_ref());
-    // Section titles give a paragraph its context (same text as the lexical index sees).
-    let texts: Vec<String> =
-        rows.iter().map(|r| truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)).collect();
+    let texts: Vec<String> = rows.iter().map(embed_text).collect();
     let vectors = embedder.embed(&texts, EmbedKind::Passage).await?;
     anyhow::ensure!(vectors.len() == rows.len(), "the embedder returned {} vectors for {} texts", vectors.len(), rows.len());
     let ids: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
