@@ -123,12 +123,11 @@ impl FromRequestParts<AppState> for Auth {
         if has_bearer(parts) {
             let token = bearer(parts).ok_or(AppError::Unauthorized)?;
             let tenant_id = tokens::tenant_of(token).ok_or(AppError::Unauthorized)?;
-            // One transaction: the token, then its user's membership of the token's tenant.
+            // One statement: the token and its user's membership of the token's tenant.
             let mut tx = TenantTx::begin(&state.pool, tenant_id, Scope::System).await?;
-            let user = tokens::authenticate(&mut tx, token).await?.ok_or(AppError::Unauthorized)?;
-            let m = tq::member(&mut tx, user).await?.ok_or(AppError::Unauthorized)?;
+            let m = tokens::authenticate(&mut tx, token).await?.ok_or(AppError::Unauthorized)?;
             tx.commit().await?;
-            return Ok(Auth { user_id: user, tenant_id, role: m.role, email: m.email, via: Via::Token });
+            return Ok(Auth { user_id: m.user_id, tenant_id, role: m.role, email: m.email, via: Via::Token });
         }
         let session = session_of(parts, state).await?;
         let who = signed_in(&session, state).await?.ok_or(AppError::Unauthorized)?;

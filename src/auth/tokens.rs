@@ -90,15 +90,18 @@ pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<
     Ok(r.rows_affected() == 1)
 }
 
-/// Find the active token with this plaintext in the transaction's tenant; touches
-/// `last_used_at` at most once a minute (a read otherwise: no write, no WAL flush per
-/// request). Returns the owning user.
-pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+/// Find the active token with this plaintext in the transaction's tenant and its user's
+/// membership there, in one statement; touches `last_used_at` at most once a minute (a read
+/// otherwise: no write per request).
+pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<crate::tenants::queries::Member>, sqlx::Error> {
+    sqlx::query_as(
         "with t as (select id, user_id, last_used_at from api_token where token_hash = $1 and revoked_at is null),
               touched as (update api_token a set last_used_at = now() from t
                           where a.id = t.id and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
-         select user_id from t",
+         select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         from t join membership m on m.user_id = t.user_id
+                                 and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+                join app_user u on u.id = t.user_id",
     )
     .bind(hash(plain))
     .fetch_optional(conn)

@@ -38,11 +38,11 @@ impl From<ToolError> for AppError {
 }
 
 /// `POST /api/evidence/search`
-pub async fn search(State(state): State<AppState>, auth: Auth, ApiJson(req): ApiJson<SearchRequest>) -> AppResult<Json<Value>> {
+pub async fn search(State(state): State<AppState>, auth: Auth, ApiJson(req): ApiJson<SearchRequest>) -> AppResult<Json<query::SearchResponse>> {
     let mut tx = auth.tx(&state).await?;
     let resp = query::search(&mut tx, &state.search_engine(), &req).await?;
     tx.commit().await?;
-    Ok(Json(serde_json::to_value(resp).map_err(anyhow::Error::from)?))
+    Ok(Json(resp))
 }
 
 /// `POST /api/evidence/read`

@@ -407,9 +407,8 @@ async fn lexical_hits(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: 
             loop {
                 let cand = mem.rank(t, want);
                 let exhausted = cand.len() < want;
-                let mut hits = hydrate(conn, engine, f, t, Ranked { ids: cand, graph: HashMap::new() }).await?;
+                let hits = hydrate_first(conn, engine, f, t, Ranked { ids: cand, graph: HashMap::new() }, top_k).await?;
                 if hits.len() >= top_k || exhausted {
-                    hits.truncate(top_k);
                     return Ok(hits);
                 }
                 want *= 4;
@@ -652,6 +651,12 @@ async fn graph(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryT
 
 /// Turn ranked ids into results (re-checking the filters: graph neighbours come from edges).
 async fn hydrate(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, ranked: Ranked) -> sqlx::Result<Vec<Hit>> {
+    let n = ranked.ids.len();
+    hydrate_first(conn, engine, f, t, ranked, n).await
+}
+
+/// [`hydrate`], stopping after `keep` results (quotes are only built for those).
+async fn hydrate_first(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, ranked: Ranked, keep: usize) -> sqlx::Result<Vec<Hit>> {
     let ids: Vec<Uuid> = ranked.ids.iter().map(|x| x.0).collect();
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -663,9 +668,11 @@ async fn hydrate(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &Quer
     let rows = bind_filters(sqlx::query(&sql), f).bind(&ids).fetch_all(&mut *conn).await?;
     let mut by_id: HashMap<Uuid, sqlx::postgres::PgRow> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
     let mut graph = ranked.graph;
-    let limit = ranked.ids.len();
-    let mut out = Vec::with_capacity(limit);
+    let mut out = Vec::with_capacity(keep.min(ranked.ids.len()));
     for (id, score) in ranked.ids {
+        if out.len() >= keep {
+            break;
+        }
         let Some(row) = by_id.remove(&id) else { continue };
         let text: String = row.get("text");
         let locator: Json<Value> = row.get("locator");
