@@ -460,7 +460,7 @@ mod tests {
         ]);
         let t = QueryTerms { terms: vec!["scope".into(), "thread".into()], counts: vec![1, 1], cjk_ratio: 0.0 };
         let all = RankFilter { include_ocr: true, sources: None };
-        let r = rank(&[idx.clone()], &t, &all, 10);
+        let r = rank(std::slice::from_ref(&idx), &t, &all, 10);
         let ids: Vec<u128> = r.iter().map(|x| x.0.as_u128()).collect();
         assert_eq!(ids, [3, 2], "both terms beat one; non-matching blocks are not candidates");
         // BM25 by hand for block 2 ("scope", len 3): N=4, df(scope)=2, avgdl=2.
@@ -469,9 +469,9 @@ mod tests {
         assert!((r[1].1 - expect).abs() < 1e-6);
 
         let no_ocr = RankFilter { include_ocr: false, sources: None };
-        assert_eq!(rank(&[idx.clone()], &t, &no_ocr, 10).len(), 1, "block 3 is OCR");
+        assert_eq!(rank(std::slice::from_ref(&idx), &t, &no_ocr, 10).len(), 1, "block 3 is OCR");
         let only = HashSet::from([Uuid::from_u128(101)]);
-        let r = rank(&[idx.clone()], &t, &RankFilter { include_ocr: true, sources: Some(&only) }, 10);
+        let r = rank(std::slice::from_ref(&idx), &t, &RankFilter { include_ocr: true, sources: Some(&only) }, 10);
         assert_eq!(r.iter().map(|x| x.0.as_u128()).collect::<Vec<_>>(), [2]);
         assert_eq!(rank(&[idx], &t, &all, 1).len(), 1);
     }

@@ -401,18 +401,18 @@ fn first_want(limit: usize) -> usize {
 /// Lexical results: ranked by the mirror and hydrated (which applies every filter) in one
 /// step, or ranked in SQL.
 async fn lexical_hits(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, top_k: usize) -> sqlx::Result<Vec<Hit>> {
-    if !t.is_empty() {
-        if let Some(mem) = mem_ranker(conn, engine, f).await? {
-            let mut want = first_want(top_k);
-            loop {
-                let cand = mem.rank(t, want);
-                let exhausted = cand.len() < want;
-                let hits = hydrate_first(conn, engine, f, t, Ranked { ids: cand, graph: HashMap::new() }, top_k).await?;
-                if hits.len() >= top_k || exhausted {
-                    return Ok(hits);
-                }
-                want *= 4;
+    if !t.is_empty()
+        && let Some(mem) = mem_ranker(conn, engine, f).await?
+    {
+        let mut want = first_want(top_k);
+        loop {
+            let cand = mem.rank(t, want);
+            let exhausted = cand.len() < want;
+            let hits = hydrate_first(conn, engine, f, t, Ranked { ids: cand, graph: HashMap::new() }, top_k).await?;
+            if hits.len() >= top_k || exhausted {
+                return Ok(hits);
             }
+            want *= 4;
         }
     }
     let ranked = lexical_ranked(conn, engine, f, t, top_k).await?;
