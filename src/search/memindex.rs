@@ -323,7 +323,7 @@ impl MemIndex {
     pub fn snapshot(self: &Arc<Self>, versions: &[KbVersion]) -> Option<Vec<Arc<KbIndex>>> {
         let now = Instant::now();
         let mut out = Vec::with_capacity(versions.len());
-        let mut missing = Vec::new();
+        let mut to_build = Vec::new();
         {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             for v in versions {
@@ -331,25 +331,19 @@ impl MemIndex {
                 slot.last_used = Some(now);
                 match &slot.index {
                     Some(i) if i.version == *v => out.push(i.clone()),
-                    _ => {
-                        if !slot.building && slot.next_build.is_none_or(|t| now >= t) {
-                            slot.building = true;
-                            missing.push(*v);
-                        } else {
-                            missing.push(KbVersion { generation: -1, ..*v });
-                        }
+                    _ if !slot.building && slot.next_build.is_none_or(|t| now >= t) => {
+                        slot.building = true;
+                        to_build.push(*v);
                     }
+                    _ => {}
                 }
             }
         }
-        if missing.is_empty() {
-            return Some(out);
-        }
-        for v in missing.into_iter().filter(|v| v.generation >= 0) {
+        for v in to_build {
             let me = self.clone();
             tokio::spawn(async move { me.build_now(v).await });
         }
-        None
+        (out.len() == versions.len()).then_some(out)
     }
 
     /// Build (or rebuild) the mirror of one KB now. Returns whether a current mirror exists.

@@ -33,7 +33,7 @@ use super::{
 
 pub const MAX_TOP_K: usize = 100;
 const DEFAULT_TOP_K: usize = 10;
-/// BM25 parameters (Robertson/Lucene defaults), shared with the in-memory mirror.
+// BM25 parameters (Robertson/Lucene defaults), shared with the in-memory mirror.
 use memindex::{BM25_B, BM25_K1};
 /// Reciprocal-rank fusion constant: small values favour agreement at the top of both lists.
 pub const DEFAULT_RRF_K: f64 = 20.0;
@@ -269,7 +269,7 @@ fn lexical_cte() -> String {
                         sum(w.idf * cardinality(u.positions) * {k1p}
                             / (cardinality(u.positions) + {k1} * ({one_b} + {b} * c.lex_len / kbs.avgdl))) as score
                     from cand c join kbs using (kb_id) cross join lateral unnest(c.q) u join w on w.term = u.lexeme
-                    group by c.id order by score desc limit $9)",
+                    group by c.id order by score desc, c.id limit $9)",
         k1p = BM25_K1 + 1.0,
         k1 = BM25_K1,
         one_b = 1.0 - BM25_B,
