@@ -20,6 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use futures_util::TryStreamExt;
 use sqlx::{PgConnection, PgPool, Row};
 use uuid::Uuid;
 
@@ -154,34 +155,39 @@ pub fn parse_tsvector(s: &str) -> Vec<(String, u16)> {
 pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<KbIndex>> {
     let mut tx = TenantTx::begin(pool, version.tenant_id, Scope::System).await?;
     let before = current_version(&mut tx, version).await?;
-    let rows = sqlx::query(
-        "select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block where kb_id = $1 order by id",
-    )
-    .bind(version.kb_id)
-    .fetch_all(&mut *tx)
-    .await?;
-    let after = current_version(&mut tx, version).await?;
-    tx.commit().await?;
-    let Some(v) = before.filter(|b| Some(*b) == after) else { return Ok(None) };
+    let Some(v) = before else { return Ok(None) };
     let avgdl = avgdl(&v);
+    let n = v.blocks.max(0) as usize;
     let mut index = KbIndex {
         version: v,
-        ids: Vec::with_capacity(rows.len()),
-        ocr: Vec::with_capacity(rows.len()),
-        sources: Vec::with_capacity(rows.len()),
+        ids: Vec::with_capacity(n),
+        ocr: Vec::with_capacity(n),
+        sources: Vec::with_capacity(n),
         terms: HashMap::new(),
     };
-    for (doc, r) in rows.iter().enumerate() {
-        index.ids.push(r.get("id"));
-        index.sources.push(r.get("source_id"));
-        index.ocr.push(r.get("is_ocr"));
-        let len = r.get::<i32, _>("lex_len").max(0) as u32;
-        let lex: &str = r.get("lex");
-        for (term, tf) in parse_tsvector(lex) {
-            let p = index.terms.entry(term.into_boxed_str()).or_insert_with(|| Postings { docs: Vec::new(), impacts: Vec::new() });
-            p.docs.push(doc as u32);
-            p.impacts.push(impact(tf, len, avgdl));
+    {
+        // Streamed: a large KB's tsvectors are never all in memory as text at once.
+        let mut rows = sqlx::query("select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block where kb_id = $1 order by id")
+            .bind(version.kb_id)
+            .fetch(&mut *tx);
+        while let Some(r) = rows.try_next().await? {
+            let doc = index.ids.len() as u32;
+            index.ids.push(r.get("id"));
+            index.sources.push(r.get("source_id"));
+            index.ocr.push(r.get("is_ocr"));
+            let len = r.get::<i32, _>("lex_len").max(0) as u32;
+            let lex: &str = r.get("lex");
+            for (term, tf) in parse_tsvector(lex) {
+                let p = index.terms.entry(term.into_boxed_str()).or_insert_with(|| Postings { docs: Vec::new(), impacts: Vec::new() });
+                p.docs.push(doc);
+                p.impacts.push(impact(tf, len, avgdl));
+            }
         }
+    }
+    let after = current_version(&mut tx, version).await?;
+    tx.commit().await?;
+    if after != Some(v) {
+        return Ok(None);
     }
     for p in index.terms.values_mut() {
         p.docs.shrink_to_fit();
