@@ -60,8 +60,56 @@ async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::Resu
     }
 }
 
-/// Run one claimed job.
+/// Run one claimed job. An unexpected error (the database refusing a write, a lost
+/// connection) is recorded like a transient parse error: retried with backoff, and after
+/// [`jobs::MAX_ATTEMPTS`] the job fails with `index_failed` (the previous version, if any, is
+/// kept). Only when even that cannot be written does the error come back, and the job is
+/// claimed again when its lease ends.
 pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job) -> anyhow::Result<Outcome> {
+    match process_claimed(pool, cfg, tenant, job).await {
+        Ok(o) => Ok(o),
+        Err(e) => match record_internal_failure(pool, tenant, job, &e).await {
+            Ok(o) => {
+                tracing::warn!(tenant.id = %tenant, source.id = %job.source_id, "ingest job error: {e:#}");
+                Ok(o)
+            }
+            Err(_) => Err(e),
+        },
+    }
+}
+
+async fn record_internal_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, e: &anyhow::Error) -> anyhow::Result<Outcome> {
+    const CODE: &str = "index_failed";
+    let mut message = format!("indexing failed: {e:#}");
+    if let Some((i, _)) = message.char_indices().nth(500) {
+        message.truncate(i);
+    }
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let Some(source) = sq::get(&mut tx, job.source_id).await? else {
+        jobs::finish(&mut tx, job.id).await?;
+        tx.commit().await?;
+        return Ok(Outcome::Gone);
+    };
+    let back = if source.indexed_hash.is_some() { "indexed" } else { "pending" };
+    let outcome = if job.attempts < jobs::MAX_ATTEMPTS {
+        jobs::retry_later(&mut tx, job.id, job.attempts, CODE, &message).await?;
+        set_status(&mut tx, source.id, back, Some((CODE, &message))).await?;
+        Outcome::Retrying { code: CODE.into() }
+    } else {
+        jobs::fail(&mut tx, job.id, CODE, &message).await?;
+        if source.indexed_hash.is_some() {
+            set_status(&mut tx, source.id, "indexed", Some((CODE, &message))).await?;
+            Outcome::KeptOld { code: CODE.into() }
+        } else {
+            set_status(&mut tx, source.id, "failed", Some((CODE, &message))).await?;
+            Outcome::Failed { code: CODE.into() }
+        }
+    };
+    tx.commit().await?;
+    Ok(outcome)
+}
+
+async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job) -> anyhow::Result<Outcome> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let Some(source) = sq::get(&mut tx, job.source_id).await? else {
         jobs::finish(&mut tx, job.id).await?;
@@ -215,7 +263,7 @@ pub fn spawn_workers(
                         Ok(Some((tenant, job))) => match process(&pool, &cfg, tenant, &job).await {
                             Ok(o) => tracing::info!(tenant.id = %tenant, source.id = %job.source_id, "ingest job done: {o:?}"),
                             Err(e) => {
-                                tracing::warn!(tenant.id = %tenant, source.id = %job.source_id, "ingest job error (will be retried when its lease ends): {e:#}")
+                                tracing::warn!(tenant.id = %tenant, source.id = %job.source_id, "ingest job error, not recorded (claimed again when its lease ends): {e:#}")
                             }
                         },
                         Ok(None) => {

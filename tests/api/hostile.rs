@@ -612,3 +612,47 @@ async fn odd_file_names_are_registered_and_parsed() {
         assert_eq!(rows[1].locator["resourcePath"], format!("odd/{n}"));
     }
 }
+
+#[tokio::test]
+async fn a_database_refusing_the_evidence_write_fails_the_source_after_bounded_retries() {
+    use mnote::ingest::{jobs::MAX_ATTEMPTS, pipeline::Outcome};
+    let app = spawn_app().await;
+    // The owner adds a trigger that refuses any block holding a marker word: the parse
+    // succeeds, the evidence write does not (as a constraint or a full disk would).
+    for sql in [
+        "create function refuse_marker() returns trigger language plpgsql as $$
+         begin if new.text like '%REFUSEME%' then raise exception 'refused by a test trigger'; end if; return new; end $$",
+        "create trigger refuse_marker before insert on evidence_block for each row execute function refuse_marker()",
+    ] {
+        sqlx::query(sql).execute(&app.owner_pool).await.unwrap();
+    }
+    let k = kb_with_grant(&app).await;
+    let dir = app.docs.join("team/refuse");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("bad.md"), "# Bad\n\nthis paragraph says REFUSEME\n").unwrap();
+    std::fs::write(dir.join("good.md"), "# Good\n\nindexed normally\n").unwrap();
+    register(&k, &app, "team/refuse").await;
+
+    let mut outcomes = app.run_jobs().await;
+    for _ in 1..MAX_ATTEMPTS {
+        // Skip the backoff.
+        let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
+        sqlx::query("update ingest_job set run_after = now() where status = 'queued'").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        outcomes.extend(app.run_jobs().await);
+    }
+    let retrying = Outcome::Retrying { code: "index_failed".into() };
+    assert_eq!(outcomes.iter().filter(|o| **o == retrying).count(), (MAX_ATTEMPTS - 1) as usize, "{outcomes:?}");
+    assert!(outcomes.contains(&Outcome::Failed { code: "index_failed".into() }), "{outcomes:?}");
+    assert!(app.run_jobs().await.is_empty(), "nothing is left to retry");
+
+    let sources = sources_by_path(&k).await;
+    let bad = &sources["refuse/bad.md"];
+    assert_eq!((bad["status"].as_str(), bad["error"]["code"].as_str()), (Some("failed"), Some("index_failed")), "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("refused by a test trigger"), "{bad}");
+    assert_eq!(sources["refuse/good.md"]["status"], "indexed");
+    let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
+    let open: i64 = sqlx::query_scalar("select count(*) from ingest_job where status in ('queued', 'running')").fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(open, 0);
+}
