@@ -170,22 +170,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
                 Vector::from(v.into_iter().map(|x| x as f32).collect::<Vec<f32>>())
             })
             .collect();
-        let ids: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
-        let sources: Vec<Uuid> = rows.iter().map(|r| r.1).collect();
-        let kbs: Vec<Uuid> = rows.iter().map(|r| r.2).collect();
-        sqlx::query(
-            "insert into evidence_embedding (tenant_id, block_id, model, source_id, kb_id, embedding)
-             select $1, r.id, $2, r.source_id, r.kb_id, r.v
-             from unnest($3::uuid[], $4::uuid[], $5::uuid[], $6::vector[]) as r(id, source_id, kb_id, v)",
-        )
-        .bind(tenant)
-        .bind(&space.model)
-        .bind(&ids)
-        .bind(&sources)
-        .bind(&kbs)
-        .bind(&vecs)
-        .execute(&mut *tx)
-        .await?;
+        super::vectors::store_vectors(&mut tx, tenant, &space, &rows, vecs).await?;
         tx.commit().await?;
         filled += rows.len() as i64;
         b.inc(rows.len() as u64);
@@ -195,11 +180,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
 }
 
 pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
-    let modes: Vec<Mode> = a
-        .modes
-        .split(',')
-        .map(|m| Mode::parse(m.trim()).with_context(|| format!("unknown mode {m:?}")))
-        .collect::<anyhow::Result<_>>()?;
+    let modes = eval::parse_modes(a.modes)?;
     let corpus: Vec<Doc> = eval::read_jsonl(a.corpus)?;
     let queries: Vec<Q> = eval::read_jsonl(a.queries)?;
     anyhow::ensure!(!queries.is_empty(), "no queries in {}", a.queries.display());
@@ -282,28 +263,10 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         for t in local_texts.iter().take(10) {
             http.post(&url).bearer_auth(&token).json(&serde_json::json!({"query": t, "mode": mode.as_str()})).send().await?;
         }
-        // In process, one at a time: the search core without HTTP (the "raw" time).
-        let mut raw = Vec::new();
-        for t in local_texts {
-            let req = SearchRequest::new(t.clone(), mode);
-            let started = Instant::now();
-            let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-            query::search(&mut tx, &engine, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-            tx.commit().await?;
-            raw.push(started.elapsed().as_secs_f64() * 1000.0);
-        }
-        raw.sort_by(|x, y| x.total_cmp(y));
-        // The same core ranking lexically in SQL (no mirror), on a few queries: the baseline.
-        let mut sql = Vec::new();
-        for t in local_texts.iter().take(a.sql_baseline) {
-            let req = SearchRequest::new(t.clone(), mode);
-            let started = Instant::now();
-            let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-            query::search(&mut tx, &sql_engine, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-            tx.commit().await?;
-            sql.push(started.elapsed().as_secs_f64() * 1000.0);
-        }
-        sql.sort_by(|x, y| x.total_cmp(y));
+        // In process, one at a time: the search core without HTTP (the "raw" time), and the
+        // same core ranking lexically in SQL (no mirror) on a few queries: the baseline.
+        let raw = time_in_process(&pool, &actor, &engine, local_texts, mode).await?;
+        let sql = time_in_process(&pool, &actor, &sql_engine, &local_texts[..a.sql_baseline.min(local_texts.len())], mode).await?;
         let p = |v: &[f64], q| eval::percentile(v, q);
         let m = mode.as_str();
         println!("{m}: in-process p50/p95 ms {:.1} / {:.1}", p(&raw, 50.0), p(&raw, 95.0));
@@ -331,10 +294,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
             println!("{m}_p95_ms{suffix}: {:.1}", p(&lat, 95.0));
         }
     }
-    if let Some(rss) = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.trim_start_matches("VmHWM:").trim().to_string()))
-    {
+    if let Some(rss) = peak_rss() {
         println!("peak RSS of this process (server + load generator): {rss}");
     }
     server.abort();
@@ -416,11 +376,35 @@ pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
         super::vectors::BACKLOG_BATCH
     );
     println!("embedding_blocks_per_s: {:.2}", texts.len() as f64 / secs);
-    if let Some(rss) = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.trim_start_matches("VmHWM:").trim().to_string()))
-    {
+    if let Some(rss) = peak_rss() {
         println!("peak RSS: {rss}");
     }
     Ok(())
+}
+
+/// Each text through `query::search` in process, one at a time. Latencies (sorted, ms).
+async fn time_in_process(
+    pool: &sqlx::PgPool,
+    actor: &crate::auth::Auth,
+    engine: &query::Engine,
+    texts: &[String],
+    mode: Mode,
+) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(texts.len());
+    for t in texts {
+        let req = SearchRequest::new(t.clone(), mode);
+        let started = Instant::now();
+        let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
+        query::search(&mut tx, engine, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+        tx.commit().await?;
+        out.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    out.sort_by(|x, y| x.total_cmp(y));
+    Ok(out)
+}
+
+/// This process's peak resident memory (`VmHWM`), as the kernel prints it.
+fn peak_rss() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| l.strip_prefix("VmHWM:")).map(|v| v.trim().to_string())
 }

@@ -292,12 +292,15 @@ pub struct EvalArgs<'a> {
     pub lexical_sql: bool,
 }
 
-pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
-    let modes: Vec<Mode> = a
-        .modes
-        .split(',')
+/// `lexical,vector,hybrid` → modes.
+pub fn parse_modes(list: &str) -> anyhow::Result<Vec<Mode>> {
+    list.split(',')
         .map(|m| Mode::parse(m.trim()).with_context(|| format!("unknown mode {m:?} (lexical, vector, hybrid, graph)")))
-        .collect::<anyhow::Result<_>>()?;
+        .collect()
+}
+
+pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
+    let modes = parse_modes(a.modes)?;
     let docs: Vec<Doc> = read_jsonl(a.corpus)?;
     let mut queries: Vec<Q> = read_jsonl(a.queries)?;
     let qrels = read_qrels(a.qrels)?;

@@ -243,7 +243,7 @@ pub fn rank(indexes: &[Arc<KbIndex>], t: &QueryTerms, filter: &RankFilter<'_>, l
     ACC.with(|acc| {
         let mut acc = acc.borrow_mut();
         let mut touched: Vec<u32> = Vec::new();
-        for (k, index) in indexes.iter().enumerate() {
+        for index in indexes {
             if acc.len() < index.ids.len() {
                 acc.resize(index.ids.len(), 0.0);
             }
@@ -269,7 +269,7 @@ pub fn rank(indexes: &[Arc<KbIndex>], t: &QueryTerms, filter: &RankFilter<'_>, l
                 if filter.sources.is_some_and(|s| !s.contains(&index.sources[d])) {
                     continue;
                 }
-                let e = Entry { score, id: index.ids[d], kb: k };
+                let e = Entry { score, id: index.ids[d] };
                 if heap.len() < limit {
                     heap.push(e);
                 } else if heap.peek().is_some_and(|worst| e < *worst) {
@@ -289,7 +289,6 @@ pub fn rank(indexes: &[Arc<KbIndex>], t: &QueryTerms, filter: &RankFilter<'_>, l
 struct Entry {
     score: f64,
     id: Uuid,
-    kb: usize,
 }
 impl Eq for Entry {}
 impl PartialOrd for Entry {
@@ -299,7 +298,7 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        o.score.total_cmp(&self.score).then(self.id.cmp(&o.id)).then(self.kb.cmp(&o.kb))
+        o.score.total_cmp(&self.score).then(self.id.cmp(&o.id))
     }
 }
 

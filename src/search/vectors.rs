@@ -171,10 +171,22 @@ pub async fn embed_rows(conn: &mut PgConnection, embedder: &Arc<dyn Embedder>, t
     let texts: Vec<String> = rows.iter().map(embed_text).collect();
     let vectors = embedder.embed(&texts, EmbedKind::Passage).await?;
     anyhow::ensure!(vectors.len() == rows.len(), "the embedder returned {} vectors for {} texts", vectors.len(), rows.len());
-    let ids: Vec<Uuid> = rows.iter().map(|r| r.0).collect();
-    let sources: Vec<Uuid> = rows.iter().map(|r| r.1).collect();
-    let kbs: Vec<Uuid> = rows.iter().map(|r| r.2).collect();
-    let vecs: Vec<Vector> = vectors.into_iter().map(Vector::from).collect();
+    let blocks: Vec<(Uuid, Uuid, Uuid)> = rows.iter().map(|r| (r.0, r.1, r.2)).collect();
+    store_vectors(conn, tenant, &space, &blocks, vectors.into_iter().map(Vector::from).collect()).await?;
+    Ok(rows.len())
+}
+
+/// Store one vector of `space` per (block, source, KB) (an existing one is kept).
+pub async fn store_vectors(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    space: &Space,
+    blocks: &[(Uuid, Uuid, Uuid)],
+    vectors: Vec<Vector>,
+) -> sqlx::Result<()> {
+    let ids: Vec<Uuid> = blocks.iter().map(|b| b.0).collect();
+    let sources: Vec<Uuid> = blocks.iter().map(|b| b.1).collect();
+    let kbs: Vec<Uuid> = blocks.iter().map(|b| b.2).collect();
     sqlx::query(
         "insert into evidence_embedding (tenant_id, block_id, model, source_id, kb_id, embedding)
          select $1, r.id, $2, r.source_id, r.kb_id, r.v
@@ -186,10 +198,10 @@ pub async fn embed_rows(conn: &mut PgConnection, embedder: &Arc<dyn Embedder>, t
     .bind(&ids)
     .bind(&sources)
     .bind(&kbs)
-    .bind(&vecs)
-    .execute(&mut *conn)
+    .bind(&vectors)
+    .execute(conn)
     .await?;
-    Ok(rows.len())
+    Ok(())
 }
 
 /// Set when new blocks were written, so idle workers look for unembedded blocks now rather
