@@ -4,7 +4,6 @@
 -- that forgets its WHERE clause still cannot cross tenants (SPEC §2.5, issue #2).
 
 create extension if not exists vector;
-create extension if not exists pg_trgm;
 
 create function trigger_updated_at() returns trigger language plpgsql as $$
 begin

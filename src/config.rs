@@ -46,6 +46,10 @@ pub struct Config {
     pub mineru_timeout: Duration,
     /// How lexical search uses the in-memory BM25 mirrors (MNOTE_LEXICAL_MIRROR).
     pub lexical_mirror: LexicalMirror,
+    /// Backoff of vector work after its database backend died: first retry after
+    /// `vector_retry_min`, doubling up to `vector_retry_max` (then once per that interval).
+    pub vector_retry_min: Duration,
+    pub vector_retry_max: Duration,
 }
 
 /// `background` (default): a KB without a current mirror is ranked in SQL while the mirror is
@@ -185,6 +189,8 @@ impl Config {
             mineru_poll_interval: Duration::from_secs(parse("MNOTE_MINERU_POLL_SECS", 5u64)?.max(1)),
             mineru_timeout: Duration::from_secs(parse("MNOTE_MINERU_TIMEOUT_SECS", 900u64)?.max(10)),
             lexical_mirror: parse("MNOTE_LEXICAL_MIRROR", LexicalMirror::Background)?,
+            vector_retry_min: Duration::from_millis(parse("MNOTE_VECTOR_RETRY_MIN_MS", 2000u64)?.max(10)),
+            vector_retry_max: Duration::from_secs(parse("MNOTE_VECTOR_RETRY_MAX_SECS", 300u64)?.max(1)),
         })
     }
 

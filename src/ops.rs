@@ -8,7 +8,9 @@ use axum::{
     http::StatusCode,
     middleware::Next,
     response::{IntoResponse, Response},
+    Json,
 };
+use serde_json::json;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use uuid::Uuid;
 
@@ -52,15 +54,35 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
+/// `GET /readyz`: 200 while the database answers and is migrated, else 503. The body tells
+/// the parts apart: `{"status": "ready" | "degraded" | "unavailable", "database": …,
+/// "vector": …}`. An unhealthy vector side (`vector.code = "vector_backend_unavailable"`)
+/// leaves the service ready but degraded: lexical search, the viewer and ingest keep working.
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    match db::is_migrated(&state.pool).await {
-        Ok(true) => (StatusCode::OK, "ready").into_response(),
-        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "database not migrated").into_response(),
+    let (code, database) = match db::is_migrated(&state.pool).await {
+        Ok(true) => (StatusCode::OK, "ok"),
+        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "not_migrated"),
         Err(e) => {
             tracing::warn!("readiness check failed: {e:#}");
-            (StatusCode::SERVICE_UNAVAILABLE, "database unreachable").into_response()
+            (StatusCode::SERVICE_UNAVAILABLE, "unreachable")
         }
+    };
+    let vector = vector_report(&state);
+    let status = match (code, vector.code) {
+        (StatusCode::OK, None) => "ready",
+        (StatusCode::OK, Some(_)) => "degraded",
+        _ => "unavailable",
+    };
+    (code, Json(json!({ "status": status, "database": database, "vector": vector }))).into_response()
+}
+
+/// The vector side as `/readyz` and `/metrics` show it (`off` without an embedder).
+fn vector_report(state: &AppState) -> crate::search::vector_health::Report {
+    let mut r = state.vector_health.report();
+    if state.embedder.is_none() && r.code.is_none() {
+        r.status = "off";
     }
+    r
 }
 
 /// Job queue depth: open ingest jobs, counted tenant by tenant (RLS allows no cross-tenant
@@ -82,6 +104,9 @@ async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
 pub async fn metrics_endpoint(State(state): State<AppState>) -> Response {
     metrics::gauge!("db_pool_connections").set(state.pool.size() as f64);
     metrics::gauge!("db_pool_idle_connections").set(state.pool.num_idle() as f64);
+    let vector = vector_report(&state);
+    metrics::gauge!("vector_backend_healthy").set(if vector.code.is_none() { 1.0 } else { 0.0 });
+    metrics::gauge!("vector_backend_consecutive_failures").set(vector.failures as f64);
     match queue_depth(&state).await {
         Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
         Err(e) => tracing::warn!("queue depth: {e:#}"),

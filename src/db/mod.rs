@@ -23,11 +23,51 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> 
 
 /// Run the migrations as the owner role, then grant the app role exactly the DML it needs.
 pub async fn migrate(owner: &PgPool, app_role: Option<&str>) -> anyhow::Result<()> {
+    accept_rewritten_migrations(owner).await?;
     MIGRATOR.run(owner).await.context("running migrations")?;
     if let Some(role) = app_role {
         grant_app_role(owner, role).await?;
     }
     Ok(())
+}
+
+/// Migrations whose text was changed after they shipped, with the SHA-384 they had: a
+/// database that applied the old text takes the new checksum instead of failing with
+/// "previously applied but has been modified". Only changes with no effect on an existing
+/// schema belong here.
+const REWRITTEN_MIGRATIONS: &[(i64, &str)] = &[
+    // The foundation no longer creates pg_trgm (nothing uses it; the portable Postgres build
+    // does not ship it). Where it was created it stays, unused.
+    (
+        20261129000001,
+        "8e2617822d6b11c86cc0e07793045289b28eca7cece02ebd5edb4fe1d82e33980cbe4f4814b45d97c9b4f7173cb328e4",
+    ),
+];
+
+async fn accept_rewritten_migrations(owner: &PgPool) -> anyhow::Result<()> {
+    let has_table: bool = sqlx::query_scalar("select to_regclass('_sqlx_migrations') is not null").fetch_one(owner).await?;
+    if !has_table {
+        return Ok(());
+    }
+    for (version, old_sha384) in REWRITTEN_MIGRATIONS {
+        let Some(m) = MIGRATOR.iter().find(|m| m.version == *version) else { continue };
+        let old = hex_decode(old_sha384).context("REWRITTEN_MIGRATIONS holds a bad checksum")?;
+        let n = sqlx::query("update _sqlx_migrations set checksum = $1 where version = $2 and checksum = $3")
+            .bind(m.checksum.as_ref())
+            .bind(version)
+            .bind(&old)
+            .execute(owner)
+            .await?
+            .rows_affected();
+        if n > 0 {
+            tracing::info!(version, "migration {version} was rewritten (no schema change); its checksum is updated");
+        }
+    }
+    Ok(())
+}
+
+fn hex_decode(s: &str) -> Option<Vec<u8>> {
+    (0..s.len()).step_by(2).map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
 }
 
 /// The app role gets DML on the tables (RLS still applies) and nothing else: no ownership,

@@ -243,11 +243,13 @@ pub fn spawn_workers(
     cfg: Arc<Config>,
     n: usize,
     embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
+    vector_health: Arc<crate::search::vector_health::VectorHealth>,
     stop: watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..n)
         .map(|i| {
             let (pool, cfg, mut stop, embedder) = (pool.clone(), cfg.clone(), stop.clone(), embedder.clone());
+            let vector_health = vector_health.clone();
             tokio::spawn(async move {
                 let name = format!("{}-{}-{i}", hostname(), std::process::id());
                 let mut cursor = i;
@@ -268,7 +270,7 @@ pub fn spawn_workers(
                         },
                         Ok(None) => {
                             if let Some(e) = &embedder {
-                                match crate::search::vectors::idle_step(&pool, e).await {
+                                match crate::search::vectors::idle_step(&pool, e, &vector_health).await {
                                     Ok(true) => continue,
                                     Ok(false) => {}
                                     Err(err) => tracing::warn!("embedding backlog: {err:#}"),

@@ -48,7 +48,14 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
     ids.sort();
     ids.dedup();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let workers = crate::ingest::pipeline::spawn_workers(pool.clone(), Arc::new(cfg.clone()), cfg.ingest_workers.max(1), None, stop_rx);
+    let workers = crate::ingest::pipeline::spawn_workers(
+        pool.clone(),
+        Arc::new(cfg.clone()),
+        cfg.ingest_workers.max(1),
+        None,
+        Arc::new(crate::search::vector_health::VectorHealth::new(cfg.vector_retry_min, cfg.vector_retry_max)),
+        stop_rx,
+    );
 
     let bar = ProgressBar::new(ids.len() as u64);
     bar.set_style(

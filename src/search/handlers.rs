@@ -22,7 +22,7 @@ impl From<SearchError> for AppError {
     fn from(e: SearchError) -> Self {
         match e {
             SearchError::Invalid(m) => AppError::invalid("query", m),
-            SearchError::Db(e) => AppError::Sqlx(e),
+            SearchError::Db(e) | SearchError::VectorBackend(e) => AppError::Sqlx(e),
         }
     }
 }
@@ -39,9 +39,7 @@ impl From<ToolError> for AppError {
 
 /// `POST /api/evidence/search`
 pub async fn search(State(state): State<AppState>, auth: Auth, ApiJson(req): ApiJson<SearchRequest>) -> AppResult<Json<query::SearchResponse>> {
-    let mut tx = auth.tx(&state).await?;
-    let resp = query::search(&mut tx, &state.search_engine(), &req).await?;
-    tx.commit().await?;
+    let resp = query::search_retrying(|| auth.tx(&state), &state.search_engine(), &req).await?;
     Ok(Json(resp))
 }
 

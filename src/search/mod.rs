@@ -11,3 +11,4 @@ pub mod open;
 pub mod pages;
 pub mod query;
 pub mod vectors;
+pub mod vector_health;

@@ -201,19 +201,19 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
 
     let mut tx = page.auth.tx(&state).await?;
     let kbs = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    tx.commit().await?;
     let mut outcome_v = None;
     if error.is_none() && !q.trim().is_empty() {
         let mut req = SearchRequest::new(q.clone(), mode.unwrap_or_default());
         req.top_k = Some(PAGE_TOP_K);
         req.kb_ids = kb_id.map(|id| vec![id]);
         req.kinds = (!kind_s.is_empty()).then(|| vec![kind_s.clone()]);
-        match query::search(&mut tx, &state.search_engine(), &req).await {
+        match query::search_retrying(|| page.auth.tx(&state), &state.search_engine(), &req).await {
             Ok(resp) => outcome_v = Some(outcome(&ctx, resp)),
             Err(SearchError::Invalid(m)) => error = Some(m),
             Err(e) => return Err(e.into()),
         }
     }
-    tx.commit().await?;
 
     let modes = MODES
         .iter()

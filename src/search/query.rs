@@ -28,6 +28,7 @@ use super::{
     embed::{EmbedKind, Embedder},
     memindex::{self, MemIndex, RankFilter},
     open::{self, OpenAction},
+    vector_health::{self, VectorHealth},
     vectors::Space,
 };
 
@@ -124,11 +125,35 @@ pub struct Engine {
     /// Build a missing mirror before answering instead of in the background (evaluation,
     /// tests): every query then takes the in-memory path.
     pub build_inline: bool,
+    /// While unhealthy, vector and hybrid run lexical (`vector_backend_unavailable`); a
+    /// vector statement whose backend dies marks it so. `None`: not tracked (CLI, eval).
+    pub vector_health: Option<Arc<VectorHealth>>,
 }
 
 impl Engine {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, public_url: Option<String>) -> Self {
-        Engine { embedder, public_url, rrf_k: DEFAULT_RRF_K, mem: None, build_inline: false }
+        Engine { embedder, public_url, rrf_k: DEFAULT_RRF_K, mem: None, build_inline: false, vector_health: None }
+    }
+
+    pub fn with_vector_health(mut self, health: Arc<VectorHealth>) -> Self {
+        self.vector_health = Some(health);
+        self
+    }
+
+    /// A vector statement failed: a dead backend is recorded and becomes
+    /// [`SearchError::VectorBackend`]; anything else stays a database error.
+    fn vector_error(&self, e: sqlx::Error) -> SearchError {
+        if vector_health::is_backend_failure(&e) {
+            if let Some(h) = &self.vector_health {
+                h.record_failure(&e);
+            }
+            return SearchError::VectorBackend(e);
+        }
+        SearchError::Db(e)
+    }
+
+    fn vector_side_healthy(&self) -> bool {
+        self.vector_health.as_ref().is_none_or(|h| h.is_healthy())
     }
 
     pub fn with_mem(mut self, mem: Arc<MemIndex>, build_inline: bool) -> Self {
@@ -207,6 +232,11 @@ pub enum SearchError {
     Invalid(String),
     #[error(transparent)]
     Db(#[from] sqlx::Error),
+    /// The backend running the vector statement died (recorded in the engine's
+    /// [`VectorHealth`]); the transaction is lost. Run the search again in a new one: it then
+    /// answers lexically, `degraded` (see [`search_retrying`]).
+    #[error("vector backend unavailable: {0}")]
+    VectorBackend(sqlx::Error),
 }
 
 /// The filters every mode applies, bound as `$F..$F+5` (see [`FILTER_SQL`]).
@@ -309,6 +339,31 @@ pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchReques
     Ok(resp)
 }
 
+/// [`search`] in a transaction opened by `begin`, once more in a new one when the vector
+/// side's backend died under the first attempt (that attempt marked the vector side
+/// unhealthy, so the second answers lexically with `degraded: true`).
+pub async fn search_retrying<F, Fut>(begin: F, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse, SearchError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<crate::db::TenantTx>>,
+{
+    let mut retried = false;
+    loop {
+        let mut tx = begin().await?;
+        match search(&mut tx, engine, req).await {
+            Err(SearchError::VectorBackend(e)) if !retried => {
+                tracing::warn!("search: the vector statement's backend died ({e}); answering lexically");
+                retried = true;
+            }
+            Err(e) => return Err(e),
+            Ok(resp) => {
+                tx.commit().await?;
+                return Ok(resp);
+            }
+        }
+    }
+}
+
 /// [`search`] without the API's `topK` cap (the evaluation ranks deeper).
 pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, top_k: usize) -> Result<SearchResponse, SearchError> {
     let query = req.query.trim();
@@ -346,6 +401,10 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
     let mut qvec = None;
     if matches!(req.mode, Mode::Vector | Mode::Hybrid) {
         match &engine.embedder {
+            Some(_) if !engine.vector_side_healthy() => {
+                resp.degraded = true;
+                resp.degraded_reason = Some(vector_health::CODE.into());
+            }
             None => {
                 resp.degraded = true;
                 resp.degraded_reason = Some("embedder_unavailable".into());
@@ -363,7 +422,7 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
     // lists scores less than one ranked topK in either, so deeper lists rarely change the top.
     let depth = (top_k * 4).max(40) as i64;
     let ranked = match (req.mode, qvec) {
-        (Mode::Vector, Some((space, _, v))) => vector_only(conn, &filters, &space, v, top_k as i64).await?,
+        (Mode::Vector, Some((space, _, v))) => vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?,
         (Mode::Hybrid, Some((space, multilingual, v))) => {
             // An English-only model puts every Chinese query near the same few vectors:
             // fusing them in would only push good lexical hits down.
@@ -379,7 +438,9 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
                 return Ok(resp);
             }
             let fusion = resp.fusion.as_ref().expect("set above");
-            hybrid(conn, engine, &filters, &terms, &space, v, fusion, depth, top_k as i64).await?
+            hybrid(conn, engine, &filters, &terms, &space, v, fusion, depth, top_k as i64)
+                .await
+                .map_err(|e| engine.vector_error(e))?
         }
         (Mode::Graph, _) => graph(conn, engine, &filters, &terms, top_k).await?,
         _ => {

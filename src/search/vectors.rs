@@ -16,7 +16,10 @@ use pgvector::Vector;
 use sqlx::{PgConnection, PgPool, types::Json};
 use uuid::Uuid;
 
-use super::embed::{EmbedKind, Embedder};
+use super::{
+    embed::{EmbedKind, Embedder},
+    vector_health::{VectorHealth, is_backend_failure, is_backend_failure_any},
+};
 use crate::db::{Scope, TenantTx};
 
 /// Blocks embedded per backlog step (one forward pass of sorted, similar-length texts).
@@ -217,8 +220,9 @@ pub fn hint_backlog() {
 const BACKLOG_CHECK_SECS: u64 = 60;
 
 /// One idle-worker step: when hinted (or at the periodic check), embed one batch per tenant.
-/// `Ok(true)` = something was embedded, call again.
-pub async fn idle_step(pool: &PgPool, embedder: &Arc<dyn Embedder>) -> anyhow::Result<bool> {
+/// `Ok(true)` = something was embedded, call again. While the vector side is unhealthy the
+/// step waits for its retry time instead (see [`guarded_round`]).
+pub async fn idle_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, health: &VectorHealth) -> anyhow::Result<bool> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static LAST_CHECK: AtomicU64 = AtomicU64::new(0);
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -226,13 +230,63 @@ pub async fn idle_step(pool: &PgPool, embedder: &Arc<dyn Embedder>) -> anyhow::R
     if !hinted && now.saturating_sub(LAST_CHECK.load(Ordering::Relaxed)) < BACKLOG_CHECK_SECS {
         return Ok(false);
     }
+    let n = match guarded_round(pool, embedder, health).await? {
+        Some(n) => n,
+        None => {
+            // Backing off: come back at the retry time, not at the next periodic check.
+            BACKLOG_HINT.store(true, Ordering::Relaxed);
+            return Ok(false);
+        }
+    };
     LAST_CHECK.store(now, Ordering::Relaxed);
-    let n = embed_backlog_round(pool, embedder).await?;
     if n > 0 {
         // Keep going while there is work; other workers see the hint too.
         hint_backlog();
     }
     Ok(n > 0)
+}
+
+/// [`embed_backlog_round`] unless the vector side is backing off (`Ok(None)`: not tried).
+/// While unhealthy, a due attempt first runs [`probe`]; a failure that means the backend
+/// died is recorded in `health` (backoff), and a round that succeeds heals it. Other errors
+/// (the embedder, a bad row) are returned as they are.
+pub async fn guarded_round(pool: &PgPool, embedder: &Arc<dyn Embedder>, health: &VectorHealth) -> anyhow::Result<Option<usize>> {
+    if !health.try_begin() {
+        return Ok(None);
+    }
+    let space = Space::of(embedder.as_ref());
+    if !health.is_healthy()
+        && let Err(e) = probe(pool, &space).await
+    {
+        if is_backend_failure(&e) {
+            health.record_failure(&e);
+            return Ok(None);
+        }
+        return Err(e.into());
+    }
+    match embed_backlog_round(pool, embedder).await {
+        Ok(n) => {
+            health.record_success();
+            Ok(Some(n))
+        }
+        Err(e) if is_backend_failure_any(&e) => {
+            health.record_failure(&format!("{e:#}"));
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A distance over two vectors of the space's dimension: the code path a pgvector build
+/// that does not suit the CPU dies on, without touching any table.
+pub async fn probe(pool: &PgPool, space: &Space) -> sqlx::Result<()> {
+    let vt = space.vector_type();
+    let sql = format!(
+        "select (array_fill(1::real, array[{d}])::{vt}) <=> (select array_agg(j::real) from generate_series(1, {d}) j)::{vt}",
+        d = space.dim
+    );
+    let _: f64 = sqlx::query_scalar(&sql).fetch_one(pool).await?;
+    Ok(())
 }
 
 /// Drain the backlog of every tenant (round-robin, one step each). Returns blocks embedded.

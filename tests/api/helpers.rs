@@ -67,6 +67,8 @@ pub struct TestApp {
     /// The operator's grantable root (a temp dir).
     pub docs: PathBuf,
     pub embedder: Option<Arc<dyn Embedder>>,
+    /// The server's vector health (shared with its searches; the backlog helpers use it too).
+    pub vector_health: Arc<mnote::search::vector_health::VectorHealth>,
     _tmp: tempfile::TempDir,
 }
 
@@ -98,6 +100,12 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
         .execute(format!("create database \"{db_name}\" owner {OWNER_ROLE}").as_str())
         .await
         .expect("create test database");
+    // Tests trade durability for speed in their own databases only; the cluster (shared with
+    // `./dev up`) keeps Postgres's durable defaults.
+    admin
+        .execute(format!("alter database \"{db_name}\" set synchronous_commit = off").as_str())
+        .await
+        .expect("synchronous_commit off for the test database");
     admin.close().await.ok();
     let owner_pool = PgPoolOptions::new().max_connections(2).connect(&role_url(OWNER_ROLE, &db_name)).await.unwrap();
     db::migrate(&owner_pool, Some(APP_ROLE)).await.expect("migrate");
@@ -139,19 +147,22 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
         // Every search through the mirror, deterministically; the SQL ranking and the
         // background mode are compared with it in search.rs.
         lexical_mirror: mnote::config::LexicalMirror::Inline,
+        vector_retry_min: Duration::from_secs(2),
+        vector_retry_max: Duration::from_secs(300),
     };
     tweak(&mut config);
     if let Some(e) = &embedder {
         mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref())).await.expect("vector index");
     }
     let state = AppState::new(pool.clone(), config.clone()).with_embedder(embedder.clone());
+    let vector_health = state.vector_health.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let app = startup::build_router(state);
     tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
     });
-    TestApp { base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, embedder, _tmp: tmp }
+    TestApp { base: format!("http://{addr}"), pool, owner_pool, db_name, config, docs, embedder, vector_health, _tmp: tmp }
 }
 
 pub struct Seeded {

@@ -203,6 +203,98 @@ async fn without_an_embedder_vector_and_hybrid_degrade_to_lexical_and_say_so() {
     assert!(v.get("degraded").is_none());
 }
 
+/// A vector statement whose backend dies (here: a policy on `evidence_embedding` that
+/// terminates its own connection, the way a pgvector build that does not suit the CPU kills
+/// it) degrades the service instead of crash-looping it: hybrid search answers lexically,
+/// the backlog backs off and then pauses, `/readyz` says so, and everything heals by itself.
+#[tokio::test]
+async fn a_dying_vector_backend_degrades_search_pauses_the_backlog_and_recovers() {
+    use mnote::search::{
+        vector_health::{CODE, PAUSE_AFTER},
+        vectors,
+    };
+    let app = spawn_app_full(
+        |c| {
+            c.vector_retry_min = std::time::Duration::from_millis(40);
+            c.vector_retry_max = std::time::Duration::from_millis(320);
+        },
+        Some(minilm()),
+    )
+    .await;
+    let e = app.embedder.clone().unwrap();
+    let health = app.vector_health.clone();
+    let t = team(&app, "acme", &[("en.md", SCOPED_EN.as_bytes())]).await;
+    assert!(vectors::guarded_round(&app.pool, &e, &health).await.unwrap().unwrap() > 0);
+    let v = search(&t.client, json!({"query": "borrow", "mode": "hybrid"})).await;
+    assert!(v.get("degraded").is_none(), "{v}");
+    let (st, r) = app.client().get_json("/readyz").await;
+    assert_eq!((st, r["status"].as_str(), r["vector"]["status"].as_str()), (StatusCode::OK, Some("ready"), Some("ok")), "{r}");
+
+    // From now on every statement that reads or writes a vector loses its connection (57P01).
+    for sql in [
+        "create function mnote_t_die() returns boolean language plpgsql as $$
+         begin perform pg_terminate_backend(pg_backend_pid()); perform pg_sleep(30); return true; end $$",
+        "create policy mnote_t_die on evidence_embedding as restrictive for all using (mnote_t_die()) with check (mnote_t_die())",
+    ] {
+        sqlx::query(sql).execute(&app.owner_pool).await.unwrap();
+    }
+
+    // The search whose vector statement dies is answered lexically, and says why.
+    let v = search(&t.client, json!({"query": "borrow", "mode": "hybrid"})).await;
+    assert_eq!((v["degraded"].as_bool(), v["degradedReason"].as_str()), (Some(true), Some(CODE)), "{v}");
+    assert!(results(&v)[0]["quote"].as_str().unwrap().starts_with("Scoped threads"), "{v}");
+    assert!(!health.is_healthy());
+    // Later searches skip the vector side while it is unhealthy; lexical is untouched.
+    let v = search(&t.client, json!({"query": "borrow", "mode": "vector"})).await;
+    assert_eq!(v["degradedReason"], CODE, "{v}");
+    assert!(!results(&v).is_empty());
+    assert!(search(&t.client, json!({"query": "borrow", "mode": "lexical"})).await.get("degraded").is_none());
+    let (st, r) = app.client().get_json("/readyz").await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!((r["status"].as_str(), r["database"].as_str()), (Some("degraded"), Some("ok")), "{r}");
+    assert_eq!((r["vector"]["status"].as_str(), r["vector"]["code"].as_str()), (Some("backing_off"), Some(CODE)), "{r}");
+
+    // New blocks wait for vectors; the backlog's attempts fail, back off, and then pause.
+    app.write_doc("acme/more.md", "# More\n\nScoped threads can borrow locals from the stack.\n");
+    let (st, r) = t.client.post_json(&format!("/api/kbs/{}/sources", t.kb), json!({"path": app.docs_path("acme/more.md")})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let mut attempts = 0;
+    while health.report().failures < PAUSE_AFTER {
+        assert!(attempts < 2000, "the backlog never paused: {:?}", health.report());
+        attempts += 1;
+        // Never an error: a dead backend is recorded, not returned.
+        assert_eq!(vectors::guarded_round(&app.pool, &e, &health).await.unwrap(), None);
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let report = health.report();
+    assert_eq!((report.status, report.code), ("paused", Some(CODE)), "{report:?}");
+    assert!(attempts > PAUSE_AFTER as usize, "attempts were spaced out by the backoff, not made back to back ({attempts})");
+    let (_, r) = app.client().get_json("/readyz").await;
+    assert_eq!(r["vector"]["status"], "paused", "{r}");
+
+    // The database is healthy again: the next due attempt writes the vectors and heals.
+    sqlx::query("drop policy mnote_t_die on evidence_embedding").execute(&app.owner_pool).await.unwrap();
+    let mut embedded = None;
+    for _ in 0..2000 {
+        embedded = vectors::guarded_round(&app.pool, &e, &health).await.unwrap();
+        if embedded.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(embedded.unwrap() > 0, "the new document's blocks got vectors");
+    assert!(health.is_healthy());
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
+    assert_eq!(vectors::pending_count(&mut tx, &vectors::Space::of(e.as_ref())).await.unwrap(), 0);
+    tx.commit().await.unwrap();
+    let (_, r) = app.client().get_json("/readyz").await;
+    assert_eq!((r["status"].as_str(), r["vector"]["status"].as_str()), (Some("ready"), Some("ok")), "{r}");
+    let v = search(&t.client, json!({"query": "borrow locals", "mode": "hybrid"})).await;
+    assert!(v.get("degraded").is_none(), "{v}");
+    assert_eq!(v["fusion"]["vectorWeight"], 1.0);
+}
+
 #[tokio::test]
 async fn bad_requests_get_stable_codes() {
     let app = spawn_app().await;
