@@ -41,7 +41,6 @@ grant connect, temporary on database :"DBNAME" to mnote_app;
 -- Extensions need the superuser; the migrations' `create extension if not exists`
 -- then finds them and does nothing.
 create extension if not exists vector;
-create extension if not exists pg_trgm;
 
 -- Table privileges for mnote_app are granted by `mnote migrate` itself (DML on the tables,
 -- read-only on _sqlx_migrations): it takes the app role's name from DATABASE_URL.
