@@ -29,6 +29,8 @@ pub struct AppState {
     pub embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
     /// In-memory BM25 mirrors of the KBs searched by this process (rebuilt when a KB changes).
     pub lexical_mirror: Arc<crate::search::memindex::MemIndex>,
+    /// Whether vector statements currently work (shared by searches and the embedding backlog).
+    pub vector_health: Arc<crate::search::vector_health::VectorHealth>,
 }
 
 impl AppState {
@@ -37,6 +39,7 @@ impl AppState {
         let (tx, _) = tokio::sync::broadcast::channel(256);
         tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
         let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
+        let vector_health = Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
         AppState {
             pool,
             config: Arc::new(config),
@@ -44,6 +47,7 @@ impl AppState {
             source_events: tx,
             embedder: None,
             lexical_mirror,
+            vector_health,
         }
     }
 
@@ -55,7 +59,8 @@ impl AppState {
 
     pub fn search_engine(&self) -> crate::search::query::Engine {
         use crate::config::LexicalMirror;
-        let engine = crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone());
+        let engine = crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone())
+            .with_vector_health(self.vector_health.clone());
         match self.config.lexical_mirror {
             LexicalMirror::Off => engine,
             LexicalMirror::Background => engine.with_mem(self.lexical_mirror.clone(), false),
@@ -236,6 +241,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         state.config.clone(),
         state.config.ingest_workers,
         state.embedder.clone(),
+        state.vector_health.clone(),
         stop_rx.clone(),
     );
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
