@@ -75,32 +75,8 @@ impl std::str::FromStr for LexicalMirror {
     }
 }
 
-/// A secret from the environment: `Debug` and `Display` print `[redacted]`; the value is
-/// only reachable through [`SecretString::expose`].
-#[derive(Clone, PartialEq, Eq)]
-pub struct SecretString(String);
-
-impl SecretString {
-    pub fn new(s: impl Into<String>) -> Self {
-        SecretString(s.into())
-    }
-
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for SecretString {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl std::fmt::Display for SecretString {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
+/// Secrets from the environment (tokens, keys); `Debug` and `Display` print `[redacted]`.
+pub use crate::platform::SecretString;
 
 impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -194,9 +170,74 @@ impl Config {
         })
     }
 
+    /// A configuration for tests: no environment read, small limits and timeouts, every search
+    /// through the lexical mirror (`Inline`, deterministic), MinerU pointed at a closed port.
+    /// `parser_exe` is this executable; tests that parse set it to the `mnote` binary.
+    pub fn for_tests(database_url: String, data_dir: PathBuf, grantable_roots: Vec<PathBuf>) -> Self {
+        Config {
+            database_url,
+            migration_database_url: None,
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            data_dir,
+            grantable_roots,
+            public_url: None,
+            cookie_secure: false,
+            session_idle: Duration::from_secs(3600),
+            session_absolute: Duration::from_secs(86400),
+            upload_max_bytes: 1024 * 1024,
+            login_max_failures: 5,
+            login_window: Duration::from_secs(900),
+            db_max_connections: 8,
+            trust_proxy: false,
+            ingest_workers: 2,
+            parse_timeout: Duration::from_secs(120),
+            parse_memory_bytes: 4 << 30,
+            parse_max_bytes: 64 << 20,
+            parse_max_pages: 500,
+            parser_exe: std::env::current_exe().unwrap_or_default(),
+            rescan_interval: Duration::from_secs(300),
+            mineru_token: None,
+            mineru_url: "http://127.0.0.1:9".into(),
+            mineru_poll_interval: Duration::from_millis(50),
+            mineru_timeout: Duration::from_secs(60),
+            lexical_mirror: LexicalMirror::Inline,
+            vector_retry_min: Duration::from_secs(2),
+            vector_retry_max: Duration::from_secs(300),
+        }
+    }
+
     pub fn uploads_dir(&self) -> PathBuf {
         self.data_dir.join("uploads")
     }
+}
+
+/// What `mnote migrate` needs; it runs without the rest of the server's configuration.
+pub struct MigrationTarget {
+    /// The owner role's URL: MNOTE_MIGRATION_DATABASE_URL, else DATABASE_URL.
+    pub owner_url: String,
+    /// DATABASE_URL (the app role), when set.
+    pub app_url: Option<String>,
+}
+
+impl MigrationTarget {
+    pub fn from_env() -> anyhow::Result<Self> {
+        let owner_url = std::env::var("MNOTE_MIGRATION_DATABASE_URL")
+            .or_else(|_| std::env::var("DATABASE_URL"))
+            .context("set MNOTE_MIGRATION_DATABASE_URL (the owner role) to migrate")?;
+        Ok(MigrationTarget { owner_url, app_url: std::env::var("DATABASE_URL").ok() })
+    }
+}
+
+/// MNOTE_LOG_FORMAT=json: JSON log lines. Read on its own because logging starts before (and
+/// without) the server configuration: every subcommand and the parser children log.
+pub fn log_format_json() -> bool {
+    std::env::var("MNOTE_LOG_FORMAT").is_ok_and(|v| v == "json")
+}
+
+/// MNOTE_PDFIUM_LIB, when set and non-empty. Read where a PDF is opened: the parser and
+/// page-render children are separate processes that inherit the server's environment.
+pub fn pdfium_lib() -> Option<PathBuf> {
+    std::env::var_os(crate::ingest::pdf::PDFIUM_LIB_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// Parse and canonicalise the allow-list. Roots that do not exist are skipped with a warning;

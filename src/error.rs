@@ -1,5 +1,5 @@
 //! One error type for the whole service. It renders as `{"error":{code,message}}` JSON; the
-//! `web::html_errors` middleware turns it into an HTML page for browser routes.
+//! `web::html_errors` layer (on the page routes only) turns it into an HTML page.
 
 use std::collections::BTreeMap;
 
@@ -35,6 +35,9 @@ pub enum AppError {
     TooLarge { limit: u64 },
     #[error("{0}")]
     Upstream(String),
+    /// `410 Gone` (`file_missing`): the source is known but its original file is gone.
+    #[error("{0}")]
+    FileMissing(String),
     #[error(transparent)]
     Sqlx(#[from] sqlx::Error),
     #[error(transparent)]
@@ -78,6 +81,7 @@ impl AppError {
             AppError::RateLimited { .. } => "rate_limited",
             AppError::TooLarge { .. } => "file_too_large",
             AppError::Upstream(_) => "upstream_unavailable",
+            AppError::FileMissing(_) => "file_missing",
             AppError::Sqlx(e) if is_unavailable(e) => "upstream_unavailable",
             AppError::Sqlx(_) | AppError::Internal(_) => "internal",
         }
@@ -95,6 +99,7 @@ impl AppError {
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            AppError::FileMissing(_) => StatusCode::GONE,
             AppError::Sqlx(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Sqlx(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -145,18 +150,27 @@ impl IntoResponse for AppError {
     }
 }
 
-/// Map a unique-violation to `Conflict` at the call site.
-pub trait ResultExt<T> {
-    fn on_unique(self, message: &str) -> AppResult<T>;
+/// Map a constraint violation to a client error at the call site; other errors pass through.
+/// Works on `sqlx` results and on `AppResult`s, so the mappings chain.
+pub trait ResultExt<T>: Sized {
+    fn on_constraint(self, kind: sqlx::error::ErrorKind, err: impl FnOnce() -> AppError) -> AppResult<T>;
+
+    /// A unique violation becomes `Conflict(message)`.
+    fn on_unique(self, message: &str) -> AppResult<T> {
+        self.on_constraint(sqlx::error::ErrorKind::UniqueViolation, || AppError::Conflict(message.to_string()))
+    }
+
+    /// A foreign-key violation becomes `err()`.
+    fn on_foreign_key(self, err: impl FnOnce() -> AppError) -> AppResult<T> {
+        self.on_constraint(sqlx::error::ErrorKind::ForeignKeyViolation, err)
+    }
 }
 
-impl<T> ResultExt<T> for Result<T, sqlx::Error> {
-    fn on_unique(self, message: &str) -> AppResult<T> {
-        self.map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => {
-                AppError::Conflict(message.to_string())
-            }
-            _ => AppError::Sqlx(e),
+impl<T, E: Into<AppError>> ResultExt<T> for Result<T, E> {
+    fn on_constraint(self, kind: sqlx::error::ErrorKind, err: impl FnOnce() -> AppError) -> AppResult<T> {
+        self.map_err(|e| match e.into() {
+            AppError::Sqlx(sqlx::Error::Database(d)) if d.kind() == kind => err(),
+            other => other,
         })
     }
 }

@@ -4,17 +4,21 @@
 rust_i18n::i18n!("locales", fallback = "en");
 
 pub mod auth; // passwords, sessions, CSRF, login rate limit, API tokens, the `Auth` extractor
-pub mod cli; // the `mnote` command line
+pub mod cli; // the `mnote` command line (clap definitions, dispatch, one file per command group)
 pub mod config; // Config::from_env
+pub mod context; // app_pool, act_as: what CLI and batch commands (index, eval, bench) run with
 pub mod db; // pools, migrations, role checks, tenant-scoped transactions
 pub mod error; // AppError: JSON for /api, an HTML page for the browser
+pub mod evidence; // the locator, source kinds and statuses, citation places
 pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers and the canonical artifact
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
+pub mod platform; // child-process supervisor, outbound HTTP client, SecretString
 pub mod search; // evidence search: embedders (query modes come with the search issue)
 pub mod sources; // registered files and uploads
-pub mod startup; // AppState, router, serve
+pub mod startup; // merges the features' routers, middleware order, serve
+pub mod state; // AppState (+ load_embedder): what every handler gets
 pub mod tenants; // tenants, members, bootstrap and /setup
 pub mod viewer; // the citation viewer: /sources/{id}/view, page images, downloads
-pub mod web; // layout, i18n, pages, static files
+pub mod web; // layout, i18n, pages, static assets (/static/*)

@@ -4,7 +4,7 @@ use tracing_subscriber::{EnvFilter, fmt};
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
-    let json = std::env::var("MNOTE_LOG_FORMAT").is_ok_and(|v| v == "json");
+    let json = mnote::config::log_format_json();
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
     if json {
         builder.json().init();

@@ -14,7 +14,17 @@ use serde_json::json;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use uuid::Uuid;
 
-use crate::{db, startup::AppState};
+use crate::{db, state::AppState};
+
+/// `/healthz`, `/readyz`, `/metrics`.
+/// Probes and metrics (JSON/plain-text errors, never pages).
+pub fn api_router() -> axum::Router<AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_endpoint))
+}
 
 /// One recorder per process (tests run several apps in one process).
 pub fn metrics_handle() -> PrometheusHandle {

@@ -1,158 +1,25 @@
-//! Application state, the router, and `serve`.
+//! The whole application: every feature's router merged, the middleware in order, and
+//! `serve`. Nothing but `cli` depends on this module.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use axum::{
-    Router,
-    extract::DefaultBodyLimit,
-    http::header,
-    middleware::from_fn,
-    response::IntoResponse,
-    routing::{delete, get, post},
-};
-use metrics_exporter_prometheus::PrometheusHandle;
-use sqlx::PgPool;
+use axum::{Router, middleware::from_fn, routing::any};
 use tower_http::{compression::CompressionLayer, trace::TraceLayer};
 use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite, session_store::ExpiredDeletion};
 use tower_sessions_sqlx_store::PostgresStore;
 
-use crate::{auth, config::Config, db, error::AppError, grants, kbs, ops, sources, tenants, web};
-
-#[derive(Clone)]
-pub struct AppState {
-    pub pool: PgPool,
-    pub config: Arc<Config>,
-    pub metrics: PrometheusHandle,
-    /// Source-change notifications (`<tenant>:<kb>`) relayed from Postgres `LISTEN mnote_source`.
-    pub source_events: tokio::sync::broadcast::Sender<String>,
-    /// The configured embedder; `None` runs vector and hybrid search degraded (lexical).
-    pub embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
-    /// In-memory BM25 mirrors of the KBs searched by this process (rebuilt when a KB changes).
-    pub lexical_mirror: Arc<crate::search::memindex::MemIndex>,
-    /// Whether vector statements currently work (shared by searches and the embedding backlog).
-    pub vector_health: Arc<crate::search::vector_health::VectorHealth>,
-}
-
-impl AppState {
-    /// Build the state and start relaying Postgres notifications to `source_events`.
-    pub fn new(pool: PgPool, config: Config) -> Self {
-        let (tx, _) = tokio::sync::broadcast::channel(256);
-        tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
-        let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
-        let vector_health = Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
-        AppState {
-            pool,
-            config: Arc::new(config),
-            metrics: ops::metrics_handle(),
-            source_events: tx,
-            embedder: None,
-            lexical_mirror,
-            vector_health,
-        }
-    }
-
-    /// Searches use `embedder` through a cache of recent query vectors.
-    pub fn with_embedder(mut self, embedder: Option<Arc<dyn crate::search::embed::Embedder>>) -> Self {
-        self.embedder = embedder.map(crate::search::embed_cache::CachedQueries::wrap);
-        self
-    }
-
-    pub fn search_engine(&self) -> crate::search::query::Engine {
-        use crate::config::LexicalMirror;
-        let engine = crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone())
-            .with_vector_health(self.vector_health.clone());
-        match self.config.lexical_mirror {
-            LexicalMirror::Off => engine,
-            LexicalMirror::Background => engine.with_mem(self.lexical_mirror.clone(), false),
-            LexicalMirror::Inline => engine.with_mem(self.lexical_mirror.clone(), true),
-        }
-    }
-}
-
-const APP_CSS: &str = include_str!("../static/app.css");
-const KB_LIVE_JS: &str = include_str!("../static/kb-live.js");
-
-async fn app_css() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], APP_CSS)
-}
-
-async fn kb_live_js() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], KB_LIVE_JS)
-}
+use crate::{
+    auth,
+    config::Config,
+    db,
+    error::AppError,
+    grants, kbs, ops, search, sources,
+    state::{self, AppState},
+    tenants, viewer, web,
+};
 
 async fn not_found() -> AppError {
     AppError::NotFound
-}
-
-fn api_routes(upload_limit: usize) -> Router<AppState> {
-    use auth::handlers as a;
-    use grants::handlers as g;
-    use kbs::handlers as k;
-    use sources::handlers as s;
-    use tenants::handlers as t;
-    Router::new()
-        .route("/api/session", get(a::session_info))
-        .route("/api/tokens", get(a::list_tokens).post(a::create_token))
-        .route("/api/tokens/{id}", delete(a::revoke_token))
-        .route("/api/members", get(t::list_members).post(t::add_member))
-        .route("/api/members/{id}", axum::routing::patch(t::update_member).delete(t::delete_member))
-        .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
-        .route("/api/grants", get(g::list_grants).post(g::create_grant))
-        .route("/api/grants/{id}", get(g::get_grant).delete(g::revoke_grant))
-        .route("/api/kbs", get(k::list_kbs).post(k::create_kb))
-        .route("/api/kbs/{id}", get(k::get_kb).patch(k::patch_kb).delete(k::delete_kb))
-        .route("/api/kbs/{id}/members", get(k::list_kb_members))
-        .route("/api/kbs/{id}/members/{user}", axum::routing::put(k::put_kb_member).delete(k::delete_kb_member))
-        .route("/api/kbs/{id}/sources", get(s::list_sources).post(s::register_source))
-        .route(
-            "/api/kbs/{id}/uploads",
-            post(s::upload_sources).layer(DefaultBodyLimit::max(upload_limit)),
-        )
-        .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
-        .route("/api/sources/{id}/source-map.json", get(s::source_map))
-        .route("/api/evidence/search", post(crate::search::handlers::search))
-        .route("/api/evidence/read", post(crate::search::handlers::read))
-        .route("/api/evidence/open", post(crate::search::handlers::open))
-        .route("/api/search/documents", get(crate::search::handlers::documents))
-        .route("/api/{*rest}", axum::routing::any(not_found))
-}
-
-fn page_routes(upload_limit: usize) -> Router<AppState> {
-    use auth::handlers as a;
-    use grants::handlers as g;
-    use kbs::handlers as k;
-    use sources::handlers as s;
-    use tenants::handlers as t;
-    Router::new()
-        .route("/", get(k::dashboard))
-        .route("/search", get(crate::search::pages::search_page))
-        .route("/login", get(a::login_page).post(a::login))
-        .route("/logout", post(a::logout))
-        .route("/setup", get(t::setup_page).post(t::setup))
-        .route("/tenants", get(a::tenants_page))
-        .route("/tenants/switch", post(a::switch_tenant))
-        .route("/language", post(a::set_language))
-        .route("/kbs", post(k::create_form))
-        .route("/kbs/{id}", get(k::kb_page))
-        .route("/kbs/{id}/events", get(crate::sources::events::kb_events))
-        .route("/kbs/{id}/edit", post(k::update_form))
-        .route("/kbs/{id}/delete", post(k::delete_form))
-        .route("/kbs/{id}/members", post(k::member_form))
-        .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
-        .route("/kbs/{id}/sources", post(s::register_form))
-        .route("/kbs/{id}/uploads", post(s::upload_form).layer(DefaultBodyLimit::max(upload_limit)))
-        .route("/sources/{id}/delete", post(s::delete_form))
-        .route("/sources/{id}/view", get(crate::viewer::handlers::view))
-        .route("/sources/{id}/download", get(crate::viewer::handlers::download))
-        .route("/sources/{id}/pages/{page}", get(crate::viewer::handlers::page_png))
-        .route("/admin/members", get(t::members_page).post(t::members_add))
-        .route("/admin/members/{id}/role", post(t::members_role))
-        .route("/admin/members/{id}/remove", post(t::members_remove))
-        .route("/admin/settings", get(t::settings_page).post(t::settings_save))
-        .route("/admin/grants", get(g::grants_page).post(g::grants_add))
-        .route("/admin/grants/{id}/revoke", post(g::grants_revoke))
-        .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
-        .route("/settings/tokens/{id}/revoke", post(a::tokens_revoke_form))
 }
 
 pub fn build_router(state: AppState) -> Router {
@@ -165,21 +32,31 @@ pub fn build_router(state: AppState) -> Router {
         .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::seconds(
             cfg.session_idle.as_secs() as i64,
         )));
-    // Multipart overhead on top of the file itself; the exact limit is enforced while streaming.
-    let upload_limit = (cfg.upload_max_bytes as usize).saturating_add(1024 * 1024);
-    Router::new()
-        .merge(page_routes(upload_limit))
-        .merge(api_routes(upload_limit))
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics_endpoint))
-        .route("/static/app.css", get(app_css))
-        .route("/static/kb-live.js", get(kb_live_js))
-        .route("/static/search.js", get(crate::search::pages::search_js))
-        .route("/static/viewer.js", get(crate::viewer::handlers::viewer_js))
+    // JSON everywhere: `/api`, the probes and metrics.
+    let api = Router::new()
+        .merge(auth::api_router())
+        .merge(tenants::api_router())
+        .merge(grants::api_router())
+        .merge(kbs::api_router())
+        .merge(sources::api_router(cfg))
+        .merge(search::api_router())
+        .merge(ops::api_router())
+        .route("/api/{*rest}", any(not_found))
+        .layer(from_fn(auth::csrf::guard));
+    // Browser routes (and the fallback): errors become pages, CSRF failures included.
+    let pages = Router::new()
+        .merge(auth::page_router())
+        .merge(tenants::page_router())
+        .merge(grants::page_router())
+        .merge(kbs::page_router())
+        .merge(sources::page_router(cfg))
+        .merge(search::page_router())
+        .merge(viewer::page_router())
+        .merge(web::page_router())
         .fallback(not_found)
         .layer(from_fn(auth::csrf::guard))
-        .layer(from_fn(web::html_errors))
+        .layer(from_fn(web::html_errors));
+    api.merge(pages)
         .layer(sessions)
         .layer(from_fn(ops::track))
         .layer(TraceLayer::new_for_http())
@@ -195,39 +72,8 @@ pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
         anyhow::bail!("the database is not migrated; run `mnote migrate` first");
     }
     std::fs::create_dir_all(config.uploads_dir())?;
-    let embedder = load_embedder(&pool).await;
+    let embedder = state::load_embedder(&pool).await;
     Ok(AppState::new(pool, config).with_embedder(embedder))
-}
-
-/// The configured embedder, or `None` (search runs degraded) when it is turned off or cannot
-/// be loaded; a missing HNSW index is reported (`mnote migrate` creates it).
-pub async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed::Embedder>> {
-    use crate::search::{embed, vectors};
-    let cfg = match embed::EmbedConfig::from_env() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("embedder configuration: {e:#}; vector search is off");
-            return None;
-        }
-    };
-    match embed::from_config(&cfg) {
-        Ok(Some(e)) => {
-            let space = vectors::Space::of(e.as_ref());
-            if !vectors::index_exists(pool, &space).await.unwrap_or(false) {
-                tracing::warn!(model = %space.model, dim = space.dim, "no HNSW index for the embedder's model; run `mnote migrate`");
-            }
-            tracing::info!(model = %space.model, dim = space.dim, "embedder ready");
-            Some(e)
-        }
-        Ok(None) => {
-            tracing::info!("no embedder configured (MNOTE_EMBEDDER=none): vector and hybrid search run lexical");
-            None
-        }
-        Err(e) => {
-            tracing::warn!("{e}; vector and hybrid search run lexical (degraded)");
-            None
-        }
-    }
 }
 
 pub async fn serve(state: AppState) -> anyhow::Result<()> {

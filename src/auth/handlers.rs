@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::{Auth, LOCALE, LOGIN_AT, SignedIn, TENANT_ID, USER_ID, password, rate_limit, session_err};
 use crate::{
     db::TenantTx,
-    error::{AppError, AppResult},
-    startup::AppState,
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
     tenants::queries::{self as tq, TenantChoice},
     web::{AnonCtx, Lang, PageCtx, render, safe_next},
 };
@@ -260,7 +260,7 @@ fn token_name(raw: &str) -> AppResult<String> {
 }
 
 /// `POST /api/tokens`: the plaintext is in the response once and never again.
-pub async fn create_token(State(state): State<AppState>, auth: Auth, Json(b): Json<NewToken>) -> AppResult<Response> {
+pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<NewToken>) -> AppResult<Response> {
     let name = token_name(&b.name)?;
     let mut tx = auth.tx(&state).await?;
     let (rec, plain) = super::tokens::create(&mut tx, auth.tenant_id, auth.user_id, &name).await?;

@@ -20,9 +20,32 @@ use uuid::Uuid;
 use crate::{
     db::{Scope, TenantTx},
     error::AppError,
-    startup::AppState,
+    state::AppState,
     tenants::queries::{self as tq, Role},
 };
+
+/// Session and token API, sign-in, tenant switch, language and the tokens page.
+pub fn api_router() -> axum::Router<AppState> {
+    use axum::routing::{delete, get};
+    use handlers as a;
+    axum::Router::new()
+        .route("/api/session", get(a::session_info))
+        .route("/api/tokens", get(a::list_tokens).post(a::create_token))
+        .route("/api/tokens/{id}", delete(a::revoke_token))
+}
+
+pub fn page_router() -> axum::Router<AppState> {
+    use axum::routing::{get, post};
+    use handlers as a;
+    axum::Router::new()
+        .route("/login", get(a::login_page).post(a::login))
+        .route("/logout", post(a::logout))
+        .route("/tenants", get(a::tenants_page))
+        .route("/tenants/switch", post(a::switch_tenant))
+        .route("/language", post(a::set_language))
+        .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
+        .route("/settings/tokens/{id}/revoke", post(a::tokens_revoke_form))
+}
 
 /// Session keys.
 pub const USER_ID: &str = "uid";

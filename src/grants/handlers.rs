@@ -15,8 +15,8 @@ use uuid::Uuid;
 use super::{Grant, Grantee, Permission, queries};
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult},
-    startup::AppState,
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
     tenants::queries::{self as tq, Member},
     web::{Page, PageCtx, flash, render},
 };
@@ -55,7 +55,7 @@ impl NewGrant {
     }
 }
 
-pub async fn create_grant(State(state): State<AppState>, auth: Auth, Json(g): Json<NewGrant>) -> AppResult<Response> {
+pub async fn create_grant(State(state): State<AppState>, auth: Auth, ApiJson(g): ApiJson<NewGrant>) -> AppResult<Response> {
     let grantee = g.grantee()?;
     let permission = Permission::parse(&g.permission)?;
     let mut tx = auth.tx(&state).await?;

@@ -19,6 +19,23 @@ use crate::{
 };
 pub use queries::Grant;
 
+/// Grants API and the admin grants page.
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    use handlers as g;
+    axum::Router::new()
+        .route("/api/grants", get(g::list_grants).post(g::create_grant))
+        .route("/api/grants/{id}", get(g::get_grant).delete(g::revoke_grant))
+}
+
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as g;
+    axum::Router::new()
+        .route("/admin/grants", get(g::grants_page).post(g::grants_add))
+        .route("/admin/grants/{id}/revoke", post(g::grants_revoke))
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Permission {
     Read,

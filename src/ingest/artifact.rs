@@ -80,27 +80,7 @@ pub enum BlockType {
     OcrLine,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Quality {
-    /// The block text is exactly what lies under the locator.
-    Exact,
-    /// Located, but the text under the locator differs (e.g. low-confidence OCR).
-    Approximate,
-    PageOnly,
-    ResourceOnly,
-}
-
-impl Quality {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Quality::Exact => "exact",
-            Quality::Approximate => "approximate",
-            Quality::PageOnly => "page_only",
-            Quality::ResourceOnly => "resource_only",
-        }
-    }
-}
+pub use crate::evidence::Quality;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

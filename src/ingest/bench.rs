@@ -444,8 +444,8 @@ mod tests {
 /// rolled back, so repeated runs leave nothing behind.
 pub async fn index_command(tenant: &str, rounds: usize) -> anyhow::Result<()> {
     use crate::db::{Scope, TenantTx};
-    let (_, pool) = crate::cli::app_pool().await?;
-    let actor = crate::cli::act_as(&pool, tenant, None).await?;
+    let (_, pool) = crate::context::app_pool().await?;
+    let actor = crate::context::act_as(&pool, tenant, None).await?;
     let bytes = generate_docx(DOCX_PARAGRAPHS)?;
     let sha = format!("sha256:{}", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
     let provider = super::providers::for_kind("docx").map_err(|e| anyhow::anyhow!("{e}"))?;

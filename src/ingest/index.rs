@@ -5,12 +5,15 @@
 
 use std::collections::HashMap;
 
-use serde_json::json;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
 use super::artifact::{Block, ParsedArtifact, ReferenceKind};
-use crate::{search::analyze, sources::Source};
+use crate::{
+    evidence::{LOCATOR_SCHEMA, Locator, SourceKind},
+    search::analyze,
+    sources::Source,
+};
 
 /// Namespace for deterministic evidence ids.
 const EVIDENCE_NS: Uuid = Uuid::from_u128(0x6d6e6f74_6500_4e76_8964_656e63650001);
@@ -28,32 +31,33 @@ fn edge_uuid(source_id: Uuid, source_hash: &str, n: usize) -> Uuid {
     Uuid::new_v5(&EVIDENCE_NS, format!("edge/{source_id}/{source_hash}/{n}").as_bytes())
 }
 
-/// The `mnote.evidence_locator.v1` object of one block (SPEC §5).
-pub fn locator(source: &Source, art: &ParsedArtifact, b: &Block, section_path: &[String], page_size: Option<[f64; 2]>) -> serde_json::Value {
-    json!({
-        "schema": "mnote.evidence_locator.v1",
-        "kbId": source.kb_id,
-        "sourceId": source.id,
-        "resourcePath": source.resource_path,
-        "resourceKind": source.kind,
-        "blockId": b.id,
-        "page": b.page,
-        "bbox": b.bbox,
-        "pageSize": page_size,
-        "sectionPath": section_path,
-        "lineRange": b.line_range,
-        "charRange": b.char_range,
-        "paraIdStart": b.para_id_start,
-        "paraIdEnd": b.para_id_end,
-        "paragraphOrdinal": b.paragraph_ordinal,
-        "textFingerprint": b.text_fingerprint,
-        "sourceHash": art.source_hash,
-        "quality": b.quality.as_str(),
-    })
+/// The `mnote.evidence_locator.v1` of one block (SPEC §5).
+pub fn locator(source: &Source, kind: SourceKind, art: &ParsedArtifact, b: &Block, section_path: &[String], page_size: Option<[f64; 2]>) -> Locator {
+    Locator {
+        schema: LOCATOR_SCHEMA.to_string(),
+        kb_id: source.kb_id,
+        source_id: source.id,
+        resource_path: source.resource_path.clone(),
+        resource_kind: kind,
+        block_id: b.id.clone(),
+        page: b.page,
+        bbox: b.bbox,
+        page_size,
+        section_path: section_path.to_vec(),
+        line_range: b.line_range,
+        char_range: b.char_range,
+        para_id_start: b.para_id_start.clone(),
+        para_id_end: b.para_id_end.clone(),
+        paragraph_ordinal: b.paragraph_ordinal,
+        text_fingerprint: b.text_fingerprint.clone(),
+        source_hash: art.source_hash.clone(),
+        quality: b.quality,
+    }
 }
 
 /// Replace the source's evidence rows with rows built from `art` (inside the caller's tx).
 pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: &ParsedArtifact) -> sqlx::Result<usize> {
+    let kind: SourceKind = source.kind.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
     delete_rows(conn, source.id).await?;
     let sm = &art.source_map;
     let hash = art.source_hash.as_str();
@@ -90,7 +94,7 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
             Some((s, o)) => (Some(*s), *o),
             None => (None, false),
         };
-        rows.push(source, art, b, ordinal, path, size, ocr);
+        rows.push(source, kind, art, b, ordinal, path, size, ocr);
         if rows.len() >= INSERT_BATCH {
             rows.insert(conn, tenant, source).await?;
         }
@@ -160,7 +164,7 @@ struct BlockRows {
     quality: Vec<String>,
     confidence: Vec<Option<f32>>,
     is_ocr: Vec<bool>,
-    locator: Vec<serde_json::Value>,
+    locator: Vec<Json<Locator>>,
     lex: Vec<String>,
     lex_len: Vec<i32>,
 }
@@ -171,7 +175,8 @@ impl BlockRows {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, source: &Source, art: &ParsedArtifact, b: &Block, ordinal: usize, path: &[String], size: Option<[f64; 2]>, ocr: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn push(&mut self, source: &Source, kind: SourceKind, art: &ParsedArtifact, b: &Block, ordinal: usize, path: &[String], size: Option<[f64; 2]>, ocr: bool) {
         let hash = art.source_hash.as_str();
         let lex = analyze::index_terms(&index_text(path, &b.text));
         self.total += 1;
@@ -199,7 +204,7 @@ impl BlockRows {
         self.quality.push(b.quality.as_str().to_string());
         self.confidence.push(b.confidence);
         self.is_ocr.push(ocr);
-        self.locator.push(locator(source, art, b, path, size));
+        self.locator.push(Json(locator(source, kind, art, b, path, size)));
         self.lex.push(lex.tsvector);
         self.lex_len.push(lex.len);
     }

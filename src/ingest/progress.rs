@@ -7,7 +7,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::{
-    cli::{act_as, app_pool},
+    context::{act_as, app_pool},
     db::{Scope, TenantTx},
     kbs,
     sources::{self, RegisterRequest},

@@ -3,16 +3,12 @@
 //! Tesseract or a decompressor kills only that child; the job fails (or retries) with a code
 //! and the next job gets a fresh process.
 
-use std::{
-    path::Path,
-    process::Stdio,
-    time::Duration,
-};
+use std::{path::Path, time::Duration};
 
 use serde::{Deserialize, Serialize};
-use tokio::io::AsyncReadExt;
 
 use super::{ParseError, ParseInput, ParsedArtifact, providers};
+use crate::platform::supervise::{SuperviseError, Supervised};
 
 /// Limits for one parse.
 #[derive(Clone, Debug)]
@@ -103,53 +99,25 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
         .env(MAX_PAGES_ENV, limits.max_pages.to_string())
         .env("RUST_LOG", "error")
         // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
-        .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() })
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mem = limits.memory_bytes;
-    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(move || {
-            let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| ParseError::new("worker_unavailable", format!("starting the parser: {e}")))?;
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let run = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let (a, b, status) = tokio::join!(stdout.read_to_end(&mut out), stderr.read_to_end(&mut err), child.wait());
-        a.and(b).map_err(|e| ParseError::new("worker_crashed", e.to_string()))?;
-        let status = status.map_err(|e| ParseError::new("worker_crashed", e.to_string()))?;
-        Ok::<_, ParseError>((status, out, err))
-    };
-    let (status, out, err) = match tokio::time::timeout(limits.timeout, run).await {
-        Ok(r) => r?,
-        Err(_) => {
-            // The child is killed when dropped (kill_on_drop).
-            return Err(ParseError::new("parse_timeout", format!("parsing took longer than {:?}", limits.timeout)));
-        }
-    };
+        .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() });
+    let out = Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout).run().await.map_err(|e| match e {
+        SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
+        SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
+        SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),
+    })?;
+    let status = out.status;
     match status.code() {
-        Some(0) => Ok(out),
+        Some(0) => Ok(out.stdout),
         Some(3) => {
-            let line: ErrorLine = serde_json::from_slice(&out)
+            let line: ErrorLine = serde_json::from_slice(&out.stdout)
                 .map_err(|e| ParseError::new("worker_crashed", format!("bad parser error output: {e}")))?;
             Err(ParseError { code: leak_code(&line.error.code), message: line.error.message })
         }
         _ => {
-            let tail = String::from_utf8_lossy(&err);
-            let tail: String = tail.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail = out.stderr_tail(300);
             let oom = tail.contains("MemoryError") || tail.contains("memory allocation") || tail.contains("out of memory") || tail.contains("bad_alloc");
             let (code, what) = if oom { ("parse_out_of_memory", "ran out of its memory limit") } else { ("worker_crashed", "crashed") };
-            Err(ParseError::new(code, format!("the parser {what} ({status}): {}", tail.trim())))
+            Err(ParseError::new(code, format!("the parser {what} ({status}): {tail}")))
         }
     }
 }

@@ -15,10 +15,10 @@ use uuid::Uuid;
 use super::{Kb, queries};
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, ResultExt},
     grants::{self, Grant, Permission},
     sources::{self, Source},
-    startup::AppState,
+    state::AppState,
     tenants::queries::{self as tq, Member},
     web::{Page, PageCtx, flash, render},
 };
@@ -47,7 +47,7 @@ fn team() -> String {
     "team".into()
 }
 
-pub async fn create_kb(State(state): State<AppState>, auth: Auth, Json(b): Json<NewKb>) -> AppResult<Response> {
+pub async fn create_kb(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<NewKb>) -> AppResult<Response> {
     let mut tx = auth.tx(&state).await?;
     let kb = super::create(&mut tx, &auth, &b.name, &b.description, &b.visibility, b.owner_id).await?;
     tx.commit().await?;
@@ -75,16 +75,13 @@ async fn update(state: &AppState, auth: &Auth, id: Uuid, p: KbPatch) -> AppResul
     let vis = p.visibility.as_deref().map(super::validate_visibility).transpose()?;
     queries::update(&mut tx, id, name.as_deref(), p.description.as_deref().map(str::trim), vis)
         .await
-        .map_err(|e| match &e {
-            sqlx::Error::Database(d) if d.is_unique_violation() => AppError::Conflict("a knowledge base with this name exists".into()),
-            _ => e.into(),
-        })?;
+        .on_unique("a knowledge base with this name exists")?;
     let kb = super::visible(&mut tx, auth, id).await?;
     tx.commit().await?;
     Ok(kb)
 }
 
-pub async fn patch_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>, Json(p): Json<KbPatch>) -> AppResult<Json<Kb>> {
+pub async fn patch_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>, ApiJson(p): ApiJson<KbPatch>) -> AppResult<Json<Kb>> {
     Ok(Json(update(&state, &auth, id, p).await?))
 }
 
@@ -129,7 +126,7 @@ pub async fn put_kb_member(
     State(state): State<AppState>,
     auth: Auth,
     Path((kb, user)): Path<(Uuid, Uuid)>,
-    Json(b): Json<KbMemberBody>,
+    ApiJson(b): ApiJson<KbMemberBody>,
 ) -> AppResult<Json<serde_json::Value>> {
     put_member(&state, &auth, kb, user, b.can_manage).await?;
     Ok(Json(json!({ "kbId": kb, "userId": user, "canManage": b.can_manage })))

@@ -9,9 +9,33 @@ use uuid::Uuid;
 
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult},
+    error::{AppError, AppResult, ResultExt},
 };
 pub use queries::Kb;
+
+/// KBs and KB members (API and forms), the dashboard and the KB page.
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, put};
+    use handlers as k;
+    axum::Router::new()
+        .route("/api/kbs", get(k::list_kbs).post(k::create_kb))
+        .route("/api/kbs/{id}", get(k::get_kb).patch(k::patch_kb).delete(k::delete_kb))
+        .route("/api/kbs/{id}/members", get(k::list_kb_members))
+        .route("/api/kbs/{id}/members/{user}", put(k::put_kb_member).delete(k::delete_kb_member))
+}
+
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as k;
+    axum::Router::new()
+        .route("/", get(k::dashboard))
+        .route("/kbs", post(k::create_form))
+        .route("/kbs/{id}", get(k::kb_page))
+        .route("/kbs/{id}/edit", post(k::update_form))
+        .route("/kbs/{id}/delete", post(k::delete_form))
+        .route("/kbs/{id}/members", post(k::member_form))
+        .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
+}
 
 pub fn validate_visibility(v: &str) -> AppResult<&str> {
     match v {
@@ -56,15 +80,9 @@ pub async fn create(
     if owner != auth.user_id {
         auth.require_admin()?;
     }
-    let id = match queries::insert(conn, auth.tenant_id, &name, description.trim(), visibility, owner).await {
-        Ok(id) => id,
-        Err(sqlx::Error::Database(d)) if d.is_unique_violation() => {
-            return Err(AppError::Conflict("a knowledge base with this name exists".into()));
-        }
-        Err(sqlx::Error::Database(d)) if d.is_foreign_key_violation() => {
-            return Err(AppError::invalid("ownerId", "not a member of this team"));
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let id = queries::insert(conn, auth.tenant_id, &name, description.trim(), visibility, owner)
+        .await
+        .on_unique("a knowledge base with this name exists")
+        .on_foreign_key(|| AppError::invalid("ownerId", "not a member of this team"))?;
     visible(conn, auth, id).await
 }

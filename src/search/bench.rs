@@ -27,7 +27,7 @@ use super::{
     vectors::Space,
 };
 use crate::{
-    cli::{act_as, app_pool},
+    context::{act_as, app_pool},
     db::{Scope, TenantTx},
 };
 
@@ -42,6 +42,9 @@ pub struct BenchArgs<'a> {
     pub modes: &'a str,
     /// Queries run in-process with SQL ranking (no mirror) per mode, as the baseline.
     pub sql_baseline: usize,
+    /// The whole application router (the server's `build_router`), served on an ephemeral port;
+    /// passed in by the CLI because features do not depend on `startup`.
+    pub app: fn(crate::state::AppState) -> axum::Router,
 }
 
 /// A tiny deterministic generator (the fill must be the same every run).
@@ -195,7 +198,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         eval::ingest(&pool, &cfg, &actor, kb, &fill).await?;
     }
     let blocks = count_blocks(&pool, actor.tenant_id).await?;
-    let embedder = crate::startup::load_embedder(&pool).await;
+    let embedder = crate::state::load_embedder(&pool).await;
     if let Some(e) = &embedder {
         let (real, filled) = synthetic_vectors(&pool, actor.tenant_id, e).await?;
         if real + filled > 0 {
@@ -214,7 +217,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     // The server, in this process, on an ephemeral port, with a pool sized for the clients;
     // a token for the acting member.
     let pool = crate::db::connect(&cfg.database_url, (a.clients + 4) as u32).await?;
-    let state = crate::startup::AppState::new(pool.clone(), cfg.clone()).with_embedder(embedder.clone());
+    let state = crate::state::AppState::new(pool.clone(), cfg.clone()).with_embedder(embedder.clone());
     let engine = state.search_engine();
     // The in-memory lexical mirror, built before measuring (a server builds it on first use).
     let versions = {
@@ -235,7 +238,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let sql_engine = crate::search::query::Engine::new(engine.embedder.clone(), engine.public_url.clone());
-    let app = crate::startup::build_router(state);
+    let app = (a.app)(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let server = tokio::spawn(async move {
@@ -346,7 +349,7 @@ async fn http_pass(
 pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
     let (_cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, tenant, None).await?;
-    let embedder = crate::startup::load_embedder(&pool).await.context("no embedder is configured or provisioned")?;
+    let embedder = crate::state::load_embedder(&pool).await.context("no embedder is configured or provisioned")?;
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block

@@ -23,8 +23,8 @@ use super::{
 };
 use crate::{
     auth::Auth,
-    cli::{act_as, app_pool},
     config::Config,
+    context::{act_as, app_pool},
     db::{Scope, TenantTx},
     ingest::{jobs, pipeline},
     kbs,
@@ -319,7 +319,7 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
     eprintln!("ingest ready in {:.1} s", t0.elapsed().as_secs_f64());
 
     let needs_vectors = modes.iter().any(|m| matches!(m, Mode::Vector | Mode::Hybrid));
-    let embedder = if needs_vectors { crate::startup::load_embedder(&pool).await } else { None };
+    let embedder = if needs_vectors { crate::state::load_embedder(&pool).await } else { None };
     if let Some(e) = &embedder {
         let (n, took) = embed_all(&pool, actor.tenant_id, e).await?;
         if n > 0 {

@@ -13,9 +13,10 @@ use super::{
     query::{self, Mode, SearchError, SearchRequest},
 };
 use crate::{
+    evidence::SourceKind,
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
-    startup::AppState,
+    state::AppState,
 };
 
 impl From<SearchError> for AppError {
@@ -96,7 +97,7 @@ pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Quer
         }
         let match_source = if hit.is_ocr {
             "ocr"
-        } else if hit.kind == "markdown" || hit.kind == "text" {
+        } else if matches!(hit.kind, SourceKind::Markdown | SourceKind::Text) {
             "markdown"
         } else {
             "resource"
@@ -108,7 +109,7 @@ pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Quer
             "path": hit.resource_path,
             "resourcePath": hit.resource_path,
             "resourceKind": hit.kind,
-            "kbId": hit.source.get("kbId"),
+            "kbId": hit.source.kb_id,
             "score": hit.score,
             "matchSource": match_source,
             "matchCount": 1,

@@ -3,7 +3,6 @@
 pub mod analyze;
 pub mod bench;
 pub mod embed;
-pub mod embed_cache;
 pub mod eval;
 pub mod handlers;
 pub mod memindex;
@@ -12,3 +11,17 @@ pub mod pages;
 pub mod query;
 pub mod vectors;
 pub mod vector_health;
+
+/// The evidence tools API and the `/search` page.
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    axum::Router::new()
+        .route("/api/evidence/search", post(handlers::search))
+        .route("/api/evidence/read", post(handlers::read))
+        .route("/api/evidence/open", post(handlers::open))
+        .route("/api/search/documents", get(handlers::documents))
+}
+
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    axum::Router::new().route("/search", axum::routing::get(pages::search_page))
+}

@@ -6,6 +6,8 @@ use serde_json::{Value, json};
 use sqlx::{PgConnection, Row, types::Json};
 use uuid::Uuid;
 
+use crate::evidence::{Locator, LocatorRef, Place, SourceKind, SourceStatus};
+
 /// `openAction` of a result: where the viewer shows the evidence highlighted.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -28,10 +30,9 @@ fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
 /// evidence id it carries the locator's own hints (page, first line, DOCX paraId, text
 /// fingerprint, paragraph ordinal), so a citation still opens near the right place after the
 /// file changed and the id is gone.
-pub fn open_action(locator: &Value, evidence_id: Uuid, public_url: Option<&str>) -> OpenAction {
-    let source = locator.get("sourceId").and_then(Value::as_str).unwrap_or_default();
-    let mut url = format!("/sources/{source}/view?evidence={evidence_id}");
-    for p in hint_params(locator) {
+pub fn open_action(locator: &Locator, evidence_id: Uuid, public_url: Option<&str>) -> OpenAction {
+    let mut url = format!("/sources/{}/view?evidence={evidence_id}", locator.source_id);
+    for p in hint_params(&locator.place()) {
         url.push('&');
         url.push_str(&p);
     }
@@ -39,26 +40,26 @@ pub fn open_action(locator: &Value, evidence_id: Uuid, public_url: Option<&str>)
     with_public(url, public_url)
 }
 
-/// `page=`, `line=`, `para=`, `fp=`, `ordinal=` from a locator (URL-safe values only).
-fn hint_params(locator: &Value) -> Vec<String> {
+/// `page=`, `line=`, `para=`, `fp=`, `ordinal=` from a locator's place (URL-safe values only).
+fn hint_params(place: &Place<'_>) -> Vec<String> {
     let mut params = Vec::new();
-    if let Some(p) = locator.get("page").and_then(Value::as_u64) {
+    if let Some(p) = place.page {
         params.push(format!("page={p}"));
     }
-    if let Some(l) = locator.get("lineRange").and_then(|r| r.get(0)).and_then(Value::as_u64) {
+    if let Some(l) = place.first_line {
         params.push(format!("line={l}"));
     }
     // DOCX: the viewer tries paraId, then the text fingerprint, then the paragraph ordinal.
-    let token = |k: &str| locator.get(k).and_then(Value::as_str).filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric()));
-    if let Some(p) = token("paraIdStart") {
+    let token = |v: Option<&str>| v.filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric())).map(str::to_string);
+    if let Some(p) = token(place.para_id) {
         params.push(format!("para={p}"));
     }
-    if matches!(locator.get("resourceKind").and_then(Value::as_str), None | Some("docx")) {
-        if let Some(f) = token("textFingerprint") {
-            params.push(format!("fp={f}"));
-        }
+    if matches!(place.kind, None | Some("docx"))
+        && let Some(f) = token(place.fingerprint)
+    {
+        params.push(format!("fp={f}"));
     }
-    if let Some(o) = locator.get("paragraphOrdinal").and_then(Value::as_u64) {
+    if let Some(o) = place.ordinal {
         params.push(format!("ordinal={o}"));
     }
     params
@@ -66,8 +67,8 @@ fn hint_params(locator: &Value) -> Vec<String> {
 
 /// A viewer URL from a bare locator whose block is no longer indexed (the file changed): the
 /// page or line it pointed at, and a DOCX paragraph's paraId, fingerprint and ordinal.
-fn open_action_without_block(source_id: Uuid, locator: &Value, public_url: Option<&str>) -> OpenAction {
-    let params = hint_params(locator);
+fn open_action_without_block(source_id: Uuid, locator: &LocatorRef, public_url: Option<&str>) -> OpenAction {
+    let params = hint_params(&locator.place());
     let q = if params.is_empty() { String::new() } else { format!("?{}", params.join("&")) };
     with_public(format!("/sources/{source_id}/view{q}#hl"), public_url)
 }
@@ -78,22 +79,9 @@ pub fn source_title(resource_path: &str) -> String {
 }
 
 /// `[title · p.3](url)`, `[title · §Heading](url)` or `[title · L12–14](url)`.
-pub fn citation_markdown(title: &str, locator: &Value, url: &str) -> String {
-    let place = if let Some(p) = locator.get("page").and_then(Value::as_u64) {
-        Some(format!("p.{p}"))
-    } else if let Some(h) = locator.get("sectionPath").and_then(Value::as_array).and_then(|a| a.last()).and_then(Value::as_str) {
-        Some(format!("§{h}"))
-    } else if let Some(r) = locator.get("lineRange").and_then(Value::as_array) {
-        match (r.first().and_then(Value::as_u64), r.get(1).and_then(Value::as_u64)) {
-            (Some(a), Some(b)) if a != b => Some(format!("L{a}–{b}")),
-            (Some(a), _) => Some(format!("L{a}")),
-            _ => None,
-        }
-    } else {
-        locator.get("paragraphOrdinal").and_then(Value::as_u64).map(|o| format!("¶{o}"))
-    };
+pub fn citation_markdown(title: &str, place: &Place<'_>, url: &str) -> String {
     let esc = |s: &str| s.replace('\\', "\\\\").replace('[', "\\[").replace(']', "\\]");
-    match place {
+    match place.citation_label() {
         Some(p) => format!("[{} · {}]({url})", esc(title), esc(&p)),
         None => format!("[{}]({url})", esc(title)),
     }
@@ -127,7 +115,7 @@ struct Anchor {
     source_id: Uuid,
     ordinal: i32,
     section_key: Option<String>,
-    locator: Value,
+    locator: Locator,
 }
 
 /// Find the block a reference names, under the caller's RLS. A locator whose block changed
@@ -140,9 +128,10 @@ async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Opti
             .fetch_optional(&mut *conn)
             .await?
     } else if let Some(loc) = &r.locator {
+        let loc = LocatorRef::from_value(loc);
         let source_id = loc
-            .get("sourceId")
-            .and_then(Value::as_str)
+            .source_id
+            .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok())
             .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
         let visible: bool = sqlx::query_scalar("select exists (select 1 from source where id = $1)")
@@ -152,9 +141,7 @@ async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Opti
         if !visible {
             return Err(ToolError::NotFound);
         }
-        let block = loc.get("blockId").and_then(Value::as_str);
-        let hash = loc.get("sourceHash").and_then(Value::as_str);
-        let fp = loc.get("textFingerprint").and_then(Value::as_str);
+        let (block, hash, fp) = (loc.block_id.as_deref(), loc.source_hash.as_deref(), loc.text_fingerprint.as_deref());
         let row = sqlx::query(
             "select id, source_id, ordinal, section_key, locator from evidence_block
              where source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
@@ -180,16 +167,16 @@ async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Opti
         source_id: row.get("source_id"),
         ordinal: row.get("ordinal"),
         section_key: row.get("section_key"),
-        locator: row.get::<Json<Value>, _>("locator").0,
+        locator: row.get::<Json<Locator>, _>("locator").0,
     };
     Ok((a.source_id, Some(a)))
 }
 
 struct SourceInfo {
     title: String,
-    kind: String,
+    kind: SourceKind,
     resource_path: String,
-    status: String,
+    status: SourceStatus,
 }
 
 async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, ToolError> {
@@ -199,33 +186,42 @@ async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, To
         .await?
         .ok_or(ToolError::NotFound)?;
     let resource_path: String = row.get("resource_path");
-    Ok(SourceInfo { title: source_title(&resource_path), kind: row.get("kind"), resource_path, status: row.get("status") })
+    let parse = |col: &str| -> Result<String, ToolError> { Ok(row.get::<String, _>(col)) };
+    let kind = parse("kind")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
+    let status = parse("status")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
+    Ok(SourceInfo { title: source_title(&resource_path), kind, resource_path, status })
 }
 
 /// `POST /api/evidence/open`.
 pub async fn open(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&str>) -> Result<Value, ToolError> {
     let (source_id, anchor) = resolve(conn, r).await?;
     let info = source_info(conn, source_id).await?;
-    let (action, locator, exact) = match anchor {
-        Some(a) => (open_action(&a.locator, a.id, public_url), a.locator, true),
+    let (action, citation, exact) = match anchor {
+        Some(a) => {
+            let action = open_action(&a.locator, a.id, public_url);
+            let citation = citation_markdown(&info.title, &a.locator.place(), &action.url);
+            (action, citation, true)
+        }
         None => {
-            let loc = r.locator.clone().unwrap_or(Value::Null);
-            (open_action_without_block(source_id, &loc, public_url), loc, false)
+            let loc = r.locator.as_ref().map(LocatorRef::from_value).unwrap_or_default();
+            let action = open_action_without_block(source_id, &loc, public_url);
+            let citation = citation_markdown(&info.title, &loc.place(), &action.url);
+            (action, citation, false)
         }
     };
     Ok(json!({
         "ok": true,
         "schema": "mnote.evidence_open_response.v1",
         "openAction": action,
-        "citationMarkdown": citation_markdown(&info.title, &locator, &action.url),
+        "citationMarkdown": citation,
         "blockFound": exact,
-        "stale": info.status == "stale",
+        "stale": info.status == SourceStatus::Stale,
     }))
 }
 
 fn block_json(row: &sqlx::postgres::PgRow, public_url: Option<&str>) -> Value {
     let id: Uuid = row.get("id");
-    let loc: Json<Value> = row.get("locator");
+    let loc: Json<Locator> = row.get("locator");
     let action = open_action(&loc.0, id, public_url);
     json!({
         "evidenceId": id,
@@ -308,7 +304,7 @@ pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
         "sourceTitle": info.title,
         "resourceKind": info.kind,
         "resourcePath": info.resource_path,
-        "stale": info.status == "stale",
+        "stale": info.status == SourceStatus::Stale,
     }))
 }
 
@@ -316,32 +312,45 @@ pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
 mod tests {
     use super::*;
 
+    fn locator(v: Value) -> Locator {
+        let mut base = json!({
+            "schema": crate::evidence::LOCATOR_SCHEMA, "kbId": Uuid::nil(), "sourceId": "11111111-1111-1111-1111-111111111111",
+            "resourcePath": "a", "resourceKind": "pdf", "blockId": "b1", "page": null, "bbox": null, "pageSize": null,
+            "sectionPath": [], "lineRange": null, "charRange": [0, 1], "paraIdStart": null, "paraIdEnd": null,
+            "paragraphOrdinal": null, "textFingerprint": "ab12", "sourceHash": "sha256:00", "quality": "exact"
+        });
+        base.as_object_mut().unwrap().extend(v.as_object().unwrap().clone());
+        serde_json::from_value(base).unwrap()
+    }
+
     #[test]
     fn urls_are_root_relative_unless_a_public_url_is_set() {
         let id = Uuid::nil();
-        let loc = json!({"sourceId": "11111111-1111-1111-1111-111111111111", "page": 3});
+        let s = "11111111-1111-1111-1111-111111111111";
+        let loc = locator(json!({"page": 3}));
         let a = open_action(&loc, id, None);
-        assert_eq!(
-            a.url,
-            "/sources/11111111-1111-1111-1111-111111111111/view?evidence=00000000-0000-0000-0000-000000000000&page=3#hl"
-        );
+        assert_eq!(a.url, format!("/sources/{s}/view?evidence=00000000-0000-0000-0000-000000000000&page=3#hl"));
         assert!(a.absolute_url.is_none());
         let a = open_action(&loc, id, Some("https://mnote.example/"));
         assert_eq!(a.absolute_url.unwrap(), format!("https://mnote.example{}", a.url));
-        let docx = json!({"sourceId": "s", "resourceKind": "docx", "paraIdStart": "1A2B3C4D", "textFingerprint": "ab12",
-                          "paragraphOrdinal": 7, "lineRange": null});
-        assert_eq!(open_action(&docx, id, None).url, format!("/sources/s/view?evidence={id}&para=1A2B3C4D&fp=ab12&ordinal=7#hl"));
-        let md = json!({"sourceId": "s", "resourceKind": "markdown", "lineRange": [12, 14], "textFingerprint": "ab12"});
-        assert_eq!(open_action(&md, id, None).url, format!("/sources/s/view?evidence={id}&line=12#hl"));
-        let hostile = json!({"sourceId": "s", "resourceKind": "docx", "paraIdStart": "x&y=1", "textFingerprint": "a#b"});
-        assert_eq!(open_action(&hostile, id, None).url, format!("/sources/s/view?evidence={id}#hl"));
+        let docx = locator(json!({"resourceKind": "docx", "paraIdStart": "1A2B3C4D", "paragraphOrdinal": 7}));
+        assert_eq!(open_action(&docx, id, None).url, format!("/sources/{s}/view?evidence={id}&para=1A2B3C4D&fp=ab12&ordinal=7#hl"));
+        let md = locator(json!({"resourceKind": "markdown", "lineRange": [12, 14]}));
+        assert_eq!(open_action(&md, id, None).url, format!("/sources/{s}/view?evidence={id}&line=12#hl"));
+        let hostile = locator(json!({"resourceKind": "docx", "paraIdStart": "x&y=1", "textFingerprint": "a#b"}));
+        assert_eq!(open_action(&hostile, id, None).url, format!("/sources/{s}/view?evidence={id}#hl"));
+        // A caller's bare locator: hints only, the kind unknown.
+        let bare = LocatorRef::from_value(&json!({"sourceId": s, "paraIdStart": "1A2B", "textFingerprint": "ab12", "page": "x"}));
+        assert_eq!(open_action_without_block(Uuid::nil(), &bare, None).url, format!("/sources/{}/view?para=1A2B&fp=ab12#hl", Uuid::nil()));
     }
 
     #[test]
     fn citation_markdown_names_the_place() {
-        assert_eq!(citation_markdown("spec.pdf", &json!({"page": 3}), "/u"), "[spec.pdf · p.3](/u)");
-        assert_eq!(citation_markdown("a.md", &json!({"sectionPath": ["A", "B"], "lineRange": [3, 4]}), "/u"), "[a.md · §B](/u)");
-        assert_eq!(citation_markdown("a.md", &json!({"sectionPath": [], "lineRange": [3, 4]}), "/u"), "[a.md · L3–4](/u)");
-        assert_eq!(citation_markdown("x[1].docx", &json!({"paragraphOrdinal": 7}), "/u"), "[x\\[1\\].docx · ¶7](/u)");
+        let place = |v: Value| LocatorRef::from_value(&v);
+        assert_eq!(citation_markdown("spec.pdf", &place(json!({"page": 3})).place(), "/u"), "[spec.pdf · p.3](/u)");
+        assert_eq!(citation_markdown("a.md", &place(json!({"sectionPath": ["A", "B"], "lineRange": [3, 4]})).place(), "/u"), "[a.md · §B](/u)");
+        assert_eq!(citation_markdown("a.md", &place(json!({"sectionPath": [], "lineRange": [3, 4]})).place(), "/u"), "[a.md · L3–4](/u)");
+        assert_eq!(citation_markdown("x[1].docx", &place(json!({"paragraphOrdinal": 7})).place(), "/u"), "[x\\[1\\].docx · ¶7](/u)");
+        assert_eq!(citation_markdown("a.pdf", &locator(json!({"page": 2})).place(), "/u"), "[a.pdf · p.2](/u)");
     }
 }

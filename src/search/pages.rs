@@ -4,26 +4,24 @@
 use askama::Template;
 use axum::{
     extract::{Query, State},
-    http::{StatusCode, header},
-    response::{IntoResponse, Response},
+    http::StatusCode,
+    response::Response,
 };
 use serde::Deserialize;
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::query::{self, Hit, Mode, SearchError, SearchRequest, SearchResponse};
 use crate::{
+    evidence::{Locator, PlacePart, Quality, SourceKind},
     error::AppResult,
     kbs,
-    startup::AppState,
+    state::AppState,
     web::{Page, PageCtx, render},
 };
 
 /// Results per page.
 const PAGE_TOP_K: usize = 20;
 const MODES: [&str; 4] = ["hybrid", "lexical", "vector", "graph"];
-const KINDS: [&str; 4] = ["markdown", "pdf", "docx", "image"];
-const SEARCH_JS: &str = include_str!("../../static/search.js");
 
 #[derive(Debug, Default, Deserialize)]
 pub struct SearchParams {
@@ -113,28 +111,18 @@ pub fn segments(quote: &str, ranges: &[[usize; 2]]) -> Vec<(String, bool)> {
 
 /// The parts of "Page 3 · Heading › Sub · Lines 4–6 · Paragraph 7" from a locator, in the UI
 /// language, each with whether it may wrap (only the section path does).
-pub fn locator_parts(ctx: &PageCtx, loc: &Value) -> Vec<(String, bool)> {
-    let mut parts = Vec::new();
-    if let Some(p) = loc.get("page").and_then(Value::as_u64) {
-        parts.push((ctx.t("search.loc_page").replace("{n}", &p.to_string()), false));
-    }
-    if let Some(path) = loc.get("sectionPath").and_then(Value::as_array) {
-        let names: Vec<&str> = path.iter().filter_map(Value::as_str).filter(|s| !s.is_empty()).collect();
-        if !names.is_empty() {
-            parts.push((names.join(" › "), true));
-        }
-    }
-    if let Some(r) = loc.get("lineRange").and_then(Value::as_array) {
-        match (r.first().and_then(Value::as_u64), r.get(1).and_then(Value::as_u64)) {
-            (Some(a), Some(b)) if a != b => parts
-                .push((ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false)),
-            (Some(a), _) => parts.push((ctx.t("search.loc_line").replace("{n}", &a.to_string()), false)),
-            _ => {}
-        }
-    } else if let Some(o) = loc.get("paragraphOrdinal").and_then(Value::as_u64) {
-        parts.push((ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false));
-    }
-    parts
+pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
+    loc.place()
+        .parts()
+        .into_iter()
+        .map(|part| match part {
+            PlacePart::Page(p) => (ctx.t("search.loc_page").replace("{n}", &p.to_string()), false),
+            PlacePart::Sections(names) => (names.join(" › "), true),
+            PlacePart::Lines(a, b) => (ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false),
+            PlacePart::Line(a) => (ctx.t("search.loc_line").replace("{n}", &a.to_string()), false),
+            PlacePart::Paragraph(o) => (ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false),
+        })
+        .collect()
 }
 
 fn score_text(s: f64) -> String {
@@ -142,12 +130,7 @@ fn score_text(s: f64) -> String {
 }
 
 fn hit_view(ctx: &PageCtx, h: Hit) -> HitView {
-    let quality = h
-        .source
-        .get("quality")
-        .and_then(Value::as_str)
-        .filter(|q| *q != "exact")
-        .map(|q| ctx.tk("search.quality", q));
+    let quality = (h.source.quality != Quality::Exact).then(|| ctx.tk("search.quality", h.source.quality.as_str()));
     HitView {
         segments: segments(&h.quote, &h.highlights),
         locator: locator_parts(ctx, &h.source),
@@ -158,7 +141,7 @@ fn hit_view(ctx: &PageCtx, h: Hit) -> HitView {
         url: h.open_action.url,
         citation: h.citation_markdown,
         title: h.source_title,
-        kind: if h.kind.is_empty() { String::new() } else { ctx.tk("kind", &h.kind) },
+        kind: ctx.tk("kind", h.kind.as_str()),
         path: h.resource_path,
     }
 }
@@ -223,19 +206,14 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
         .iter()
         .map(|k| Choice { value: k.id.to_string(), label: k.name.clone(), selected: k.id.to_string() == kb_s })
         .collect();
-    let kinds = KINDS
+    let kinds = SourceKind::ALL
         .iter()
-        .map(|k| Choice { value: k.to_string(), label: ctx.tk("kind", k), selected: *k == kind_s })
+        .map(|k| Choice { value: k.to_string(), label: ctx.tk("kind", k.as_str()), selected: k.as_str() == kind_s })
         .collect();
     let status = if error.is_some() { StatusCode::UNPROCESSABLE_ENTITY } else { StatusCode::OK };
     let mut resp = render(SearchPage { ctx, q, modes, kbs: kb_choices, kinds, error, outcome: outcome_v })?;
     *resp.status_mut() = status;
     Ok(resp)
-}
-
-/// `GET /static/search.js`: keyboard shortcuts and the copy buttons (optional).
-pub async fn search_js() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], SEARCH_JS)
 }
 
 #[cfg(test)]

@@ -19,9 +19,10 @@ use std::{
 
 use pgvector::Vector;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sqlx::{PgConnection, Row, types::Json};
 use uuid::Uuid;
+
+use crate::evidence::{Locator, SourceKind, SourceStatus};
 
 use super::{
     analyze::{self, QueryTerms},
@@ -190,7 +191,7 @@ pub struct Hit {
     /// `[start, end)` ranges of `quote`, in Unicode code points.
     pub highlights: Vec<[usize; 2]>,
     pub score: f64,
-    pub source: Value,
+    pub source: Locator,
     pub open_action: OpenAction,
     pub citation_markdown: String,
     pub source_title: String,
@@ -204,7 +205,7 @@ pub struct Hit {
     #[serde(skip)]
     pub is_ocr: bool,
     #[serde(skip)]
-    pub kind: String,
+    pub kind: SourceKind,
     #[serde(skip)]
     pub resource_path: String,
 }
@@ -374,7 +375,7 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
         return Err(SearchError::Invalid("query is longer than 2000 characters".into()));
     }
     if let Some(kinds) = &req.kinds {
-        if let Some(k) = kinds.iter().find(|k| !["markdown", "pdf", "docx", "image", "text"].contains(&k.as_str())) {
+        if let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err()) {
             return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
         }
     }
@@ -736,7 +737,7 @@ async fn hydrate_first(conn: &mut PgConnection, engine: &Engine, f: &Filters, t:
         }
         let Some(row) = by_id.remove(&id) else { continue };
         let text: String = row.get("text");
-        let locator: Json<Value> = row.get("locator");
+        let locator: Json<Locator> = row.get("locator");
         let status: String = row.get("status");
         let resource_path: String = row.get("resource_path");
         let (quote, highlights) = quote_with_highlights(&text, &t.terms);
@@ -747,15 +748,15 @@ async fn hydrate_first(conn: &mut PgConnection, engine: &Engine, f: &Filters, t:
             quote,
             highlights,
             score: (score * 1e6).round() / 1e6,
-            citation_markdown: open::citation_markdown(&title, &locator.0, &action.url),
+            citation_markdown: open::citation_markdown(&title, &locator.0.place(), &action.url),
+            kind: locator.0.resource_kind,
             source: locator.0,
             open_action: action,
             source_title: title,
-            stale: status == "stale",
+            stale: status == SourceStatus::Stale.as_str(),
             graph: graph.remove(&id),
             source_id: row.get("source_id"),
             is_ocr: row.get("is_ocr"),
-            kind: row.get("kind"),
             resource_path,
         });
     }

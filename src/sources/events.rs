@@ -16,7 +16,7 @@ use tokio_stream::wrappers::BroadcastStream;
 use uuid::Uuid;
 
 use super::queries;
-use crate::{auth::Auth, error::AppResult, kbs, startup::AppState};
+use crate::{auth::Auth, error::AppResult, kbs, state::AppState};
 
 /// Forward notifications forever, reconnecting when the database goes away.
 pub async fn relay(pool: PgPool, tx: broadcast::Sender<String>) {

@@ -16,9 +16,9 @@ use uuid::Uuid;
 use super::{RegisterRequest, Registered, Source, queries};
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult},
+    error::{ApiJson, AppError, AppResult},
     kbs,
-    startup::AppState,
+    state::AppState,
     web::{Page, flash},
 };
 
@@ -47,7 +47,7 @@ pub async fn register_source(
     State(state): State<AppState>,
     auth: Auth,
     Path(kb): Path<Uuid>,
-    Json(b): Json<RegisterBody>,
+    ApiJson(b): ApiJson<RegisterBody>,
 ) -> AppResult<Response> {
     let mut tx = auth.tx(&state).await?;
     let r = super::register(

@@ -24,17 +24,38 @@ use crate::{
 };
 pub use queries::Source;
 
+/// Sources and uploads (API and forms) and the KB page's live status stream. Both upload
+/// routes accept bodies up to `upload_max_bytes` plus the multipart overhead; the exact limit
+/// is enforced while streaming.
+/// Uploads may exceed the file limit by the multipart overhead; the handler enforces the limit.
+fn upload_limit(config: &crate::config::Config) -> axum::extract::DefaultBodyLimit {
+    axum::extract::DefaultBodyLimit::max((config.upload_max_bytes as usize).saturating_add(1024 * 1024))
+}
+
+pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as s;
+    axum::Router::new()
+        .route("/api/kbs/{id}/sources", get(s::list_sources).post(s::register_source))
+        .route("/api/kbs/{id}/uploads", post(s::upload_sources).layer(upload_limit(config)))
+        .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
+        .route("/api/sources/{id}/source-map.json", get(s::source_map))
+}
+
+/// The browser routes (the KB page's live status stream included: its errors are pages too).
+pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as s;
+    axum::Router::new()
+        .route("/kbs/{id}/events", get(events::kb_events))
+        .route("/kbs/{id}/sources", post(s::register_form))
+        .route("/kbs/{id}/uploads", post(s::upload_form).layer(upload_limit(config)))
+        .route("/sources/{id}/delete", post(s::delete_form))
+}
+
 /// The resource kind of a file, from its extension.
 pub fn kind_of(path: &Path) -> Option<&'static str> {
-    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
-    Some(match ext.as_str() {
-        "md" | "markdown" => "markdown",
-        "pdf" => "pdf",
-        "docx" => "docx",
-        "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => "image",
-        "txt" => "text",
-        _ => return None,
-    })
+    crate::evidence::SourceKind::of_extension(path.extension()?.to_str()?).map(|k| k.as_str())
 }
 
 #[derive(Clone, Debug)]

@@ -18,8 +18,8 @@ use super::{
 };
 use crate::{
     auth::{Auth, LOGIN_AT, TENANT_ID, USER_ID, session_err},
-    error::{AppError, AppResult},
-    startup::AppState,
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
     web::{AnonCtx, Page, PageCtx, flash, render},
 };
 
@@ -95,7 +95,7 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
     Ok(())
 }
 
-pub async fn add_member(State(state): State<AppState>, auth: Auth, Json(m): Json<NewMember>) -> AppResult<Response> {
+pub async fn add_member(State(state): State<AppState>, auth: Auth, ApiJson(m): ApiJson<NewMember>) -> AppResult<Response> {
     check_can_assign(&auth, m.role)?;
     let (user_id, _) = super::add_user(&state.pool, auth.tenant_id, &m.email, m.role, m.password.as_deref()).await?;
     let mut tx = auth.tx(&state).await?;
@@ -141,7 +141,7 @@ pub async fn update_member(
     State(state): State<AppState>,
     auth: Auth,
     Path(user): Path<Uuid>,
-    Json(c): Json<RoleChange>,
+    ApiJson(c): ApiJson<RoleChange>,
 ) -> AppResult<Json<Member>> {
     Ok(Json(change_role(&state, &auth, user, c.role).await?))
 }
@@ -246,7 +246,7 @@ async fn save_settings(state: &AppState, auth: &Auth, external_parsing_upload: O
 pub async fn patch_settings(
     State(state): State<AppState>,
     auth: Auth,
-    Json(p): Json<SettingsPatch>,
+    ApiJson(p): ApiJson<SettingsPatch>,
 ) -> AppResult<Json<serde_json::Value>> {
     let s = save_settings(&state, &auth, p.external_parsing_upload).await?;
     Ok(Json(settings_json(&s, &state)))

@@ -11,9 +11,30 @@ use uuid::Uuid;
 use crate::{
     auth::password,
     db::{Scope, TenantTx},
-    error::{AppError, AppResult},
+    error::{AppError, AppResult, ResultExt},
 };
 use queries::{self as q, Role};
+
+/// Members and tenant settings (API and admin pages) and first-run `/setup`.
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, patch};
+    use handlers as t;
+    axum::Router::new()
+        .route("/api/members", get(t::list_members).post(t::add_member))
+        .route("/api/members/{id}", patch(t::update_member).delete(t::delete_member))
+        .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
+}
+
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as t;
+    axum::Router::new()
+        .route("/setup", get(t::setup_page).post(t::setup))
+        .route("/admin/members", get(t::members_page).post(t::members_add))
+        .route("/admin/members/{id}/role", post(t::members_role))
+        .route("/admin/members/{id}/remove", post(t::members_remove))
+        .route("/admin/settings", get(t::settings_page).post(t::settings_save))
+}
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct Bootstrapped {
@@ -89,10 +110,7 @@ pub async fn add_user(pool: &PgPool, tenant_id: Uuid, email: &str, role: Role, p
             let pw = pw.ok_or_else(|| AppError::invalid("password", "a new account needs a password"))?;
             password::validate_new_password(pw)?;
             let hash = password::hash(pw.to_string()).await?;
-            (q::insert_user(pool, &email, &hash).await.map_err(|e| match &e {
-                sqlx::Error::Database(d) if d.is_unique_violation() => AppError::Conflict("account exists".into()),
-                _ => e.into(),
-            })?, true)
+            (q::insert_user(pool, &email, &hash).await.on_unique("account exists")?, true)
         }
     };
     let mut tx = TenantTx::begin(pool, tenant_id, Scope::System).await?;

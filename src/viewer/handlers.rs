@@ -9,24 +9,21 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use serde_json::json;
 use tower::ServiceExt;
 use uuid::Uuid;
 
 use super::{FlowBlock, Hints, Target, render};
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult, ErrorInfo},
+    error::{AppError, AppResult},
     ingest::{
         artifact::{Block, Page as ArtPage, ParsedArtifact},
         index,
     },
     sources::Source,
-    startup::AppState,
+    state::AppState,
     web::{Page, PageCtx, render as render_page},
 };
-
-const VIEWER_JS: &str = include_str!("../../static/viewer.js");
 
 /// Image types every browser shows inline; others (TIFF) are converted to PNG.
 fn browser_image(mime: &str) -> bool {
@@ -244,12 +241,8 @@ fn paged_view(
 }
 
 /// A `410 Gone` with code `file_missing` (JSON for API clients, an error page for browsers).
-fn file_missing(s: &Source) -> Response {
-    let message = format!("the original file of {} is no longer available", s.resource_path);
-    let mut resp =
-        (StatusCode::GONE, axum::Json(json!({"error": {"code": "file_missing", "message": message}}))).into_response();
-    resp.extensions_mut().insert(ErrorInfo { status: StatusCode::GONE, code: "file_missing", message, redirect_to: None });
-    resp
+fn file_missing(s: &Source) -> AppError {
+    AppError::FileMissing(format!("the original file of {} is no longer available", s.resource_path))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -271,7 +264,7 @@ pub async fn download(
     let source = super::visible_source(&mut tx, id).await?;
     let file = super::original_path(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
-    let Some(file) = file else { return Ok(file_missing(&source)) };
+    let Some(file) = file else { return Err(file_missing(&source)) };
     let mime = mime_of(&source);
     let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == "image";
     let mut resp = tower_http::services::ServeFile::new_with_mime(&file, &mime.parse().unwrap_or(mime_guess::mime::APPLICATION_OCTET_STREAM))
@@ -280,7 +273,7 @@ pub async fn download(
         .map_err(|e| AppError::Internal(anyhow::anyhow!("serving {}: {e}", file.display())))?
         .map(Body::new);
     if resp.status() == StatusCode::NOT_FOUND {
-        return Ok(file_missing(&source));
+        return Err(file_missing(&source));
     }
     let h = resp.headers_mut();
     let disposition = super::content_disposition(if inline { "inline" } else { "attachment" }, source.file_name());
@@ -357,7 +350,7 @@ pub async fn page_png(
         // Rendering needs the very bytes that were indexed (the boxes belong to them).
         let file = match file {
             Some(f) if source.indexed_hash.as_deref().is_none_or(|h| h == source.sha256) => f,
-            _ => return Ok(file_missing(&source)),
+            _ => return Err(file_missing(&source)),
         };
         render::render_supervised(&state.config.parser_exe, &source.kind, &file, n, px, &path).await.map_err(|e| {
             tracing::warn!(source.id = %id, page = n, "page render failed: {e}");
@@ -370,9 +363,4 @@ pub async fn page_png(
     }
     let bytes = tokio::fs::read(&path).await.map_err(|e| AppError::Internal(e.into()))?;
     Ok(cache_headers(([(header::CONTENT_TYPE, "image/png")], bytes).into_response(), hit))
-}
-
-/// `GET /static/viewer.js`: keyboard page navigation and zoom (optional).
-pub async fn viewer_js() -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], VIEWER_JS)
 }

@@ -22,6 +22,16 @@ use crate::{
     sources::{self, Source},
 };
 
+/// The viewer page, the original bytes and page images.
+/// Browser routes, also followed by API clients from citations (those keep JSON errors).
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/sources/{id}/view", get(handlers::view))
+        .route("/sources/{id}/download", get(handlers::download))
+        .route("/sources/{id}/pages/{page}", get(handlers::page_png))
+}
+
 /// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
 pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
     let s = sources::queries::get(conn, id).await?.ok_or(AppError::NotFound)?;

@@ -5,12 +5,13 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::Stdio,
     sync::OnceLock,
     time::Duration,
 };
 
-use tokio::{io::AsyncReadExt, sync::Semaphore};
+use tokio::sync::Semaphore;
+
+use crate::platform::supervise::{SuperviseError, Supervised};
 
 /// Render children running at once (page views beyond that wait for a slot, not for ingestion).
 pub const MAX_CONCURRENT: usize = 2;
@@ -88,38 +89,14 @@ pub async fn render_supervised(
         .arg(size.1.to_string())
         .arg(src)
         .arg(&tmp)
-        .env("RUST_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            let lim = libc::rlimit { rlim_cur: MEMORY_BYTES as libc::rlim_t, rlim_max: MEMORY_BYTES as libc::rlim_t };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().map_err(|e| RenderError::Failed(format!("starting the renderer: {e}")))?;
-    let mut stderr = child.stderr.take().expect("piped");
-    let run = async {
-        let mut err = Vec::new();
-        let (r, status) = tokio::join!(stderr.read_to_end(&mut err), child.wait());
-        r.map_err(|e| RenderError::Failed(e.to_string()))?;
-        Ok::<_, RenderError>((status.map_err(|e| RenderError::Failed(e.to_string()))?, err))
-    };
-    let result = match tokio::time::timeout(TIMEOUT, run).await {
-        Err(_) => Err(RenderError::Timeout(TIMEOUT)),
-        Ok(Err(e)) => Err(e),
-        Ok(Ok((status, _))) if status.success() => tokio::fs::rename(&tmp, out).await.map_err(|e| RenderError::Failed(e.to_string())),
-        Ok(Ok((status, err))) => {
-            let tail = String::from_utf8_lossy(&err);
-            let tail: String = tail.chars().rev().take(300).collect::<Vec<_>>().into_iter().rev().collect();
-            Err(RenderError::Failed(format!("the renderer failed ({status}): {}", tail.trim())))
-        }
+        .env("RUST_LOG", "error");
+    let run = Supervised::new(cmd).memory_limit(MEMORY_BYTES).timeout(TIMEOUT).discard_stdout().run().await;
+    let result = match run {
+        Err(SuperviseError::Timeout(t)) => Err(RenderError::Timeout(t)),
+        Err(SuperviseError::Spawn(e)) => Err(RenderError::Failed(format!("starting the renderer: {e}"))),
+        Err(SuperviseError::Io(e)) => Err(RenderError::Failed(e.to_string())),
+        Ok(child) if child.status.success() => tokio::fs::rename(&tmp, out).await.map_err(|e| RenderError::Failed(e.to_string())),
+        Ok(child) => Err(RenderError::Failed(format!("the renderer failed ({}): {}", child.status, child.stderr_tail(300)))),
     };
     if result.is_err() {
         let _ = tokio::fs::remove_file(&tmp).await;
@@ -159,9 +136,9 @@ const LOCAL_LIBS: [&str; 2] = [".local/pdfium/libpdfium.so", ".local/pdfium-5.15
 
 fn render_pdf(src: &Path, page: u32, width: u32, height: u32) -> Result<image::DynamicImage, String> {
     use pdfium_render::prelude::*;
-    let lib = match std::env::var_os(crate::ingest::pdf::PDFIUM_LIB_ENV) {
-        Some(v) if !v.is_empty() => PathBuf::from(v),
-        _ => LOCAL_LIBS
+    let lib = match crate::config::pdfium_lib() {
+        Some(v) => v,
+        None => LOCAL_LIBS
             .iter()
             .map(|p| Path::new(env!("CARGO_MANIFEST_DIR")).join(p))
             .find(|p| p.is_file())

@@ -1,5 +1,5 @@
 //! Browser plumbing: the language of a request, the layout context every page gets, and the
-//! middleware that renders `AppError`s as pages on browser routes.
+//! layer that renders `AppError`s as pages on the page routes.
 
 pub mod pages;
 
@@ -15,9 +15,32 @@ use tower_sessions::Session;
 use crate::{
     auth::{self, Auth},
     error::{AppError, ErrorInfo},
-    startup::AppState,
+    state::AppState,
     tenants::queries as tq,
 };
+
+/// The static assets, compiled into the binary: URL, content type, body.
+const ASSETS: &[(&str, &str, &str)] = &[
+    ("/static/app.css", "text/css; charset=utf-8", include_str!("../../static/app.css")),
+    // Live source status on the KB page (server-sent events).
+    ("/static/kb-live.js", "text/javascript; charset=utf-8", include_str!("../../static/kb-live.js")),
+    // Keyboard shortcuts and the copy buttons of `/search` (optional).
+    ("/static/search.js", "text/javascript; charset=utf-8", include_str!("../../static/search.js")),
+    // Keyboard page navigation and zoom in the viewer (optional).
+    ("/static/viewer.js", "text/javascript; charset=utf-8", include_str!("../../static/viewer.js")),
+];
+
+/// `GET /static/*`: one route per asset, cached for an hour.
+pub fn page_router() -> axum::Router<AppState> {
+    ASSETS.iter().fold(axum::Router::new(), |r, &(path, content_type, body)| {
+        r.route(
+            path,
+            axum::routing::get(move || async move {
+                ([(header::CONTENT_TYPE, content_type), (header::CACHE_CONTROL, "public, max-age=3600")], body)
+            }),
+        )
+    })
+}
 
 /// UI language: the user's saved preference (kept in the session), else `Accept-Language`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,12 +228,8 @@ struct ErrorPage {
     message: String,
 }
 
-fn is_browser_route(path: &str) -> bool {
-    !(path.starts_with("/api/") || path == "/healthz" || path == "/readyz" || path == "/metrics")
-}
-
-/// Browser routes get error pages (and 401 becomes a redirect to the login page); `/api`
-/// routes keep the JSON body.
+/// The layer of the page routes (`startup` applies it to them only; `/api` keeps the JSON
+/// body): errors become pages and 401 a redirect to the login page.
 pub async fn html_errors(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
@@ -223,7 +242,7 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     let Some(info) = resp.extensions().get::<ErrorInfo>().cloned() else {
         return resp;
     };
-    if !is_browser_route(&path) || api_client {
+    if api_client {
         return resp;
     }
     match info.redirect_to {

@@ -12,7 +12,8 @@ use mnote::{
     config::Config,
     db::{self, Scope, TenantTx},
     search::embed::Embedder,
-    startup::{self, AppState},
+    startup,
+    state::AppState,
     tenants,
 };
 use reqwest::{Response, StatusCode, header};
@@ -118,38 +119,12 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     let data_dir = base_dir.join("data");
     std::fs::create_dir_all(&docs).unwrap();
     std::fs::create_dir_all(&data_dir).unwrap();
-    let mut config = Config {
-        database_url,
-        migration_database_url: None,
-        bind: "127.0.0.1:0".parse().unwrap(),
-        data_dir: data_dir.clone(),
-        grantable_roots: vec![docs.clone()],
-        public_url: None,
-        cookie_secure: false,
-        session_idle: Duration::from_secs(3600),
-        session_absolute: Duration::from_secs(86400),
-        upload_max_bytes: 1024 * 1024,
-        login_max_failures: 5,
-        login_window: Duration::from_secs(900),
-        db_max_connections: 8,
-        trust_proxy: false,
-        ingest_workers: 2,
-        parse_timeout: Duration::from_secs(120),
-        parse_memory_bytes: 4 << 30,
-        parse_max_bytes: 64 << 20,
-        parse_max_pages: 500,
-        parser_exe: PathBuf::from(env!("CARGO_BIN_EXE_mnote")),
-        rescan_interval: Duration::from_secs(300),
-        mineru_token: None,
-        mineru_url: "http://127.0.0.1:9".into(),
-        mineru_poll_interval: Duration::from_millis(50),
-        mineru_timeout: Duration::from_secs(60),
-        // Every search through the mirror, deterministically; the SQL ranking and the
-        // background mode are compared with it in search.rs.
-        lexical_mirror: mnote::config::LexicalMirror::Inline,
-        vector_retry_min: Duration::from_secs(2),
-        vector_retry_max: Duration::from_secs(300),
-    };
+    // Config::for_tests: small limits and timeouts, `lexical_mirror: Inline` (every search
+    // through the mirror, deterministically; the SQL ranking and the background mode are
+    // compared with it in search.rs), MinerU on a closed port.
+    let mut config = Config::for_tests(database_url, data_dir.clone(), vec![docs.clone()]);
+    // The parser child is the `mnote` binary (env! of a bin target only works in tests).
+    config.parser_exe = PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
     tweak(&mut config);
     if let Some(e) = &embedder {
         mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref())).await.expect("vector index");

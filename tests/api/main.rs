@@ -11,6 +11,7 @@ mod hostile;
 mod ingest;
 mod isolation;
 mod kbs_sources;
+mod malformed_json;
 mod mineru;
 mod ops;
 mod pages;

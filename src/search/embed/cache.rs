@@ -11,7 +11,7 @@ use std::{
 
 use futures_util::future::BoxFuture;
 
-use super::embed::{EmbedError, EmbedKind, Embedder};
+use super::{EmbedError, EmbedKind, Embedder};
 
 /// Two generations of at most `CAPACITY / 2` entries each: a hit in the old generation moves
 /// to the new one, and when the new one is full the old one is dropped (LRU-like, O(1)).

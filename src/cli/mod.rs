@@ -1,0 +1,334 @@
+//! The `mnote` command line: the clap definitions and the dispatch to one module per command
+//! group. Every command that touches tenant data goes through the same service functions and
+//! row-level security as the HTTP API, acting as a real member (`crate::context::act_as`).
+
+mod admin;
+mod bench;
+mod index;
+mod search;
+mod serve;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::{error::AppError, tenants::queries::Role};
+
+#[derive(Parser)]
+#[command(name = "mnote", version, about = "MNote Evidence Server")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Serve the web UI and API on $MNOTE_BIND.
+    Serve,
+    /// Apply database migrations as $MNOTE_MIGRATION_DATABASE_URL and grant the app role.
+    Migrate,
+    /// Tenant administration.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+    /// Accounts.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
+    },
+    /// API tokens.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Directory grants.
+    Grant {
+        #[command(subcommand)]
+        command: GrantCommand,
+    },
+    /// Knowledge bases.
+    Kb {
+        #[command(subcommand)]
+        command: KbCommand,
+    },
+    /// Register files or directories into a KB and wait until they are parsed and indexed.
+    Index {
+        #[command(flatten)]
+        who: TenantActor,
+        #[arg(long)]
+        kb: String,
+        #[arg(required = true)]
+        paths: Vec<std::path::PathBuf>,
+    },
+    /// Search a tenant's evidence as one of its members (same core and visibility as the API).
+    Search {
+        #[command(flatten)]
+        who: TenantActor,
+        /// What to look for.
+        query: String,
+        #[arg(long, value_parser = ["hybrid", "lexical", "vector", "graph"], default_value = "hybrid")]
+        mode: String,
+        #[arg(long, default_value_t = 10)]
+        top_k: usize,
+        /// Only this knowledge base (by name).
+        #[arg(long)]
+        kb: Option<String>,
+        /// Print the API response (`mnote.evidence_search_response.v1`) as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retrieval quality on a BEIR-format collection (ingested into the KB if not yet there):
+    /// nDCG@10, Recall@100, MRR@10 and latency, through the API's search code path.
+    Eval {
+        #[command(flatten)]
+        who: TenantActor,
+        /// The KB holding the collection (created, private, when missing).
+        #[arg(long)]
+        kb: String,
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        #[arg(long)]
+        queries: std::path::PathBuf,
+        #[arg(long)]
+        qrels: std::path::PathBuf,
+        /// One mode or a comma-separated list, e.g. `lexical,vector,hybrid`.
+        #[arg(long, default_value = "hybrid")]
+        mode: String,
+        /// Reciprocal-rank fusion constant (default: the server's).
+        #[arg(long)]
+        rrf_k: Option<f64>,
+        /// Evaluate only the first N judged queries.
+        #[arg(long)]
+        limit_queries: Option<usize>,
+        /// Rank lexically in SQL instead of the in-memory mirror (they must agree).
+        #[arg(long)]
+        lexical_sql: bool,
+    },
+    /// Drop every evidence row of a tenant and rebuild them from the stored artifacts.
+    Reindex {
+        #[arg(long)]
+        tenant: String,
+    },
+    /// Benchmarks (see docs/BENCHMARKS.md).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+    /// Parse one file and print its artifact as JSON (this is also the supervised parser child).
+    #[command(hide = true)]
+    ParseFile {
+        #[arg(long)]
+        kind: String,
+        /// Only report page sizes and scanned pages (routing to an external provider).
+        #[arg(long)]
+        probe: bool,
+        path: std::path::PathBuf,
+    },
+    /// Render one page of a PDF (or an image) to PNG (the viewer's supervised renderer child).
+    #[command(hide = true)]
+    RenderPage {
+        #[arg(long)]
+        kind: String,
+        #[arg(long)]
+        page: u32,
+        #[arg(long)]
+        width: u32,
+        #[arg(long)]
+        height: u32,
+        src: std::path::PathBuf,
+        out: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
+    Ingest {
+        #[arg(long, default_value = "../shared/testdata/docs")]
+        docs: std::path::PathBuf,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
+    /// The generated 8,400-paragraph DOCX parsed and indexed (no embeddings) into the tenant's
+    /// database, rolled back afterwards.
+    Index {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
+    /// Passage-embedding throughput of the configured embedder on a sample of a tenant's
+    /// blocks (nothing is written).
+    Embed {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+    },
+    /// Search latency with concurrent clients through the HTTP API vs in-process, on a
+    /// collection topped up to `--blocks` blocks (synthetic vectors; see docs/BENCHMARKS.md).
+    Search {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value = "latency")]
+        kb: String,
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        #[arg(long)]
+        queries: std::path::PathBuf,
+        #[arg(long, default_value_t = 100_000)]
+        blocks: usize,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Distinct queries per HTTP pass (at most the queries not used in-process).
+        #[arg(long, default_value_t = 600)]
+        requests: usize,
+        #[arg(long, default_value = "lexical,hybrid")]
+        mode: String,
+        /// Also run this many queries per mode in-process with SQL lexical ranking (no
+        /// mirror), as the baseline the mirror is compared with.
+        #[arg(long, default_value_t = 10)]
+        sql_baseline: usize,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AdminCommand {
+    /// Create the tenant and its owner if missing (idempotent).
+    Bootstrap {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        email: String,
+        /// Read the password from standard input (first line).
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum UserCommand {
+    /// Add an account to a tenant (creating it when new).
+    Add {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long, default_value = "member")]
+        role: Role,
+        #[arg(long)]
+        password_stdin: bool,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TokenCommand {
+    /// Create an API token; the token is the last line of standard output.
+    Create {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        email: String,
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum GrantCommand {
+    /// Grant a server directory to one member or to all members.
+    Add {
+        #[command(flatten)]
+        who: TenantActor,
+        #[arg(long)]
+        path: std::path::PathBuf,
+        #[arg(long, conflicts_with = "all_members", required_unless_present = "all_members")]
+        email: Option<String>,
+        #[arg(long)]
+        all_members: bool,
+        #[arg(long, value_parser = ["read", "read_index"])]
+        permission: String,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum KbCommand {
+    /// Create a knowledge base.
+    Create {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_parser = ["private", "team"], default_value = "team")]
+        visibility: String,
+        /// Owner's email (default: the tenant's first owner).
+        #[arg(long)]
+        owner: Option<String>,
+    },
+}
+
+#[derive(Args)]
+pub struct TenantActor {
+    #[arg(long)]
+    pub tenant: String,
+    /// Act as this member (default: the tenant's first owner).
+    #[arg(long = "as")]
+    pub as_email: Option<String>,
+}
+
+fn app_err(e: AppError) -> anyhow::Error {
+    anyhow::anyhow!("{}: {}", e.code(), e.public_message())
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve => serve::serve().await,
+        Command::Migrate => serve::migrate().await,
+        Command::Admin { command: AdminCommand::Bootstrap { tenant, email, password_stdin } } => {
+            admin::bootstrap(&tenant, &email, password_stdin).await
+        }
+        Command::User { command: UserCommand::Add { tenant, email, role, password_stdin } } => {
+            admin::add_user(&tenant, &email, role, password_stdin).await
+        }
+        Command::Token { command: TokenCommand::Create { tenant, email, name } } => {
+            admin::create_token(&tenant, &email, &name).await
+        }
+        Command::Grant { command: GrantCommand::Add { who, path, email, all_members, permission } } => {
+            admin::add_grant(&who, &path, email, all_members, &permission).await
+        }
+        Command::Kb { command: KbCommand::Create { tenant, name, visibility, owner } } => {
+            admin::create_kb(&tenant, &name, &visibility, owner.as_deref()).await
+        }
+        Command::Index { who, kb, paths } => index::index(&who, &kb, &paths).await,
+        Command::Reindex { tenant } => index::reindex(&tenant).await,
+        Command::Search { who, query, mode, top_k, kb, json } => {
+            search::search(&who, &query, &mode, top_k, kb.as_deref(), json).await
+        }
+        Command::Eval { who, kb, corpus, queries, qrels, mode, rrf_k, limit_queries, lexical_sql } => {
+            crate::search::eval::eval_command(crate::search::eval::EvalArgs {
+                tenant: &who.tenant,
+                as_email: who.as_email.as_deref(),
+                kb: &kb,
+                corpus: &corpus,
+                queries: &queries,
+                qrels: &qrels,
+                modes: &mode,
+                rrf_k,
+                limit_queries,
+                lexical_sql,
+            })
+            .await
+        }
+        Command::Bench { command } => bench::run(command).await,
+        Command::ParseFile { kind, probe, path } => {
+            let code = if probe {
+                crate::ingest::worker::probe_file_main(&path, &kind)
+            } else {
+                crate::ingest::worker::parse_file_main(&path, &kind)
+            };
+            std::process::exit(code);
+        }
+        Command::RenderPage { kind, page, width, height, src, out } => {
+            std::process::exit(crate::viewer::render::render_page_main(&kind, page, width, height, &src, &out));
+        }
+    }
+}

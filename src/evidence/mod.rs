@@ -1,0 +1,353 @@
+//! The evidence domain, shared by ingest, search, the viewer, the CLI and (next) the agent
+//! runtimes and MCP: the `mnote.evidence_locator.v1` [`Locator`], source kinds and
+//! statuses, locator quality, and the place a citation names ([`Place`]).
+//!
+//! Features depend on this module; it depends on none of them.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// What a locator's block text is worth, checked at parse time (SPEC §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Quality {
+    /// The block text is exactly what lies under the locator.
+    Exact,
+    /// Located, but the text under the locator differs (e.g. low-confidence OCR).
+    Approximate,
+    PageOnly,
+    ResourceOnly,
+}
+
+impl Quality {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quality::Exact => "exact",
+            Quality::Approximate => "approximate",
+            Quality::PageOnly => "page_only",
+            Quality::ResourceOnly => "resource_only",
+        }
+    }
+}
+
+/// The kind of a registered file (`source.kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    Markdown,
+    Pdf,
+    Docx,
+    Image,
+    Text,
+}
+
+impl SourceKind {
+    pub const ALL: [SourceKind; 5] = [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Markdown => "markdown",
+            SourceKind::Pdf => "pdf",
+            SourceKind::Docx => "docx",
+            SourceKind::Image => "image",
+            SourceKind::Text => "text",
+        }
+    }
+
+    /// The kind of a file, from its extension (case-insensitive).
+    pub fn of_extension(ext: &str) -> Option<SourceKind> {
+        Some(match ext.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => SourceKind::Markdown,
+            "pdf" => SourceKind::Pdf,
+            "docx" => SourceKind::Docx,
+            "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
+            "txt" => SourceKind::Text,
+            _ => return None,
+        })
+    }
+
+    /// Kinds cited by page (PDF pages, images) rather than by line or paragraph.
+    pub fn is_paged(self) -> bool {
+        matches!(self, SourceKind::Pdf | SourceKind::Image)
+    }
+}
+
+impl std::str::FromStr for SourceKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        SourceKind::ALL.into_iter().find(|k| k.as_str() == s).ok_or_else(|| format!("unknown kind {s:?}"))
+    }
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The state of a registered file (`source.status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceStatus {
+    Pending,
+    Parsing,
+    Indexed,
+    Failed,
+    /// The file is gone, changed beyond its grant, or its grant was revoked: its evidence
+    /// stays readable (marked stale) but leaves search unless asked for.
+    Stale,
+}
+
+impl SourceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceStatus::Pending => "pending",
+            SourceStatus::Parsing => "parsing",
+            SourceStatus::Indexed => "indexed",
+            SourceStatus::Failed => "failed",
+            SourceStatus::Stale => "stale",
+        }
+    }
+}
+
+impl std::str::FromStr for SourceStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [SourceStatus::Pending, SourceStatus::Parsing, SourceStatus::Indexed, SourceStatus::Failed, SourceStatus::Stale]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("unknown source status {s:?}"))
+    }
+}
+
+/// The schema id of [`Locator`].
+pub const LOCATOR_SCHEMA: &str = "mnote.evidence_locator.v1";
+
+/// `mnote.evidence_locator.v1`: where a block of evidence sits in its original file (SPEC §5).
+/// Written once per block by the indexer (`evidence_block.locator`), returned as `source` by
+/// every tool. Fields are declared in alphabetical order of their JSON names and absent
+/// values are `null`, so the JSON is the same as the object the database holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Locator {
+    /// Paged kinds: `[x0, y0, x1, y1]` in points (images: pixels), top-left origin.
+    pub bbox: Option<[f64; 4]>,
+    /// The parser's block id (`b{n}`, `p{page}_b{n}`).
+    pub block_id: String,
+    /// `[start, end)` into the artifact text, in Unicode scalar values.
+    pub char_range: [u32; 2],
+    pub kb_id: Uuid,
+    /// Markdown/text: `[first, last]` 1-based inclusive source lines.
+    pub line_range: Option<[u32; 2]>,
+    /// Paged kinds: 1-based page.
+    pub page: Option<u32>,
+    /// Paged kinds: the page's `[width, height]` in the unit of `bbox`.
+    pub page_size: Option<[f64; 2]>,
+    /// DOCX: `w14:paraId` of the last/first paragraph (only Word writes them).
+    pub para_id_end: Option<String>,
+    pub para_id_start: Option<String>,
+    /// DOCX: 1-based index of the (first) paragraph among the body's paragraphs.
+    pub paragraph_ordinal: Option<u32>,
+    pub quality: Quality,
+    pub resource_kind: SourceKind,
+    /// Relative to the grant root (uploads: the file name).
+    pub resource_path: String,
+    /// Always [`LOCATOR_SCHEMA`].
+    pub schema: String,
+    pub section_path: Vec<String>,
+    /// `sha256:<hex>` of the file version the block was parsed from.
+    pub source_hash: String,
+    pub source_id: Uuid,
+    pub text_fingerprint: String,
+}
+
+impl Locator {
+    /// The place a citation of this block names and the viewer is asked to open.
+    pub fn place(&self) -> Place<'_> {
+        Place {
+            kind: Some(self.resource_kind.as_str()),
+            page: self.page,
+            first_line: self.line_range.map(|r| r[0]),
+            line_range: self.line_range,
+            section: self.section_path.last().map(String::as_str),
+            section_path: &self.section_path,
+            para_id: self.para_id_start.as_deref(),
+            fingerprint: Some(self.text_fingerprint.as_str()),
+            ordinal: self.paragraph_ordinal,
+        }
+    }
+}
+
+/// What a tool caller may pass to name evidence by place: any subset of a [`Locator`]'s
+/// fields (unknown ones are ignored). Used to find the block again (`sourceId` + `blockId`
+/// + `sourceHash`, else `textFingerprint`) and, when it is gone, for the viewer's hints.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LocatorRef {
+    pub source_id: Option<String>,
+    pub block_id: Option<String>,
+    pub source_hash: Option<String>,
+    pub text_fingerprint: Option<String>,
+    pub resource_kind: Option<String>,
+    pub page: Option<u64>,
+    pub line_range: Option<Vec<u64>>,
+    pub section_path: Option<Vec<String>>,
+    pub para_id_start: Option<String>,
+    pub paragraph_ordinal: Option<u64>,
+}
+
+impl LocatorRef {
+    /// Read leniently: a field of the wrong type counts as absent (a caller's partial or
+    /// stale locator must still open near its place).
+    pub fn from_value(v: &serde_json::Value) -> LocatorRef {
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+        let n = |k: &str| v.get(k).and_then(|x| x.as_u64());
+        LocatorRef {
+            source_id: s("sourceId"),
+            block_id: s("blockId"),
+            source_hash: s("sourceHash"),
+            text_fingerprint: s("textFingerprint"),
+            resource_kind: s("resourceKind"),
+            page: n("page"),
+            line_range: v.get("lineRange").and_then(|x| x.as_array()).map(|a| a.iter().filter_map(|x| x.as_u64()).collect()),
+            section_path: v
+                .get("sectionPath")
+                .and_then(|x| x.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
+            para_id_start: s("paraIdStart"),
+            paragraph_ordinal: n("paragraphOrdinal"),
+        }
+    }
+
+    pub fn place(&self) -> Place<'_> {
+        let line_range = match self.line_range.as_deref() {
+            Some([a, b, ..]) => Some([*a as u32, *b as u32]),
+            _ => None,
+        };
+        Place {
+            kind: self.resource_kind.as_deref(),
+            page: self.page.map(|p| p as u32),
+            first_line: self.line_range.as_deref().and_then(|r| r.first()).map(|l| *l as u32),
+            line_range,
+            section: self.section_path.as_ref().and_then(|p| p.last()).map(String::as_str),
+            section_path: self.section_path.as_deref().unwrap_or(&[]),
+            para_id: self.para_id_start.as_deref(),
+            fingerprint: self.text_fingerprint.as_deref(),
+            ordinal: self.paragraph_ordinal.map(|o| o as u32),
+        }
+    }
+}
+
+/// The parts of a locator that name a place: what citations print and what the viewer URL
+/// carries as hints, from a stored [`Locator`] or a caller's [`LocatorRef`].
+#[derive(Clone, Copy, Debug)]
+pub struct Place<'a> {
+    /// The resource kind as given (`None`: the caller did not say).
+    pub kind: Option<&'a str>,
+    pub page: Option<u32>,
+    pub first_line: Option<u32>,
+    pub line_range: Option<[u32; 2]>,
+    /// The innermost section title.
+    pub section: Option<&'a str>,
+    pub section_path: &'a [String],
+    pub para_id: Option<&'a str>,
+    pub fingerprint: Option<&'a str>,
+    pub ordinal: Option<u32>,
+}
+
+/// One part of a place as a person reads it ("Page 3 · A › B · Lines 4–6"), for the search
+/// page and the CLI to render in their own words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlacePart<'a> {
+    Page(u32),
+    /// Non-empty section titles, outermost first.
+    Sections(Vec<&'a str>),
+    Lines(u32, u32),
+    Line(u32),
+    Paragraph(u32),
+}
+
+impl<'a> Place<'a> {
+    /// Page, section path, then lines — or, without lines, the paragraph ordinal.
+    pub fn parts(&self) -> Vec<PlacePart<'a>> {
+        let mut parts = Vec::new();
+        if let Some(p) = self.page {
+            parts.push(PlacePart::Page(p));
+        }
+        let names: Vec<&'a str> = self.section_path.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
+        if !names.is_empty() {
+            parts.push(PlacePart::Sections(names));
+        }
+        match (self.line_range, self.first_line) {
+            (Some([a, b]), _) if a != b => parts.push(PlacePart::Lines(a, b)),
+            (Some([a, _]), _) | (None, Some(a)) => parts.push(PlacePart::Line(a)),
+            (None, None) => {
+                if let Some(o) = self.ordinal {
+                    parts.push(PlacePart::Paragraph(o));
+                }
+            }
+        }
+        parts
+    }
+}
+
+impl Place<'_> {
+    /// The short place of a citation: `p.3`, `§Heading`, `L3–4` (or `L3`), `¶7`.
+    pub fn citation_label(&self) -> Option<String> {
+        if let Some(p) = self.page {
+            return Some(format!("p.{p}"));
+        }
+        if let Some(h) = self.section {
+            return Some(format!("§{h}"));
+        }
+        if let Some([a, b]) = self.line_range {
+            return Some(if a == b { format!("L{a}") } else { format!("L{a}–{b}") });
+        }
+        if let Some(a) = self.first_line {
+            return Some(format!("L{a}"));
+        }
+        self.ordinal.map(|o| format!("¶{o}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn stored() -> serde_json::Value {
+        json!({
+            "schema": LOCATOR_SCHEMA, "kbId": Uuid::nil(), "sourceId": Uuid::nil(), "resourcePath": "team/a.pdf",
+            "resourceKind": "pdf", "blockId": "p3_b2", "page": 3, "bbox": [10.5, 20.0, 100.25, 40.0],
+            "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
+            "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
+            "sourceHash": "sha256:00", "quality": "exact"
+        })
+    }
+
+    #[test]
+    fn a_stored_locator_round_trips_to_the_same_json() {
+        let v = stored();
+        let loc: Locator = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
+        assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
+    }
+
+    #[test]
+    fn a_callers_partial_locator_is_read_leniently() {
+        let r = LocatorRef::from_value(&json!({"sourceId": "s", "page": "x", "lineRange": [4, 6], "extra": 1}));
+        assert_eq!(r.source_id.as_deref(), Some("s"));
+        assert_eq!(r.page, None);
+        assert_eq!(r.place().citation_label().as_deref(), Some("L4–6"));
+        assert_eq!(r.place().first_line, Some(4));
+    }
+
+    #[test]
+    fn kinds_parse_and_print() {
+        for k in SourceKind::ALL {
+            assert_eq!(k.as_str().parse::<SourceKind>().unwrap(), k);
+        }
+        assert_eq!(SourceKind::of_extension("JPEG"), Some(SourceKind::Image));
+        assert!("exe".parse::<SourceKind>().is_err());
+    }
+}

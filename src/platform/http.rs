@@ -1,0 +1,286 @@
+//! The one outbound HTTP client (embedding endpoints, MinerU): timeouts, a user agent,
+//! optional bounded retries with exponential backoff for transient failures, and errors that
+//! are classified ([`HttpErrorKind`]) and scrubbed: a message never holds a URL's query or
+//! userinfo (pre-signed URLs carry signatures) nor a secret ([`HttpError::scrub`]).
+
+use std::time::Duration;
+
+use super::SecretString;
+
+/// `mnote/<version>`, sent unless [`ClientBuilder::user_agent`] says otherwise.
+pub const USER_AGENT: &str = concat!("mnote/", env!("CARGO_PKG_VERSION"));
+/// Longest wait between two retries.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What went wrong, in the terms callers map to their stable error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpErrorKind {
+    /// Not reachable, or the server is overloaded / failing (HTTP 408, 429, 5xx): worth
+    /// trying again later.
+    Unavailable,
+    /// No answer within the timeout.
+    Timeout,
+    /// The credentials were refused (HTTP 401, 403).
+    Unauthorized,
+    /// An answer that will not get better by asking again (other 4xx, unusable body).
+    BadResponse,
+}
+
+impl HttpErrorKind {
+    /// The kind of a non-success status.
+    pub fn of_status(status: reqwest::StatusCode) -> Self {
+        match status.as_u16() {
+            401 | 403 => HttpErrorKind::Unauthorized,
+            408 | 429 => HttpErrorKind::Unavailable,
+            _ if status.is_server_error() => HttpErrorKind::Unavailable,
+            _ => HttpErrorKind::BadResponse,
+        }
+    }
+
+    /// Whether a retry may help.
+    pub fn is_transient(self) -> bool {
+        matches!(self, HttpErrorKind::Unavailable | HttpErrorKind::Timeout)
+    }
+}
+
+/// A failed request: its kind and a message without URL or secrets.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HttpError {
+    pub kind: HttpErrorKind,
+    /// reqwest's message without the URL, followed by its source chain (where reqwest's own
+    /// "error sending request" gets its cause: "Connection refused", a DNS or TLS failure).
+    pub message: String,
+    /// The status, when the server answered.
+    pub status: Option<reqwest::StatusCode>,
+}
+
+impl HttpError {
+    /// A transport error (connect, send, read the body), classified and without its URL.
+    pub fn transport(e: reqwest::Error) -> Self {
+        let e = e.without_url();
+        let kind = if e.is_timeout() { HttpErrorKind::Timeout } else { HttpErrorKind::Unavailable };
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            message.push_str(": ");
+            message.push_str(&s.to_string());
+            source = s.source();
+        }
+        HttpError { kind, message, status: e.status() }
+    }
+
+    /// A non-success status.
+    pub fn status(status: reqwest::StatusCode) -> Self {
+        HttpError { kind: HttpErrorKind::of_status(status), message: format!("HTTP {}", status.as_u16()), status: Some(status) }
+    }
+
+    /// Remove `secret` from the message.
+    pub fn scrub(mut self, secret: &SecretString) -> Self {
+        self.message = secret.scrub(&self.message);
+        self
+    }
+}
+
+/// `scheme://host[:port]/path` of `url`: what messages may show of it (no userinfo, no
+/// query, no fragment).
+pub fn display_url(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}{}{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port().map(|p| format!(":{p}")).unwrap_or_default(),
+        url.path()
+    )
+}
+
+/// Build a [`Client`]: `Client::builder().connect_timeout(..).timeout(..).build()`.
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    connect_timeout: Option<Duration>,
+    timeout: Option<Duration>,
+    user_agent: String,
+    retries: u32,
+    backoff: Duration,
+}
+
+impl ClientBuilder {
+    pub fn connect_timeout(mut self, d: Duration) -> Self {
+        self.connect_timeout = Some(d);
+        self
+    }
+
+    /// Limit for a whole request (connect, send, the full body).
+    pub fn timeout(mut self, d: Duration) -> Self {
+        self.timeout = Some(d);
+        self
+    }
+
+    pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
+        self.user_agent = ua.into();
+        self
+    }
+
+    /// Retry a request that failed transiently ([`HttpErrorKind::is_transient`]) up to
+    /// `retries` more times, waiting `backoff`, 2·`backoff`, 4·`backoff`, … (at most 30 s)
+    /// in between. Default: no retries (callers that retry whole jobs keep it that way).
+    pub fn retries(mut self, retries: u32, backoff: Duration) -> Self {
+        self.retries = retries;
+        self.backoff = backoff;
+        self
+    }
+
+    pub fn build(self) -> Result<Client, HttpError> {
+        let mut b = reqwest::Client::builder().user_agent(self.user_agent);
+        if let Some(d) = self.connect_timeout {
+            b = b.connect_timeout(d);
+        }
+        if let Some(d) = self.timeout {
+            b = b.timeout(d);
+        }
+        let inner = b.build().map_err(HttpError::transport)?;
+        Ok(Client { inner, retries: self.retries, backoff: self.backoff })
+    }
+}
+
+/// A configured outbound client. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: reqwest::Client,
+    retries: u32,
+    backoff: Duration,
+}
+
+impl Client {
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder {
+            connect_timeout: None,
+            timeout: None,
+            user_agent: USER_AGENT.to_string(),
+            retries: 0,
+            backoff: Duration::from_millis(500),
+        }
+    }
+
+    /// The reqwest client, to build requests with.
+    pub fn reqwest(&self) -> &reqwest::Client {
+        &self.inner
+    }
+
+    pub fn get(&self, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+        self.inner.get(url)
+    }
+
+    pub fn post(&self, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+        self.inner.post(url)
+    }
+
+    pub fn put(&self, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+        self.inner.put(url)
+    }
+
+    /// Send `req`, retrying transient failures as configured. Any answer is returned, a
+    /// non-success status included (once retries are used up): the caller reads its body.
+    /// A request whose body cannot be cloned (a stream) is sent once.
+    pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, HttpError> {
+        let mut attempt = 0u32;
+        let mut req = req;
+        loop {
+            let again = if attempt < self.retries { req.try_clone() } else { None };
+            let result = req.send().await;
+            let transient = match &result {
+                Ok(resp) => !resp.status().is_success() && HttpErrorKind::of_status(resp.status()).is_transient(),
+                Err(e) => !e.is_builder(),
+            };
+            match again {
+                Some(next) if transient => {
+                    let wait = self.backoff.saturating_mul(1u32 << attempt.min(16)).min(MAX_BACKOFF);
+                    tracing::debug!(attempt, ?wait, "transient HTTP failure, retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                    req = next;
+                }
+                _ => return result.map_err(HttpError::transport),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use super::*;
+
+    #[test]
+    fn statuses_are_classified() {
+        use reqwest::StatusCode as S;
+        assert_eq!(HttpErrorKind::of_status(S::UNAUTHORIZED), HttpErrorKind::Unauthorized);
+        assert_eq!(HttpErrorKind::of_status(S::FORBIDDEN), HttpErrorKind::Unauthorized);
+        assert_eq!(HttpErrorKind::of_status(S::TOO_MANY_REQUESTS), HttpErrorKind::Unavailable);
+        assert_eq!(HttpErrorKind::of_status(S::BAD_GATEWAY), HttpErrorKind::Unavailable);
+        assert_eq!(HttpErrorKind::of_status(S::BAD_REQUEST), HttpErrorKind::BadResponse);
+        let e = HttpError::status(S::SERVICE_UNAVAILABLE);
+        assert_eq!((e.kind, e.message.as_str()), (HttpErrorKind::Unavailable, "HTTP 503"));
+    }
+
+    #[test]
+    fn urls_are_shown_without_query_or_userinfo() {
+        let u = reqwest::Url::parse("https://user:pw@cdn.example:8443/a/b.zip?X-Amz-Signature=abc#f").unwrap();
+        assert_eq!(display_url(&u), "https://cdn.example:8443/a/b.zip");
+    }
+
+    async fn flaky_server(fail_first: usize) -> (String, Arc<AtomicUsize>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        let app = axum::Router::new().route(
+            "/x",
+            axum::routing::get(move || {
+                let h = h.clone();
+                async move {
+                    if h.fetch_add(1, Ordering::SeqCst) < fail_first {
+                        axum::http::StatusCode::SERVICE_UNAVAILABLE
+                    } else {
+                        axum::http::StatusCode::OK
+                    }
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (format!("http://{addr}/x?token=sk-secret"), hits)
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_a_bounded_number_of_times() {
+        let (url, hits) = flaky_server(2).await;
+        let c = Client::builder().retries(3, Duration::from_millis(1)).build().unwrap();
+        assert_eq!(c.send(c.get(&url)).await.unwrap().status(), 200);
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+
+        let (url, hits) = flaky_server(10).await;
+        let c = Client::builder().retries(2, Duration::from_millis(1)).build().unwrap();
+        assert_eq!(c.send(c.get(&url)).await.unwrap().status(), 503);
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+
+        let (url, hits) = flaky_server(10).await;
+        let c = Client::builder().build().unwrap();
+        assert_eq!(c.send(c.get(&url)).await.unwrap().status(), 503);
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "retries are off by default");
+    }
+
+    #[tokio::test]
+    async fn transport_errors_are_unavailable_and_carry_no_url() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let c = Client::builder().connect_timeout(Duration::from_secs(2)).build().unwrap();
+        let e = c.send(c.get(format!("http://127.0.0.1:{port}/x?token=sk-secret"))).await.unwrap_err();
+        assert_eq!(e.kind, HttpErrorKind::Unavailable, "{e}");
+        assert!(!e.message.contains("sk-secret") && !e.message.contains("/x"), "{}", e.message);
+        let e = e.scrub(&SecretString::new("refused"));
+        assert!(!e.message.contains("refused"), "{}", e.message);
+    }
+}

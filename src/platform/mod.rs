@@ -1,0 +1,7 @@
+//! Process-level plumbing shared by the features: supervised child processes
+//! ([`supervise`]), the outbound HTTP client ([`http`]) and the secret type ([`SecretString`]).
+pub mod http;
+pub mod secret;
+pub mod supervise;
+
+pub use secret::SecretString;

@@ -1,0 +1,93 @@
+//! The application state every handler gets (`State<AppState>`), and the configured embedder
+//! it is built with. This module depends on the services it holds (`db`, `config`, search
+//! internals), never on a feature's handlers or routes.
+
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use sqlx::PgPool;
+
+use crate::config::Config;
+
+#[derive(Clone)]
+pub struct AppState {
+    pub pool: PgPool,
+    pub config: Arc<Config>,
+    pub metrics: PrometheusHandle,
+    /// Source-change notifications (`<tenant>:<kb>`) relayed from Postgres `LISTEN mnote_source`.
+    pub source_events: tokio::sync::broadcast::Sender<String>,
+    /// The configured embedder; `None` runs vector and hybrid search degraded (lexical).
+    pub embedder: Option<Arc<dyn crate::search::embed::Embedder>>,
+    /// In-memory BM25 mirrors of the KBs searched by this process (rebuilt when a KB changes).
+    pub lexical_mirror: Arc<crate::search::memindex::MemIndex>,
+    /// Whether vector statements currently work (shared by searches and the embedding backlog).
+    pub vector_health: Arc<crate::search::vector_health::VectorHealth>,
+}
+
+impl AppState {
+    /// Build the state and start relaying Postgres notifications to `source_events`.
+    pub fn new(pool: PgPool, config: Config) -> Self {
+        let (tx, _) = tokio::sync::broadcast::channel(256);
+        tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
+        let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
+        let vector_health =
+            Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
+        AppState {
+            pool,
+            config: Arc::new(config),
+            metrics: crate::ops::metrics_handle(),
+            source_events: tx,
+            embedder: None,
+            lexical_mirror,
+            vector_health,
+        }
+    }
+
+    /// Searches use `embedder` through a cache of recent query vectors.
+    pub fn with_embedder(mut self, embedder: Option<Arc<dyn crate::search::embed::Embedder>>) -> Self {
+        self.embedder = embedder.map(crate::search::embed::CachedQueries::wrap);
+        self
+    }
+
+    pub fn search_engine(&self) -> crate::search::query::Engine {
+        use crate::config::LexicalMirror;
+        let engine = crate::search::query::Engine::new(self.embedder.clone(), self.config.public_url.clone())
+            .with_vector_health(self.vector_health.clone());
+        match self.config.lexical_mirror {
+            LexicalMirror::Off => engine,
+            LexicalMirror::Background => engine.with_mem(self.lexical_mirror.clone(), false),
+            LexicalMirror::Inline => engine.with_mem(self.lexical_mirror.clone(), true),
+        }
+    }
+}
+
+/// The configured embedder, or `None` (search runs degraded) when it is turned off or cannot
+/// be loaded; a missing HNSW index is reported (`mnote migrate` creates it).
+pub async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed::Embedder>> {
+    use crate::search::{embed, vectors};
+    let cfg = match embed::EmbedConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("embedder configuration: {e:#}; vector search is off");
+            return None;
+        }
+    };
+    match embed::from_config(&cfg) {
+        Ok(Some(e)) => {
+            let space = vectors::Space::of(e.as_ref());
+            if !vectors::index_exists(pool, &space).await.unwrap_or(false) {
+                tracing::warn!(model = %space.model, dim = space.dim, "no HNSW index for the embedder's model; run `mnote migrate`");
+            }
+            tracing::info!(model = %space.model, dim = space.dim, "embedder ready");
+            Some(e)
+        }
+        Ok(None) => {
+            tracing::info!("no embedder configured (MNOTE_EMBEDDER=none): vector and hybrid search run lexical");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("{e}; vector and hybrid search run lexical (degraded)");
+            None
+        }
+    }
+}
