@@ -125,8 +125,7 @@ impl Config {
     pub fn from_env() -> anyhow::Result<Self> {
         let database_url = var("DATABASE_URL").context("DATABASE_URL is not set")?;
         let data_dir = PathBuf::from(var("MNOTE_DATA_DIR").unwrap_or_else(|| "./data".into()));
-        std::fs::create_dir_all(&data_dir)
-            .with_context(|| format!("creating MNOTE_DATA_DIR {}", data_dir.display()))?;
+        std::fs::create_dir_all(&data_dir).with_context(|| format!("creating MNOTE_DATA_DIR {}", data_dir.display()))?;
         let data_dir = data_dir.canonicalize()?;
         let grantable_roots = parse_roots(var("MNOTE_GRANTABLE_ROOTS").as_deref(), &data_dir)?;
         let public_url = var("MNOTE_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
@@ -140,18 +139,13 @@ impl Config {
             public_url,
             cookie_secure: parse("MNOTE_COOKIE_SECURE", https)?,
             session_idle: Duration::from_secs(60 * parse("MNOTE_SESSION_IDLE_MINUTES", 120u64)?),
-            session_absolute: Duration::from_secs(
-                3600 * parse("MNOTE_SESSION_ABSOLUTE_HOURS", 24 * 7u64)?,
-            ),
+            session_absolute: Duration::from_secs(3600 * parse("MNOTE_SESSION_ABSOLUTE_HOURS", 24 * 7u64)?),
             upload_max_bytes: parse("MNOTE_UPLOAD_MAX_BYTES", 100 * 1024 * 1024u64)?,
             login_max_failures: parse("MNOTE_LOGIN_MAX_FAILURES", 5i64)?,
             login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
             db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
             trust_proxy: parse("MNOTE_TRUST_PROXY", false)?,
-            ingest_workers: parse(
-                "MNOTE_INGEST_WORKERS",
-                std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            )?,
+            ingest_workers: parse("MNOTE_INGEST_WORKERS", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))?,
             parse_timeout: Duration::from_secs(parse("MNOTE_PARSE_TIMEOUT_SECS", 600u64)?),
             parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
@@ -252,11 +246,7 @@ pub fn parse_roots(raw: Option<&str>, data_dir: &std::path::Path) -> anyhow::Res
         match p.canonicalize() {
             Ok(c) => {
                 if c.starts_with(data_dir) || data_dir.starts_with(&c) {
-                    bail!(
-                        "MNOTE_GRANTABLE_ROOTS entry {} overlaps the data directory {}",
-                        c.display(),
-                        data_dir.display()
-                    );
+                    bail!("MNOTE_GRANTABLE_ROOTS entry {} overlaps the data directory {}", c.display(), data_dir.display());
                 }
                 roots.push(c)
             }

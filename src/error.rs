@@ -59,10 +59,7 @@ pub struct ErrorInfo {
 impl AppError {
     pub fn invalid(field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
-        AppError::Invalid {
-            fields: BTreeMap::from([(field.to_string(), message.clone())]),
-            message,
-        }
+        AppError::Invalid { fields: BTreeMap::from([(field.to_string(), message.clone())]), message }
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {

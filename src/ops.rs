@@ -4,14 +4,14 @@
 use std::{sync::OnceLock, time::Instant};
 
 use axum::{
+    Json,
     extract::{MatchedPath, Request, State},
     http::StatusCode,
     middleware::Next,
     response::{IntoResponse, Response},
-    Json,
 };
-use serde_json::json;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::json;
 use uuid::Uuid;
 
 use crate::{db, state::AppState};
@@ -20,10 +20,7 @@ use crate::{db, state::AppState};
 /// Probes and metrics (JSON/plain-text errors, never pages).
 pub fn api_router() -> axum::Router<AppState> {
     use axum::routing::get;
-    axum::Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics_endpoint))
+    axum::Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(metrics_endpoint))
 }
 
 /// One recorder per process (tests run several apps in one process).
@@ -45,11 +42,7 @@ pub fn metrics_handle() -> PrometheusHandle {
 }
 
 pub async fn track(req: Request, next: Next) -> Response {
-    let route = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|p| p.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
     let method = req.method().to_string();
     let start = Instant::now();
     let resp = next.run(req).await;
@@ -121,9 +114,5 @@ pub async fn metrics_endpoint(State(state): State<AppState>) -> Response {
         Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
         Err(e) => tracing::warn!("queue depth: {e:#}"),
     }
-    (
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.metrics.render(),
-    )
-        .into_response()
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render()).into_response()
 }

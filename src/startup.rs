@@ -29,9 +29,7 @@ pub fn build_router(state: AppState) -> Router {
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         .with_secure(cfg.cookie_secure)
-        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::seconds(
-            cfg.session_idle.as_secs() as i64,
-        )));
+        .with_expiry(Expiry::OnInactivity(tower_sessions::cookie::time::Duration::seconds(cfg.session_idle.as_secs() as i64)));
     // JSON everywhere: `/api`, the probes and metrics.
     let api = Router::new()
         .merge(auth::api_router())

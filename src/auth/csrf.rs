@@ -39,10 +39,7 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 fn from_pairs(raw: &str) -> Option<String> {
-    serde_urlencoded::from_str::<Vec<(String, String)>>(raw)
-        .ok()?
-        .into_iter()
-        .find_map(|(k, v)| (k == FIELD).then_some(v))
+    serde_urlencoded::from_str::<Vec<(String, String)>>(raw).ok()?.into_iter().find_map(|(k, v)| (k == FIELD).then_some(v))
 }
 
 pub async fn guard(req: Request, next: Next) -> Response {

@@ -64,11 +64,7 @@ pub struct NextQuery {
     next: Option<String>,
 }
 
-pub async fn login_page(
-    State(state): State<AppState>,
-    AnonCtx(ctx): AnonCtx,
-    Query(q): Query<NextQuery>,
-) -> AppResult<Response> {
+pub async fn login_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Query(q): Query<NextQuery>) -> AppResult<Response> {
     if !tq::any_users(&state.pool).await? {
         return Ok(Redirect::to("/setup").into_response());
     }
@@ -210,10 +206,7 @@ pub struct SignedInOpt(pub SignedIn);
 
 impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
     type Rejection = AppError;
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        state: &AppState,
-    ) -> Result<Option<Self>, AppError> {
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, state: &AppState) -> Result<Option<Self>, AppError> {
         use axum::extract::FromRequestParts;
         match SignedIn::from_request_parts(parts, state).await {
             Ok(s) => Ok(Some(SignedInOpt(s))),
@@ -224,11 +217,7 @@ impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
 }
 
 /// `GET /api/session`: who is calling, and the CSRF token for cookie-authenticated JSON calls.
-pub async fn session_info(
-    State(state): State<AppState>,
-    session: Session,
-    auth: Auth,
-) -> AppResult<Json<serde_json::Value>> {
+pub async fn session_info(State(state): State<AppState>, session: Session, auth: Auth) -> AppResult<Json<serde_json::Value>> {
     let tenant = tq::tenant_name(&state.pool, auth.tenant_id).await?;
     let csrf = match auth.via {
         super::Via::Session => Some(super::csrf::token(&session).await?),

@@ -71,11 +71,7 @@ pub struct Auth {
 
 impl Auth {
     pub fn require_admin(&self) -> Result<(), AppError> {
-        if self.role.is_admin() {
-            Ok(())
-        } else {
-            Err(AppError::forbidden("this needs the admin or owner role"))
-        }
+        if self.role.is_admin() { Ok(()) } else { Err(AppError::forbidden("this needs the admin or owner role")) }
     }
 
     /// A tenant transaction acting as this user.
@@ -106,9 +102,9 @@ pub fn has_bearer(parts: &Parts) -> bool {
 }
 
 async fn session_of(parts: &mut Parts, state: &AppState) -> Result<Session, AppError> {
-    Session::from_request_parts(parts, state).await.map_err(|(_, msg)| {
-        AppError::Internal(anyhow::anyhow!("session layer missing: {msg}"))
-    })
+    Session::from_request_parts(parts, state)
+        .await
+        .map_err(|(_, msg)| AppError::Internal(anyhow::anyhow!("session layer missing: {msg}")))
 }
 
 /// Read the signed-in user from the session, enforcing the absolute session lifetime.

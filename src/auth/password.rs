@@ -11,10 +11,7 @@ pub const MIN_PASSWORD_LEN: usize = 10;
 
 pub fn validate_new_password(pw: &str) -> AppResult<()> {
     if pw.chars().count() < MIN_PASSWORD_LEN {
-        return Err(AppError::invalid(
-            "password",
-            format!("password must be at least {MIN_PASSWORD_LEN} characters"),
-        ));
+        return Err(AppError::invalid("password", format!("password must be at least {MIN_PASSWORD_LEN} characters")));
     }
     Ok(())
 }

@@ -42,8 +42,6 @@ pub async fn record(pool: &PgPool, email: &str, ip: &str, succeeded: bool) -> Re
         .execute(pool)
         .await?;
     // Keep the table small: attempts older than a day are no longer needed.
-    sqlx::query("delete from login_attempt where at < now() - interval '1 day'")
-        .execute(pool)
-        .await?;
+    sqlx::query("delete from login_attempt where at < now() - interval '1 day'").execute(pool).await?;
     Ok(())
 }

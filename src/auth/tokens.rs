@@ -80,13 +80,11 @@ pub async fn list_for_user(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec
 
 /// Revoke one of the user's tokens; false when there is no such active token.
 pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query(
-        "update api_token set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null",
-    )
-    .bind(id)
-    .bind(user_id)
-    .execute(conn)
-    .await?;
+    let r = sqlx::query("update api_token set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null")
+        .bind(id)
+        .bind(user_id)
+        .execute(conn)
+        .await?;
     Ok(r.rows_affected() == 1)
 }
 

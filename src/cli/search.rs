@@ -4,9 +4,9 @@ use anyhow::Context;
 
 use super::{TenantActor, app_err};
 use crate::{
-    evidence::{Locator, PlacePart, Quality},
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
+    evidence::{Locator, PlacePart, Quality},
     kbs,
     search::query::{self as sq, Mode, SearchRequest},
     state::load_embedder,

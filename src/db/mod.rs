@@ -38,10 +38,7 @@ pub async fn migrate(owner: &PgPool, app_role: Option<&str>) -> anyhow::Result<(
 const REWRITTEN_MIGRATIONS: &[(i64, &str)] = &[
     // The foundation no longer creates pg_trgm (nothing uses it; the portable Postgres build
     // does not ship it). Where it was created it stays, unused.
-    (
-        20261129000001,
-        "8e2617822d6b11c86cc0e07793045289b28eca7cece02ebd5edb4fe1d82e33980cbe4f4814b45d97c9b4f7173cb328e4",
-    ),
+    (20261129000001, "8e2617822d6b11c86cc0e07793045289b28eca7cece02ebd5edb4fe1d82e33980cbe4f4814b45d97c9b4f7173cb328e4"),
 ];
 
 async fn accept_rewritten_migrations(owner: &PgPool) -> anyhow::Result<()> {
@@ -73,10 +70,8 @@ fn hex_decode(s: &str) -> Option<Vec<u8>> {
 /// The app role gets DML on the tables (RLS still applies) and nothing else: no ownership,
 /// hence no `ALTER TABLE … DISABLE ROW LEVEL SECURITY`.
 pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
-    let exists: bool = sqlx::query_scalar("select exists (select 1 from pg_roles where rolname = $1)")
-        .bind(role)
-        .fetch_one(owner)
-        .await?;
+    let exists: bool =
+        sqlx::query_scalar("select exists (select 1 from pg_roles where rolname = $1)").bind(role).fetch_one(owner).await?;
     if !exists {
         bail!("app role {role:?} does not exist");
     }
@@ -108,11 +103,10 @@ pub fn url_user(url: &str) -> Option<String> {
 
 /// `mnote serve` refuses to run with a role that could bypass row-level security.
 pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
-    let (user, superuser, bypass): (String, bool, bool) = sqlx::query_as(
-        "select current_user::text, rolsuper, rolbypassrls from pg_roles where rolname = current_user",
-    )
-    .fetch_one(pool)
-    .await?;
+    let (user, superuser, bypass): (String, bool, bool) =
+        sqlx::query_as("select current_user::text, rolsuper, rolbypassrls from pg_roles where rolname = current_user")
+            .fetch_one(pool)
+            .await?;
     if superuser || bypass {
         bail!(
             "refusing to serve: database role {user:?} is superuser or has BYPASSRLS; \
@@ -139,9 +133,7 @@ pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
 /// True when every migration in the binary has been applied (for /readyz and serve).
 pub async fn is_migrated(pool: &PgPool) -> anyhow::Result<bool> {
     let applied: Vec<i64> =
-        sqlx::query_scalar("select version from _sqlx_migrations where success order by version")
-            .fetch_all(pool)
-            .await?;
+        sqlx::query_scalar("select version from _sqlx_migrations where success order by version").fetch_all(pool).await?;
     Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
 }
 

@@ -42,10 +42,7 @@ impl TenantTx {
     /// memberships (tenant picker) and nothing tenant-owned.
     pub async fn begin_user_only(pool: &PgPool, user_id: Uuid) -> Result<Self, sqlx::Error> {
         let mut tx = pool.begin().await?;
-        sqlx::query("select set_config('app.user_id', $1, true)")
-            .bind(user_id.to_string())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("select set_config('app.user_id', $1, true)").bind(user_id.to_string()).execute(&mut *tx).await?;
         Ok(TenantTx { tx })
     }
 

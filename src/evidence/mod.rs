@@ -42,7 +42,8 @@ pub enum SourceKind {
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 5] = [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text];
+    pub const ALL: [SourceKind; 5] =
+        [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text];
 
     pub fn as_str(self) -> &'static str {
         match self {

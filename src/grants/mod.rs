@@ -80,7 +80,9 @@ pub async fn create(
     let root = root.to_str().ok_or_else(|| AppError::invalid("path", "path is not valid UTF-8"))?;
     let user = match grantee {
         Grantee::AllMembers => None,
-        Grantee::User(id) => Some(tq::member(conn, id).await?.ok_or_else(|| AppError::invalid("userId", "not a member of this team"))?.user_id),
+        Grantee::User(id) => {
+            Some(tq::member(conn, id).await?.ok_or_else(|| AppError::invalid("userId", "not a member of this team"))?.user_id)
+        }
         Grantee::Email(e) => Some(
             tq::member_by_email(conn, &e).await?.ok_or_else(|| AppError::invalid("email", "not a member of this team"))?.user_id,
         ),

@@ -68,9 +68,7 @@ pub async fn find_active(
 
 /// All grants (admins), newest first.
 pub async fn list_all(conn: &mut PgConnection) -> sqlx::Result<Vec<Grant>> {
-    sqlx::query_as(&format!("{SELECT} order by g.revoked_at is not null, g.root_path, g.created_at desc"))
-        .fetch_all(conn)
-        .await
+    sqlx::query_as(&format!("{SELECT} order by g.revoked_at is not null, g.root_path, g.created_at desc")).fetch_all(conn).await
 }
 
 /// Active grants that apply to `user` (theirs and the all-members ones).

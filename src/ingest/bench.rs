@@ -113,10 +113,7 @@ pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
     println!();
     println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
     println!();
-    println!(
-        "| {:<62} | {:>11} | {:>9} | {:>12} | {:>9} |",
-        "benchmark", "items", "seconds", "rate", "CPU s"
-    );
+    println!("| {:<62} | {:>11} | {:>9} | {:>12} | {:>9} |", "benchmark", "items", "seconds", "rate", "CPU s");
     println!("|{:-<64}|{:->13}|{:->11}|{:->14}|{:->11}|", "", "", "", "", "");
     for row in [&pdf_ours, &pdf_inproc, &pdf_base, &ocr_ours, &ocr_base, &docx] {
         println!(
@@ -207,9 +204,8 @@ fn bench_pdf(exe: &Path, dir: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> 
         // Ours as the pipeline runs it: one `mnote parse-file` process per document.
         let ((), a, a_cpu) = timed(|| pdfs.iter().try_for_each(|pdf| parse_file_child(exe, "pdf", pdf)))?;
         let ((), b, b_cpu) = timed(|| {
-            pdfs.iter().try_for_each(|pdf| {
-                parse_in_process(pdf, "pdf").map(drop).map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display()))
-            })
+            pdfs.iter()
+                .try_for_each(|pdf| parse_in_process(pdf, "pdf").map(drop).map_err(|e| anyhow::anyhow!("{}: {e}", pdf.display())))
         })?;
         let ((), c, c_cpu) = timed(|| {
             pdfs.iter().try_for_each(|pdf| run_quiet(Command::new("pdftotext").arg("-bbox-layout").arg(pdf).arg("/dev/null")))
@@ -256,9 +252,8 @@ fn bench_ocr(exe: &Path, docs: &Path, rounds: usize, cores: usize) -> anyhow::Re
         std::fs::create_dir_all(&tmp.0)?;
         for (i, pdf) in scanned.iter().enumerate() {
             let prefix = tmp.0.join(format!("scan{i}"));
-            let r = run_quiet(
-                Command::new("pdftoppm").args(["-r", &SCAN_DPI.to_string(), "-gray", "-png"]).arg(pdf).arg(&prefix),
-            );
+            let r =
+                run_quiet(Command::new("pdftoppm").args(["-r", &SCAN_DPI.to_string(), "-gray", "-png"]).arg(pdf).arg(&prefix));
             if let Err(e) = r {
                 println!("  (scanned PDF pages skipped: {e:#})");
                 break;
@@ -460,7 +455,8 @@ pub async fn index_command(tenant: &str, rounds: usize) -> anyhow::Result<()> {
         art.validate().map_err(|e| anyhow::anyhow!("generated docx artifact invalid: {e}"))?;
         let parsed = started.elapsed();
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
-        let kb = crate::kbs::queries::insert(&mut tx, actor.tenant_id, "bench index (rolled back)", "", "private", actor.user_id).await?;
+        let kb = crate::kbs::queries::insert(&mut tx, actor.tenant_id, "bench index (rolled back)", "", "private", actor.user_id)
+            .await?;
         let (source, _) = crate::sources::queries::upsert(
             &mut tx,
             actor.tenant_id,

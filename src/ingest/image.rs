@@ -78,14 +78,7 @@ impl ParseProvider for ImageProvider {
                 source_hash,
                 resource_kind: "image".to_string(),
                 page_count: Some(1),
-                pages: vec![Page {
-                    page: 1,
-                    width: width as f64,
-                    height: height as f64,
-                    rotation: 0,
-                    ocr: true,
-                    blocks,
-                }],
+                pages: vec![Page { page: 1, width: width as f64, height: height as f64, rotation: 0, ocr: true, blocks }],
                 blocks: Vec::new(),
                 sections: Vec::new(),
                 references: Vec::new(),
@@ -197,7 +190,13 @@ fn resize_grey_triangle(src: &::image::GrayImage, new_w: u32, new_h: u32) -> ::i
             for (&v, weight) in row.iter().zip(&weights) {
                 t += v * weight;
             }
-            let t = if t < 0.0 { 0.0 } else if t > 255.0 { 255.0 } else { t };
+            let t = if t < 0.0 {
+                0.0
+            } else if t > 255.0 {
+                255.0
+            } else {
+                t
+            };
             out[y * nw + out_x] = t.round() as u8;
         }
     }
@@ -211,7 +210,15 @@ fn triangle_weights(out: usize, len: usize, new_len: usize) -> (usize, Vec<f32>)
     let sratio = if ratio < 1.0 { 1.0 } else { ratio };
     let support = sratio; // the triangle kernel's support is 1
     let input = (out as f32 + 0.5) * ratio;
-    let clamp = |v: i64, lo: i64, hi: i64| if v < lo { lo } else if v > hi { hi } else { v };
+    let clamp = |v: i64, lo: i64, hi: i64| {
+        if v < lo {
+            lo
+        } else if v > hi {
+            hi
+        } else {
+            v
+        }
+    };
     let left = clamp((input - support).floor() as i64, 0, len as i64 - 1);
     let right = clamp((input + support).ceil() as i64, left + 1, len as i64);
     let input = input - 0.5;
@@ -378,10 +385,7 @@ mod tests {
         assert_eq!(err.code, "image_unreadable");
         let mut truncated = testdata("rapid_en.jpg");
         let mut png = Vec::new();
-        ::image::load_from_memory(&truncated)
-            .unwrap()
-            .write_to(&mut Cursor::new(&mut png), ::image::ImageFormat::Png)
-            .unwrap();
+        ::image::load_from_memory(&truncated).unwrap().write_to(&mut Cursor::new(&mut png), ::image::ImageFormat::Png).unwrap();
         png.truncate(png.len() / 2);
         assert_eq!(parse_bytes(&png, "x.png").unwrap_err().code, "image_unreadable");
         // Cut inside the scan: the decoder would return a half-grey image.

@@ -32,7 +32,14 @@ fn edge_uuid(source_id: Uuid, source_hash: &str, n: usize) -> Uuid {
 }
 
 /// The `mnote.evidence_locator.v1` of one block (SPEC §5).
-pub fn locator(source: &Source, kind: SourceKind, art: &ParsedArtifact, b: &Block, section_path: &[String], page_size: Option<[f64; 2]>) -> Locator {
+pub fn locator(
+    source: &Source,
+    kind: SourceKind,
+    art: &ParsedArtifact,
+    b: &Block,
+    section_path: &[String],
+    page_size: Option<[f64; 2]>,
+) -> Locator {
     Locator {
         schema: LOCATOR_SCHEMA.to_string(),
         kb_id: source.kb_id,
@@ -176,7 +183,17 @@ impl BlockRows {
 
     #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, source: &Source, kind: SourceKind, art: &ParsedArtifact, b: &Block, ordinal: usize, path: &[String], size: Option<[f64; 2]>, ocr: bool) {
+    fn push(
+        &mut self,
+        source: &Source,
+        kind: SourceKind,
+        art: &ParsedArtifact,
+        b: &Block,
+        ordinal: usize,
+        path: &[String],
+        size: Option<[f64; 2]>,
+        ocr: bool,
+    ) {
         let hash = art.source_hash.as_str();
         let lex = analyze::index_terms(&index_text(path, &b.text));
         self.total += 1;
@@ -185,7 +202,8 @@ impl BlockRows {
         self.block_key.push(b.id.clone());
         self.section_key.push(b.section_id.clone());
         self.ordinal.push(ordinal as i32);
-        self.block_type.push(serde_json::to_value(b.block_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
+        self.block_type
+            .push(serde_json::to_value(b.block_type).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default());
         self.text.push(b.text.clone());
         self.page.push(b.page.map(|p| p as i32));
         for (i, col) in self.bbox.iter_mut().enumerate() {
@@ -283,7 +301,16 @@ struct EdgeRows {
 
 impl EdgeRows {
     #[allow(clippy::too_many_arguments)]
-    fn push(&mut self, source_id: Uuid, hash: &str, kind: &'static str, from_block: &str, to_block: Option<&str>, to_section: Option<&str>, target_text: Option<&str>) {
+    fn push(
+        &mut self,
+        source_id: Uuid,
+        hash: &str,
+        kind: &'static str,
+        from_block: &str,
+        to_block: Option<&str>,
+        to_section: Option<&str>,
+        target_text: Option<&str>,
+    ) {
         self.id.push(edge_uuid(source_id, hash, self.id.len()));
         self.kind.push(kind);
         self.from.push(evidence_id(source_id, hash, from_block));
@@ -376,9 +403,8 @@ pub async fn rebuild_all(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<
     sqlx::query("delete from evidence_edge").execute(&mut *conn).await?;
     sqlx::query("delete from evidence_block").execute(&mut *conn).await?;
     sqlx::query("delete from evidence_section").execute(&mut *conn).await?;
-    let ids: Vec<Uuid> = sqlx::query_scalar("select id from source where indexed_hash is not null order by id")
-        .fetch_all(&mut *conn)
-        .await?;
+    let ids: Vec<Uuid> =
+        sqlx::query_scalar("select id from source where indexed_hash is not null order by id").fetch_all(&mut *conn).await?;
     let (mut sources, mut blocks) = (0, 0);
     for id in ids {
         let Some(source) = crate::sources::queries::get(conn, id).await? else { continue };

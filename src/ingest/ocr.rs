@@ -125,12 +125,7 @@ fn paragraph_of(lines: Vec<OcrLine>) -> OcrParagraph {
         push_joined(&mut text, &line.text);
     }
     let words: Vec<&OcrWord> = lines.iter().flat_map(|l| &l.words).collect();
-    OcrParagraph {
-        bbox: union(lines.iter().map(|l| l.bbox)),
-        confidence: mean(words.iter().map(|w| w.confidence)),
-        text,
-        lines,
-    }
+    OcrParagraph { bbox: union(lines.iter().map(|l| l.bbox)), confidence: mean(words.iter().map(|w| w.confidence)), text, lines }
 }
 
 /// `Exact` for confident OCR, `Approximate` below [`LOW_CONFIDENCE`] (SPEC §3a).
@@ -313,8 +308,7 @@ pub fn ocr_image(img: &::image::DynamicImage, dpi: Option<u32>) -> Result<OcrPag
     tesseract_available()?;
     let grey = flatten_to_grey(img);
     let file = TempFile::new("pgm")?;
-    write_pgm(&file.path, &grey)
-        .map_err(|e| ParseError::new("ocr_failed", format!("writing the OCR input image: {e}")))?;
+    write_pgm(&file.path, &grey).map_err(|e| ParseError::new("ocr_failed", format!("writing the OCR input image: {e}")))?;
     ocr_image_file_with(&file.path, DEFAULT_LANGS, dpi)
 }
 
@@ -352,8 +346,7 @@ impl TempFile {
     pub fn new(ext: &str) -> Result<Self, ParseError> {
         static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let path = std::env::temp_dir().join(format!("mnote-ocr-{}-{n}-{nanos}.{ext}", std::process::id()));
         // Claim the name now so two processes can never share it.
         std::fs::OpenOptions::new()
@@ -397,8 +390,7 @@ pub fn run_tesseract(path: &Path, langs: &str, psm: u8, dpi: Option<u32>) -> Res
         cmd.args(["--dpi", &dpi.to_string()]);
     }
     cmd.arg("tsv").env("OMP_THREAD_LIMIT", "1").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child =
-        cmd.spawn().map_err(|e| ParseError::new("ocr_engine_missing", format!("cannot run tesseract ({e})")))?;
+    let mut child = cmd.spawn().map_err(|e| ParseError::new("ocr_engine_missing", format!("cannot run tesseract ({e})")))?;
     // Both pipes are drained on threads: a page's TSV is larger than a pipe buffer.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -418,10 +410,7 @@ pub fn run_tesseract(path: &Path, langs: &str, psm: u8, dpi: Option<u32>) -> Res
             Ok(None) if started.elapsed() > TIMEOUT => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(ParseError::new(
-                    "ocr_failed",
-                    format!("tesseract took longer than {}s", TIMEOUT.as_secs()),
-                ));
+                return Err(ParseError::new("ocr_failed", format!("tesseract took longer than {}s", TIMEOUT.as_secs())));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => return Err(ParseError::new("ocr_failed", format!("waiting for tesseract: {e}"))),

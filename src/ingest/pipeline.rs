@@ -130,7 +130,10 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     let p = path.clone();
     let facts = tokio::task::spawn_blocking(move || sources::file_facts(&p)).await??;
     if facts.size as u64 > cfg.parse_max_bytes {
-        let err = ParseError::new("file_too_large", format!("{} bytes is above the parse limit of {}", facts.size, cfg.parse_max_bytes));
+        let err = ParseError::new(
+            "file_too_large",
+            format!("{} bytes is above the parse limit of {}", facts.size, cfg.parse_max_bytes),
+        );
         return record_failure(pool, tenant, job, &source, err).await;
     }
     if source.indexed_hash.as_deref() == Some(facts.sha256.as_str()) {
@@ -145,7 +148,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         set_status(&mut tx, source.id, "parsing", source.error_code.as_deref().zip(source.error_message.as_deref())).await?;
         tx.commit().await?;
     }
-    let limits = worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
+    let limits =
+        worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
     match parse(pool, cfg, tenant, &source, &path, &limits).await? {
         Ok(art) if art.source_hash != facts.sha256 => {
             // The file changed while it was parsed: parse again.

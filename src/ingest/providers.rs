@@ -1,8 +1,6 @@
 //! Which provider parses which kind.
 
-use super::{
-    ParseError, ParseProvider, docx::DocxProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider,
-};
+use super::{ParseError, ParseProvider, docx::DocxProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider};
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
     let all: Vec<Box<dyn ParseProvider>> =

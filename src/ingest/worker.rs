@@ -100,11 +100,12 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
         .env("RUST_LOG", "error")
         // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
         .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() });
-    let out = Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout).run().await.map_err(|e| match e {
-        SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
-        SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
-        SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),
-    })?;
+    let out =
+        Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout).run().await.map_err(|e| match e {
+            SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
+            SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
+            SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),
+        })?;
     let status = out.status;
     match status.code() {
         Some(0) => Ok(out.stdout),
@@ -115,8 +116,12 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
         }
         _ => {
             let tail = out.stderr_tail(300);
-            let oom = tail.contains("MemoryError") || tail.contains("memory allocation") || tail.contains("out of memory") || tail.contains("bad_alloc");
-            let (code, what) = if oom { ("parse_out_of_memory", "ran out of its memory limit") } else { ("worker_crashed", "crashed") };
+            let oom = tail.contains("MemoryError")
+                || tail.contains("memory allocation")
+                || tail.contains("out of memory")
+                || tail.contains("bad_alloc");
+            let (code, what) =
+                if oom { ("parse_out_of_memory", "ran out of its memory limit") } else { ("worker_crashed", "crashed") };
             Err(ParseError::new(code, format!("the parser {what} ({status}): {tail}")))
         }
     }
@@ -125,9 +130,22 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
 /// Error codes cross the process boundary as strings; map them back to the static set.
 fn leak_code(code: &str) -> &'static str {
     const KNOWN: &[&str] = &[
-        "pdf_malformed", "pdf_encrypted", "pdf_engine_missing", "docx_malformed", "docx_encrypted",
-        "image_unreadable", "ocr_engine_missing", "unsupported_kind", "file_too_large", "parse_timeout",
-        "mineru_token_missing", "text_encoding_invalid", "file_unreadable", "artifact_invalid", "ocr_failed", "too_many_pages",
+        "pdf_malformed",
+        "pdf_encrypted",
+        "pdf_engine_missing",
+        "docx_malformed",
+        "docx_encrypted",
+        "image_unreadable",
+        "ocr_engine_missing",
+        "unsupported_kind",
+        "file_too_large",
+        "parse_timeout",
+        "mineru_token_missing",
+        "text_encoding_invalid",
+        "file_unreadable",
+        "artifact_invalid",
+        "ocr_failed",
+        "too_many_pages",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

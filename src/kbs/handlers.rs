@@ -81,7 +81,12 @@ async fn update(state: &AppState, auth: &Auth, id: Uuid, p: KbPatch) -> AppResul
     Ok(kb)
 }
 
-pub async fn patch_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>, ApiJson(p): ApiJson<KbPatch>) -> AppResult<Json<Kb>> {
+pub async fn patch_kb(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+    ApiJson(p): ApiJson<KbPatch>,
+) -> AppResult<Json<Kb>> {
     Ok(Json(update(&state, &auth, id, p).await?))
 }
 
@@ -98,7 +103,11 @@ pub async fn delete_kb(State(state): State<AppState>, auth: Auth, Path(id): Path
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn list_kb_members(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_kb_members(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<serde_json::Value>> {
     let mut tx = auth.tx(&state).await?;
     super::visible(&mut tx, &auth, id).await?;
     let items = queries::members(&mut tx, id).await?;
@@ -132,7 +141,11 @@ pub async fn put_kb_member(
     Ok(Json(json!({ "kbId": kb, "userId": user, "canManage": b.can_manage })))
 }
 
-pub async fn delete_kb_member(State(state): State<AppState>, auth: Auth, Path((kb, user)): Path<(Uuid, Uuid)>) -> AppResult<StatusCode> {
+pub async fn delete_kb_member(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path((kb, user)): Path<(Uuid, Uuid)>,
+) -> AppResult<StatusCode> {
     let mut tx = auth.tx(&state).await?;
     super::managed(&mut tx, &auth, kb).await?;
     if !queries::remove_member(&mut tx, kb, user).await? {
@@ -228,12 +241,21 @@ pub struct KbMemberForm {
     can_manage: Option<String>,
 }
 
-pub async fn member_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>, Form(f): Form<KbMemberForm>) -> AppResult<Redirect> {
+pub async fn member_form(
+    State(state): State<AppState>,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Form(f): Form<KbMemberForm>,
+) -> AppResult<Redirect> {
     put_member(&state, &page.auth, id, f.user_id, f.can_manage.is_some()).await?;
     Ok(Redirect::to(&format!("/kbs/{id}#members")))
 }
 
-pub async fn member_remove_form(State(state): State<AppState>, page: Page, Path((id, user)): Path<(Uuid, Uuid)>) -> AppResult<Redirect> {
+pub async fn member_remove_form(
+    State(state): State<AppState>,
+    page: Page,
+    Path((id, user)): Path<(Uuid, Uuid)>,
+) -> AppResult<Redirect> {
     let mut tx = page.auth.tx(&state).await?;
     super::managed(&mut tx, &page.auth, id).await?;
     queries::remove_member(&mut tx, id, user).await?;

@@ -7,12 +7,7 @@
 //! embedding: embedding 100k blocks on these CPUs takes hours), so the numbers measure the
 //! index and the SQL, not retrieval quality.
 
-use std::{
-    net::SocketAddr,
-    path::Path,
-    sync::Arc,
-    time::Instant,
-};
+use std::{net::SocketAddr, path::Path, sync::Arc, time::Instant};
 
 use anyhow::Context;
 use uuid::Uuid;
@@ -22,8 +17,8 @@ use pgvector::Vector;
 use super::{
     embed::Embedder,
     eval::{self, Doc, Q},
-    vectors::BlockText,
     query::{self, Mode, SearchRequest},
+    vectors::BlockText,
     vectors::Space,
 };
 use crate::{
@@ -59,12 +54,7 @@ impl Lcg {
 const FILL_PARAGRAPHS_PER_DOC: usize = 1000;
 
 fn fill_docs(corpus: &[Doc], blocks: usize) -> Vec<Doc> {
-    let sentences: Vec<&str> = corpus
-        .iter()
-        .flat_map(|d| d.text.split(". "))
-        .map(str::trim)
-        .filter(|s| s.len() > 20)
-        .collect();
+    let sentences: Vec<&str> = corpus.iter().flat_map(|d| d.text.split(". ")).map(str::trim).filter(|s| s.len() > 20).collect();
     if sentences.is_empty() {
         return Vec::new();
     }
@@ -212,7 +202,12 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
             t.push(s.elapsed().as_secs_f64() * 1000.0);
         }
         t.sort_by(|x, y| x.total_cmp(y));
-        println!("query embedding ({}): p50/p95 ms {:.1} / {:.1}", e.model_id(), eval::percentile(&t, 50.0), eval::percentile(&t, 95.0));
+        println!(
+            "query embedding ({}): p50/p95 ms {:.1} / {:.1}",
+            e.model_id(),
+            eval::percentile(&t, 50.0),
+            eval::percentile(&t, 95.0)
+        );
     }
     // The server, in this process, on an ephemeral port, with a pool sized for the clients;
     // a token for the acting member.
@@ -269,7 +264,8 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         // In process, one at a time: the search core without HTTP (the "raw" time), and the
         // same core ranking lexically in SQL (no mirror) on a few queries: the baseline.
         let raw = time_in_process(&pool, &actor, &engine, local_texts, mode).await?;
-        let sql = time_in_process(&pool, &actor, &sql_engine, &local_texts[..a.sql_baseline.min(local_texts.len())], mode).await?;
+        let sql =
+            time_in_process(&pool, &actor, &sql_engine, &local_texts[..a.sql_baseline.min(local_texts.len())], mode).await?;
         let p = |v: &[f64], q| eval::percentile(v, q);
         let m = mode.as_str();
         println!("{m}: in-process p50/p95 ms {:.1} / {:.1}", p(&raw, 50.0), p(&raw, 95.0));
@@ -325,7 +321,12 @@ async fn http_pass(
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(t) = texts.get(i) else { break };
                     let s = Instant::now();
-                    let r = http.post(&url).bearer_auth(&token).json(&serde_json::json!({"query": t, "mode": mode.as_str()})).send().await?;
+                    let r = http
+                        .post(&url)
+                        .bearer_auth(&token)
+                        .json(&serde_json::json!({"query": t, "mode": mode.as_str()}))
+                        .send()
+                        .await?;
                     anyhow::ensure!(r.status().is_success(), "HTTP {}", r.status());
                     r.bytes().await?;
                     lat.push(s.elapsed().as_secs_f64() * 1000.0);

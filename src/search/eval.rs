@@ -85,9 +85,11 @@ fn markdown_of(d: &Doc) -> String {
 pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     let b = ProgressBar::new(len);
     b.set_style(
-        ProgressStyle::with_template(&format!("{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"))
-            .expect("static template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"
+        ))
+        .expect("static template")
+        .progress_chars("=> "),
     );
     b
 }
@@ -106,12 +108,13 @@ pub(crate) async fn kb_or_create(pool: &PgPool, actor: &Auth, name: &str, descri
 /// Upload the documents not yet in the KB and parse them with in-process workers.
 pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
     let mut tx = actor.tx_pool(pool).await?;
-    let existing: HashSet<String> = sqlx::query_scalar("select resource_path from source where kb_id = $1 and status <> 'failed'")
-        .bind(kb)
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .collect();
+    let existing: HashSet<String> =
+        sqlx::query_scalar("select resource_path from source where kb_id = $1 and status <> 'failed'")
+            .bind(kb)
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
     tx.commit().await?;
     let todo: Vec<&Doc> = docs.iter().filter(|d| !existing.contains(&format!("uploads/{}.md", d.id))).collect();
     if !todo.is_empty() {
@@ -129,7 +132,15 @@ pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, 
                     &mut tx,
                     actor.tenant_id,
                     actor.user_id,
-                    &NewSource { kb_id: kb, grant_id: None, resource_path: &path, kind: "markdown", size_bytes: bytes.len() as i64, mtime: None, sha256: &sha },
+                    &NewSource {
+                        kb_id: kb,
+                        grant_id: None,
+                        resource_path: &path,
+                        kind: "markdown",
+                        size_bytes: bytes.len() as i64,
+                        mtime: None,
+                        sha256: &sha,
+                    },
                 )
                 .await?;
                 jobs::enqueue(&mut tx, actor.tenant_id, s.id).await?;
@@ -213,7 +224,8 @@ pub struct Metrics {
 
 /// nDCG@10 (graded gains, log2 discount), Recall@100 and MRR@10 of one ranking.
 pub fn score_ranking(ranked: &[String], rel: &HashMap<String, f64>) -> (f64, f64, f64) {
-    let dcg: f64 = ranked.iter().take(10).enumerate().map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2()).sum();
+    let dcg: f64 =
+        ranked.iter().take(10).enumerate().map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2()).sum();
     let mut ideal: Vec<f64> = rel.values().copied().collect();
     ideal.sort_by(|a, b| b.total_cmp(a));
     let idcg: f64 = ideal.iter().take(10).enumerate().map(|(i, g)| g / ((i + 2) as f64).log2()).sum();
@@ -323,7 +335,12 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
     if let Some(e) = &embedder {
         let (n, took) = embed_all(&pool, actor.tenant_id, e).await?;
         if n > 0 {
-            println!("embedded: {n} blocks in {:.1} s ({:.1} blocks/s, model {})", took.as_secs_f64(), n as f64 / took.as_secs_f64(), e.model_id());
+            println!(
+                "embedded: {n} blocks in {:.1} s ({:.1} blocks/s, model {})",
+                took.as_secs_f64(),
+                n as f64 / took.as_secs_f64(),
+                e.model_id()
+            );
         }
     } else if needs_vectors {
         eprintln!("note: no embedder available; vector and hybrid run degraded (lexical)");
@@ -341,7 +358,12 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
         let l = &m.latencies_ms;
         let tag = if single { String::new() } else { format!("[{}]", mode.as_str()) };
         println!("mode {} · {} queries · rrf_k {}", mode.as_str(), m.queries, engine.rrf_k);
-        println!("latency{tag} ms p50/p95/p99: {:.1} / {:.1} / {:.1}", percentile(l, 50.0), percentile(l, 95.0), percentile(l, 99.0));
+        println!(
+            "latency{tag} ms p50/p95/p99: {:.1} / {:.1} / {:.1}",
+            percentile(l, 50.0),
+            percentile(l, 95.0),
+            percentile(l, 99.0)
+        );
         println!("nDCG@10{tag}: {:.4}", m.ndcg10);
         println!("Recall@100{tag}: {:.4}", m.recall100);
         println!("MRR@10{tag}: {:.4}", m.mrr10);

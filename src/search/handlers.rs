@@ -13,9 +13,9 @@ use super::{
     query::{self, Mode, SearchError, SearchRequest},
 };
 use crate::{
-    evidence::SourceKind,
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
+    evidence::SourceKind,
     state::AppState,
 };
 
@@ -39,7 +39,11 @@ impl From<ToolError> for AppError {
 }
 
 /// `POST /api/evidence/search`
-pub async fn search(State(state): State<AppState>, auth: Auth, ApiJson(req): ApiJson<SearchRequest>) -> AppResult<Json<query::SearchResponse>> {
+pub async fn search(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(req): ApiJson<SearchRequest>,
+) -> AppResult<Json<query::SearchResponse>> {
     let resp = query::search_retrying(|| auth.tx(&state), &state.search_engine(), &req).await?;
     Ok(Json(resp))
 }

@@ -169,9 +169,11 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
     };
     {
         // Streamed: a large KB's tsvectors are never all in memory as text at once.
-        let mut rows = sqlx::query("select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block where kb_id = $1 order by id")
-            .bind(version.kb_id)
-            .fetch(&mut *tx);
+        let mut rows = sqlx::query(
+            "select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block where kb_id = $1 order by id",
+        )
+        .bind(version.kb_id)
+        .fetch(&mut *tx);
         while let Some(r) = rows.try_next().await? {
             let doc = index.ids.len() as u32;
             index.ids.push(r.get("id"));
@@ -180,7 +182,10 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
             let len = r.get::<i32, _>("lex_len").max(0) as u32;
             let lex: &str = r.get("lex");
             for (term, tf) in parse_tsvector(lex) {
-                let p = index.terms.entry(term.into_boxed_str()).or_insert_with(|| Postings { docs: Vec::new(), impacts: Vec::new() });
+                let p = index
+                    .terms
+                    .entry(term.into_boxed_str())
+                    .or_insert_with(|| Postings { docs: Vec::new(), impacts: Vec::new() });
                 p.docs.push(doc);
                 p.impacts.push(impact(tf, len, avgdl));
             }
@@ -412,13 +417,7 @@ mod tests {
         let v = parse_tsvector("'10':69,176 'a''b':3 'back\\\\slash':1A,2B,7 'nopos' '线程':4");
         assert_eq!(
             v,
-            vec![
-                ("10".into(), 2),
-                ("a'b".into(), 1),
-                ("back\\slash".into(), 3),
-                ("nopos".into(), 0),
-                ("线程".into(), 1)
-            ]
+            vec![("10".into(), 2), ("a'b".into(), 1), ("back\\slash".into(), 3), ("nopos".into(), 0), ("线程".into(), 1)]
         );
         assert!(parse_tsvector("").is_empty());
     }

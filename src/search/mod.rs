@@ -9,8 +9,8 @@ pub mod memindex;
 pub mod open;
 pub mod pages;
 pub mod query;
-pub mod vectors;
 pub mod vector_health;
+pub mod vectors;
 
 /// The evidence tools API and the `/search` page.
 pub fn api_router() -> axum::Router<crate::state::AppState> {

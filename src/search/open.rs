@@ -334,23 +334,38 @@ mod tests {
         let a = open_action(&loc, id, Some("https://mnote.example/"));
         assert_eq!(a.absolute_url.unwrap(), format!("https://mnote.example{}", a.url));
         let docx = locator(json!({"resourceKind": "docx", "paraIdStart": "1A2B3C4D", "paragraphOrdinal": 7}));
-        assert_eq!(open_action(&docx, id, None).url, format!("/sources/{s}/view?evidence={id}&para=1A2B3C4D&fp=ab12&ordinal=7#hl"));
+        assert_eq!(
+            open_action(&docx, id, None).url,
+            format!("/sources/{s}/view?evidence={id}&para=1A2B3C4D&fp=ab12&ordinal=7#hl")
+        );
         let md = locator(json!({"resourceKind": "markdown", "lineRange": [12, 14]}));
         assert_eq!(open_action(&md, id, None).url, format!("/sources/{s}/view?evidence={id}&line=12#hl"));
         let hostile = locator(json!({"resourceKind": "docx", "paraIdStart": "x&y=1", "textFingerprint": "a#b"}));
         assert_eq!(open_action(&hostile, id, None).url, format!("/sources/{s}/view?evidence={id}#hl"));
         // A caller's bare locator: hints only, the kind unknown.
         let bare = LocatorRef::from_value(&json!({"sourceId": s, "paraIdStart": "1A2B", "textFingerprint": "ab12", "page": "x"}));
-        assert_eq!(open_action_without_block(Uuid::nil(), &bare, None).url, format!("/sources/{}/view?para=1A2B&fp=ab12#hl", Uuid::nil()));
+        assert_eq!(
+            open_action_without_block(Uuid::nil(), &bare, None).url,
+            format!("/sources/{}/view?para=1A2B&fp=ab12#hl", Uuid::nil())
+        );
     }
 
     #[test]
     fn citation_markdown_names_the_place() {
         let place = |v: Value| LocatorRef::from_value(&v);
         assert_eq!(citation_markdown("spec.pdf", &place(json!({"page": 3})).place(), "/u"), "[spec.pdf · p.3](/u)");
-        assert_eq!(citation_markdown("a.md", &place(json!({"sectionPath": ["A", "B"], "lineRange": [3, 4]})).place(), "/u"), "[a.md · §B](/u)");
-        assert_eq!(citation_markdown("a.md", &place(json!({"sectionPath": [], "lineRange": [3, 4]})).place(), "/u"), "[a.md · L3–4](/u)");
-        assert_eq!(citation_markdown("x[1].docx", &place(json!({"paragraphOrdinal": 7})).place(), "/u"), "[x\\[1\\].docx · ¶7](/u)");
+        assert_eq!(
+            citation_markdown("a.md", &place(json!({"sectionPath": ["A", "B"], "lineRange": [3, 4]})).place(), "/u"),
+            "[a.md · §B](/u)"
+        );
+        assert_eq!(
+            citation_markdown("a.md", &place(json!({"sectionPath": [], "lineRange": [3, 4]})).place(), "/u"),
+            "[a.md · L3–4](/u)"
+        );
+        assert_eq!(
+            citation_markdown("x[1].docx", &place(json!({"paragraphOrdinal": 7})).place(), "/u"),
+            "[x\\[1\\].docx · ¶7](/u)"
+        );
         assert_eq!(citation_markdown("a.pdf", &locator(json!({"page": 2})).place(), "/u"), "[a.pdf · p.2](/u)");
     }
 }

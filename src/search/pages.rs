@@ -12,8 +12,8 @@ use uuid::Uuid;
 
 use super::query::{self, Hit, Mode, SearchError, SearchRequest, SearchResponse};
 use crate::{
-    evidence::{Locator, PlacePart, Quality, SourceKind},
     error::AppResult,
+    evidence::{Locator, PlacePart, Quality, SourceKind},
     kbs,
     state::AppState,
     web::{Page, PageCtx, render},
@@ -84,8 +84,7 @@ struct SearchPage {
 pub fn segments(quote: &str, ranges: &[[usize; 2]]) -> Vec<(String, bool)> {
     let chars: Vec<char> = quote.chars().collect();
     let n = chars.len();
-    let mut rs: Vec<(usize, usize)> =
-        ranges.iter().map(|r| (r[0].min(n), r[1].min(n))).filter(|(s, e)| s < e).collect();
+    let mut rs: Vec<(usize, usize)> = ranges.iter().map(|r| (r[0].min(n), r[1].min(n))).filter(|(s, e)| s < e).collect();
     rs.sort();
     let mut merged: Vec<(usize, usize)> = Vec::new();
     for (s, e) in rs {
@@ -118,7 +117,9 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
         .map(|part| match part {
             PlacePart::Page(p) => (ctx.t("search.loc_page").replace("{n}", &p.to_string()), false),
             PlacePart::Sections(names) => (names.join(" › "), true),
-            PlacePart::Lines(a, b) => (ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false),
+            PlacePart::Lines(a, b) => {
+                (ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false)
+            }
             PlacePart::Line(a) => (ctx.t("search.loc_line").replace("{n}", &a.to_string()), false),
             PlacePart::Paragraph(o) => (ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false),
         })
@@ -126,7 +127,13 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
 }
 
 fn score_text(s: f64) -> String {
-    if s.abs() >= 10.0 { format!("{s:.1}") } else if s.abs() >= 0.1 { format!("{s:.3}") } else { format!("{s:.4}") }
+    if s.abs() >= 10.0 {
+        format!("{s:.1}")
+    } else if s.abs() >= 0.1 {
+        format!("{s:.3}")
+    } else {
+        format!("{s:.4}")
+    }
 }
 
 fn hit_view(ctx: &PageCtx, h: Hit) -> HitView {
@@ -198,10 +205,8 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
         }
     }
 
-    let modes = MODES
-        .iter()
-        .map(|m| Choice { value: m.to_string(), label: ctx.tk("search.mode", m), selected: *m == mode_s })
-        .collect();
+    let modes =
+        MODES.iter().map(|m| Choice { value: m.to_string(), label: ctx.tk("search.mode", m), selected: *m == mode_s }).collect();
     let kb_choices = kbs
         .iter()
         .map(|k| Choice { value: k.id.to_string(), label: k.name.clone(), selected: k.id.to_string() == kb_s })

@@ -366,7 +366,12 @@ where
 }
 
 /// [`search`] without the API's `topK` cap (the evaluation ranks deeper).
-pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, top_k: usize) -> Result<SearchResponse, SearchError> {
+pub async fn run(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    req: &SearchRequest,
+    top_k: usize,
+) -> Result<SearchResponse, SearchError> {
     let query = req.query.trim();
     if query.is_empty() {
         return Err(SearchError::Invalid("query must not be empty".into()));
@@ -423,7 +428,9 @@ pub async fn run(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest, 
     // lists scores less than one ranked topK in either, so deeper lists rarely change the top.
     let depth = (top_k * 4).max(40) as i64;
     let ranked = match (req.mode, qvec) {
-        (Mode::Vector, Some((space, _, v))) => vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?,
+        (Mode::Vector, Some((space, _, v))) => {
+            vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?
+        }
         (Mode::Hybrid, Some((space, multilingual, v))) => {
             // An English-only model puts every Chinese query near the same few vectors:
             // fusing them in would only push good lexical hits down.
@@ -462,7 +469,13 @@ fn first_want(limit: usize) -> usize {
 
 /// Lexical results: ranked by the mirror and hydrated (which applies every filter) in one
 /// step, or ranked in SQL.
-async fn lexical_hits(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, top_k: usize) -> sqlx::Result<Vec<Hit>> {
+async fn lexical_hits(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    f: &Filters,
+    t: &QueryTerms,
+    top_k: usize,
+) -> sqlx::Result<Vec<Hit>> {
     if !t.is_empty()
         && let Some(mem) = mem_ranker(conn, engine, f).await?
     {
@@ -483,7 +496,13 @@ async fn lexical_hits(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: 
 
 /// The best `limit` blocks by BM25 among those the filters allow: from the in-memory mirrors
 /// when they are current, else in SQL.
-async fn lexical_ranked(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, limit: usize) -> sqlx::Result<Ranked> {
+async fn lexical_ranked(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    f: &Filters,
+    t: &QueryTerms,
+    limit: usize,
+) -> sqlx::Result<Ranked> {
     if t.is_empty() {
         return Ok(Ranked { ids: Vec::new(), graph: HashMap::new() });
     }
@@ -575,11 +594,7 @@ async fn set_hnsw(conn: &mut PgConnection, ef: i64) -> sqlx::Result<()> {
 async fn vector_only(conn: &mut PgConnection, f: &Filters, space: &Space, v: Vec<f32>, limit: i64) -> sqlx::Result<Ranked> {
     set_hnsw(conn, limit * 2).await?;
     let sql = format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(space, 6));
-    let rows = bind_filters(sqlx::query(&sql), f)
-        .bind(Vector::from(v))
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await?;
+    let rows = bind_filters(sqlx::query(&sql), f).bind(Vector::from(v)).bind(limit).fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }
 
@@ -712,13 +727,26 @@ async fn graph(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryT
 }
 
 /// Turn ranked ids into results (re-checking the filters: graph neighbours come from edges).
-async fn hydrate(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, ranked: Ranked) -> sqlx::Result<Vec<Hit>> {
+async fn hydrate(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    f: &Filters,
+    t: &QueryTerms,
+    ranked: Ranked,
+) -> sqlx::Result<Vec<Hit>> {
     let n = ranked.ids.len();
     hydrate_first(conn, engine, f, t, ranked, n).await
 }
 
 /// [`hydrate`], stopping after `keep` results (quotes are only built for those).
-async fn hydrate_first(conn: &mut PgConnection, engine: &Engine, f: &Filters, t: &QueryTerms, ranked: Ranked, keep: usize) -> sqlx::Result<Vec<Hit>> {
+async fn hydrate_first(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    f: &Filters,
+    t: &QueryTerms,
+    ranked: Ranked,
+    keep: usize,
+) -> sqlx::Result<Vec<Hit>> {
     let ids: Vec<Uuid> = ranked.ids.iter().map(|x| x.0).collect();
     if ids.is_empty() {
         return Ok(Vec::new());

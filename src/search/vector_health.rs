@@ -151,7 +151,9 @@ impl VectorHealth {
 pub fn is_backend_failure(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) => true,
-        sqlx::Error::Database(d) => d.code().is_some_and(|c| matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "58030") || c.starts_with("08")),
+        sqlx::Error::Database(d) => {
+            d.code().is_some_and(|c| matches!(c.as_ref(), "57P01" | "57P02" | "57P03" | "58030") || c.starts_with("08"))
+        }
         _ => false,
     }
 }

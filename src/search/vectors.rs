@@ -51,11 +51,8 @@ impl Space {
     }
 
     pub fn index_name(&self) -> String {
-        let slug: String = self
-            .model
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
-            .collect();
+        let slug: String =
+            self.model.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
         let hash = &format!("{:x}", fnv1a(&self.model))[..8];
         let mut name = format!("evidence_embedding_hnsw_{}_{}_{hash}", self.dim, slug);
         name.truncate(63);
@@ -166,7 +163,12 @@ pub fn embed_text(r: &BlockText) -> String {
 }
 
 /// Embed these blocks and store their vectors (in the caller's transaction).
-pub async fn embed_rows(conn: &mut PgConnection, embedder: &Arc<dyn Embedder>, tenant: Uuid, rows: &[BlockText]) -> anyhow::Result<usize> {
+pub async fn embed_rows(
+    conn: &mut PgConnection,
+    embedder: &Arc<dyn Embedder>,
+    tenant: Uuid,
+    rows: &[BlockText],
+) -> anyhow::Result<usize> {
     if rows.is_empty() {
         return Ok(0);
     }

@@ -87,7 +87,6 @@ pub async fn delete_source(State(state): State<AppState>, auth: Auth, Path(id): 
     Ok(StatusCode::NO_CONTENT)
 }
 
-
 /// Stream one multipart field to disk, hashing as it goes; refuse it past the size limit.
 async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Field<'_>) -> AppResult<(i64, String)> {
     let limit = state.config.upload_max_bytes;
@@ -178,7 +177,12 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
     Ok(out)
 }
 
-pub async fn upload_sources(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>, mp: Multipart) -> AppResult<Response> {
+pub async fn upload_sources(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(kb): Path<Uuid>,
+    mp: Multipart,
+) -> AppResult<Response> {
     let done = upload(&state, &auth, kb, mp).await?;
     let any_new = done.iter().any(|(_, c)| *c);
     let items: Vec<Source> = done.into_iter().map(|(s, _)| s).collect();

@@ -176,9 +176,8 @@ pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'
             if !abs.is_file() {
                 return Err(AppError::invalid("path", "not a regular file"));
             }
-            let kind = kind_of(&abs).ok_or_else(|| {
-                AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, images, text)")
-            })?;
+            let kind = kind_of(&abs)
+                .ok_or_else(|| AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, images, text)"))?;
             (vec![(abs.clone(), rel.clone(), kind)], 0)
         };
         let facts = files

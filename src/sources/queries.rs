@@ -113,10 +113,7 @@ pub async fn replace_upload_content(conn: &mut PgConnection, id: Uuid, size: i64
 }
 
 pub async fn list(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Source>> {
-    sqlx::query_as(&format!("select {COLS} from source where kb_id = $1 order by resource_path"))
-        .bind(kb)
-        .fetch_all(conn)
-        .await
+    sqlx::query_as(&format!("select {COLS} from source where kb_id = $1 order by resource_path")).bind(kb).fetch_all(conn).await
 }
 
 /// Most recently changed sources across the KBs the caller can see.

@@ -83,12 +83,10 @@ pub async fn insert_tenant(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<
 }
 
 pub async fn user_by_email(db: impl PgExecutor<'_>, email: &str) -> sqlx::Result<Option<UserRow>> {
-    sqlx::query_as(
-        "select id, email, password_hash, display_name, locale from app_user where lower(email) = lower($1)",
-    )
-    .bind(email.trim())
-    .fetch_optional(db)
-    .await
+    sqlx::query_as("select id, email, password_hash, display_name, locale from app_user where lower(email) = lower($1)")
+        .bind(email.trim())
+        .fetch_optional(db)
+        .await
 }
 
 pub async fn user_by_id(db: impl PgExecutor<'_>, id: Uuid) -> sqlx::Result<Option<UserRow>> {

@@ -98,7 +98,12 @@ struct ViewerPage {
 }
 
 /// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX).
-pub async fn view(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>, Query(p): Query<ViewParams>) -> AppResult<Response> {
+pub async fn view(
+    State(state): State<AppState>,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Query(p): Query<ViewParams>,
+) -> AppResult<Response> {
     let ctx = page.ctx;
     let mut tx = page.auth.tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
@@ -121,7 +126,10 @@ pub async fn view(State(state): State<AppState>, page: Page, Path(id): Path<Uuid
     };
     let stale = if source.status == "stale" || file.is_none() {
         let code = source.error_code.clone().unwrap_or_else(|| "file_missing".into());
-        Some(ctx.t("viewer.stale").replace("{reason}", &ctx.tk("viewer.stale_reason", if code == "grant_revoked" { "grant_revoked" } else { "file_missing" })))
+        Some(ctx.t("viewer.stale").replace(
+            "{reason}",
+            &ctx.tk("viewer.stale_reason", if code == "grant_revoked" { "grant_revoked" } else { "file_missing" }),
+        ))
     } else {
         None
     };
@@ -204,11 +212,10 @@ fn paged_view(
         let (pw, ph) = render::pixel_size(w, h, scale);
         (pw, ph, format!("/sources/{id}/pages/{wanted}.png?scale={scale}&v={v}"))
     };
-    let cached = render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == "image" { 1.0 } else { scale }).is_file();
+    let cached =
+        render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == "image" { 1.0 } else { scale }).is_file();
     let img_src = (file_ok || cached).then_some(img_src);
-    let block = target
-        .and_then(|t| t.block_id.as_deref())
-        .and_then(|b| ap.and_then(|p| p.blocks.iter().find(|x| x.id == b)));
+    let block = target.and_then(|t| t.block_id.as_deref()).and_then(|b| ap.and_then(|p| p.blocks.iter().find(|x| x.id == b)));
     let hl = block.and_then(|b| b.bbox).map(|bb| HlBox {
         bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
         size: format!("{},{}", super::num(w), super::num(h)),
@@ -267,11 +274,14 @@ pub async fn download(
     let Some(file) = file else { return Err(file_missing(&source)) };
     let mime = mime_of(&source);
     let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == "image";
-    let mut resp = tower_http::services::ServeFile::new_with_mime(&file, &mime.parse().unwrap_or(mime_guess::mime::APPLICATION_OCTET_STREAM))
-        .oneshot(req)
-        .await
-        .map_err(|e| AppError::Internal(anyhow::anyhow!("serving {}: {e}", file.display())))?
-        .map(Body::new);
+    let mut resp = tower_http::services::ServeFile::new_with_mime(
+        &file,
+        &mime.parse().unwrap_or(mime_guess::mime::APPLICATION_OCTET_STREAM),
+    )
+    .oneshot(req)
+    .await
+    .map_err(|e| AppError::Internal(anyhow::anyhow!("serving {}: {e}", file.display())))?
+    .map(Body::new);
     if resp.status() == StatusCode::NOT_FOUND {
         return Err(file_missing(&source));
     }

@@ -36,11 +36,10 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
 pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
     let s = sources::queries::get(conn, id).await?.ok_or(AppError::NotFound)?;
     if let Some(g) = s.grant_id {
-        let active: bool =
-            sqlx::query_scalar("select exists (select 1 from dir_grant where id = $1 and revoked_at is null)")
-                .bind(g)
-                .fetch_one(&mut *conn)
-                .await?;
+        let active: bool = sqlx::query_scalar("select exists (select 1 from dir_grant where id = $1 and revoked_at is null)")
+            .bind(g)
+            .fetch_one(&mut *conn)
+            .await?;
         if !active {
             return Err(AppError::NotFound);
         }
@@ -57,11 +56,10 @@ pub async fn original_path(conn: &mut PgConnection, cfg: &Config, s: &Source) ->
             Ok(p.is_file().then_some(p))
         }
         Some(g) => {
-            let root: Option<String> =
-                sqlx::query_scalar("select root_path from dir_grant where id = $1 and revoked_at is null")
-                    .bind(g)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+            let root: Option<String> = sqlx::query_scalar("select root_path from dir_grant where id = $1 and revoked_at is null")
+                .bind(g)
+                .fetch_optional(&mut *conn)
+                .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
             let rel = s.resource_path.clone();
@@ -124,7 +122,11 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
         return None;
     }
     let blocks: Vec<&Block> = art.all_blocks().collect();
-    let found = |b: &Block, exact: bool| Target { block_id: Some(b.id.clone()), page: b.page, exact: exact && !missing && b.quality == Quality::Exact };
+    let found = |b: &Block, exact: bool| Target {
+        block_id: Some(b.id.clone()),
+        page: b.page,
+        exact: exact && !missing && b.quality == Quality::Exact,
+    };
     // DOCX: paraId → text fingerprint → paragraph ordinal.
     if let Some(p) = hints.para.as_deref().filter(|p| !p.is_empty()) {
         if let Some(b) = blocks.iter().find(|b| b.para_id_start.as_deref() == Some(p) || b.para_id_end.as_deref() == Some(p)) {
@@ -252,9 +254,8 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
     let mut out: Vec<FlowBlock> = Vec::with_capacity(blocks.len());
     let mut last_line = 0u32;
     for b in blocks {
-        let hl = target
-            .filter(|t| t.block_id.as_deref() == Some(b.id.as_str()))
-            .map(|t| if t.exact { "hl" } else { "hl-approx" });
+        let hl =
+            target.filter(|t| t.block_id.as_deref() == Some(b.id.as_str())).map(|t| if t.exact { "hl" } else { "hl-approx" });
         let (tag, html) = match (kind, b.block_type) {
             ("text", _) => ("p", escape(&b.text)),
             ("markdown", BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), markdown::inline_html(&b.text)),
@@ -340,10 +341,8 @@ pub fn num(v: f64) -> String {
 
 /// `attachment; filename="ascii"; filename*=UTF-8''percent-encoded` (RFC 6266 / 5987).
 pub fn content_disposition(disposition: &str, name: &str) -> String {
-    let ascii: String = name
-        .chars()
-        .map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' })
-        .collect();
+    let ascii: String =
+        name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' || c == ' ' { c } else { '_' }).collect();
     let mut enc = String::new();
     for b in name.as_bytes() {
         let c = *b as char;
@@ -435,7 +434,10 @@ mod tests {
 
     #[test]
     fn percent_boxes_and_dispositions() {
-        assert_eq!(percent_style([61.2, 79.2, 122.4, 158.4], 612.0, 792.0), "left:10.0000%;top:10.0000%;width:10.0000%;height:10.0000%");
+        assert_eq!(
+            percent_style([61.2, 79.2, 122.4, 158.4], 612.0, 792.0),
+            "left:10.0000%;top:10.0000%;width:10.0000%;height:10.0000%"
+        );
         assert_eq!(num(80.830), "80.83");
         assert_eq!(num(72.0), "72");
         assert_eq!(

@@ -74,10 +74,7 @@ impl Lang {
         for part in h.split(',') {
             let mut it = part.split(';');
             let tag = it.next().unwrap_or("");
-            let q = it
-                .find_map(|p| p.trim().strip_prefix("q="))
-                .and_then(|q| q.parse::<f32>().ok())
-                .unwrap_or(1.0);
+            let q = it.find_map(|p| p.trim().strip_prefix("q=")).and_then(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
             if let Some(l) = Lang::parse(tag) {
                 if best.is_none_or(|(bq, _)| q > bq) {
                     best = Some((q, l));
@@ -88,10 +85,7 @@ impl Lang {
     }
 
     pub fn from_headers(h: &HeaderMap) -> Lang {
-        h.get(header::ACCEPT_LANGUAGE)
-            .and_then(|v| v.to_str().ok())
-            .map(Lang::from_accept_language)
-            .unwrap_or(Lang::En)
+        h.get(header::ACCEPT_LANGUAGE).and_then(|v| v.to_str().ok()).map(Lang::from_accept_language).unwrap_or(Lang::En)
     }
 
     /// Translate a catalogue key (`locales/*.yml`).

@@ -93,7 +93,14 @@ async fn state_changing_requests_with_a_cookie_need_the_csrf_token() {
     let names: Vec<&str> = list["items"].as_array().unwrap().iter().map(|k| k["name"].as_str().unwrap()).collect();
     assert_eq!(names, vec!["with field", "with header"]);
     // The login form itself is protected too.
-    let r = app.client().http.post(format!("{}/login", app.base)).form(&[("email", "owner@acme.test"), ("password", PASSWORD)]).send().await.unwrap();
+    let r = app
+        .client()
+        .http
+        .post(format!("{}/login", app.base))
+        .form(&[("email", "owner@acme.test"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
 }
 
@@ -107,7 +114,14 @@ async fn bearer_requests_are_exempt_from_csrf_and_bad_tokens_get_401() {
     assert_eq!(kb["visibility"], "team");
 
     for bad in ["", "nonsense", "mnote_0000_abc", &format!("mnote_{}_{}", s.tenant_id.simple(), "x".repeat(43))] {
-        let r = app.client().http.get(format!("{}/api/kbs", app.base)).header("authorization", format!("Bearer {bad}")).send().await.unwrap();
+        let r = app
+            .client()
+            .http
+            .get(format!("{}/api/kbs", app.base))
+            .header("authorization", format!("Bearer {bad}"))
+            .send()
+            .await
+            .unwrap();
         let (st, e) = json_of(r).await;
         assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "unauthorized"), "{bad:?}");
     }
@@ -125,7 +139,8 @@ async fn api_tokens_are_shown_once_stored_hashed_tracked_and_revocable() {
     let plain = created["token"].as_str().unwrap().to_string();
     assert!(plain.starts_with("mnote_"));
     // Not stored in plaintext.
-    let stored: Vec<String> = sqlx::query_scalar("select token_hash from api_token").fetch_all(&app.owner_pool).await.unwrap_or_default();
+    let stored: Vec<String> =
+        sqlx::query_scalar("select token_hash from api_token").fetch_all(&app.owner_pool).await.unwrap_or_default();
     let mut tx = mnote::db::TenantTx::begin(&app.pool, s.tenant_id, mnote::db::Scope::System).await.unwrap();
     let hashes: Vec<String> = sqlx::query_scalar("select token_hash from api_token").fetch_all(&mut *tx).await.unwrap();
     tx.commit().await.unwrap();
@@ -262,7 +277,8 @@ async fn members_and_roles_are_managed_by_admins_only() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let owner = app.api(s.tenant_id, s.user_id).await;
-    let (st, m) = owner.post_json("/api/members", json!({"email": "new@acme.test", "role": "member", "password": PASSWORD})).await;
+    let (st, m) =
+        owner.post_json("/api/members", json!({"email": "new@acme.test", "role": "member", "password": PASSWORD})).await;
     assert_eq!(st, StatusCode::CREATED, "{m}");
     let member_id: uuid::Uuid = m["id"].as_str().unwrap().parse().unwrap();
     let member = app.api(s.tenant_id, member_id).await;

@@ -29,21 +29,29 @@ fn mnote(app: &TestApp, args: &[&str], stdin: Option<&str>) -> (bool, String, St
 async fn bootstrap_user_token_grant_and_kb_commands() {
     let app = spawn_app().await;
     let pw = format!("{PASSWORD}\n");
-    let (ok, out, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
+    let (ok, out, err) =
+        mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
     assert!(ok, "{out}{err}");
     assert!(out.contains("created"), "{out}");
     // Idempotent: exits 0 when both exist, and works for a second tenant.
-    let (ok, out, _) = mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
+    let (ok, out, _) =
+        mnote(&app, &["admin", "bootstrap", "--tenant", "ops", "--email", "root@ops.test", "--password-stdin"], Some(&pw));
     assert!(ok && out.contains("exists"), "{out}");
-    let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "labs", "--email", "root@labs.test", "--password-stdin"], Some(&pw));
+    let (ok, _, err) =
+        mnote(&app, &["admin", "bootstrap", "--tenant", "labs", "--email", "root@labs.test", "--password-stdin"], Some(&pw));
     assert!(ok, "{err}");
     // Bad input: clear errors, non-zero exit.
     let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "x", "--email", "bad", "--password-stdin"], Some(&pw));
     assert!(!ok && err.contains("invalid_input"), "{err}");
-    let (ok, _, err) = mnote(&app, &["admin", "bootstrap", "--tenant", "x", "--email", "a@b.co", "--password-stdin"], Some("short\n"));
+    let (ok, _, err) =
+        mnote(&app, &["admin", "bootstrap", "--tenant", "x", "--email", "a@b.co", "--password-stdin"], Some("short\n"));
     assert!(!ok && err.contains("at least 10"), "{err}");
 
-    let (ok, _, err) = mnote(&app, &["user", "add", "--tenant", "ops", "--email", "dev@ops.test", "--role", "member", "--password-stdin"], Some(&pw));
+    let (ok, _, err) = mnote(
+        &app,
+        &["user", "add", "--tenant", "ops", "--email", "dev@ops.test", "--role", "member", "--password-stdin"],
+        Some(&pw),
+    );
     assert!(ok, "{err}");
     let c = app.client();
     assert_eq!(c.login("dev@ops.test", PASSWORD).await.status(), StatusCode::SEE_OTHER);
@@ -58,14 +66,36 @@ async fn bootstrap_user_token_grant_and_kb_commands() {
 
     std::fs::create_dir_all(app.docs.join("shared")).unwrap();
     let shared = app.docs_path("shared");
-    let (ok, out, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--all-members", "--permission", "read_index"], None);
+    let (ok, out, err) =
+        mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--all-members", "--permission", "read_index"], None);
     assert!(ok && out.contains("created"), "{out}{err}");
-    let (ok, _, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", "/etc", "--all-members", "--permission", "read"], None);
+    let (ok, _, err) =
+        mnote(&app, &["grant", "add", "--tenant", "ops", "--path", "/etc", "--all-members", "--permission", "read"], None);
     assert!(!ok && err.contains("path_outside_grant"), "{err}");
-    let (ok, _, err) = mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--email", "dev@ops.test", "--all-members", "--permission", "read"], None);
+    let (ok, _, err) = mnote(
+        &app,
+        &[
+            "grant",
+            "add",
+            "--tenant",
+            "ops",
+            "--path",
+            &shared,
+            "--email",
+            "dev@ops.test",
+            "--all-members",
+            "--permission",
+            "read",
+        ],
+        None,
+    );
     assert!(!ok && err.contains("cannot be used with"), "{err}");
 
-    let (ok, out, err) = mnote(&app, &["kb", "create", "--tenant", "ops", "--name", "Runbooks", "--visibility", "team", "--owner", "dev@ops.test"], None);
+    let (ok, out, err) = mnote(
+        &app,
+        &["kb", "create", "--tenant", "ops", "--name", "Runbooks", "--visibility", "team", "--owner", "dev@ops.test"],
+        None,
+    );
     assert!(ok, "{out}{err}");
     let (_, kbs) = t.get_json("/api/kbs").await;
     assert_eq!(kbs["items"][0]["name"], "Runbooks");

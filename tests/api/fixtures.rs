@@ -26,9 +26,8 @@ pub fn fixtures() -> (PathBuf, Value) {
          after `./dev provision`), which generates tests/fixtures/generate.py's output",
     );
     let expected = dir.join("expected.json");
-    let text = std::fs::read_to_string(&expected).unwrap_or_else(|e| {
-        panic!("{}: {e}; `./dev provision` generates the fixtures there", expected.display())
-    });
+    let text = std::fs::read_to_string(&expected)
+        .unwrap_or_else(|e| panic!("{}: {e}; `./dev provision` generates the fixtures there", expected.display()));
     (dir, serde_json::from_str(&text).expect("expected.json is JSON"))
 }
 
@@ -78,13 +77,12 @@ pub struct Row {
 pub async fn rows(app: &TestApp, tenant: Uuid, source: &Value) -> Vec<Row> {
     let id: Uuid = source["id"].as_str().unwrap().parse().unwrap();
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let rows: Vec<(String, String, String, Value)> = sqlx::query_as(
-        "select block_key, block_type, text, locator from evidence_block where source_id = $1 order by ordinal",
-    )
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
+    let rows: Vec<(String, String, String, Value)> =
+        sqlx::query_as("select block_key, block_type, text, locator from evidence_block where source_id = $1 order by ordinal")
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     rows.into_iter().map(|(key, block_type, text, locator)| Row { key, block_type, text, locator }).collect()
 }
@@ -189,7 +187,10 @@ async fn rotated_pages_give_text_with_boxes_on_the_displayed_page() {
         assert_eq!(f64s(&row.locator["pageSize"]), f64s(&p["pageSize"]), "{text}: size of the displayed (rotated) page");
         assert_box_near(&row.locator["bbox"], &p["bbox"], PDF_TOLERANCE_PT, text);
         let sm_page = &map["pages"][page as usize - 1];
-        assert_eq!((sm_page["rotation"].as_i64(), sm_page["width"].as_f64()), (p["rotation"].as_i64(), p["pageSize"][0].as_f64()));
+        assert_eq!(
+            (sm_page["rotation"].as_i64(), sm_page["width"].as_f64()),
+            (p["rotation"].as_i64(), p["pageSize"][0].as_f64())
+        );
     }
 }
 
@@ -241,10 +242,8 @@ async fn an_image_of_chinese_text_yields_it_with_a_box_around_it() {
     assert_eq!(s["status"], "indexed", "{s}");
     let rows = rows(&app, k.tenant, s).await;
     let want = img["text"].as_str().unwrap();
-    let row = rows
-        .iter()
-        .find(|r| compact(&r.text).contains(want))
-        .unwrap_or_else(|| panic!("no block contains {want}: {rows:#?}"));
+    let row =
+        rows.iter().find(|r| compact(&r.text).contains(want)).unwrap_or_else(|| panic!("no block contains {want}: {rows:#?}"));
     assert_eq!(row.locator["page"], 1);
     assert_eq!(f64s(&row.locator["pageSize"]), f64s(&img["imageSize"]));
     assert_box_near(&row.locator["bbox"], &img["bbox"], OCR_TOLERANCE_PX, want);

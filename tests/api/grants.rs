@@ -24,19 +24,24 @@ async fn only_directories_inside_the_allow_list_can_be_granted() {
         assert_eq!(error_code(&e), code, "{path:?}: {e}");
         assert_eq!(st, if code == "invalid_input" { StatusCode::UNPROCESSABLE_ENTITY } else { StatusCode::FORBIDDEN });
     }
-    let (st, e) = c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "write"})).await;
+    let (st, e) =
+        c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "write"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
-    let (st, g) = c.post_json("/api/grants", json!({"path": app.docs_path("team/../team/"), "allMembers": true, "permission": "read"})).await;
+    let (st, g) = c
+        .post_json("/api/grants", json!({"path": app.docs_path("team/../team/"), "allMembers": true, "permission": "read"}))
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{g}");
     assert_eq!(g["rootPath"], app.docs_path("team"), "stored canonical");
     assert!(g["userId"].is_null());
     // Granting the same again returns the same grant.
-    let (st, again) = c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read"})).await;
+    let (st, again) =
+        c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read"})).await;
     assert_eq!((st, &again["id"]), (StatusCode::OK, &g["id"]));
     // Members cannot grant.
     let m = app.add_user(s.tenant_id, "m@acme.test", "member").await;
     let cm = app.api(s.tenant_id, m).await;
-    let (st, e) = cm.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read"})).await;
+    let (st, e) =
+        cm.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"));
 }
 
@@ -49,7 +54,8 @@ async fn registering_paths_outside_a_grant_is_refused() {
     app.write_doc("other/secret.md", "# secret, not granted");
     symlink(&app.docs.join("other/secret.md"), &app.docs.join("team/link-out.md"));
     symlink(&app.docs.join("other"), &app.docs.join("team/dir-out"));
-    let (_, g) = c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
+    let (_, g) =
+        c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
     let grant = g["id"].as_str().unwrap();
     let (_, kb) = c.post_json("/api/kbs", json!({"name": "kb"})).await;
     let kb = kb["id"].as_str().unwrap();
@@ -89,7 +95,9 @@ async fn a_member_needs_a_read_index_grant_of_their_own_to_register() {
     let bob = app.add_user(s.tenant_id, "bob@acme.test", "member").await;
     app.write_doc("alice/a.md", "# a");
     app.write_doc("shared/s.md", "# s");
-    owner.post_json("/api/grants", json!({"path": app.docs_path("alice"), "email": "alice@acme.test", "permission": "read_index"})).await;
+    owner
+        .post_json("/api/grants", json!({"path": app.docs_path("alice"), "email": "alice@acme.test", "permission": "read_index"}))
+        .await;
     owner.post_json("/api/grants", json!({"path": app.docs_path("shared"), "allMembers": true, "permission": "read"})).await;
     let ca = app.api(s.tenant_id, alice).await;
     let cb = app.api(s.tenant_id, bob).await;
@@ -120,7 +128,8 @@ async fn revoking_a_grant_makes_its_sources_stale() {
     let c = app.api(s.tenant_id, s.user_id).await;
     app.write_doc("team/a.md", "# a");
     app.write_doc("team/b/c.md", "# c");
-    let (_, g) = c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
+    let (_, g) =
+        c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
     let (_, kb) = c.post_json("/api/kbs", json!({"name": "kb"})).await;
     let kb = kb["id"].as_str().unwrap();
     let (st, r) = c.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;

@@ -29,9 +29,8 @@ pub const APP_ROLE: &str = "mnote_app";
 pub const PASSWORD: &str = "correct horse battery staple";
 
 pub fn admin_url() -> String {
-    std::env::var("MNOTE_TEST_ADMIN_URL").expect(
-        "MNOTE_TEST_ADMIN_URL is not set: run the tests through `./dev test`, which starts Postgres",
-    )
+    std::env::var("MNOTE_TEST_ADMIN_URL")
+        .expect("MNOTE_TEST_ADMIN_URL is not set: run the tests through `./dev test`, which starts Postgres")
 }
 
 pub fn role_url(role: &str, db: &str) -> String {
@@ -48,10 +47,8 @@ async fn cleanup_old_databases() {
         return;
     }
     let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
-    let old: Vec<String> = sqlx::query_scalar("select datname from pg_database where datname like 'mnote_t_%'")
-        .fetch_all(&mut admin)
-        .await
-        .unwrap();
+    let old: Vec<String> =
+        sqlx::query_scalar("select datname from pg_database where datname like 'mnote_t_%'").fetch_all(&mut admin).await.unwrap();
     for d in old {
         let _ = admin.execute(format!("drop database if exists \"{d}\" with (force)").as_str()).await;
     }
@@ -86,7 +83,9 @@ pub fn minilm() -> Arc<dyn Embedder> {
     static MODEL: std::sync::OnceLock<Arc<dyn Embedder>> = std::sync::OnceLock::new();
     MODEL
         .get_or_init(|| {
-            let dir = std::env::var_os("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or_else(mnote::search::embed::default_model_dir);
+            let dir = std::env::var_os("MNOTE_EMBED_MODEL_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(mnote::search::embed::default_model_dir);
             Arc::new(mnote::search::embed::LocalMiniLm::load(&dir).unwrap_or_else(|e| panic!("{e}: run ./dev provision")))
         })
         .clone()
@@ -97,10 +96,7 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     cleanup_old_databases().await;
     let db_name = format!("mnote_t_{}", Uuid::new_v4().simple());
     let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
-    admin
-        .execute(format!("create database \"{db_name}\" owner {OWNER_ROLE}").as_str())
-        .await
-        .expect("create test database");
+    admin.execute(format!("create database \"{db_name}\" owner {OWNER_ROLE}").as_str()).await.expect("create test database");
     // Tests trade durability for speed in their own databases only; the cluster (shared with
     // `./dev up`) keeps Postgres's durable defaults.
     admin
@@ -127,7 +123,9 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     config.parser_exe = PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
     tweak(&mut config);
     if let Some(e) = &embedder {
-        mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref())).await.expect("vector index");
+        mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref()))
+            .await
+            .expect("vector index");
     }
     let state = AppState::new(pool.clone(), config.clone()).with_embedder(embedder.clone());
     let vector_health = state.vector_health.clone();
@@ -234,11 +232,7 @@ pub fn csrf_from_html(html: &str) -> Option<String> {
 
 impl Client {
     pub fn new(base: &str) -> Self {
-        let http = reqwest::Client::builder()
-            .cookie_store(true)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .unwrap();
+        let http = reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
         Client { http, base: base.to_string(), bearer: None, csrf: None }
     }
 

@@ -292,13 +292,12 @@ async fn assert_indexed(app: &TestApp, k: &Kb, sources: &std::collections::HashM
 async fn artifact_json(app: &TestApp, k: &Kb, source: &Value) -> String {
     let id: uuid::Uuid = source["id"].as_str().unwrap().parse().unwrap();
     let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
-    let all: Vec<String> = sqlx::query_scalar(
-        "select a.text || a.source_map::text from source_artifact a where a.source_id = $1",
-    )
-    .bind(id)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
+    let all: Vec<String> =
+        sqlx::query_scalar("select a.text || a.source_map::text from source_artifact a where a.source_id = $1")
+            .bind(id)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     assert!(!all.is_empty(), "no artifact stored");
     all.concat()
@@ -368,10 +367,8 @@ async fn xml_entities_are_never_resolved() {
         r#"<?xml version="1.0"?><!DOCTYPE w:document [{laughs}]><w:document xmlns:w="{W_NS}"><w:body>{}</w:body></w:document>"#,
         para("laugh &lol9; done")
     );
-    let files = vec![
-        ("xxe.docx", docx_with(&xxe, &[("word/styles.xml", styles.as_bytes())])),
-        ("laughs.docx", docx_with(&billion, &[])),
-    ];
+    let files =
+        vec![("xxe.docx", docx_with(&xxe, &[("word/styles.xml", styles.as_bytes())])), ("laughs.docx", docx_with(&billion, &[]))];
     let app = spawn_app().await;
     let k = kb_with_grant(&app).await;
     let sources = run_folder(&app, &k, "xml", &files).await;
@@ -432,8 +429,12 @@ async fn cyclic_pdf_structures_fail_or_parse_without_looping() {
             )
         },
     ]);
-    let files =
-        vec![("kids_self.pdf", kids_self), ("kids_loop.pdf", kids_loop), ("outline_loop.pdf", outline_loop), ("form_loop.pdf", form_loop)];
+    let files = vec![
+        ("kids_self.pdf", kids_self),
+        ("kids_loop.pdf", kids_loop),
+        ("outline_loop.pdf", outline_loop),
+        ("form_loop.pdf", form_loop),
+    ];
     let app = spawn_app().await;
     let k = kb_with_grant(&app).await;
     let sources = run_folder(&app, &k, "cycles", &files).await;
@@ -453,7 +454,8 @@ async fn cyclic_pdf_structures_fail_or_parse_without_looping() {
 #[tokio::test]
 async fn truncated_images_of_every_format_are_unreadable() {
     use image::{ImageFormat, Rgb, RgbImage};
-    let img = RgbImage::from_fn(240, 120, |x, y| if (x / 12 + y / 12) % 2 == 0 { Rgb([20, 20, 20]) } else { Rgb([235, 235, 235]) });
+    let img =
+        RgbImage::from_fn(240, 120, |x, y| if (x / 12 + y / 12) % 2 == 0 { Rgb([20, 20, 20]) } else { Rgb([235, 235, 235]) });
     let mut files = Vec::new();
     for (format, ext) in [
         (ImageFormat::Jpeg, "jpg"),
@@ -532,7 +534,12 @@ async fn huge_single_lines_and_pathological_nesting() {
     };
     let nested_tables = {
         let n = 3000;
-        document(&("<w:tbl><w:tr><w:tc>".repeat(n) + &para("deep cell") + &"</w:tc></w:tr></w:tbl>".repeat(n) + &para("after the table")))
+        document(
+            &("<w:tbl><w:tr><w:tc>".repeat(n)
+                + &para("deep cell")
+                + &"</w:tc></w:tr></w:tbl>".repeat(n)
+                + &para("after the table")),
+        )
     };
     let nested_paras = document(&("<w:p><w:r>".repeat(20_000) + "<w:t>inner</w:t>" + &"</w:r></w:p>".repeat(20_000)));
     let files = vec![
@@ -652,7 +659,10 @@ async fn a_database_refusing_the_evidence_write_fails_the_source_after_bounded_r
     assert!(bad["error"]["message"].as_str().unwrap().contains("refused by a test trigger"), "{bad}");
     assert_eq!(sources["refuse/good.md"]["status"], "indexed");
     let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
-    let open: i64 = sqlx::query_scalar("select count(*) from ingest_job where status in ('queued', 'running')").fetch_one(&mut *tx).await.unwrap();
+    let open: i64 = sqlx::query_scalar("select count(*) from ingest_job where status in ('queued', 'running')")
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(open, 0);
 }

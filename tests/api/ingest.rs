@@ -45,13 +45,12 @@ async fn register(k: &Kb, app: &TestApp, rel: &str) -> Value {
 /// (block_key, evidence id, text, locator) of a source, in document order.
 async fn evidence(app: &TestApp, tenant: Uuid, source: &str) -> Vec<(String, Uuid, String, Value)> {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let rows: Vec<(String, Uuid, String, Value)> = sqlx::query_as(
-        "select block_key, id, text, locator from evidence_block where source_id = $1::uuid order by ordinal",
-    )
-    .bind(source)
-    .fetch_all(&mut *tx)
-    .await
-    .unwrap();
+    let rows: Vec<(String, Uuid, String, Value)> =
+        sqlx::query_as("select block_key, id, text, locator from evidence_block where source_id = $1::uuid order by ordinal")
+            .bind(source)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     rows
 }
@@ -132,7 +131,10 @@ async fn reindex_rebuilds_identical_rows_from_artifacts_only() {
             let rows: Vec<(Uuid, String, Value)> =
                 sqlx::query_as("select id, text, locator from evidence_block order by id").fetch_all(&mut *tx).await.unwrap();
             let edges: Vec<(Uuid, String, Uuid)> =
-                sqlx::query_as("select id, kind, source_block_id from evidence_edge order by id").fetch_all(&mut *tx).await.unwrap();
+                sqlx::query_as("select id, kind, source_block_id from evidence_edge order by id")
+                    .fetch_all(&mut *tx)
+                    .await
+                    .unwrap();
             let sections: Vec<(Uuid, Vec<String>)> =
                 sqlx::query_as("select id, path from evidence_section order by id").fetch_all(&mut *tx).await.unwrap();
             tx.commit().await.unwrap();
@@ -207,7 +209,15 @@ async fn uploads_are_parsed_too() {
     let k = kb_with_grant(&app).await;
     let form = reqwest::multipart::Form::new()
         .part("file", reqwest::multipart::Part::bytes(GUIDE.as_bytes().to_vec()).file_name("上传.md"));
-    let r = k.client.http.post(format!("{}/api/kbs/{}/uploads", app.base, k.kb)).bearer_auth(k.client.bearer.as_ref().unwrap()).multipart(form).send().await.unwrap();
+    let r = k
+        .client
+        .http
+        .post(format!("{}/api/kbs/{}/uploads", app.base, k.kb))
+        .bearer_auth(k.client.bearer.as_ref().unwrap())
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::CREATED);
     assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 5 }]);
 }
@@ -256,7 +266,10 @@ async fn a_job_whose_worker_died_is_claimed_again_after_its_lease() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     let (_, again) = jobs::claim(&app.pool, "other", Duration::from_secs(60), &mut cursor).await.unwrap().unwrap();
     assert_eq!((again.id, again.attempts), (job.id, 2));
-    assert_eq!(mnote::ingest::pipeline::process(&app.pool, &app.config, k.tenant, &again).await.unwrap(), Outcome::Indexed { blocks: 1 });
+    assert_eq!(
+        mnote::ingest::pipeline::process(&app.pool, &app.config, k.tenant, &again).await.unwrap(),
+        Outcome::Indexed { blocks: 1 }
+    );
 }
 
 #[tokio::test]
@@ -500,7 +513,10 @@ async fn limits_and_special_files() {
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
     // Odd file names are fine.
     app.write_doc("team/we ird 名字 #1 (copy).md", "# odd");
-    let (st, s) = k.client.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team/we ird 名字 #1 (copy).md")})).await;
+    let (st, s) = k
+        .client
+        .post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": app.docs_path("team/we ird 名字 #1 (copy).md")}))
+        .await;
     assert_eq!(st, StatusCode::CREATED, "{s}");
     assert_eq!(s["resourcePath"], "we ird 名字 #1 (copy).md");
     app.run_jobs().await;

@@ -9,9 +9,22 @@ use uuid::Uuid;
 use crate::helpers::*;
 
 const TENANT_TABLES: &[&str] = &[
-    "api_token", "dir_grant", "evidence_block", "evidence_edge", "evidence_embedding", "evidence_kb_stat",
-    "evidence_section", "evidence_term_stat", "ingest_job", "kb", "kb_folder", "kb_member", "membership", "source",
-    "source_artifact", "tenant_setting",
+    "api_token",
+    "dir_grant",
+    "evidence_block",
+    "evidence_edge",
+    "evidence_embedding",
+    "evidence_kb_stat",
+    "evidence_section",
+    "evidence_term_stat",
+    "ingest_job",
+    "kb",
+    "kb_folder",
+    "kb_member",
+    "membership",
+    "source",
+    "source_artifact",
+    "tenant_setting",
 ];
 
 /// Seed one row in every tenant table for a tenant; returns (tenant, owner, kb id).
@@ -20,9 +33,8 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     let member = app.add_user(s.tenant_id, &format!("member@{name}.test"), "member").await;
     app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nhello [[Other]] @Alice");
     let c = app.api(s.tenant_id, s.user_id).await;
-    let (st, g) = c
-        .post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"}))
-        .await;
+    let (st, g) =
+        c.post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"})).await;
     assert_eq!(st, StatusCode::CREATED, "{g}");
     let (st, kb) = c.post_json("/api/kbs", json!({"name": format!("{name} kb"), "visibility": "private"})).await;
     assert_eq!(st, StatusCode::CREATED, "{kb}");
@@ -85,13 +97,12 @@ async fn every_tenant_table_has_forced_rls_and_a_tenant_policy() {
     assert_eq!(names, TENANT_TABLES, "every table with tenant_id must be listed here and tested");
     for (t, enabled, forced) in &rows {
         assert!(*enabled && *forced, "{t}: RLS enabled={enabled} forced={forced}");
-        let policy: Option<String> = sqlx::query_scalar(
-            "select qual from pg_policies where tablename = $1 and policyname = 'tenant_isolation'",
-        )
-        .bind(t)
-        .fetch_optional(&app.owner_pool)
-        .await
-        .unwrap();
+        let policy: Option<String> =
+            sqlx::query_scalar("select qual from pg_policies where tablename = $1 and policyname = 'tenant_isolation'")
+                .bind(t)
+                .fetch_optional(&app.owner_pool)
+                .await
+                .unwrap();
         let policy = policy.unwrap_or_else(|| panic!("{t} has no tenant_isolation policy"));
         assert!(policy.contains("app.tenant_id"), "{t}: {policy}");
     }
@@ -113,7 +124,8 @@ async fn rows_of_one_tenant_are_invisible_and_unmodifiable_from_another() {
             .await
             .unwrap();
         assert_eq!(upd.rows_affected(), 0, "{t}: B updated A's rows");
-        let del = sqlx::query(&format!("delete from {t} where tenant_id = $1")).bind(a.tenant_id).execute(&mut *tx).await.unwrap();
+        let del =
+            sqlx::query(&format!("delete from {t} where tenant_id = $1")).bind(a.tenant_id).execute(&mut *tx).await.unwrap();
         assert_eq!(del.rows_affected(), 0, "{t}: B deleted A's rows");
         tx.commit().await.unwrap();
         // Moving B's own rows into A is refused by the policy's WITH CHECK.
@@ -162,8 +174,10 @@ async fn the_app_role_cannot_switch_off_rls_or_escalate() {
     }
     let err = sqlx::query(&format!("set role {OWNER_ROLE}")).execute(&app.pool).await.expect_err("set role").to_string();
     assert!(err.contains("permission denied"), "{err}");
-    let (sup, bypass): (bool, bool) =
-        sqlx::query_as("select rolsuper, rolbypassrls from pg_roles where rolname = current_user").fetch_one(&app.pool).await.unwrap();
+    let (sup, bypass): (bool, bool) = sqlx::query_as("select rolsuper, rolbypassrls from pg_roles where rolname = current_user")
+        .fetch_one(&app.pool)
+        .await
+        .unwrap();
     assert!(!sup && !bypass);
     // And the server refuses a role that could bypass RLS (the owner owns the tables).
     let err = mnote::db::ensure_app_role_is_confined(&app.owner_pool).await.expect_err("owner role accepted");
@@ -238,8 +252,15 @@ async fn private_kbs_are_limited_to_owner_members_and_admins() {
     // Even at the SQL level, as that user:
     let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::User(outsider)).await.unwrap();
     for t in [
-        "source", "evidence_block", "evidence_section", "evidence_edge", "source_artifact", "ingest_job",
-        "evidence_embedding", "evidence_term_stat", "evidence_kb_stat",
+        "source",
+        "evidence_block",
+        "evidence_section",
+        "evidence_edge",
+        "source_artifact",
+        "ingest_job",
+        "evidence_embedding",
+        "evidence_term_stat",
+        "evidence_kb_stat",
     ] {
         let n: i64 = sqlx::query_scalar(&format!("select count(*) from {t}")).fetch_one(&mut *tx).await.unwrap();
         assert_eq!(n, 0, "{t} rows of a private KB leak to a non-member");

@@ -15,16 +15,15 @@ async fn create_grant_register_a_directory_and_list_its_files() {
     app.write_doc("team/reports/notes.txt", "plain");
     app.write_doc("team/tool.exe", "MZ");
     app.write_doc("team/drafts/wip.md", "# wip");
-    let (st, g) = c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
+    let (st, g) =
+        c.post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"})).await;
     assert_eq!(st, StatusCode::CREATED, "{g}");
     let (st, kb) = c.post_json("/api/kbs", json!({"name": "Handbook", "visibility": "team", "description": "team docs"})).await;
     assert_eq!(st, StatusCode::CREATED);
     assert_eq!((kb["name"].as_str(), kb["canManage"].as_bool()), (Some("Handbook"), Some(true)));
     let kb_id = kb["id"].as_str().unwrap();
     let url = format!("/api/kbs/{kb_id}/sources");
-    let (st, r) = c
-        .post_json(&url, json!({"grantId": g["id"], "path": "", "exclude": ["drafts/**"]}))
-        .await;
+    let (st, r) = c.post_json(&url, json!({"grantId": g["id"], "path": "", "exclude": ["drafts/**"]})).await;
     assert_eq!(st, StatusCode::CREATED, "{r}");
     assert_eq!(r["createdCount"], 3);
     assert_eq!(r["skippedCount"], 2, "tool.exe (unsupported) and drafts/wip.md (excluded)");
@@ -37,7 +36,10 @@ async fn create_grant_register_a_directory_and_list_its_files() {
         .iter()
         .map(|s| (s["resourcePath"].as_str().unwrap(), s["kind"].as_str().unwrap(), s["status"].as_str().unwrap()))
         .collect();
-    assert_eq!(summary, vec![("guide.md", "markdown", "pending"), ("reports/notes.txt", "text", "pending"), ("reports/q1.pdf", "pdf", "pending")]);
+    assert_eq!(
+        summary,
+        vec![("guide.md", "markdown", "pending"), ("reports/notes.txt", "text", "pending"), ("reports/q1.pdf", "pdf", "pending")]
+    );
     let guide = &items[0];
     let bytes = std::fs::read(app.docs.join("team/guide.md")).unwrap();
     assert_eq!(guide["sizeBytes"].as_u64(), Some(bytes.len() as u64));
@@ -81,11 +83,7 @@ async fn uploads_are_stored_by_content_hash_and_limited_in_size() {
     let kb = kb["id"].as_str().unwrap();
     let upload = |name: &str, body: Vec<u8>| {
         let form = multipart::Form::new().part("file", multipart::Part::bytes(body).file_name(name.to_string()));
-        c.http
-            .post(format!("{}/api/kbs/{kb}/uploads", app.base))
-            .bearer_auth(c.bearer.as_ref().unwrap())
-            .multipart(form)
-            .send()
+        c.http.post(format!("{}/api/kbs/{kb}/uploads", app.base)).bearer_auth(c.bearer.as_ref().unwrap()).multipart(form).send()
     };
     let (st, r) = json_of(upload("../../报告.md", "# 报告\n\n线程作用域".as_bytes().to_vec()).await.unwrap()).await;
     assert_eq!(st, StatusCode::CREATED, "{r}");

@@ -15,6 +15,6 @@ mod malformed_json;
 mod mineru;
 mod ops;
 mod pages;
-mod search_page;
 mod search;
+mod search_page;
 mod viewer;

@@ -79,7 +79,8 @@ async fn submit(State(f): State<Fake>, h: HeaderMap, Json(body): Json<Value>) ->
     f.seen.lock().unwrap().submits.push((auth_of(&h), body.clone()));
     if auth_of(&h).as_deref() != Some(&format!("Bearer {TOKEN}")) {
         // The gateway's own shape for a bad token.
-        return Json(json!({"success": false, "msgCode": "A0202", "msg": "user authenticate failed", "data": null})).into_response();
+        return Json(json!({"success": false, "msgCode": "A0202", "msg": "user authenticate failed", "data": null}))
+            .into_response();
     }
     if f.ending == Ending::Unavailable {
         return (AxStatus::SERVICE_UNAVAILABLE, "upstream busy").into_response();
@@ -110,7 +111,9 @@ async fn results(State(f): State<Fake>, h: HeaderMap, Path(batch): Path<String>)
         (1, _) => json!({"file_name": name, "state": "pending", "err_msg": ""}),
         (2, _) => json!({"file_name": name, "state": "running", "err_msg": "",
                          "extract_progress": {"extracted_pages": 1, "total_pages": 2, "start_time": "2025-01-20 11:43:20"}}),
-        (_, Ending::Failed) => json!({"file_name": name, "state": "failed", "err_msg": "文件格式不支持，请上传符合要求的文件类型"}),
+        (_, Ending::Failed) => {
+            json!({"file_name": name, "state": "failed", "err_msg": "文件格式不支持，请上传符合要求的文件类型"})
+        }
         _ => json!({"file_name": name, "state": "done", "err_msg": "",
                     "full_zip_url": format!("{}/cdn/pdf/018e53ad-d4f1-475d-b380-36bf24db9914.zip", f.base)}),
     };
@@ -127,8 +130,12 @@ async fn zip(State(f): State<Fake>, h: HeaderMap) -> Vec<u8> {
     w.start_file("018e53ad_content_list.json", opts).unwrap();
     w.write_all(f.content_list.to_string().as_bytes()).unwrap();
     w.start_file("layout.json", opts).unwrap();
-    w.write_all(json!({"pdf_info": [{"page_idx": 0, "page_size": [384, 471]}], "_backend": "pipeline", "_version_name": "2.6.4"}).to_string().as_bytes())
-        .unwrap();
+    w.write_all(
+        json!({"pdf_info": [{"page_idx": 0, "page_size": [384, 471]}], "_backend": "pipeline", "_version_name": "2.6.4"})
+            .to_string()
+            .as_bytes(),
+    )
+    .unwrap();
     w.start_file("images/a8ecda1c.jpg", opts).unwrap();
     w.write_all(b"\xff\xd8\xff").unwrap();
     w.finish().unwrap();
@@ -178,7 +185,8 @@ async fn enable_external(t: &Team, on: bool) {
 /// Copy a test document into the granted directory and register it; returns the source id.
 async fn add(app: &TestApp, t: &Team, from: &str, name: &str) -> String {
     std::fs::copy(testdata(from), app.docs.join("scans").join(name)).unwrap();
-    let (st, s) = t.client.post_json(&format!("/api/kbs/{}/sources", t.kb), json!({"path": app.docs_path(&format!("scans/{name}"))})).await;
+    let (st, s) =
+        t.client.post_json(&format!("/api/kbs/{}/sources", t.kb), json!({"path": app.docs_path(&format!("scans/{name}"))})).await;
     assert!(st.is_success(), "{st} {s}");
     s["id"].as_str().unwrap().to_string()
 }
@@ -279,7 +287,14 @@ async fn a_scanned_pdf_goes_through_the_mineru_upload_flow() {
     let (_, settings) = t.client.get_json("/api/tenant/settings").await;
     assert_eq!(settings["mineruConfigured"], true);
     let stored = rows(&app, t.tenant, "select text, source_map from source_artifact where source_id = $1::uuid", &id).await;
-    for text in [sm.to_string(), s.to_string(), settings.to_string(), format!("{stored:?}"), format!("{ev:?}"), format!("{:?}", app.config)] {
+    for text in [
+        sm.to_string(),
+        s.to_string(),
+        settings.to_string(),
+        format!("{stored:?}"),
+        format!("{ev:?}"),
+        format!("{:?}", app.config),
+    ] {
         assert!(!text.contains(TOKEN), "token leaked: {text}");
     }
 }

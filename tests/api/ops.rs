@@ -22,7 +22,11 @@ async fn health_readiness_and_metrics() {
     let (st, r) = c.get_json("/readyz").await;
     assert_eq!(st, StatusCode::OK);
     // No embedder in this app: the vector side is off, the service ready.
-    assert_eq!((r["status"].as_str(), r["database"].as_str(), r["vector"]["status"].as_str()), (Some("ready"), Some("ok"), Some("off")), "{r}");
+    assert_eq!(
+        (r["status"].as_str(), r["database"].as_str(), r["vector"]["status"].as_str()),
+        (Some("ready"), Some("ok"), Some("off")),
+        "{r}"
+    );
 }
 
 /// A database that applied the foundation migration before it stopped creating pg_trgm

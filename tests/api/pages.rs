@@ -27,7 +27,8 @@ async fn main_pages_render_for_an_owner() {
     assert!(html.contains("Research") && html.contains("papers"));
     // Grant, then register through the KB page form.
     app.write_doc("lab/paper.md", "# Paper");
-    let r = c.post_form("/admin/grants", &[("path", &app.docs_path("lab")), ("grantee", "all"), ("permission", "read_index")]).await;
+    let r =
+        c.post_form("/admin/grants", &[("path", &app.docs_path("lab")), ("grantee", "all"), ("permission", "read_index")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, html) = c.page(&kb_page).await;
     assert!(html.contains(&app.docs_path("lab")), "grant offered in the register form");
@@ -54,7 +55,14 @@ async fn main_pages_render_for_an_owner() {
 async fn pages_follow_the_language_preference() {
     let app = spawn_app().await;
     app.bootstrap("acme", "owner@acme.test").await;
-    let r = app.client().http.get(format!("{}/login", app.base)).header("accept-language", "zh-CN,zh;q=0.9,en;q=0.5").send().await.unwrap();
+    let r = app
+        .client()
+        .http
+        .get(format!("{}/login", app.base))
+        .header("accept-language", "zh-CN,zh;q=0.9,en;q=0.5")
+        .send()
+        .await
+        .unwrap();
     let html = r.text().await.unwrap();
     assert!(html.contains("lang=\"zh-CN\""));
     assert!(!html.contains(">Sign in<"), "login page should be Chinese");

@@ -11,10 +11,12 @@ use uuid::Uuid;
 
 use crate::helpers::*;
 
-const SCOPED_ZH: &str = "# 并发\n\n## 作用域线程\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n另一段话讲的是通道和消息传递。\n";
+const SCOPED_ZH: &str =
+    "# 并发\n\n## 作用域线程\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n另一段话讲的是通道和消息传递。\n";
 const SCOPED_EN: &str = "# Concurrency notes\n\nScoped threads let a closure borrow data from the parent stack frame.\n\n\
 Channels send messages between threads; see [[Ownership]] and ask @Alice.\n\nA paragraph about gardening tomatoes in summer.\n";
-const OWNERSHIP: &str = "# Ownership\n\nEvery value has a single owner; moving it transfers ownership.\n\nAsk @Alice about lifetimes.\n";
+const OWNERSHIP: &str =
+    "# Ownership\n\nEvery value has a single owner; moving it transfers ownership.\n\nAsk @Alice about lifetimes.\n";
 
 /// A minimal DOCX (document.xml only) with one paragraph per string.
 fn docx(paragraphs: &[&str]) -> Vec<u8> {
@@ -104,24 +106,36 @@ fn marked(r: &Value) -> Vec<String> {
 async fn chinese_and_english_queries_match_segmented_and_stemmed_text_in_markdown_and_docx() {
     let app = spawn_app().await;
     let report = docx(&["第三章 线程", "在 Rust 中，使用线程作用域可以借用栈上的数据。", "无关的段落。"]);
-    let t = team(&app, "acme", &[("zh.md", SCOPED_ZH.as_bytes()), ("en.md", SCOPED_EN.as_bytes()), ("report.docx", &report)]).await;
+    let t =
+        team(&app, "acme", &[("zh.md", SCOPED_ZH.as_bytes()), ("en.md", SCOPED_EN.as_bytes()), ("report.docx", &report)]).await;
 
     for q in ["线程作用域", "作用域 线程"] {
         let v = search(&t.client, json!({"query": q, "mode": "lexical"})).await;
         let found = paths(&v);
         assert!(found.contains(&"zh.md".to_string()) && found.contains(&"report.docx".to_string()), "{q}: {found:?}");
-        let top = results(&v).iter().find(|r| r["quote"].as_str().unwrap().contains("使用线程作用域可以借用栈上的数据")).expect("the sentence");
+        let top = results(&v)
+            .iter()
+            .find(|r| r["quote"].as_str().unwrap().contains("使用线程作用域可以借用栈上的数据"))
+            .expect("the sentence");
         assert!(marked(top).iter().any(|m| m.contains("作用域")), "{:?}", marked(top));
         // Located evidence: a locator and the one server-built URL.
         assert_eq!(top["source"]["schema"], "mnote.evidence_locator.v1");
         let url = top["openAction"]["url"].as_str().unwrap();
-        assert!(url.starts_with(&format!("/sources/{}/view?evidence={}", top["source"]["sourceId"].as_str().unwrap(), top["evidenceId"].as_str().unwrap())), "{url}");
+        assert!(
+            url.starts_with(&format!(
+                "/sources/{}/view?evidence={}",
+                top["source"]["sourceId"].as_str().unwrap(),
+                top["evidenceId"].as_str().unwrap()
+            )),
+            "{url}"
+        );
         assert_eq!(top["openAction"]["type"], "mnote.open_resource_locator");
         assert!(top["citationMarkdown"].as_str().unwrap().ends_with(&format!("]({url})")));
     }
     // The Markdown hit carries its heading path and line range.
     let v = search(&t.client, json!({"query": "线程作用域", "mode": "lexical", "kinds": ["markdown"]})).await;
-    let md = results(&v).iter().find(|r| r["source"]["blockId"] != "b1" && r["quote"].as_str().unwrap().contains("借用")).unwrap();
+    let md =
+        results(&v).iter().find(|r| r["source"]["blockId"] != "b1" && r["quote"].as_str().unwrap().contains("借用")).unwrap();
     assert_eq!(md["source"]["sectionPath"], json!(["并发", "作用域线程"]));
     assert_eq!(md["source"]["lineRange"], json!([5, 5]));
     assert_eq!(md["citationMarkdown"].as_str().unwrap().split(']').next().unwrap(), "[zh.md · §作用域线程");
@@ -140,7 +154,12 @@ async fn chinese_and_english_queries_match_segmented_and_stemmed_text_in_markdow
 #[tokio::test]
 async fn every_mode_returns_located_evidence_and_hybrid_fuses_in_sql() {
     let app = spawn_app_full(|_| {}, Some(minilm())).await;
-    let t = team(&app, "acme", &[("en.md", SCOPED_EN.as_bytes()), ("Ownership.md", OWNERSHIP.as_bytes()), ("zh.md", SCOPED_ZH.as_bytes())]).await;
+    let t = team(
+        &app,
+        "acme",
+        &[("en.md", SCOPED_EN.as_bytes()), ("Ownership.md", OWNERSHIP.as_bytes()), ("zh.md", SCOPED_ZH.as_bytes())],
+    )
+    .await;
     let embedded = app.run_embeddings().await;
     assert!(embedded >= 8, "{embedded} blocks embedded");
     assert_eq!(app.run_embeddings().await, 0, "the backlog is drained");
@@ -167,13 +186,13 @@ async fn every_mode_returns_located_evidence_and_hybrid_fuses_in_sql() {
     let v = search(&t.client, json!({"query": "channels messages", "mode": "graph", "topK": 20})).await;
     let r = results(&v);
     assert!(r[0]["quote"].as_str().unwrap().starts_with("Channels"), "{v}");
-    let via: Vec<(&str, &str)> = r
-        .iter()
-        .filter_map(|x| Some((x["graph"]["edgeKind"].as_str()?, x["source"]["resourcePath"].as_str()?)))
-        .collect();
+    let via: Vec<(&str, &str)> =
+        r.iter().filter_map(|x| Some((x["graph"]["edgeKind"].as_str()?, x["source"]["resourcePath"].as_str()?))).collect();
     assert!(via.contains(&("markdown_links_to", "Ownership.md")), "{via:?}");
-    assert!(r.iter().any(|x| x["graph"]["edgeKind"] == "block_mentions_entity"
-        && x["quote"].as_str().unwrap().contains("lifetimes")), "{v}");
+    assert!(
+        r.iter().any(|x| x["graph"]["edgeKind"] == "block_mentions_entity" && x["quote"].as_str().unwrap().contains("lifetimes")),
+        "{v}"
+    );
     for x in r {
         assert_eq!(x["source"]["schema"], "mnote.evidence_locator.v1");
         if let Some(hop) = x["graph"]["hop"].as_u64() {
@@ -183,7 +202,8 @@ async fn every_mode_returns_located_evidence_and_hybrid_fuses_in_sql() {
 
     // Every vector row carries its model; a different model's rows are never used.
     let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::System).await.unwrap();
-    let models: Vec<String> = sqlx::query_scalar("select distinct model from evidence_embedding").fetch_all(&mut *tx).await.unwrap();
+    let models: Vec<String> =
+        sqlx::query_scalar("select distinct model from evidence_embedding").fetch_all(&mut *tx).await.unwrap();
     assert_eq!(models, ["sentence-transformers/all-MiniLM-L6-v2"]);
     tx.commit().await.unwrap();
 }
@@ -322,13 +342,12 @@ async fn bad_requests_get_stable_codes() {
 async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
     let app = spawn_app().await;
     let report = docx(&["Borrow checker report for the scoped threads design."]);
-    let image = std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images/rapid_en.jpg")).unwrap();
-    let t = team(
-        &app,
-        "acme",
-        &[("notes/en.md", SCOPED_EN.as_bytes()), ("reports/report.docx", &report), ("scans/en.jpg", &image)],
-    )
-    .await;
+    let image =
+        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images/rapid_en.jpg"))
+            .unwrap();
+    let t =
+        team(&app, "acme", &[("notes/en.md", SCOPED_EN.as_bytes()), ("reports/report.docx", &report), ("scans/en.jpg", &image)])
+            .await;
     let all = search(&t.client, json!({"query": "borrow threads", "mode": "lexical"})).await;
     assert_eq!(paths(&all).len(), 2, "{all}");
     let v = search(&t.client, json!({"query": "borrow threads", "mode": "lexical", "kinds": ["docx"]})).await;
@@ -349,7 +368,12 @@ async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
         .await
         .expect("the image has OCR blocks");
     tx.commit().await.unwrap();
-    let word = ocr_text.split_whitespace().filter(|w| w.len() >= 5 && w.chars().all(char::is_alphabetic)).next().expect("an OCR word").to_string();
+    let word = ocr_text
+        .split_whitespace()
+        .filter(|w| w.len() >= 5 && w.chars().all(char::is_alphabetic))
+        .next()
+        .expect("an OCR word")
+        .to_string();
     let v = search(&t.client, json!({"query": word, "mode": "lexical"})).await;
     assert!(paths(&v).contains(&"scans/en.jpg".to_string()), "{word}: {v}");
     let v = search(&t.client, json!({"query": word, "mode": "lexical", "includeOcr": false})).await;
@@ -421,8 +445,11 @@ async fn results_respect_tenants_private_kbs_revoked_grants_and_stale_files() {
     // A revoked grant: nothing from it, whatever the filters say.
     let (st, _) = a.client.delete_json(&format!("/api/grants/{}", a.grant)).await;
     assert_eq!(st, StatusCode::OK);
-    for body in [q.clone(), json!({"query": "borrow", "mode": "lexical", "includeStale": true, "kbIds": [a.kb]}),
-                 json!({"query": "borrow", "mode": "graph", "includeStale": true})] {
+    for body in [
+        q.clone(),
+        json!({"query": "borrow", "mode": "lexical", "includeStale": true, "kbIds": [a.kb]}),
+        json!({"query": "borrow", "mode": "graph", "includeStale": true}),
+    ] {
         assert!(results(&search(&a.client, body.clone()).await).is_empty(), "{body}");
     }
     let _ = (a.user, b.tenant, b.user, b.kb, b.grant);
@@ -474,8 +501,10 @@ async fn read_and_open_give_context_and_the_same_url_as_search() {
 
 async fn snapshot(app: &TestApp, tenant: Uuid) -> (Vec<(Uuid, String, i32)>, Vec<(String, i32)>, (i64, i64)) {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let blocks = sqlx::query_as("select id, lex::text, lex_len from evidence_block order by id").fetch_all(&mut *tx).await.unwrap();
-    let terms = sqlx::query_as("select term, df from evidence_term_stat where df > 0 order by term").fetch_all(&mut *tx).await.unwrap();
+    let blocks =
+        sqlx::query_as("select id, lex::text, lex_len from evidence_block order by id").fetch_all(&mut *tx).await.unwrap();
+    let terms =
+        sqlx::query_as("select term, df from evidence_term_stat where df > 0 order by term").fetch_all(&mut *tx).await.unwrap();
     let kb = sqlx::query_as("select coalesce(sum(blocks), 0)::int8, coalesce(sum(total_len), 0)::int8 from evidence_kb_stat")
         .fetch_one(&mut *tx)
         .await
@@ -504,7 +533,10 @@ async fn bm25_statistics_follow_the_blocks_and_rebuild_identically() {
 
     // Deleting a source takes its terms out of the statistics.
     let (_, list) = t.client.get_json(&format!("/api/kbs/{}/sources", t.kb)).await;
-    let en = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == "en.md").unwrap()["id"].as_str().unwrap().to_string();
+    let en = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == "en.md").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(t.client.delete(&format!("/api/sources/{en}")).await, StatusCode::NO_CONTENT);
     let (blocks, terms, (n, _)) = snapshot(&app, t.tenant).await;
     assert_eq!(n as usize, blocks.len());
@@ -568,7 +600,14 @@ async fn the_lexical_mirror_ranks_exactly_like_sql_and_is_never_used_stale() {
     let kb1: Uuid = t.kb.parse().unwrap();
     let kb2_id: Uuid = kb2.parse().unwrap();
     let mut compared = 0;
-    for q in ["线程作用域", "作用域 线程", "borrow threads", "ownership Alice", "scoped threads borrow data from the stack", "nothing matches xyzzy"] {
+    for q in [
+        "线程作用域",
+        "作用域 线程",
+        "borrow threads",
+        "ownership Alice",
+        "scoped threads borrow data from the stack",
+        "nothing matches xyzzy",
+    ] {
         for (kbs, kinds, prefix, ocr) in [
             (None, None, None, None),
             (Some(vec![kb2_id]), None, None, None),

@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use crate::helpers::*;
 
-const GUIDE: &str = "# 第一章\n\n## 解除条件\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\nPlain <b>markup</b> & text stays text.\n";
+const GUIDE: &str =
+    "# 第一章\n\n## 解除条件\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\nPlain <b>markup</b> & text stays text.\n";
 
 /// A tenant `acme` whose owner has a KB `Guides` with one indexed Markdown file; returns
 /// (source id, KB id).
@@ -64,7 +65,11 @@ async fn a_member_finds_highlighted_evidence_with_its_open_link() {
 
     // Quotes are escaped; only the highlights are markup.
     let (_, html) = c.page(&search_url("markup", "&mode=lexical")).await;
-    assert!(html.contains("Plain &#60;b&#62;<mark>markup</mark>&#60;/b&#62; &#38; text") || html.contains("Plain &lt;b&gt;<mark>markup</mark>&lt;/b&gt; &amp; text"), "{html}");
+    assert!(
+        html.contains("Plain &#60;b&#62;<mark>markup</mark>&#60;/b&#62; &#38; text")
+            || html.contains("Plain &lt;b&gt;<mark>markup</mark>&lt;/b&gt; &amp; text"),
+        "{html}"
+    );
     assert!(!html.contains("Vector search unavailable"), "lexical mode is not degraded");
 
     // Chinese UI.

@@ -120,7 +120,8 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
     assert_eq!(text(one(&doc, "#hl")), "second item");
 
     // A locator whose block is gone → its line, approximate.
-    let url = open(&k.client, json!({"locator": {"sourceId": id("flow/notes.md"), "blockId": "b99", "lineRange": [16, 16]}})).await;
+    let url =
+        open(&k.client, json!({"locator": {"sourceId": id("flow/notes.md"), "blockId": "b99", "lineRange": [16, 16]}})).await;
     assert_eq!(url, format!("/sources/{}/view?line=16#hl", id("flow/notes.md")));
     let doc = view(&k.client, &url).await;
     assert!(has(&doc, ".approx-notice"));
@@ -143,14 +144,15 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
             let row = rows.iter().find(|r| r.1 == want).unwrap_or_else(|| panic!("{file}: {want}"));
             let doc = view(&k.client, &open(&k.client, json!({"evidenceId": row.0})).await).await;
             let hl = one(&doc, "#hl");
-            let shown = if b["type"] == "table_row" {
-                hl.select(&sel("td")).map(text).collect::<Vec<_>>().join(" | ")
-            } else {
-                text(hl)
-            };
+            let shown =
+                if b["type"] == "table_row" { hl.select(&sel("td")).map(text).collect::<Vec<_>>().join(" | ") } else { text(hl) };
             assert_eq!(shown, want, "{file}");
             assert!(hl.value().classes().any(|c| c == "hl"), "{file}: {}", hl.html());
-            assert_eq!(hl.value().attr("data-ordinal").map(String::from), b["paragraphOrdinal"].as_u64().map(|o| o.to_string()), "{file}");
+            assert_eq!(
+                hl.value().attr("data-ordinal").map(String::from),
+                b["paragraphOrdinal"].as_u64().map(|o| o.to_string()),
+                "{file}"
+            );
             assert_eq!(hl.value().attr("data-para-id"), b["paraIdStart"].as_str(), "{file}");
             assert!(!has(&doc, ".approx-notice"), "{file}");
             if b["type"] == "heading" {
@@ -184,7 +186,8 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
 fn ink(png: &image::RgbImage, bbox: &[f64], size: &[f64]) -> f64 {
     let (w, h) = (png.width() as f64, png.height() as f64);
     let (x0, y0) = ((bbox[0] / size[0] * w) as u32, (bbox[1] / size[1] * h) as u32);
-    let (x1, y1) = (((bbox[2] / size[0] * w).ceil() as u32).min(png.width()), ((bbox[3] / size[1] * h).ceil() as u32).min(png.height()));
+    let (x1, y1) =
+        (((bbox[2] / size[0] * w).ceil() as u32).min(png.width()), ((bbox[3] / size[1] * h).ceil() as u32).min(png.height()));
     let mut dark = 0;
     let mut all = 0;
     for y in y0..y1 {
@@ -246,7 +249,10 @@ async fn pdf_pages_and_images_show_the_box_over_the_cited_words() {
         let want: Vec<f64> = serde_json::from_value(w["bbox"].clone()).unwrap();
         assert!(bbox.iter().zip(&want).all(|(a, b)| (a - b).abs() <= 2.0), "{word}: {bbox:?} vs {want:?}");
         let pc = percents(hl.value().attr("style").unwrap());
-        assert!((pc["left"] - bbox[0] / 612.0 * 100.0).abs() < 0.01 && (pc["top"] - bbox[1] / 792.0 * 100.0).abs() < 0.01, "{pc:?}");
+        assert!(
+            (pc["left"] - bbox[0] / 612.0 * 100.0).abs() < 0.01 && (pc["top"] - bbox[1] / 792.0 * 100.0).abs() < 0.01,
+            "{pc:?}"
+        );
         assert!((pc["width"] - (bbox[2] - bbox[0]) / 612.0 * 100.0).abs() < 0.01, "{pc:?}");
         assert_eq!(one(&doc, ".page-frame").value().attr("data-page"), Some(page.to_string().as_str()));
         assert_eq!(text(one(&doc, ".page-label")), format!("Page {page} of 3"));
@@ -262,8 +268,15 @@ async fn pdf_pages_and_images_show_the_box_over_the_cited_words() {
         let etag = again.headers()[header::ETAG].to_str().unwrap().to_string();
         assert!(again.headers()[header::CACHE_CONTROL].to_str().unwrap().contains("max-age"));
         if !etag_checked {
-            let r = k.client.http.get(format!("{}{src}", app.base)).bearer_auth(k.client.bearer.as_ref().unwrap())
-                .header(header::IF_NONE_MATCH, &etag).send().await.unwrap();
+            let r = k
+                .client
+                .http
+                .get(format!("{}{src}", app.base))
+                .bearer_auth(k.client.bearer.as_ref().unwrap())
+                .header(header::IF_NONE_MATCH, &etag)
+                .send()
+                .await
+                .unwrap();
             assert_eq!(r.status(), StatusCode::NOT_MODIFIED);
             etag_checked = true;
             // Another scale is another cache entry with the same aspect ratio.

@@ -23,9 +23,9 @@ const EMAIL: &str = "owner@acme.test";
 // ---- fixtures and indexing ---------------------------------------------------------------
 
 fn fixtures() -> (PathBuf, Value) {
-    let dir = std::env::var_os("MNOTE_FIXTURES_DIR").map(PathBuf::from).expect(
-        "MNOTE_FIXTURES_DIR is not set: run the tests through `./dev test`, which generates the fixtures",
-    );
+    let dir = std::env::var_os("MNOTE_FIXTURES_DIR")
+        .map(PathBuf::from)
+        .expect("MNOTE_FIXTURES_DIR is not set: run the tests through `./dev test`, which generates the fixtures");
     let text = std::fs::read_to_string(dir.join("expected.json"))
         .unwrap_or_else(|e| panic!("{}/expected.json: {e}; `./dev provision` generates it", dir.display()));
     (dir, serde_json::from_str(&text).unwrap())
@@ -218,12 +218,7 @@ async fn layout(b: &Browser) -> Layout {
 fn on_screen(r: &[f64; 4], vw: f64, vh: f64) -> bool {
     let [l, t, rt, bt] = *r;
     let (w, h) = (rt - l, bt - t);
-    w > 0.0
-        && h > 0.0
-        && l >= -1.0
-        && rt <= vw + 1.0
-        && t >= -1.0
-        && (bt <= vh + 1.0 || (h > vh && t < vh / 2.0))
+    w > 0.0 && h > 0.0 && l >= -1.0 && rt <= vw + 1.0 && t >= -1.0 && (bt <= vh + 1.0 || (h > vh && t < vh / 2.0))
 }
 
 /// Wait for `#hl` to exist and be in the viewport, then check the highlight's class and the
@@ -428,8 +423,7 @@ async fn scanned_pdf_overlay_is_on_the_page_image() {
 async fn image_overlays_cover_the_ocr_text() {
     let (dir, exp) = fixtures();
     let img = &exp["image"];
-    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (shared_doc("images/rapid_en.jpg"), "rapid_en.jpg")])
-        .await;
+    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (shared_doc("images/rapid_en.jpg"), "rapid_en.jpg")]).await;
     let b = browser_for(&app, "image").await;
     let text = img["text"].as_str().unwrap();
     overlay_case(&b, "scope_zh", text, text, Some(f2(&img["imageSize"])), Some(f4(&img["bbox"]))).await;
@@ -484,7 +478,8 @@ async fn markdown_blocks_far_down_are_scrolled_to_and_highlighted() {
     std::fs::write(&path, long_guide("")).unwrap();
     let app = indexed(&[(path, "guide.md")]).await;
     let b = browser_for(&app, "markdown").await;
-    text_case(&b, "platypus", "platypus", "The platypus paragraph sits near the end of the guide, well below the first screen.").await;
+    text_case(&b, "platypus", "platypus", "The platypus paragraph sits near the end of the guide, well below the first screen.")
+        .await;
     text_case(&b, "zh", "线程作用域", "在 Rust 中，使用线程作用域可以借用栈上的数据。").await;
     b.resize(420, 900).await;
     text_case(&b, "platypus-420", "platypus", "The platypus paragraph sits near the end of the guide").await;
@@ -501,8 +496,7 @@ async fn results_then(b: &Browser, q: &str) -> (fantoccini::elements::Element, S
 
 async fn click_to_viewer(b: &Browser, link: fantoccini::elements::Element) {
     link.click().await.unwrap();
-    b.poll("the viewer page", "return /\\/view$/.test(location.pathname) && document.readyState === 'complete'", vec![])
-        .await;
+    b.poll("the viewer page", "return /\\/view$/.test(location.pathname) && document.readyState === 'complete'", vec![]).await;
     b.loaded().await;
 }
 

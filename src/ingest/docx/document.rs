@@ -105,8 +105,7 @@ impl DocParser {
         if w && name == "p" {
             self.ordinal = self.ordinal.saturating_add(1);
         }
-        let skip =
-            (w && matches!(name, "del" | "moveFrom" | "txbxContent")) || (ns == Some(NS_MC) && name == "Fallback");
+        let skip = (w && matches!(name, "del" | "moveFrom" | "txbxContent")) || (ns == Some(NS_MC) && name == "Fallback");
         if self.skipping > 0 || skip {
             self.skipping += 1;
             self.stack.push(Tag::Skip);

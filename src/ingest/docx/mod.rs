@@ -32,8 +32,8 @@ use std::collections::HashMap;
 use std::io::Cursor;
 
 use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree,
-    SourceMap, TextBuilder,
+    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap,
+    TextBuilder,
 };
 use super::{ParseError, ParseInput, ParseProvider};
 use document::{RawBlock, parse_document};
@@ -69,14 +69,12 @@ impl ParseProvider for DocxProvider {
             let msg = "OLE compound file: a password-protected DOCX (or a legacy Word 97-2003 file)";
             return Err(ParseError::new("docx_encrypted", msg));
         }
-        let mut zip =
-            zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| malformed(format!("not a zip archive: {e}")))?;
+        let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| malformed(format!("not a zip archive: {e}")))?;
         let document = read_entry(&mut zip, "word/document.xml", MAX_DOCUMENT_XML)?
             .ok_or_else(|| malformed("word/document.xml is missing"))?;
         let optional = |zip: &mut zip::ZipArchive<_>, name| read_entry(zip, name, MAX_PART_XML).ok().flatten();
         let styles = optional(&mut zip, "word/styles.xml").and_then(|x| parse_styles(&x).ok()).unwrap_or_default();
-        let rels =
-            optional(&mut zip, "word/_rels/document.xml.rels").and_then(|x| parse_rels(&x).ok()).unwrap_or_default();
+        let rels = optional(&mut zip, "word/_rels/document.xml.rels").and_then(|x| parse_rels(&x).ok()).unwrap_or_default();
         let raw = parse_document(&document, &styles)?;
         Ok(assemble(bytes, raw, &styles, &rels))
     }
@@ -85,8 +83,7 @@ impl ParseProvider for DocxProvider {
 fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<String, String>) -> ParsedArtifact {
     let body_size = body_font_size(&raw);
     // In a document that is mostly bold, bold says nothing about headings.
-    let (bold, total) =
-        raw.iter().flat_map(|b| &b.runs).fold((0, 0), |(b, t), r| (b + if r.0 { r.2 } else { 0 }, t + r.2));
+    let (bold, total) = raw.iter().flat_map(|b| &b.runs).fold((0, 0), |(b, t), r| (b + if r.0 { r.2 } else { 0 }, t + r.2));
     let bold_is_signal = bold * 2 < total;
     let mut tb = TextBuilder::default();
     let (mut blocks, mut tree, mut references) = (Vec::new(), SectionTree::default(), Vec::new());
@@ -101,12 +98,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
         for (rid, label) in &rb.links {
             if let Some(url) = rels.get(rid) {
                 let label = (!label.is_empty()).then(|| label.clone());
-                references.push(Reference {
-                    kind: ReferenceKind::Link,
-                    source_block_id: id.clone(),
-                    target: url.clone(),
-                    label,
-                });
+                references.push(Reference { kind: ReferenceKind::Link, source_block_id: id.clone(), target: url.clone(), label });
             }
         }
         let block_type = match (rb.is_row, level, rb.numbered) {

@@ -84,9 +84,8 @@ pub(super) fn parse_styles(xml: &str) -> Result<Styles, quick_xml::Error> {
     let mut stack: Vec<String> = Vec::new();
     // Id and fields of the paragraph style being read (`None` inside other style types).
     let (mut cur, mut style): (Option<String>, Style) = (None, Style::default());
-    let under = |stack: &[String], a: &str, b: &str| {
-        stack.len() >= 2 && stack[stack.len() - 2] == a && stack[stack.len() - 1] == b
-    };
+    let under =
+        |stack: &[String], a: &str, b: &str| stack.len() >= 2 && stack[stack.len() - 2] == a && stack[stack.len() - 1] == b;
     loop {
         let (res, ev) = r.read_resolved_event()?;
         let w = is_ns(&res, NS_W);
@@ -142,8 +141,8 @@ pub(super) fn parse_rels(xml: &str) -> Result<HashMap<String, String>, quick_xml
         match r.read_event()? {
             Event::Start(e) | Event::Empty(e) if e.local_name().as_ref() == "Relationship" => {
                 let get = |k| attr(&r, &e, None, k);
-                let is_link = get("Type").is_some_and(|t| t.ends_with("/hyperlink"))
-                    && get("TargetMode").as_deref() == Some("External");
+                let is_link =
+                    get("Type").is_some_and(|t| t.ends_with("/hyperlink")) && get("TargetMode").as_deref() == Some("External");
                 if let (true, Some(id), Some(target)) = (is_link, get("Id"), get("Target")) {
                     out.insert(id, target);
                 }

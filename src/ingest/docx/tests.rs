@@ -148,17 +148,11 @@ fn without_styles_xml_ids_still_resolve_and_text_boxes_are_counted_not_extracted
     );
     let a = parse(&docx(&body, None)).unwrap();
     a.validate().unwrap();
-    let got: Vec<_> =
-        a.source_map.blocks.iter().map(|b| (b.text.as_str(), b.block_type, b.paragraph_ordinal)).collect();
+    let got: Vec<_> = a.source_map.blocks.iter().map(|b| (b.text.as_str(), b.block_type, b.paragraph_ordinal)).collect();
     use BlockType::*;
     assert_eq!(
         got,
-        [
-            ("Intro", Heading, Some(1)),
-            ("Text", Paragraph, Some(2)),
-            ("After", Paragraph, Some(5)),
-            ("Deep", Heading, Some(6))
-        ]
+        [("Intro", Heading, Some(1)), ("Text", Paragraph, Some(2)), ("After", Paragraph, Some(5)), ("Deep", Heading, Some(6))]
     );
     assert_eq!(a.source_map.sections[1].level, 3);
     assert_eq!(a.source_map.sections[1].parent_id.as_deref(), Some("sec_1"));
@@ -167,8 +161,7 @@ fn without_styles_xml_ids_still_resolve_and_text_boxes_are_counted_not_extracted
 #[test]
 fn larger_font_marks_a_title_but_bold_in_a_bold_document_does_not() {
     let big = r#"<w:p><w:r><w:rPr><w:sz w:val="36"/></w:rPr><w:t>研究背景</w:t></w:r></w:p>"#;
-    let body =
-        format!("{big}<w:p>{}</w:p><w:p>{}</w:p>", run("正文内容比较长，用来确定正文字号。"), run("Short plain line"));
+    let body = format!("{big}<w:p>{}</w:p><w:p>{}</w:p>", run("正文内容比较长，用来确定正文字号。"), run("Short plain line"));
     let a = parse(&docx(&body, Some(STYLES))).unwrap();
     let types: Vec<_> = a.source_map.blocks.iter().map(|b| b.block_type).collect();
     assert_eq!(types, [BlockType::Heading, BlockType::Paragraph, BlockType::Paragraph]);
@@ -263,13 +256,8 @@ fn shared_test_files() {
     assert!(zen.source_map.blocks.iter().all(|b| b.para_id_start.is_none()));
 
     let tables = shared("un_docx-tables.docx");
-    let rows: Vec<_> = tables
-        .source_map
-        .blocks
-        .iter()
-        .filter(|b| b.block_type == BlockType::TableRow)
-        .map(|b| b.text.as_str())
-        .collect();
+    let rows: Vec<_> =
+        tables.source_map.blocks.iter().filter(|b| b.block_type == BlockType::TableRow).map(|b| b.text.as_str()).collect();
     assert!(rows.contains(&"Header Col 1 | Header Col 2"), "{rows:?}");
     assert!(rows.contains(&"a | >b< | c"), "entities decoded: {rows:?}");
     assert!(rows.contains(&"d | e | f\ng&t | h | i"), "nested table flattened into its cell: {rows:?}");

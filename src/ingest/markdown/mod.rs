@@ -175,12 +175,7 @@ impl<'t> Output<'t> {
         let section_id = self.sections.add_block(&id);
         for r in refs {
             if self.seen_refs.insert((r.kind as u8, id.clone(), r.target.clone())) {
-                self.references.push(Reference {
-                    kind: r.kind,
-                    source_block_id: id.clone(),
-                    target: r.target,
-                    label: r.label,
-                });
+                self.references.push(Reference { kind: r.kind, source_block_id: id.clone(), target: r.target, label: r.label });
             }
         }
         self.blocks.push(Block {
@@ -336,8 +331,7 @@ impl Leaf {
             }
             Event::End(TagEnd::Link | TagEnd::Image) => {
                 if let Some(mut r) = self.captures.pop() {
-                    r.label =
-                        r.label.map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|l| !l.is_empty());
+                    r.label = r.label.map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|l| !l.is_empty());
                     if !r.target.is_empty() {
                         self.refs.push(r);
                     }
@@ -395,9 +389,7 @@ impl<'o, 't> MarkdownWalker<'o, 't> {
         if let Some(leaf) = self.leaf.as_mut().filter(|l| l.explicit) {
             let ends_leaf = matches!(
                 event,
-                Event::End(
-                    TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::HtmlBlock | TagEnd::Table
-                )
+                Event::End(TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::CodeBlock | TagEnd::HtmlBlock | TagEnd::Table)
             );
             if ends_leaf {
                 self.finish_leaf();
@@ -443,10 +435,7 @@ impl<'o, 't> MarkdownWalker<'o, 't> {
             }
             Event::Rule => self.finish_leaf(),
             // Inline content outside a leaf tag (tight list items): an implicit paragraph.
-            inline => self
-                .leaf
-                .get_or_insert_with(|| Leaf::new(LeafKind::Paragraph, false, range.clone()))
-                .inline(inline, range),
+            inline => self.leaf.get_or_insert_with(|| Leaf::new(LeafKind::Paragraph, false, range.clone())).inline(inline, range),
         }
     }
 
@@ -567,8 +556,7 @@ fn mentions(text: &str) -> Vec<PendingRef> {
         while end > i + 1 && chars[end - 1] == '-' {
             end -= 1;
         }
-        let continues =
-            matches!(chars.get(j), Some('.' | '/' | '@')) && chars.get(j + 1).is_some_and(|c| c.is_alphanumeric());
+        let continues = matches!(chars.get(j), Some('.' | '/' | '@')) && chars.get(j + 1).is_some_and(|c| c.is_alphanumeric());
         if end > i + 1 && chars[i + 1] != '-' && !continues {
             let target: String = chars[i + 1..end].iter().collect();
             found.push(PendingRef { kind: ReferenceKind::Mention, target, label: None });

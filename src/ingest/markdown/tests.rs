@@ -33,8 +33,7 @@ fn full_document() {
     assert_eq!(a.source_hash, artifact::source_hash(DOC.as_bytes()));
     assert_eq!(a.source_map.schema, artifact::SOURCE_MAP_SCHEMA);
     assert_eq!(a.source_map.resource_kind, "markdown");
-    let para =
-        "在 Rust 里，使用线程作用域可以借用栈上的数据，见 [文档](https://doc.rust-lang.org/std/thread/fn.scope.html)。";
+    let para = "在 Rust 里，使用线程作用域可以借用栈上的数据，见 [文档](https://doc.rust-lang.org/std/thread/fn.scope.html)。";
     assert_eq!(
         blocks(&a),
         vec![
@@ -214,10 +213,7 @@ fn encoding_and_plain_text() {
     assert_eq!(t.source_map.resource_kind, "text");
     assert_eq!(
         blocks(&t),
-        vec![
-            (BlockType::Paragraph, "# not heading\n<tag> kept *as is*", [1, 2]),
-            (BlockType::Paragraph, "second @Ann", [5, 5])
-        ]
+        vec![(BlockType::Paragraph, "# not heading\n<tag> kept *as is*", [1, 2]), (BlockType::Paragraph, "second @Ann", [5, 5])]
     );
     assert!(t.source_map.sections.is_empty());
     assert_eq!(refs(&t), vec![(ReferenceKind::Mention, "b2", "Ann", None)]);
@@ -239,8 +235,8 @@ fn nul_is_replaced_one_char_for_one() {
 #[test]
 fn fuzz_mutations_never_panic() {
     const PIECES: &[&str] = &[
-        "#", "## ", "\n", "\r\n", "\r", "- ", "  ", "\t", "> ", "```", "~~~", "|", "---", "[[", "]]", "](", "![", "@",
-        "`", "*", "_", "<div>", "<!--", "-->", "[^1]", "中文", "😀", "1. ", "[ ] ", "{#id}", "\\",
+        "#", "## ", "\n", "\r\n", "\r", "- ", "  ", "\t", "> ", "```", "~~~", "|", "---", "[[", "]]", "](", "![", "@", "`", "*",
+        "_", "<div>", "<!--", "-->", "[^1]", "中文", "😀", "1. ", "[ ] ", "{#id}", "\\",
     ];
     let seeds = [DOC, "- a\n  - b\n> q\n\n| x |\n|---|\n", "---\nk: v\n---\n# t\n"];
     let mut state = 0x2545_f491_4f6c_dd1du64;

@@ -103,9 +103,7 @@ impl<'a> Api<'a> {
         let env: Envelope = serde_json::from_slice(&body).unwrap_or_default();
         let ok_code = env.code.as_ref().is_some_and(|c| c.as_i64() == Some(0));
         if status.is_success() && ok_code && env.success != Some(false) {
-            return env
-                .data
-                .ok_or_else(|| ParseError::new("mineru_failed", format!("MinerU {what}: the answer has no data")));
+            return env.data.ok_or_else(|| ParseError::new("mineru_failed", format!("MinerU {what}: the answer has no data")));
         }
         if status.is_success() && env.code.is_none() && env.msg_code.is_none() {
             return Err(ParseError::new("mineru_unavailable", format!("MinerU {what}: the answer is not MinerU JSON")));
@@ -128,9 +126,7 @@ impl<'a> Api<'a> {
         let upload = data["file_urls"].as_array().and_then(|u| u.first()).and_then(Value::as_str);
         match (batch, upload) {
             (Some(b), Some(u)) => Ok((b.to_string(), u.to_string())),
-            _ => {
-                Err(ParseError::new("mineru_failed", "MinerU upload request: no batch_id or upload URL in the answer"))
-            }
+            _ => Err(ParseError::new("mineru_failed", "MinerU upload request: no batch_id or upload URL in the answer")),
         }
     }
 
@@ -161,16 +157,15 @@ impl<'a> Api<'a> {
             if let Some(r) = mine {
                 match r["state"].as_str().unwrap_or("") {
                     "done" => {
-                        return r["full_zip_url"].as_str().filter(|u| !u.is_empty()).map(str::to_string).ok_or_else(
-                            || ParseError::new("mineru_failed", "MinerU finished without a result archive"),
-                        );
+                        return r["full_zip_url"]
+                            .as_str()
+                            .filter(|u| !u.is_empty())
+                            .map(str::to_string)
+                            .ok_or_else(|| ParseError::new("mineru_failed", "MinerU finished without a result archive"));
                     }
                     "failed" => {
                         let why = short(r["err_msg"].as_str().unwrap_or("no reason given"));
-                        return Err(ParseError::new(
-                            "mineru_failed",
-                            format!("MinerU could not parse the file: {why}"),
-                        ));
+                        return Err(ParseError::new("mineru_failed", format!("MinerU could not parse the file: {why}")));
                     }
                     // waiting-file, pending, running, converting (and anything newer): wait.
                     state => {
@@ -187,11 +182,13 @@ impl<'a> Api<'a> {
         let mut resp = self.http.send(self.http.get(url)).await.map_err(|e| unavailable("result download", e))?;
         let status = resp.status();
         if !status.is_success() {
-            return Err(ParseError::new(status_code(status), format!("MinerU result download failed (HTTP {})", status.as_u16())));
+            return Err(ParseError::new(
+                status_code(status),
+                format!("MinerU result download failed (HTTP {})", status.as_u16()),
+            ));
         }
-        let too_big = || {
-            ParseError::new("mineru_failed", format!("the MinerU result archive is larger than {MAX_ZIP_BYTES} bytes"))
-        };
+        let too_big =
+            || ParseError::new("mineru_failed", format!("the MinerU result archive is larger than {MAX_ZIP_BYTES} bytes"));
         if resp.content_length().is_some_and(|n| n > MAX_ZIP_BYTES) {
             return Err(too_big());
         }

@@ -5,9 +5,7 @@ use serde_json::Value;
 use super::result::{ResultFiles, bad_result};
 use super::{PROVIDER_ID, Probe};
 use crate::ingest::ParseError;
-use crate::ingest::artifact::{
-    self, Block, BlockType, Page, ParsedArtifact, Quality, SectionTree, SourceMap, TextBuilder,
-};
+use crate::ingest::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, SectionTree, SourceMap, TextBuilder};
 
 /// Size of one page in the locator unit (PDF points or image pixels).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -294,10 +292,7 @@ mod tests {
 
         let s = &a.source_map.sections;
         assert_eq!(s.len(), 2);
-        assert_eq!(
-            (s[0].title.as_str(), s[0].level, s[0].page_start, s[0].page_end),
-            ("第一章 总则", 1, Some(1), Some(2))
-        );
+        assert_eq!((s[0].title.as_str(), s[0].level, s[0].page_start, s[0].page_end), ("第一章 总则", 1, Some(1), Some(2)));
         assert_eq!(s[1].path, vec!["第一章 总则".to_string(), "1.1 Scope".to_string()]);
         assert_eq!(s[1].parent_id.as_deref(), Some("sec_1"));
         assert_eq!(s[1].block_ids, vec!["p2_b1", "p2_b2", "p2_b3"]);

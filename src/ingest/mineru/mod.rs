@@ -112,14 +112,13 @@ pub fn probe_in_process(path: &Path, kind: &str) -> Result<Probe, ParseError> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     match kind {
         "pdf" => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
+            let bytes =
+                std::fs::read(path).map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
             Ok(Probe { kind: kind.into(), format: None, pages: super::pdf::probe_pages(&bytes, &name)? })
         }
         "image" => {
-            let unreadable = |e: &dyn std::fmt::Display| {
-                ParseError::new("image_unreadable", format!("{name} is not a readable image: {e}"))
-            };
+            let unreadable =
+                |e: &dyn std::fmt::Display| ParseError::new("image_unreadable", format!("{name} is not a readable image: {e}"));
             let reader = ::image::ImageReader::open(path)
                 .map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?
                 .with_guessed_format()
@@ -146,15 +145,9 @@ pub fn probe_in_process(path: &Path, kind: &str) -> Result<Probe, ParseError> {
 /// Parse `path` with MinerU. Network and server trouble is `mineru_unavailable` (retried
 /// with backoff), a result that does not arrive in time `mineru_timeout` (retried), a
 /// refused token `mineru_unauthorized`, everything else MinerU rejects `mineru_failed`.
-pub async fn parse_file(
-    cfg: &Config,
-    token: &SecretString,
-    path: &Path,
-    probe: &Probe,
-) -> Result<ParsedArtifact, ParseError> {
-    let bytes = tokio::fs::read(path)
-        .await
-        .map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
+pub async fn parse_file(cfg: &Config, token: &SecretString, path: &Path, probe: &Probe) -> Result<ParsedArtifact, ParseError> {
+    let bytes =
+        tokio::fs::read(path).await.map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
     if bytes.len() as u64 > MAX_UPLOAD_BYTES {
         return Err(ParseError::new(
             "mineru_failed",
@@ -181,10 +174,7 @@ pub async fn parse_file(
     let zip = match tokio::time::timeout(deadline, run).await {
         Ok(r) => r.map_err(|e| scrub(e, token))?,
         Err(_) => {
-            return Err(ParseError::new(
-                "mineru_timeout",
-                format!("MinerU gave no result within {}s", deadline.as_secs()),
-            ));
+            return Err(ParseError::new("mineru_timeout", format!("MinerU gave no result within {}s", deadline.as_secs())));
         }
     };
     let probe = probe.clone();

@@ -36,8 +36,7 @@ fn read_entry(zip: &mut zip::ZipArchive<std::io::Cursor<&[u8]>>, index: usize) -
 
 /// Find `*_content_list.json` (and `layout.json`) in the archive.
 pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
-    let mut zip =
-        zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| bad_result(format!("not a zip archive: {e}")))?;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes)).map_err(|e| bad_result(format!("not a zip archive: {e}")))?;
     let names: Vec<String> = zip.file_names().filter_map(|n| n.ok().map(|n| n.into_owned())).collect();
     let base = |n: &str| n.rsplit('/').next().unwrap_or(n).to_string();
     let pick = |want: &dyn Fn(&str) -> bool| {
@@ -60,10 +59,7 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
                 let tag = |k: &str| {
                     v[k].as_str()
                         .map(|s| {
-                            s.chars()
-                                .filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c))
-                                .take(40)
-                                .collect::<String>()
+                            s.chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(40).collect::<String>()
                         })
                         .filter(|s| !s.is_empty())
                 };
@@ -74,9 +70,7 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
                         pages
                             .iter()
                             .map(|p| match (p["page_size"][0].as_f64(), p["page_size"][1].as_f64()) {
-                                (Some(w), Some(h)) if w > 0.0 && h > 0.0 && w.is_finite() && h.is_finite() => {
-                                    Some([w, h])
-                                }
+                                (Some(w), Some(h)) if w > 0.0 && h > 0.0 && w.is_finite() && h.is_finite() => Some([w, h]),
                                 _ => None,
                             })
                             .collect()
@@ -110,9 +104,10 @@ mod tests {
     #[test]
     fn the_result_zip_yields_the_content_list_and_layout_page_sizes() {
         let list = json!([{"type": "text", "text": "hello", "bbox": [0, 0, 500, 500], "page_idx": 1}]).to_string();
-        let layout = json!({"pdf_info": [{"page_idx": 0, "page_size": [612.0, 792.0]}, {"page_idx": 1, "page_size": [595.0, 842.0]}],
+        let layout =
+            json!({"pdf_info": [{"page_idx": 0, "page_size": [612.0, 792.0]}, {"page_idx": 1, "page_size": [595.0, 842.0]}],
                             "_backend": "pipeline"})
-        .to_string();
+            .to_string();
         let bytes = zip_of(&[
             ("full.md", b"hello"),
             ("abc_content_list_v2.json", b"{}"),

@@ -51,8 +51,7 @@ pub(super) fn engine() -> Result<&'static Engine, ParseError> {
     if !path.is_file() {
         return Err(missing(format!("{PDFIUM_LIB_ENV}={} does not exist", path.display())));
     }
-    let bindings =
-        Pdfium::bind_to_library(&path).map_err(|e| missing(format!("cannot load {}: {e:?}", path.display())))?;
+    let bindings = Pdfium::bind_to_library(&path).map_err(|e| missing(format!("cannot load {}: {e:?}", path.display())))?;
     let build = library_build_for(&path, std::env::var(PDFIUM_BUILD_ENV).ok());
     let _ = ENGINE.set(Engine { pdfium: Pdfium::new(bindings), build });
     ENGINE.get().ok_or_else(|| missing("pdfium binding was not stored".into()))

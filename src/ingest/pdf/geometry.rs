@@ -68,12 +68,7 @@ impl Geom {
     }
 
     pub(super) fn clamp(&self, r: Rect) -> Rect {
-        [
-            r[0].clamp(0.0, self.width),
-            r[1].clamp(0.0, self.height),
-            r[2].clamp(0.0, self.width),
-            r[3].clamp(0.0, self.height),
-        ]
+        [r[0].clamp(0.0, self.width), r[1].clamp(0.0, self.height), r[2].clamp(0.0, self.width), r[3].clamp(0.0, self.height)]
     }
 }
 

@@ -92,8 +92,7 @@ fn join_lines(lines: &[Line]) -> String {
     for line in lines {
         let mut tail = text.chars().rev();
         let (last, before) = (tail.next(), tail.next());
-        let glued =
-            matches!(last, Some('-' | '‐' | '–' | '/')) && before.is_some_and(|c| c.is_alphanumeric() || c == '/');
+        let glued = matches!(last, Some('-' | '‐' | '–' | '/')) && before.is_some_and(|c| c.is_alphanumeric() || c == '/');
         if glued {
             text.push_str(&line.text);
         } else {
@@ -187,8 +186,7 @@ impl ParaBuild {
         if let Some(last) = self.lines.last() {
             self.pitch.get_or_insert(line.base - last.base);
         }
-        self.ref_x0 =
-            if self.lines.len() == 1 && self.list_item { line.bbox[0] } else { self.ref_x0.min(line.bbox[0]) };
+        self.ref_x0 = if self.lines.len() == 1 && self.list_item { line.bbox[0] } else { self.ref_x0.min(line.bbox[0]) };
         self.bbox = union(self.bbox, line.bbox);
         self.lines.push(line);
     }
@@ -285,21 +283,13 @@ mod tests {
 
     #[test]
     fn words_and_lines_are_joined_by_script() {
-        let cjk =
-            [word("线程", [0.0, 0.0, 20.0, 10.0], Space::Soft), word("作用域", [21.0, 0.0, 50.0, 10.0], Space::None)];
+        let cjk = [word("线程", [0.0, 0.0, 20.0, 10.0], Space::Soft), word("作用域", [21.0, 0.0, 50.0, 10.0], Space::None)];
         assert!(!word_space(&cjk[0], &cjk[1]));
         assert!(word_space(&cjk[0], &word("x", [21.0, 0.0, 30.0, 10.0], Space::Soft)));
         let lines = |texts: &[&str]| -> Vec<Line> {
             texts
                 .iter()
-                .map(|t| Line {
-                    text: t.to_string(),
-                    bbox: [0.0; 4],
-                    size: 10.0,
-                    base: 0.0,
-                    sizes: (10.0, 10.0),
-                    bold: false,
-                })
+                .map(|t| Line { text: t.to_string(), bbox: [0.0; 4], size: 10.0, base: 0.0, sizes: (10.0, 10.0), bold: false })
                 .collect()
         };
         assert_eq!(join_lines(&lines(&["a large-", "scale set"])), "a large-scale set");
@@ -310,9 +300,7 @@ mod tests {
         assert_eq!(join_lines(&lines(&["线程作用域", "允许借用"])), "线程作用域允许借用");
         assert_eq!(join_lines(&lines(&["ends –", "here"])), "ends – here");
         assert!(
-            starts_with_list_marker("1. First")
-                && starts_with_list_marker("(a) item")
-                && !starts_with_list_marker("2020. The")
+            starts_with_list_marker("1. First") && starts_with_list_marker("(a) item") && !starts_with_list_marker("2020. The")
         );
     }
 }

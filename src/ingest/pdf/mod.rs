@@ -110,9 +110,9 @@ struct Draft {
 
 fn load_error(e: PdfiumError, name: &str) -> ParseError {
     match e {
-        PdfiumError::PdfiumLibraryInternalError(
-            PdfiumInternalError::PasswordError | PdfiumInternalError::SecurityError,
-        ) => ParseError::new("pdf_encrypted", format!("{name} is password-protected")),
+        PdfiumError::PdfiumLibraryInternalError(PdfiumInternalError::PasswordError | PdfiumInternalError::SecurityError) => {
+            ParseError::new("pdf_encrypted", format!("{name} is password-protected"))
+        }
         other => ParseError::new("pdf_malformed", format!("{name} is not a readable PDF: {other:?}")),
     }
 }
@@ -129,12 +129,7 @@ fn rotation_degrees(page: &PdfPage) -> i32 {
 fn page_geom(page: &PdfPage) -> Geom {
     let rotation = rotation_degrees(page);
     let crop = page.boundaries().bounding().or_else(|_| page.boundaries().media()).map(|b| {
-        [
-            b.bounds.left().value as f64,
-            b.bounds.bottom().value as f64,
-            b.bounds.right().value as f64,
-            b.bounds.top().value as f64,
-        ]
+        [b.bounds.left().value as f64, b.bounds.bottom().value as f64, b.bounds.right().value as f64, b.bounds.top().value as f64]
     });
     match crop {
         Ok(c) if c[2] > c[0] && c[3] > c[1] => Geom::new(c, rotation),
@@ -153,12 +148,7 @@ fn round2(v: f64) -> f64 {
 
 /// Text-layer paragraphs of a page, with the (size, chars) samples of its prose paragraphs
 /// for estimating the body text size.
-fn text_drafts(
-    text: &PdfPageText,
-    chars: Option<&[PageChar]>,
-    geom: &Geom,
-    glyphs: Vec<Glyph>,
-) -> (Vec<Draft>, Vec<(f64, f64)>) {
+fn text_drafts(text: &PdfPageText, chars: Option<&[PageChar]>, geom: &Geom, glyphs: Vec<Glyph>) -> (Vec<Draft>, Vec<(f64, f64)>) {
     let paras = layout(glyphs, geom);
     let samples = paras
         .iter()
@@ -238,9 +228,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
             .map_err(|e| ParseError::new("pdf_malformed", format!("page {number} cannot be loaded: {e:?}")))?;
         let geom = page_geom(&page);
         geoms.push(geom);
-        let text = page
-            .text()
-            .map_err(|e| ParseError::new("pdf_malformed", format!("page {number}: no text layer: {e:?}")))?;
+        let text = page.text().map_err(|e| ParseError::new("pdf_malformed", format!("page {number}: no text layer: {e:?}")))?;
         let (glyphs, chars) = extract_chars(&text, &geom, true);
         let ocr_here = glyphs.len() < OCR_MIN_CHARS && has_images(&page);
         let drafts = if ocr_here {

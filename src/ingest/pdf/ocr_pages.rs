@@ -46,8 +46,7 @@ pub(super) fn ocr_page(page: &PdfPage, geom: &Geom) -> Result<Vec<ocr::OcrParagr
         return Ok(first.paragraphs());
     }
     let second = ocr_at(page, geom, (dpi * OCR_TARGET_LINE_PX / line_px).max(OCR_MIN_DPI))?;
-    let score =
-        |p: &ocr::OcrPage| p.lines.iter().map(|l| l.confidence as f64 * l.text.chars().count() as f64).sum::<f64>();
+    let score = |p: &ocr::OcrPage| p.lines.iter().map(|l| l.confidence as f64 * l.text.chars().count() as f64).sum::<f64>();
     Ok(if score(&second) > score(&first) { second } else { first }.paragraphs())
 }
 

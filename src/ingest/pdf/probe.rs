@@ -14,10 +14,7 @@ pub fn probe_pages(bytes: &[u8], file_name: &str) -> Result<Vec<mineru::ProbePag
     let doc = engine.pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|e| load_error(e, file_name))?;
     let page_count = doc.pages().len().max(0);
     if page_count as u64 > worker::max_pages() {
-        return Err(ParseError::new(
-            "too_many_pages",
-            format!("{file_name} has {page_count} pages (MNOTE_PARSE_MAX_PAGES)"),
-        ));
+        return Err(ParseError::new("too_many_pages", format!("{file_name} has {page_count} pages (MNOTE_PARSE_MAX_PAGES)")));
     }
     let mut out = Vec::with_capacity(page_count as usize);
     for index in 0..page_count {

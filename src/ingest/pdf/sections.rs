@@ -42,10 +42,7 @@ pub(super) fn heading_levels(pages: &[Page], infos: &[BlockInfo]) -> Vec<Option<
     let mut sizes: Vec<i64> = candidate.iter().flatten().copied().collect();
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     sizes.dedup();
-    candidate
-        .iter()
-        .map(|c| c.and_then(|s| sizes.iter().position(|&x| x == s)).map(|rank| (rank + 1).min(6) as u8))
-        .collect()
+    candidate.iter().map(|c| c.and_then(|s| sizes.iter().position(|&x| x == s)).map(|rank| (rank + 1).min(6) as u8)).collect()
 }
 
 /// Sections opened by heading blocks; every block belongs to the innermost open section.
@@ -108,11 +105,8 @@ pub(super) fn read_outline(doc: &PdfDocument, geoms: &[Geom]) -> Vec<OutlineEntr
         }
         // pdfium falls back to a GoTo action's destination by itself.
         let dest = bookmark.destination();
-        let page = dest
-            .as_ref()
-            .and_then(|d| d.page_index().ok())
-            .and_then(|p| usize::try_from(p).ok())
-            .filter(|&p| p < geoms.len());
+        let page =
+            dest.as_ref().and_then(|d| d.page_index().ok()).and_then(|p| usize::try_from(p).ok()).filter(|&p| p < geoms.len());
         // The destination's top is a user-space y: a vertical position on the displayed page
         // only when the page is not turned sideways.
         let y = page.filter(|&p| geoms[p].rotation % 180 == 0).and_then(|p| {
@@ -160,13 +154,11 @@ pub(super) fn sections_from_outline(pages: &mut [Page], outline: &[OutlineEntry]
             let title = normalised(&e.title);
             let by_title = on_page.clone().find(|&g| {
                 let text = normalised(&flat[g].text);
-                !title.is_empty()
-                    && (text.starts_with(&title) || (text.chars().count() >= 4 && title.starts_with(&text)))
+                !title.is_empty() && (text.starts_with(&title) || (text.chars().count() >= 4 && title.starts_with(&text)))
             });
             let top = |g: usize| flat[g].bbox.map_or(f64::MAX, |r| r[1]);
-            let by_y = e.y.and_then(|y| {
-                on_page.clone().filter(|&g| top(g) >= y - 2.0).min_by(|&a, &b| top(a).total_cmp(&top(b)))
-            });
+            let by_y =
+                e.y.and_then(|y| on_page.clone().filter(|&g| top(g) >= y - 2.0).min_by(|&a, &b| top(a).total_cmp(&top(b))));
             // A destination page without blocks (a figure) starts at the next block.
             Some(by_title.or(by_y).unwrap_or(on_page.start))
         })
@@ -192,8 +184,7 @@ pub(super) fn sections_from_outline(pages: &mut [Page], outline: &[OutlineEntry]
     }
     // Innermost section per block: the latest start at or before it; on a tie the later
     // outline entry (a child starting with its parent).
-    let mut by_start: Vec<(usize, usize)> =
-        starts.iter().enumerate().filter_map(|(s, st)| st.map(|st| (st, s))).collect();
+    let mut by_start: Vec<(usize, usize)> = starts.iter().enumerate().filter_map(|(s, st)| st.map(|st| (st, s))).collect();
     by_start.sort_unstable();
     let titled: std::collections::HashSet<usize> = by_start
         .iter()

@@ -149,15 +149,12 @@ fn build_pdf(pages: &[TestPage], outline: &TestOutline, encrypted: bool) -> Vec<
         out.extend_from_slice(format!("{off:010} 00000 n \n").as_bytes());
     }
     let encrypt = if encrypted {
-        format!(
-            " /Encrypt {encrypt_id} 0 R /ID [<0123456789ABCDEF0123456789ABCDEF> <0123456789ABCDEF0123456789ABCDEF>]"
-        )
+        format!(" /Encrypt {encrypt_id} 0 R /ID [<0123456789ABCDEF0123456789ABCDEF> <0123456789ABCDEF0123456789ABCDEF>]")
     } else {
         String::new()
     };
     out.extend_from_slice(
-        format!("trailer\n<< /Size {} /Root 1 0 R{encrypt} >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1)
-            .as_bytes(),
+        format!("trailer\n<< /Size {} /Root 1 0 R{encrypt} >>\nstartxref\n{xref}\n%%EOF\n", objects.len() + 1).as_bytes(),
     );
     out
 }
@@ -168,8 +165,7 @@ fn ink_box(bytes: &[u8], index: i32) -> Rect {
     let doc = engine.pdfium.load_pdf_from_byte_slice(bytes, None).unwrap();
     let page = doc.pages().get(index).unwrap();
     let (w, h) = (page.width().value.round() as i32, page.height().value.round() as i32);
-    let img =
-        page.render_with_config(&PdfRenderConfig::new().set_target_size(w, h)).unwrap().as_image().unwrap().to_luma8();
+    let img = page.render_with_config(&PdfRenderConfig::new().set_target_size(w, h)).unwrap().as_image().unwrap().to_luma8();
     let mut r = [f64::MAX, f64::MAX, f64::MIN, f64::MIN];
     for (x, y, p) in img.enumerate_pixels() {
         if p[0] < 128 {
@@ -215,10 +211,7 @@ fn federal_register_is_read_column_by_column() {
     let col2 = block_index(&a, "Federal eRulemaking Portal: Go to https://www.regulations.gov.");
     let col3 = block_index(&a, "Confidential Business Information (CBI)");
     let page2 = block_index(&a, "Hatta International Airport in Jakarta");
-    assert!(
-        col1 < col1_end && col1_end < col2 && col2 < col3 && col3 < page2,
-        "{col1} {col1_end} {col2} {col3} {page2}"
-    );
+    assert!(col1 < col1_end && col1_end < col2 && col2 < col3 && col3 < page2, "{col1} {col1_end} {col2} {col3} {page2}");
     assert!(block(&a, "Federal eRulemaking Portal").bbox.unwrap()[0] > 216.0);
     assert!(block(&a, "Confidential Business Information (CBI)").bbox.unwrap()[0] > 393.0);
     // The first-line indent starts a paragraph; a heading is its own block.
@@ -259,8 +252,7 @@ fn bounded_chars_match_pdfium() {
     files.push(build_pdf(&[TestPage::new(overlapping)], &[], false));
     let content = "BT /F1 20 Tf 60 200 Td (Hello rotated world) Tj ET";
     for rotate in [90, 270] {
-        let page =
-            TestPage { media: [0.0, 0.0, 400.0, 300.0], crop: Some([20.0, 10.0, 380.0, 290.0]), rotate, content };
+        let page = TestPage { media: [0.0, 0.0, 400.0, 300.0], crop: Some([20.0, 10.0, 380.0, 290.0]), rotate, content };
         files.push(build_pdf(&[page], &[], false));
     }
     let (mut compared, mut non_empty) = (0, 0);
@@ -382,8 +374,7 @@ fn mixed_scanned_document_uses_its_outline() {
 fn rotated_pages_map_boxes_to_the_displayed_page() {
     let content = "BT /F1 20 Tf 60 200 Td (Hello rotated world) Tj ET";
     for rotate in [0, 90, 180, 270] {
-        let page =
-            TestPage { media: [0.0, 0.0, 400.0, 300.0], crop: Some([20.0, 10.0, 380.0, 290.0]), rotate, content };
+        let page = TestPage { media: [0.0, 0.0, 400.0, 300.0], crop: Some([20.0, 10.0, 380.0, 290.0]), rotate, content };
         let bytes = build_pdf(&[page], &[], false);
         let a = parse_bytes(&bytes).unwrap();
         a.validate().unwrap();
@@ -426,11 +417,7 @@ fn text_drawn_against_the_page_rotation_reads_upright() {
     let [x0, y0, x1, y1] = b.bbox.unwrap();
     assert!(x1 - x0 > 5.0 * (y1 - y0), "a wide, short line: {:?}", b.bbox);
     let ink = ink_box(&bytes, 0);
-    assert!(
-        ink[0] >= x0 - 1.5 && ink[2] <= x1 + 1.5 && ink[1] >= y0 - 1.5 && ink[3] <= y1 + 1.5,
-        "{ink:?} {:?}",
-        b.bbox
-    );
+    assert!(ink[0] >= x0 - 1.5 && ink[2] <= x1 + 1.5 && ink[1] >= y0 - 1.5 && ink[3] <= y1 + 1.5, "{ink:?} {:?}", b.bbox);
 }
 
 #[test]
@@ -455,10 +442,7 @@ fn outline_sections_start_at_their_titles() {
     let a = parse_bytes(&build_pdf(&[TestPage::new(p1), TestPage::new(p2)], &outline, false)).unwrap();
     a.validate().unwrap();
     let s = &a.source_map.sections;
-    assert_eq!(
-        s.iter().map(|s| (s.id.as_str(), s.level)).collect::<Vec<_>>(),
-        [("sec_1", 1), ("sec_2", 2), ("sec_3", 1)]
-    );
+    assert_eq!(s.iter().map(|s| (s.id.as_str(), s.level)).collect::<Vec<_>>(), [("sec_1", 1), ("sec_2", 2), ("sec_3", 1)]);
     assert_eq!(s[1].parent_id.as_deref(), Some("sec_1"));
     assert_eq!(s[0].block_ids, ["p1_b1", "p1_b2"]);
     assert_eq!(s[1].block_ids, ["p1_b3", "p1_b4", "p2_b1"]);

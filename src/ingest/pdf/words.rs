@@ -123,12 +123,7 @@ pub(super) fn extract_chars(text: &PdfPageText, geom: &Geom, keep_boxes: bool) -
         );
         let (cx, cy) = ((bbox[0] + bbox[2]) / 2.0, (bbox[1] + bbox[3]) / 2.0);
         // Text outside the crop box is not displayed.
-        if !(bbox[2] - bbox[0] > 0.0 || bbox[3] - bbox[1] > 0.0)
-            || cx < 0.0
-            || cy < 0.0
-            || cx > geom.width
-            || cy > geom.height
-        {
+        if !(bbox[2] - bbox[0] > 0.0 || bbox[3] - bbox[1] > 0.0) || cx < 0.0 || cy < 0.0 || cx > geom.width || cy > geom.height {
             continue;
         }
         // pdfium measures the angle clockwise (text running up the page is 270°), and the
@@ -140,8 +135,7 @@ pub(super) fn extract_chars(text: &PdfPageText, geom: &Geom, keep_boxes: bool) -
         // The font size is the better em unless it is clearly not the glyph's size (a
         // `1 Tf` scaled by the text matrix, broken fonts): then use the box.
         let font = ch.scaled_font_size().value as f64;
-        let size =
-            if font > 0.5 && extent > 0.0 && (0.4..=2.5).contains(&(font / extent)) { font } else { extent.max(1.0) };
+        let size = if font > 0.5 && extent > 0.0 && (0.4..=2.5).contains(&(font / extent)) { font } else { extent.max(1.0) };
         let bold = ch.font_weight().is_some_and(|w| weight_value(w) >= 600);
         out.push(Glyph { ch: c, bbox, size, bold, space: pending, dir });
         pending = Space::None;
@@ -205,13 +199,7 @@ pub(super) fn build_words(glyphs: &[Glyph]) -> Vec<Word> {
                 w.size = size_sum / count as f64;
             }
         } else {
-            words.push(Word {
-                text: g.ch.to_string(),
-                bbox: g.bbox,
-                size: g.size,
-                bold: g.bold,
-                space_before: g.space,
-            });
+            words.push(Word { text: g.ch.to_string(), bbox: g.bbox, size: g.size, bold: g.bold, space_before: g.space });
             size_sum = g.size;
             count = 1;
         }
@@ -347,11 +335,8 @@ fn widest_gutter(words: &[Word], node: &[usize]) -> Option<(f64, f64)> {
             continue;
         }
         let side = |left: bool| {
-            let members: Vec<&Word> = node
-                .iter()
-                .map(|&i| &words[i])
-                .filter(|w| if left { w.bbox[2] <= g0 } else { w.bbox[0] >= g1 })
-                .collect();
+            let members: Vec<&Word> =
+                node.iter().map(|&i| &words[i]).filter(|w| if left { w.bbox[2] <= g0 } else { w.bbox[0] >= g1 }).collect();
             let x0 = members.iter().map(|w| w.bbox[0]).fold(f64::INFINITY, f64::min);
             let x1 = members.iter().map(|w| w.bbox[2]).fold(f64::NEG_INFINITY, f64::max);
             (count_lines(members.into_iter()), x1 - x0)
@@ -384,8 +369,7 @@ pub(super) mod tests {
         let order: Vec<&str> = xy_cut(&words).iter().flatten().map(|&i| words[i].text.as_str()).collect();
         assert_eq!(order, ["Header", "left0", "left1", "left2", "left3", "right0", "right1", "right2", "right3"]);
         // One line with an ordinary word gap is never split into columns.
-        let words =
-            vec![word("a", [0.0, 0.0, 20.0, 10.0], Space::None), word("b", [27.0, 0.0, 40.0, 10.0], Space::Soft)];
+        let words = vec![word("a", [0.0, 0.0, 20.0, 10.0], Space::None), word("b", [27.0, 0.0, 40.0, 10.0], Space::Soft)];
         assert_eq!(xy_cut(&words).len(), 1);
     }
 }
