@@ -413,24 +413,6 @@ fn generate_docx(n: usize) -> anyhow::Result<Vec<u8>> {
     Ok(zip.finish()?.into_inner())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generated_docx_parses_to_one_block_per_paragraph() {
-        let bytes = generate_docx(120).unwrap();
-        let provider = crate::ingest::docx::DocxProvider;
-        let art = crate::ingest::ParseProvider::parse(
-            &provider,
-            &crate::ingest::ParseInput { bytes: &bytes, file_name: "bench.docx", kind: "docx" },
-        )
-        .unwrap();
-        assert_eq!(art.source_map.blocks.len(), 120);
-        assert_eq!(art.source_map.sections.len(), 3);
-    }
-}
-
 // ---- 4. DOCX parse + index (needs the database) -----------------------------------------------
 
 /// `mnote bench index`: the generated 8,400-paragraph DOCX parsed in process (provider +
@@ -490,4 +472,22 @@ pub async fn index_command(tenant: &str, rounds: usize) -> anyhow::Result<()> {
     println!("docx_parse_index_ms: {:.0}", best.as_secs_f64() * 1000.0);
     println!("target < 2000 ms: {}", if best < Duration::from_secs(2) { "met" } else { "not met" });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_docx_parses_to_one_block_per_paragraph() {
+        let bytes = generate_docx(120).unwrap();
+        let provider = crate::ingest::docx::DocxProvider;
+        let art = crate::ingest::ParseProvider::parse(
+            &provider,
+            &crate::ingest::ParseInput { bytes: &bytes, file_name: "bench.docx", kind: "docx" },
+        )
+        .unwrap();
+        assert_eq!(art.source_map.blocks.len(), 120);
+        assert_eq!(art.source_map.sections.len(), 3);
+    }
 }

@@ -190,13 +190,7 @@ fn resize_grey_triangle(src: &::image::GrayImage, new_w: u32, new_h: u32) -> ::i
             for (&v, weight) in row.iter().zip(&weights) {
                 t += v * weight;
             }
-            let t = if t < 0.0 {
-                0.0
-            } else if t > 255.0 {
-                255.0
-            } else {
-                t
-            };
+            let t = t.clamp(0.0, 255.0);
             out[y * nw + out_x] = t.round() as u8;
         }
     }

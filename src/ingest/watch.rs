@@ -193,8 +193,8 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
                 }
                 _ = stop.changed() => break,
             }
-            if let Some(w) = watcher.as_mut() {
-                if let Ok(roots) = watched_roots(&pool).await {
+            if let Some(w) = watcher.as_mut()
+                && let Ok(roots) = watched_roots(&pool).await {
                     for r in roots.difference(&watching.clone()) {
                         match w.watch(r, RecursiveMode::Recursive) {
                             Ok(()) => {
@@ -208,7 +208,6 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
                         watching.remove(r);
                     }
                 }
-            }
             match rescan_all(&pool).await {
                 Ok(r) if r != Report::default() => tracing::info!("rescan: {r:?}"),
                 Ok(_) => {}

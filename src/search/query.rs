@@ -379,11 +379,10 @@ pub async fn run(
     if query.chars().count() > 2000 {
         return Err(SearchError::Invalid("query is longer than 2000 characters".into()));
     }
-    if let Some(kinds) = &req.kinds {
-        if let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err()) {
+    if let Some(kinds) = &req.kinds
+        && let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err()) {
             return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
         }
-    }
     let filters = Filters {
         kb_ids: req.kb_ids.clone(),
         kinds: req.kinds.clone(),

@@ -99,6 +99,7 @@ fn globset(field: &str, globs: &[String]) -> AppResult<Option<GlobSet>> {
 /// Files under `dir` (recursively) that have a supported kind, stay inside `root`, and pass
 /// the include/exclude globs (matched against the path relative to `root`). Returns the
 /// accepted (abs, rel, kind) and the number skipped.
+#[allow(clippy::type_complexity)]
 pub fn scan_dir(
     root: &Path,
     dir: &Path,

@@ -145,6 +145,7 @@ pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
 }
 
 /// Remember a registered directory so files added later can be picked up.
+#[allow(clippy::too_many_arguments)]
 pub async fn upsert_folder(
     conn: &mut PgConnection,
     tenant: Uuid,

@@ -77,13 +77,11 @@ impl Driver {
             if self.child.try_wait().unwrap().is_some() {
                 return false;
             }
-            if let Ok(r) = http.get(format!("{}/status", self.url)).send().await {
-                if let Ok(v) = r.json::<Value>().await {
-                    if v["value"]["ready"] == true {
+            if let Ok(r) = http.get(format!("{}/status", self.url)).send().await
+                && let Ok(v) = r.json::<Value>().await
+                    && v["value"]["ready"] == true {
                         return true;
                     }
-                }
-            }
             tokio::time::sleep(POLL).await;
         }
         false

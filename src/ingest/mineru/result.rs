@@ -53,9 +53,9 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
         serde_json::from_slice(&raw).map_err(|e| bad_result(format!("{content} is not a JSON array: {e}")))?;
     let mut layout_page_sizes = Vec::new();
     let mut engine_version = None;
-    if let Some(layout) = pick(&|n| n == "layout.json" || n.ends_with("_middle.json")) {
-        if let Some(i) = zip.index_for_name(&layout) {
-            if let Ok(v) = serde_json::from_slice::<Value>(&read_entry(&mut zip, i)?) {
+    if let Some(layout) = pick(&|n| n == "layout.json" || n.ends_with("_middle.json"))
+        && let Some(i) = zip.index_for_name(&layout)
+            && let Ok(v) = serde_json::from_slice::<Value>(&read_entry(&mut zip, i)?) {
                 let tag = |k: &str| {
                     v[k].as_str()
                         .map(|s| {
@@ -77,8 +77,6 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
                     })
                     .unwrap_or_default();
             }
-        }
-    }
     Ok(ResultFiles { content_list, layout_page_sizes, engine_version })
 }
 
