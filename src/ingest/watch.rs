@@ -194,20 +194,21 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
                 _ = stop.changed() => break,
             }
             if let Some(w) = watcher.as_mut()
-                && let Ok(roots) = watched_roots(&pool).await {
-                    for r in roots.difference(&watching.clone()) {
-                        match w.watch(r, RecursiveMode::Recursive) {
-                            Ok(()) => {
-                                watching.insert(r.clone());
-                            }
-                            Err(e) => tracing::warn!("cannot watch {}: {e}", r.display()),
+                && let Ok(roots) = watched_roots(&pool).await
+            {
+                for r in roots.difference(&watching.clone()) {
+                    match w.watch(r, RecursiveMode::Recursive) {
+                        Ok(()) => {
+                            watching.insert(r.clone());
                         }
-                    }
-                    for r in watching.clone().difference(&roots) {
-                        let _ = w.unwatch(r);
-                        watching.remove(r);
+                        Err(e) => tracing::warn!("cannot watch {}: {e}", r.display()),
                     }
                 }
+                for r in watching.clone().difference(&roots) {
+                    let _ = w.unwatch(r);
+                    watching.remove(r);
+                }
+            }
             match rescan_all(&pool).await {
                 Ok(r) if r != Report::default() => tracing::info!("rescan: {r:?}"),
                 Ok(_) => {}

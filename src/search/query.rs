@@ -380,9 +380,10 @@ pub async fn run(
         return Err(SearchError::Invalid("query is longer than 2000 characters".into()));
     }
     if let Some(kinds) = &req.kinds
-        && let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err()) {
-            return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
-        }
+        && let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err())
+    {
+        return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
+    }
     let filters = Filters {
         kb_ids: req.kb_ids.clone(),
         kinds: req.kinds.clone(),

@@ -166,9 +166,10 @@ pub async fn view(
         "pdf" | "image" => {
             view.paged = Some(paged_view(&state, &source, &art, target.as_ref(), &hints, file.is_some(), evidence, &view.ctx));
             if let Some(pv) = &view.paged
-                && target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page) {
-                    view.cited_url = evidence.map(|e| format!("/sources/{id}/view?evidence={e}#hl"));
-                }
+                && target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page)
+            {
+                view.cited_url = evidence.map(|e| format!("/sources/{id}/view?evidence={e}#hl"));
+            }
         }
         kind => {
             let blocks: Vec<&Block> = art.all_blocks().collect();

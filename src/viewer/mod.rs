@@ -114,9 +114,10 @@ pub struct Target {
 /// still exists; `missing` says an evidence id was given but is gone (re-indexed file).
 pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &Hints) -> Option<Target> {
     if let Some(id) = block
-        && let Some(b) = art.all_blocks().find(|b| b.id == id) {
-            return Some(Target { block_id: Some(b.id.clone()), page: b.page, exact: b.quality == Quality::Exact });
-        }
+        && let Some(b) = art.all_blocks().find(|b| b.id == id)
+    {
+        return Some(Target { block_id: Some(b.id.clone()), page: b.page, exact: b.quality == Quality::Exact });
+    }
     if hints.is_navigation() && !missing {
         return None;
     }
@@ -128,14 +129,16 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
     };
     // DOCX: paraId → text fingerprint → paragraph ordinal.
     if let Some(p) = hints.para.as_deref().filter(|p| !p.is_empty())
-        && let Some(b) = blocks.iter().find(|b| b.para_id_start.as_deref() == Some(p) || b.para_id_end.as_deref() == Some(p)) {
-            let same_text = hints.fingerprint.as_deref().is_none_or(|f| f == b.text_fingerprint);
-            return Some(found(b, same_text));
-        }
+        && let Some(b) = blocks.iter().find(|b| b.para_id_start.as_deref() == Some(p) || b.para_id_end.as_deref() == Some(p))
+    {
+        let same_text = hints.fingerprint.as_deref().is_none_or(|f| f == b.text_fingerprint);
+        return Some(found(b, same_text));
+    }
     if let Some(f) = hints.fingerprint.as_deref().filter(|f| !f.is_empty())
-        && let Some(b) = blocks.iter().find(|b| b.text_fingerprint == f) {
-            return Some(found(b, true));
-        }
+        && let Some(b) = blocks.iter().find(|b| b.text_fingerprint == f)
+    {
+        return Some(found(b, true));
+    }
     if let Some(o) = hints.ordinal {
         let best = blocks.iter().filter(|b| b.paragraph_ordinal.is_some_and(|x| x <= o)).max_by_key(|b| b.paragraph_ordinal);
         if let Some(b) = best.or_else(|| blocks.first()) {

@@ -76,9 +76,10 @@ impl Lang {
             let tag = it.next().unwrap_or("");
             let q = it.find_map(|p| p.trim().strip_prefix("q=")).and_then(|q| q.parse::<f32>().ok()).unwrap_or(1.0);
             if let Some(l) = Lang::parse(tag)
-                && best.is_none_or(|(bq, _)| q > bq) {
-                    best = Some((q, l));
-                }
+                && best.is_none_or(|(bq, _)| q > bq)
+            {
+                best = Some((q, l));
+            }
         }
         best.map(|(_, l)| l).unwrap_or(Lang::En)
     }
@@ -96,9 +97,10 @@ impl Lang {
 async fn lang_of(parts: &Parts) -> Lang {
     if let Some(s) = parts.extensions.get::<Session>()
         && let Ok(Some(code)) = s.get::<String>(auth::LOCALE).await
-            && let Some(l) = Lang::parse(&code) {
-                return l;
-            }
+        && let Some(l) = Lang::parse(&code)
+    {
+        return l;
+    }
     Lang::from_headers(&parts.headers)
 }
 

@@ -271,9 +271,10 @@ impl Client {
     pub async fn post_form(&self, path: &str, fields: &[(&str, &str)]) -> Response {
         let mut form: Vec<(String, String)> = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         if !fields.iter().any(|(k, _)| *k == "csrf_token")
-            && let Some(c) = &self.csrf {
-                form.push(("csrf_token".into(), c.clone()));
-            }
+            && let Some(c) = &self.csrf
+        {
+            form.push(("csrf_token".into(), c.clone()));
+        }
         self.http.post(format!("{}{path}", self.base)).form(&form).send().await.unwrap()
     }
 

@@ -369,7 +369,8 @@ async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
         .expect("the image has OCR blocks");
     tx.commit().await.unwrap();
     let word = ocr_text
-        .split_whitespace().find(|w| w.len() >= 5 && w.chars().all(char::is_alphabetic))
+        .split_whitespace()
+        .find(|w| w.len() >= 5 && w.chars().all(char::is_alphabetic))
         .expect("an OCR word")
         .to_string();
     let v = search(&t.client, json!({"query": word, "mode": "lexical"})).await;

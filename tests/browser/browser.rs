@@ -79,9 +79,10 @@ impl Driver {
             }
             if let Ok(r) = http.get(format!("{}/status", self.url)).send().await
                 && let Ok(v) = r.json::<Value>().await
-                    && v["value"]["ready"] == true {
-                        return true;
-                    }
+                && v["value"]["ready"] == true
+            {
+                return true;
+            }
             tokio::time::sleep(POLL).await;
         }
         false

@@ -55,28 +55,27 @@ pub fn read_result_zip(bytes: &[u8]) -> Result<ResultFiles, ParseError> {
     let mut engine_version = None;
     if let Some(layout) = pick(&|n| n == "layout.json" || n.ends_with("_middle.json"))
         && let Some(i) = zip.index_for_name(&layout)
-            && let Ok(v) = serde_json::from_slice::<Value>(&read_entry(&mut zip, i)?) {
-                let tag = |k: &str| {
-                    v[k].as_str()
-                        .map(|s| {
-                            s.chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(40).collect::<String>()
-                        })
-                        .filter(|s| !s.is_empty())
-                };
-                engine_version = tag("_version_name").map(|v| format!("mineru {v}"));
-                layout_page_sizes = v["pdf_info"]
-                    .as_array()
-                    .map(|pages| {
-                        pages
-                            .iter()
-                            .map(|p| match (p["page_size"][0].as_f64(), p["page_size"][1].as_f64()) {
-                                (Some(w), Some(h)) if w > 0.0 && h > 0.0 && w.is_finite() && h.is_finite() => Some([w, h]),
-                                _ => None,
-                            })
-                            .collect()
+        && let Ok(v) = serde_json::from_slice::<Value>(&read_entry(&mut zip, i)?)
+    {
+        let tag = |k: &str| {
+            v[k].as_str()
+                .map(|s| s.chars().filter(|c| c.is_ascii_alphanumeric() || ".-_".contains(*c)).take(40).collect::<String>())
+                .filter(|s| !s.is_empty())
+        };
+        engine_version = tag("_version_name").map(|v| format!("mineru {v}"));
+        layout_page_sizes = v["pdf_info"]
+            .as_array()
+            .map(|pages| {
+                pages
+                    .iter()
+                    .map(|p| match (p["page_size"][0].as_f64(), p["page_size"][1].as_f64()) {
+                        (Some(w), Some(h)) if w > 0.0 && h > 0.0 && w.is_finite() && h.is_finite() => Some([w, h]),
+                        _ => None,
                     })
-                    .unwrap_or_default();
-            }
+                    .collect()
+            })
+            .unwrap_or_default();
+    }
     Ok(ResultFiles { content_list, layout_page_sizes, engine_version })
 }
 
