@@ -11,11 +11,11 @@ pub mod db; // pools, migrations, role checks, tenant-scoped transactions
 pub mod error; // AppError: JSON for /api, an HTML page for the browser
 pub mod evidence; // the locator, source kinds and statuses, citation places
 pub mod grants; // directory grants and path confinement
-pub mod ingest; // parse providers and the canonical artifact
+pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod platform; // child-process supervisor, outbound HTTP client, SecretString
-pub mod search; // evidence search: embedders (query modes come with the search issue)
+pub mod search; // evidence search (lexical, vector, hybrid, graph), embedders, the evidence tools
 pub mod sources; // registered files and uploads
 pub mod startup; // merges the features' routers, middleware order, serve
 pub mod state; // AppState (+ load_embedder): what every handler gets
