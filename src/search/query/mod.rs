@@ -1,0 +1,457 @@
+//! The search core behind the API, the search page, `mnote search` and `mnote eval`: one code
+//! path for every caller. It runs inside the caller's [`TenantTx`], so row-level security,
+//! KB visibility and grants apply to every candidate.
+//!
+//! * lexical: BM25 over the analysed terms ([`super::analyze`]): idf over the searched KBs,
+//!   length normalised by each block's own KB, from per-KB statistics kept by a trigger.
+//!   Ranked by the in-memory mirror ([`super::memindex`]) when it is current, else in SQL with
+//!   candidates from the GIN index (`lex @@ 'a' | 'b'`); both give the same ranking.
+//! * vector: HNSW over the configured model's vectors (iterative scan, so filters do not
+//!   starve the result).
+//! * hybrid: reciprocal-rank fusion of both candidate lists in the same SQL statement.
+//! * graph: lexical hits expanded along evidence edges (≤ 2 hops, score halves per hop).
+//!
+//! Files: `mod.rs` (request, response, engine, the filters every mode applies, `run`),
+//! `lexical.rs`, `vector.rs` (vector and hybrid), `graph.rs`, `hydrate.rs` (ranked ids →
+//! located results with quotes).
+
+use std::{collections::HashMap, sync::Arc, time::Instant};
+
+use serde::{Deserialize, Serialize};
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use crate::evidence::{Locator, SourceKind, SourceStatus};
+
+use super::{
+    analyze::{self, QueryTerms},
+    embed::{EmbedKind, Embedder},
+    memindex::{self, MemIndex, RankFilter},
+    open::{self, OpenAction},
+    vector_health::{self, VectorHealth},
+    vectors::Space,
+};
+
+use graph::graph;
+pub use hydrate::quote_with_highlights;
+use hydrate::{hydrate, hydrate_first};
+use lexical::{lexical_cte, lexical_hits, lexical_ranked, mem_ranker};
+use vector::{hybrid, vector_only};
+
+pub const MAX_TOP_K: usize = 100;
+const DEFAULT_TOP_K: usize = 10;
+// BM25 parameters (Robertson/Lucene defaults), shared with the in-memory mirror.
+use memindex::{BM25_B, BM25_K1};
+/// Reciprocal-rank fusion constant: small values favour agreement at the top of both lists.
+pub const DEFAULT_RRF_K: f64 = 20.0;
+/// Above this share of CJK letters, an English-only embedder has nothing to add to a query.
+const CJK_QUERY_RATIO: f64 = 0.3;
+const GRAPH_SEEDS: usize = 20;
+const GRAPH_DECAY: f64 = 0.5;
+const GRAPH_MAX_NEIGHBOURS: i64 = 200;
+const QUOTE_CHARS: usize = 400;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Lexical,
+    Vector,
+    #[default]
+    Hybrid,
+    Graph,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Lexical => "lexical",
+            Mode::Vector => "vector",
+            Mode::Hybrid => "hybrid",
+            Mode::Graph => "graph",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "lexical" => Some(Mode::Lexical),
+            "vector" => Some(Mode::Vector),
+            "hybrid" => Some(Mode::Hybrid),
+            "graph" => Some(Mode::Graph),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /api/evidence/search` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    #[serde(default)]
+    pub kb_ids: Option<Vec<Uuid>>,
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Match text that exists only in OCR output (default true).
+    #[serde(default)]
+    pub include_ocr: Option<bool>,
+    /// Also return evidence of stale sources, flagged `stale: true` (default false).
+    #[serde(default)]
+    pub include_stale: Option<bool>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>, mode: Mode) -> Self {
+        SearchRequest {
+            query: query.into(),
+            mode,
+            top_k: None,
+            kb_ids: None,
+            kinds: None,
+            path_prefix: None,
+            include_ocr: None,
+            include_stale: None,
+        }
+    }
+}
+
+/// What the search needs besides the request.
+#[derive(Clone)]
+pub struct Engine {
+    pub embedder: Option<Arc<dyn Embedder>>,
+    pub public_url: Option<String>,
+    pub rrf_k: f64,
+    /// In-memory BM25 mirrors ([`memindex`]); `None` ranks lexically in SQL only.
+    pub mem: Option<Arc<MemIndex>>,
+    /// Build a missing mirror before answering instead of in the background (evaluation,
+    /// tests): every query then takes the in-memory path.
+    pub build_inline: bool,
+    /// While unhealthy, vector and hybrid run lexical (`vector_backend_unavailable`); a
+    /// vector statement whose backend dies marks it so. `None`: not tracked (CLI, eval).
+    pub vector_health: Option<Arc<VectorHealth>>,
+}
+
+impl Engine {
+    pub fn new(embedder: Option<Arc<dyn Embedder>>, public_url: Option<String>) -> Self {
+        Engine { embedder, public_url, rrf_k: DEFAULT_RRF_K, mem: None, build_inline: false, vector_health: None }
+    }
+
+    pub fn with_vector_health(mut self, health: Arc<VectorHealth>) -> Self {
+        self.vector_health = Some(health);
+        self
+    }
+
+    /// A vector statement failed: a dead backend is recorded and becomes
+    /// [`SearchError::VectorBackend`]; anything else stays a database error.
+    fn vector_error(&self, e: sqlx::Error) -> SearchError {
+        if vector_health::is_backend_failure(&e) {
+            if let Some(h) = &self.vector_health {
+                h.record_failure(&e);
+            }
+            return SearchError::VectorBackend(e);
+        }
+        SearchError::Db(e)
+    }
+
+    fn vector_side_healthy(&self) -> bool {
+        self.vector_health.as_ref().is_none_or(|h| h.is_healthy())
+    }
+
+    pub fn with_mem(mut self, mem: Arc<MemIndex>, build_inline: bool) -> Self {
+        self.mem = Some(mem);
+        self.build_inline = build_inline;
+        self
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fusion {
+    pub rrf_k: f64,
+    pub lexical_weight: f64,
+    pub vector_weight: f64,
+    /// Why the vector side was left out, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphStep {
+    pub hop: u32,
+    pub edge_kind: String,
+    pub from_evidence_id: Uuid,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hit {
+    pub evidence_id: Uuid,
+    pub quote: String,
+    /// `[start, end)` ranges of `quote`, in Unicode code points.
+    pub highlights: Vec<[usize; 2]>,
+    pub score: f64,
+    pub source: Locator,
+    pub open_action: OpenAction,
+    pub citation_markdown: String,
+    pub source_title: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphStep>,
+    /// Internal: used to group hits by document (eval, `/api/search/documents`).
+    #[serde(skip)]
+    pub source_id: Uuid,
+    #[serde(skip)]
+    pub is_ocr: bool,
+    #[serde(skip)]
+    pub kind: SourceKind,
+    #[serde(skip)]
+    pub resource_path: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResponse {
+    pub ok: bool,
+    pub schema: &'static str,
+    pub mode: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<Fusion>,
+    pub took_ms: f64,
+    pub results: Vec<Hit>,
+}
+
+/// A request the search refuses, with a stable code.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Db(#[from] sqlx::Error),
+    /// The backend running the vector statement died (recorded in the engine's
+    /// [`VectorHealth`]); the transaction is lost. Run the search again in a new one: it then
+    /// answers lexically, `degraded` (see [`search_retrying`]).
+    #[error("vector backend unavailable: {0}")]
+    VectorBackend(sqlx::Error),
+}
+
+/// The filters every mode applies, bound as `$F..$F+5` (see [`FILTER_SQL`]).
+#[derive(Debug, Clone)]
+struct Filters {
+    kb_ids: Option<Vec<Uuid>>,
+    kinds: Option<Vec<String>>,
+    path_prefix: Option<String>,
+    include_ocr: bool,
+    include_stale: bool,
+}
+
+/// The conditions on `s` (a source) among the filters: kinds `$2`, path prefix `$3`, include
+/// stale `$5`. A source under a revoked grant is never served, whatever its status says.
+macro_rules! source_filter_sql {
+    () => {
+        "($2::text[] is null or s.kind = any($2::text[]))
+    and ($3::text is null or starts_with(s.resource_path, $3::text))
+    and ($5::bool or s.status <> 'stale')
+    and (s.grant_id is null or exists (select 1 from dir_grant g
+         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))"
+    };
+}
+
+/// Conditions on `b` (evidence_block) and `s` (its source), with the filter parameters at
+/// `$1..$5`: KB ids, kinds, path prefix, include OCR, include stale.
+const FILTER_SQL: &str = concat!(
+    "s.tenant_id = b.tenant_id and s.id = b.source_id
+    and ($1::uuid[] is null or b.kb_id = any($1::uuid[]))
+    and ($4::bool or not b.is_ocr)
+    and ",
+    source_filter_sql!()
+);
+
+fn bind_filters<'q>(
+    q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    f: &'q Filters,
+) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    q.bind(&f.kb_ids).bind(&f.kinds).bind(&f.path_prefix).bind(f.include_ocr).bind(f.include_stale)
+}
+
+/// Scored ids of one mode, best first.
+pub(super) struct Ranked {
+    ids: Vec<(Uuid, f64)>,
+    graph: HashMap<Uuid, GraphStep>,
+}
+
+pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+    let started = Instant::now();
+    let top_k = req.top_k.unwrap_or(DEFAULT_TOP_K);
+    if top_k == 0 || top_k > MAX_TOP_K {
+        return Err(SearchError::Invalid(format!("topK must be between 1 and {MAX_TOP_K}")));
+    }
+    let mut resp = run(conn, engine, req, top_k).await?;
+    resp.took_ms = (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
+    Ok(resp)
+}
+
+/// [`search`] in a transaction opened by `begin`, once more in a new one when the vector
+/// side's backend died under the first attempt (that attempt marked the vector side
+/// unhealthy, so the second answers lexically with `degraded: true`).
+pub async fn search_retrying<F, Fut>(begin: F, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse, SearchError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<crate::db::TenantTx>>,
+{
+    let mut retried = false;
+    loop {
+        let mut tx = begin().await?;
+        match search(&mut tx, engine, req).await {
+            Err(SearchError::VectorBackend(e)) if !retried => {
+                tracing::warn!("search: the vector statement's backend died ({e}); answering lexically");
+                retried = true;
+            }
+            Err(e) => return Err(e),
+            Ok(resp) => {
+                tx.commit().await?;
+                return Ok(resp);
+            }
+        }
+    }
+}
+
+/// [`search`] without the API's `topK` cap (the evaluation ranks deeper).
+pub async fn run(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    req: &SearchRequest,
+    top_k: usize,
+) -> Result<SearchResponse, SearchError> {
+    let query = req.query.trim();
+    if query.is_empty() {
+        return Err(SearchError::Invalid("query must not be empty".into()));
+    }
+    if query.chars().count() > 2000 {
+        return Err(SearchError::Invalid("query is longer than 2000 characters".into()));
+    }
+    if let Some(kinds) = &req.kinds
+        && let Some(k) = kinds.iter().find(|k| k.parse::<SourceKind>().is_err())
+    {
+        return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
+    }
+    let filters = Filters {
+        kb_ids: req.kb_ids.clone(),
+        kinds: req.kinds.clone(),
+        path_prefix: req.path_prefix.clone().filter(|p| !p.is_empty()),
+        include_ocr: req.include_ocr.unwrap_or(true),
+        include_stale: req.include_stale.unwrap_or(false),
+    };
+    let terms = analyze::query_terms(query);
+    let mut resp = SearchResponse {
+        ok: true,
+        schema: "mnote.evidence_search_response.v1",
+        mode: req.mode.as_str(),
+        degraded: false,
+        degraded_reason: None,
+        fusion: None,
+        took_ms: 0.0,
+        results: Vec::new(),
+    };
+
+    // Vector and hybrid need a query vector; without one they run lexical and say so.
+    let mut qvec = None;
+    if matches!(req.mode, Mode::Vector | Mode::Hybrid) {
+        match &engine.embedder {
+            Some(_) if !engine.vector_side_healthy() => {
+                resp.degraded = true;
+                resp.degraded_reason = Some(vector_health::CODE.into());
+            }
+            None => {
+                resp.degraded = true;
+                resp.degraded_reason = Some("embedder_unavailable".into());
+            }
+            Some(e) => match e.embed(&[query.to_string()], EmbedKind::Query).await {
+                Ok(mut v) if v.len() == 1 => qvec = Some((Space::of(e.as_ref()), e.multilingual(), v.remove(0))),
+                Ok(_) | Err(_) => {
+                    resp.degraded = true;
+                    resp.degraded_reason = Some("embedder_unavailable".into());
+                }
+            },
+        }
+    }
+    // Candidates per side for fusion. With RRF k = 20, a block ranked below 4·topK in both
+    // lists scores less than one ranked topK in either, so deeper lists rarely change the top.
+    let depth = (top_k * 4).max(40) as i64;
+    let ranked = match (req.mode, qvec) {
+        (Mode::Vector, Some((space, _, v))) => {
+            vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?
+        }
+        (Mode::Hybrid, Some((space, multilingual, v))) => {
+            // An English-only model puts every Chinese query near the same few vectors:
+            // fusing them in would only push good lexical hits down.
+            let skip_vector = !multilingual && terms.cjk_ratio > CJK_QUERY_RATIO;
+            resp.fusion = Some(Fusion {
+                rrf_k: engine.rrf_k,
+                lexical_weight: 1.0,
+                vector_weight: if skip_vector { 0.0 } else { 1.0 },
+                note: skip_vector.then_some("query_language_not_covered_by_embedder"),
+            });
+            if skip_vector {
+                resp.results = lexical_hits(conn, engine, &filters, &terms, top_k).await?;
+                return Ok(resp);
+            }
+            let fusion = resp.fusion.as_ref().expect("set above");
+            hybrid(conn, engine, &filters, &terms, &space, v, fusion, depth, top_k as i64)
+                .await
+                .map_err(|e| engine.vector_error(e))?
+        }
+        (Mode::Graph, _) => graph(conn, engine, &filters, &terms, top_k).await?,
+        _ => {
+            resp.results = lexical_hits(conn, engine, &filters, &terms, top_k).await?;
+            return Ok(resp);
+        }
+    };
+    resp.results = hydrate(conn, engine, &filters, &terms, ranked).await?;
+    Ok(resp)
+}
+
+// After the macros and constants above, which the submodules use.
+mod graph;
+mod hydrate;
+mod lexical;
+mod vector;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_bounded_and_highlights_point_at_the_terms() {
+        let terms = analyze::query_terms("线程作用域").terms;
+        let (q, h) = quote_with_highlights("使用线程作用域可以借用栈上的数据", &terms);
+        let chars: Vec<char> = q.chars().collect();
+        let hl: Vec<String> = h.iter().map(|r| chars[r[0]..r[1]].iter().collect()).collect();
+        assert_eq!(hl, ["线程作用域"]);
+
+        let long = format!("{} borrowing here {}", "lorem ".repeat(200), "ipsum ".repeat(200));
+        let (q, h) = quote_with_highlights(&long, &analyze::query_terms("borrow").terms);
+        assert!(q.chars().count() <= QUOTE_CHARS + 2);
+        assert!(q.starts_with('…') && q.ends_with('…'));
+        let chars: Vec<char> = q.chars().collect();
+        assert_eq!(chars[h[0][0]..h[0][1]].iter().collect::<String>(), "borrowing");
+    }
+
+    #[test]
+    fn modes_parse() {
+        for m in ["lexical", "vector", "hybrid", "graph"] {
+            assert_eq!(Mode::parse(m).unwrap().as_str(), m);
+        }
+        assert!(Mode::parse("fuzzy").is_none());
+    }
+}

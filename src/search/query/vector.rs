@@ -1,0 +1,99 @@
+//! Vector (HNSW) and hybrid (reciprocal-rank fusion in one statement) ranking.
+
+use std::collections::HashMap;
+
+use pgvector::Vector;
+use sqlx::{PgConnection, Row};
+use uuid::Uuid;
+
+use super::*;
+
+/// The vector CTE (`vec(id, dist)`), parameters `$<v>` query vector, `$<v+1>` candidate limit.
+pub(super) fn vector_cte(space: &Space, v: usize) -> String {
+    let l = v + 1;
+    let vt = space.vector_type();
+    format!(
+        "vec as materialized (select e.block_id as id, (e.embedding::{vt} <=> ${v}::{vt}) as dist
+                from evidence_embedding e
+                where e.model = {model} and ($1::uuid[] is null or e.kb_id = any($1::uuid[]))
+                  and exists (select 1 from evidence_block b, source s
+                              where b.tenant_id = e.tenant_id and b.id = e.block_id and {FILTER_SQL})
+                order by e.embedding::{vt} <=> ${v}::{vt} limit ${l})",
+        model = space.model_literal()
+    )
+}
+
+pub(super) async fn set_hnsw(conn: &mut PgConnection, ef: i64) -> sqlx::Result<()> {
+    sqlx::query("select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)")
+        .bind(ef.clamp(40, 1000).to_string())
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+pub(super) async fn vector_only(
+    conn: &mut PgConnection,
+    f: &Filters,
+    space: &Space,
+    v: Vec<f32>,
+    limit: i64,
+) -> sqlx::Result<Ranked> {
+    set_hnsw(conn, limit * 2).await?;
+    let sql = format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(space, 6));
+    let rows = bind_filters(sqlx::query(&sql), f).bind(Vector::from(v)).bind(limit).fetch_all(&mut *conn).await?;
+    Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn hybrid(
+    conn: &mut PgConnection,
+    engine: &Engine,
+    f: &Filters,
+    t: &QueryTerms,
+    space: &Space,
+    v: Vec<f32>,
+    fusion: &Fusion,
+    depth: i64,
+    limit: i64,
+) -> sqlx::Result<Ranked> {
+    // The lexical list comes ranked from the mirror (twice as deep, the filters below may drop
+    // some) or is ranked here in SQL.
+    let mem = if t.is_empty() { None } else { mem_ranker(conn, engine, f).await? };
+    set_hnsw(conn, depth).await?;
+    let (lex, v_at) = match &mem {
+        Some(_) => (
+            format!(
+                "lexical as (select l.id, l.score from unnest($6::uuid[], $7::float8[]) l(id, score), evidence_block b, source s
+                             where b.id = l.id and {FILTER_SQL} order by l.score desc, l.id limit $8)"
+            ),
+            9,
+        ),
+        None => (lexical_cte(), 10),
+    };
+    // One round trip: both candidate lists, ranked, fused.
+    let sql = format!(
+        "with {lex}, {vec},
+        lr as (select id, row_number() over (order by score desc, id) as r from lexical),
+        vr as (select id, row_number() over (order by dist, id) as r from vec)
+        select coalesce(lr.id, vr.id) as id,
+               coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0) as score
+        from lr full outer join vr on lr.id = vr.id
+        order by score desc, id limit ${last}",
+        vec = vector_cte(space, v_at),
+        wl = fusion.lexical_weight,
+        wv = fusion.vector_weight,
+        k = fusion.rrf_k,
+        last = v_at + 2,
+    );
+    let q = bind_filters(sqlx::query(&sql), f);
+    let q = match &mem {
+        Some(m) => {
+            let cand = m.rank(t, depth as usize * 2);
+            let (ids, scores): (Vec<Uuid>, Vec<f64>) = cand.into_iter().unzip();
+            q.bind(ids).bind(scores).bind(depth)
+        }
+        None => q.bind(&t.terms).bind(&t.counts).bind(t.tsquery()).bind(depth),
+    };
+    let rows = q.bind(Vector::from(v)).bind(depth).bind(limit).fetch_all(&mut *conn).await?;
+    Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
+}
