@@ -182,8 +182,7 @@ impl Locator {
 /// What a tool caller may pass to name evidence by place: any subset of a [`Locator`]'s
 /// fields (unknown ones are ignored). Used to find the block again (`sourceId` + `blockId`
 /// + `sourceHash`, else `textFingerprint`) and, when it is gone, for the viewer's hints.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LocatorRef {
     pub source_id: Option<String>,
     pub block_id: Option<String>,
