@@ -179,6 +179,10 @@ impl Client {
         self.inner.put(url)
     }
 
+    pub fn delete(&self, url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+        self.inner.delete(url)
+    }
+
     /// Send `req`, retrying transient failures as configured. Any answer is returned, a
     /// non-success status included (once retries are used up): the caller reads its body.
     /// A request whose body cannot be cloned (a stream) is sent once.

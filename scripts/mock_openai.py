@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""A small deterministic OpenAI-compatible server (stdlib only) for LightRAG without a model.
+
+LightRAG needs an LLM (entity extraction, query keywords, the answer) and an embedding model.
+Neither can run on these machines, so tests, `./dev lightrag start --mock` and
+`mnote bench rag` point LightRAG at this server. It is shaped like the real API:
+
+  POST /v1/embeddings        {input: [..], model, encoding_format?: "base64"|"float"}
+                             -> hashed bag-of-words unit vectors (dim = --dim), similarity is
+                                meaningful: texts sharing words/CJK characters are close.
+  POST /v1/chat/completions  {messages, stream?, response_format?}
+                             -> extraction rows, query keywords (JSON), or an answer citing [1];
+                                `stream: true` answers as SSE chunks ending with `data: [DONE]`.
+  GET  /v1/models, /health
+
+Tokens: lowercase ASCII words, and every CJK character plus every pair of adjacent CJK
+characters (so a Chinese query matches a chunk). Usage: mock_openai.py --port N [--dim 64].
+"""
+
+import argparse
+import base64
+import hashlib
+import json
+import math
+import re
+import struct
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DIM = 64
+CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+WORD = re.compile(r"[A-Za-z0-9]+|[\u3400-\u9fff\uf900-\ufaff]+")
+STOP = set("the a an of to in is are was were and or for on with by at as be it this that what which who how where when does do".split())
+
+
+def tokens(text):
+    out = []
+    for m in WORD.finditer(text):
+        w = m.group(0)
+        if CJK.match(w):
+            out.extend(w)
+            out.extend(w[i : i + 2] for i in range(len(w) - 1))
+        else:
+            w = w.lower()
+            if w not in STOP:
+                out.append(w)
+    return out
+
+
+def embed(text):
+    v = [0.0] * DIM
+    for t in tokens(text):
+        h = hashlib.md5(t.encode()).digest()
+        i = int.from_bytes(h[:4], "little") % DIM
+        v[i] += 1.0 if h[4] & 1 else -1.0
+    n = math.sqrt(sum(x * x for x in v))
+    if n == 0:
+        v[0], n = 1.0, 1.0
+    return [x / n for x in v]
+
+
+def salient(text, limit):
+    """The most frequent content tokens (ASCII words of 4+ letters, CJK pairs), stable order."""
+    counts = {}
+    for t in tokens(text):
+        if (CJK.match(t) and len(t) == 2) or (not CJK.match(t) and len(t) >= 4 and not t.isdigit()):
+            counts[t] = counts.get(t, 0) + 1
+    return [t for t, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
+
+
+def fenced_input(prompt):
+    m = re.search(r"---Input Text---\s*```\s*(.*?)```", prompt, re.S)
+    return m.group(1) if m else prompt
+
+
+def reply_for(messages, body):
+    system = "\n".join(m.get("content") or "" for m in messages if m.get("role") == "system")
+    user = [m.get("content") or "" for m in messages if m.get("role") == "user"]
+    last = user[-1] if user else ""
+    if isinstance(last, list):  # content parts
+        last = " ".join(p.get("text", "") for p in last if isinstance(p, dict))
+    if last.lstrip().startswith("---Task---\nBased on the last extraction") or "Based on the last extraction" in last[:200]:
+        return "<|COMPLETE|>"
+    if "---Input Text---" in last:
+        names = salient(fenced_input(last), 4)
+        rows = [f"entity<|#|>{n}<|#|>concept<|#|>{n} is a topic of the text." for n in names]
+        if len(names) >= 2:
+            rows.append(f"relation<|#|>{names[0]}<|#|>{names[1]}<|#|>related<|#|>{names[0]} relates to {names[1]}.")
+        return "\n".join(rows + ["<|COMPLETE|>"])
+    if "high_level_keywords" in (system + last):
+        m = re.search(r"User Query:\s*(.*?)\n\s*---Output---", system + "\n" + last, re.S)
+        query = m.group(1).strip() if m else last
+        words = salient(query, 6) or [t for t in tokens(query) if len(t) > 1][:6]
+        return json.dumps({"high_level_keywords": words[:2], "low_level_keywords": words}, ensure_ascii=False)
+    if "Description List" in (system + last):
+        return "A summary of the descriptions."
+    query = last.strip().splitlines()[-1] if last.strip() else ""
+    return f"MOCK ANSWER: the documents answer this [1]. (query: {query})"
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet; errors still go to stderr
+        pass
+
+    def send_json(self, code, obj):
+        data = json.dumps(obj, ensure_ascii=False).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.rstrip("/") in ("/health", "/v1/models"):
+            self.send_json(200, {"object": "list", "data": [{"id": "mock-llm", "object": "model"}, {"id": "mock-embed", "object": "model"}]})
+        else:
+            self.send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(n) or b"{}")
+        except ValueError:
+            return self.send_json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
+        if self.path.endswith("/embeddings"):
+            inputs = body.get("input")
+            inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])
+            as_b64 = body.get("encoding_format") == "base64"
+            data = []
+            for i, text in enumerate(inputs):
+                v = embed(str(text))
+                e = base64.b64encode(struct.pack(f"<{DIM}f", *v)).decode() if as_b64 else v
+                data.append({"object": "embedding", "index": i, "embedding": e})
+            return self.send_json(200, {"object": "list", "data": data, "model": body.get("model", "mock-embed"),
+                                        "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+        if self.path.endswith("/chat/completions"):
+            text = reply_for(body.get("messages") or [], body)
+            model = body.get("model", "mock-llm")
+            created = int(time.time())
+            if not body.get("stream"):
+                return self.send_json(200, {
+                    "id": "chatcmpl-mock", "object": "chat.completion", "created": created, "model": model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            pieces = [text[i : i + 24] for i in range(0, len(text), 24)] or [""]
+            for p in pieces:
+                chunk = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": created, "model": model,
+                         "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n".encode())
+            end = {"id": "chatcmpl-mock", "object": "chat.completion.chunk", "created": created, "model": model,
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+            self.close_connection = True
+            return None
+        return self.send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+
+def main():
+    global DIM
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--dim", type=int, default=64)
+    a = ap.parse_args()
+    DIM = a.dim
+    srv = ThreadingHTTPServer((a.host, a.port), Handler)
+    # The chosen port on the first line of stdout: callers that pass --port 0 read it.
+    print(f"listening {srv.server_address[0]}:{srv.server_address[1]}", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

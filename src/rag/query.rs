@@ -1,0 +1,492 @@
+//! `mnote.knowledge_rag.query` and `open_reference`: ask the LightRAG endpoints of the caller's
+//! KBs (concurrently, one call per endpoint), then keep only references to sources the caller
+//! can see in those KBs (the post-filter) and cite each at the evidence block its chunk came
+//! from.
+
+use serde::Serialize;
+use sqlx::{PgConnection, types::Json};
+use uuid::Uuid;
+
+use super::{
+    ErrorView,
+    binding::{self, Binding},
+    client::{QueryMode, QueryRequest, RagError},
+    docs::source_of_file_path,
+    mapping::{self, BlockText, MatchQuality},
+};
+use crate::{
+    auth::Auth,
+    error::{AppError, AppResult},
+    evidence::{Locator, Quality, SourceKind},
+    search::open::{self, OpenAction},
+    state::AppState,
+};
+
+pub const RESULT_SCHEMA: &str = "mnote.knowledge_rag.query_result.v1";
+pub const REFERENCE_SCHEMA: &str = "mnote.knowledge_rag.reference.v1";
+const QUOTE_CHARS: usize = 400;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuoteSource {
+    /// The chunk text LightRAG returned (aligned to our block).
+    Chunk,
+    /// LightRAG returned no usable text; the quote is our best evidence block for the query.
+    Evidence,
+    /// No chunk text, and no evidence block matched the query.
+    Missing,
+    /// Only an image placeholder, and no evidence block matched the query.
+    Placeholder,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContentDiagnostics {
+    /// For sources with OCR text: whether LightRAG's chunk really carried it. `null` for
+    /// sources without OCR text.
+    pub ocr_text_exposed: Option<bool>,
+    /// Every chunk LightRAG returned was only an image placeholder.
+    pub quote_only_image_placeholder: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    pub schema: &'static str,
+    /// The number the answer's `[n]` markers use.
+    pub reference_id: String,
+    pub kb_id: Uuid,
+    pub source_id: Uuid,
+    pub source_path: String,
+    /// LightRAG's name for the document.
+    pub file_path: String,
+    pub quote: String,
+    pub quote_source: QuoteSource,
+    pub content_diagnostics: ContentDiagnostics,
+    pub locator: Locator,
+    pub locator_degraded: bool,
+    pub match_quality: MatchQuality,
+    /// Evidence blocks the chunk spans (the locator cites the first).
+    pub block_count: usize,
+    pub citation_markdown: String,
+    pub citation_url: String,
+    pub open_action: OpenAction,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointError {
+    pub kb_ids: Vec<Uuid>,
+    #[serde(flatten)]
+    pub error: ErrorView,
+}
+
+/// What LightRAG reported about its own query processing: bookkeeping, never evidence.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bookkeeping {
+    pub kind: &'static str,
+    pub note: &'static str,
+    pub kb_ids: Vec<Uuid>,
+    pub keywords: Keywords,
+    pub entity_count: usize,
+    pub relation_count: usize,
+    pub chunk_count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Keywords {
+    pub high_level: Vec<String>,
+    pub low_level: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryResult {
+    pub schema: &'static str,
+    pub query: String,
+    pub mode: QueryMode,
+    pub answer: Option<String>,
+    pub source_scope_mode: &'static str,
+    pub references: Vec<Reference>,
+    /// References LightRAG returned that were dropped: not ours, or not visible to the caller.
+    pub dropped_references: usize,
+    pub degraded: bool,
+    pub degraded_reason: Option<&'static str>,
+    pub errors: Vec<EndpointError>,
+    pub raw_metadata: Vec<Bookkeeping>,
+}
+
+#[derive(Debug, Clone)]
+pub struct QueryInput {
+    pub kb_ids: Vec<Uuid>,
+    pub query: String,
+    pub mode: QueryMode,
+    pub top_k: Option<u32>,
+    pub answer: bool,
+}
+
+/// A reference as LightRAG gave it: a file and the chunk texts behind it (if any).
+struct Raw {
+    provider_id: String,
+    file_path: String,
+    chunks: Vec<String>,
+}
+
+pub fn validate(q: &str) -> AppResult<String> {
+    let q = q.trim();
+    // LightRAG needs 3 "English-equivalent" characters (a CJK character counts 2).
+    let weight: usize = q.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum();
+    if weight < 3 || q.len() > 60_000 {
+        return Err(AppError::invalid("query", "a question of at least 3 characters (or 2 CJK characters)"));
+    }
+    Ok(q.to_string())
+}
+
+/// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
+/// visible bound KB.
+async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
+    let ids: Vec<Uuid> = if kb_ids.is_empty() {
+        crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
+    } else {
+        for id in kb_ids {
+            crate::kbs::visible(conn, auth, *id).await?;
+        }
+        kb_ids.to_vec()
+    };
+    let b = binding::active_for(conn, &ids).await?;
+    if b.is_empty() {
+        return Err(AppError::invalid("kbIds", "none of these knowledge bases is bound to a LightRAG endpoint"));
+    }
+    Ok(b)
+}
+
+pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<QueryResult> {
+    let query = validate(&input.query)?;
+    let mut tx = auth.tx(state).await?;
+    let bindings = bindings_for(&mut tx, auth, &input.kb_ids).await?;
+    tx.commit().await?;
+
+    // One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
+    let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
+    for b in bindings {
+        match groups.iter_mut().find(|(g, _)| g.url == b.url && g.api_key_cipher == b.api_key_cipher) {
+            Some((_, kbs)) => kbs.push(b.kb_id),
+            None => {
+                let kb = b.kb_id;
+                groups.push((b, vec![kb]));
+            }
+        }
+    }
+    let req = QueryRequest {
+        query: query.clone(),
+        mode: input.mode,
+        top_k: input.top_k,
+        chunk_top_k: input.top_k,
+        include_references: true,
+        include_chunk_content: true,
+    };
+    let cfg = &state.config.rag;
+    let calls = groups.iter().map(|(b, kbs)| {
+        let req = &req;
+        async move {
+            let client = b.client(cfg)?;
+            if input.answer {
+                let a = client.query(req).await?;
+                let raws = a
+                    .references
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|r| Raw { provider_id: r.reference_id, file_path: r.file_path, chunks: r.content.unwrap_or_default() })
+                    .collect();
+                Ok::<_, RagError>((Some(a.response), raws, None))
+            } else {
+                let d = client.query_data(req).await?;
+                let mut raws: Vec<Raw> = d
+                    .references
+                    .iter()
+                    .map(|r| Raw { provider_id: r.reference_id.clone(), file_path: r.file_path.clone(), chunks: Vec::new() })
+                    .collect();
+                for c in &d.chunks {
+                    match raws.iter_mut().find(|r| r.provider_id == c.reference_id && r.file_path == c.file_path) {
+                        Some(r) => r.chunks.push(c.content.clone()),
+                        None => raws.push(Raw {
+                            provider_id: c.reference_id.clone(),
+                            file_path: c.file_path.clone(),
+                            chunks: vec![c.content.clone()],
+                        }),
+                    }
+                }
+                let meta = Bookkeeping {
+                    kind: "query_bookkeeping",
+                    note: "LightRAG's own query processing (keywords, graph counts): not evidence; cite only references[]",
+                    kb_ids: kbs.clone(),
+                    keywords: Keywords { high_level: d.keywords_high, low_level: d.keywords_low },
+                    entity_count: d.entity_count,
+                    relation_count: d.relation_count,
+                    chunk_count: d.chunks.len(),
+                };
+                Ok((None, raws, Some(meta)))
+            }
+        }
+    });
+    let results = futures_util::future::join_all(calls).await;
+
+    let mut out = QueryResult {
+        schema: RESULT_SCHEMA,
+        query: query.clone(),
+        mode: input.mode,
+        answer: None,
+        source_scope_mode: "post_filter_mapped_references",
+        references: Vec::new(),
+        dropped_references: 0,
+        degraded: false,
+        degraded_reason: None,
+        errors: Vec::new(),
+        raw_metadata: Vec::new(),
+    };
+    let mut answers: Vec<String> = Vec::new();
+    let mut tx = auth.tx(state).await?;
+    for ((_, kbs), result) in groups.iter().zip(results) {
+        let (answer, raws, meta) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(code = e.code(), "knowledge-RAG query: {e}");
+                out.degraded = true;
+                out.degraded_reason.get_or_insert(e.code());
+                out.errors.push(EndpointError { kb_ids: kbs.clone(), error: ErrorView { code: e.code().into(), message: e.message } });
+                continue;
+            }
+        };
+        out.raw_metadata.extend(meta);
+        // Provider reference ids of this endpoint → our numbers.
+        let mut renumber: Vec<(String, String)> = Vec::new();
+        for raw in raws {
+            match cite(&mut tx, state.config.public_url.as_deref(), kbs, &raw.file_path, &raw.chunks, &query).await? {
+                Some(mut r) => {
+                    let n = (out.references.len() + 1).to_string();
+                    renumber.push((raw.provider_id, n.clone()));
+                    r.reference_id = n;
+                    out.references.push(r);
+                }
+                None => out.dropped_references += 1,
+            }
+        }
+        if let Some(a) = answer {
+            answers.push(renumber_markers(&a, &renumber));
+        }
+    }
+    tx.commit().await?;
+    if input.answer {
+        out.answer = Some(answers.join("\n\n"));
+    }
+    Ok(out)
+}
+
+/// Rewrite `[k]` markers of one endpoint's answer to our reference numbers (markers of
+/// dropped references become `[–]`: nothing the caller may see backs them).
+fn renumber_markers(answer: &str, map: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(answer.len());
+    let mut rest = answer;
+    while let Some(i) = rest.find('[') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        match after.find(']') {
+            Some(j) if j > 0 && after[..j].chars().all(|c| c.is_ascii_digit()) => {
+                let id = &after[..j];
+                match map.iter().find(|(p, _)| p == id) {
+                    Some((_, n)) => out.push_str(&format!("[{n}]")),
+                    None => out.push_str("[–]"),
+                }
+                rest = &after[j + 1..];
+            }
+            _ => {
+                out.push('[');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[derive(sqlx::FromRow)]
+struct SourceRow {
+    id: Uuid,
+    kb_id: Uuid,
+    resource_path: String,
+    kind: String,
+    indexed_hash: Option<String>,
+}
+
+#[derive(sqlx::FromRow)]
+struct BlockRow {
+    id: Uuid,
+    text: String,
+    is_ocr: bool,
+    quality: String,
+    locator: Json<Locator>,
+}
+
+/// Cite one LightRAG reference: `None` (dropped) unless `file_path` names a source the caller
+/// can see in one of `kbs`.
+pub async fn cite(
+    conn: &mut PgConnection,
+    public_url: Option<&str>,
+    kbs: &[Uuid],
+    file_path: &str,
+    chunks: &[String],
+    query: &str,
+) -> AppResult<Option<Reference>> {
+    let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
+    let source: Option<SourceRow> =
+        sqlx::query_as("select id, kb_id, resource_path, kind, indexed_hash from source where id = $1 and kb_id = any($2)")
+            .bind(source_id)
+            .bind(kbs)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some(source) = source else { return Ok(None) };
+    let blocks: Vec<BlockRow> = match &source.indexed_hash {
+        Some(h) => {
+            sqlx::query_as(
+                "select id, text, is_ocr, quality, locator from evidence_block where source_id = $1 and source_hash = $2
+                 order by ordinal",
+            )
+            .bind(source.id)
+            .bind(h)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+        None => Vec::new(),
+    };
+    Ok(Some(reference_of(public_url, &source, &blocks, file_path, chunks, query)))
+}
+
+fn reference_of(
+    public_url: Option<&str>,
+    source: &SourceRow,
+    blocks: &[BlockRow],
+    file_path: &str,
+    chunks: &[String],
+    query: &str,
+) -> Reference {
+    let texts: Vec<BlockText<'_>> = blocks.iter().map(|b| BlockText { text: &b.text, is_ocr: b.is_ocr }).collect();
+    let has_ocr = blocks.iter().any(|b| b.is_ocr);
+    let usable: Vec<&String> = chunks.iter().filter(|c| !mapping::is_image_placeholder(c) && !c.trim().is_empty()).collect();
+    let only_placeholder = !chunks.is_empty() && usable.is_empty() && chunks.iter().any(|c| mapping::is_image_placeholder(c));
+    let stream = mapping::Stream::new(&texts);
+    // The best-aligned chunk: exact before fuzzy before unmatched.
+    let rank = |q: MatchQuality| match q {
+        MatchQuality::Exact => 0,
+        MatchQuality::Fuzzy => 1,
+        MatchQuality::Unmatched => 2,
+        MatchQuality::FileOnly => 3,
+    };
+    let best = usable.iter().filter_map(|c| stream.align(c).map(|a| (a, *c))).min_by_key(|(a, _)| rank(a.quality));
+
+    let (quality, first, count, quote, quote_source) = match best {
+        Some((a, _)) if matches!(a.quality, MatchQuality::Exact | MatchQuality::Fuzzy) => {
+            (a.quality, Some(a.first), a.blocks, clip(&blocks[a.first].text), QuoteSource::Chunk)
+        }
+        Some((_, chunk)) => (MatchQuality::Unmatched, None, 0, clip(chunk), QuoteSource::Chunk),
+        None => match mapping::best_block_for_terms(&texts, query, has_ocr) {
+            Some(i) => (MatchQuality::FileOnly, Some(i), 1, clip(&blocks[i].text), QuoteSource::Evidence),
+            None if only_placeholder => (MatchQuality::FileOnly, None, 0, String::new(), QuoteSource::Placeholder),
+            None => (MatchQuality::FileOnly, None, 0, String::new(), QuoteSource::Missing),
+        },
+    };
+    let title = open::source_title(&source.resource_path);
+    let (locator, action, exact_block, ocr_in_blocks) = match first {
+        Some(i) => {
+            let b = &blocks[i];
+            let span = &blocks[i..(i + count.max(1)).min(blocks.len())];
+            (b.locator.0.clone(), open::open_action(&b.locator.0, b.id, public_url), b.quality == "exact", span.iter().any(|b| b.is_ocr))
+        }
+        None => {
+            let l = resource_locator(source);
+            let a = open::open_resource(source.id, public_url);
+            (l, a, false, false)
+        }
+    };
+    let ocr_text_exposed = has_ocr.then_some(quote_source == QuoteSource::Chunk && ocr_in_blocks);
+    Reference {
+        schema: REFERENCE_SCHEMA,
+        reference_id: String::new(),
+        kb_id: source.kb_id,
+        source_id: source.id,
+        source_path: source.resource_path.clone(),
+        file_path: file_path.to_string(),
+        quote,
+        quote_source,
+        content_diagnostics: ContentDiagnostics { ocr_text_exposed, quote_only_image_placeholder: only_placeholder },
+        locator_degraded: !(quality == MatchQuality::Exact && exact_block),
+        match_quality: quality,
+        block_count: count,
+        citation_markdown: open::citation_markdown(&title, &locator.place(), &action.url),
+        citation_url: action.url.clone(),
+        locator,
+        open_action: action,
+    }
+}
+
+fn clip(text: &str) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(QUOTE_CHARS) {
+        Some((i, _)) => format!("{}…", &t[..i]),
+        None => t.to_string(),
+    }
+}
+
+/// A locator naming only the resource (no block could be cited).
+fn resource_locator(s: &SourceRow) -> Locator {
+    Locator {
+        bbox: None,
+        block_id: String::new(),
+        char_range: [0, 0],
+        kb_id: s.kb_id,
+        line_range: None,
+        page: None,
+        page_size: None,
+        para_id_end: None,
+        para_id_start: None,
+        paragraph_ordinal: None,
+        quality: Quality::ResourceOnly,
+        resource_kind: s.kind.parse().unwrap_or(SourceKind::Text),
+        resource_path: s.resource_path.clone(),
+        schema: crate::evidence::LOCATOR_SCHEMA.to_string(),
+        section_path: Vec::new(),
+        source_hash: s.indexed_hash.clone().unwrap_or_default(),
+        source_id: s.id,
+        text_fingerprint: String::new(),
+    }
+}
+
+/// `open_reference`: a provider hint (file path, optional chunk text) → our citation.
+pub async fn open_reference(state: &AppState, auth: &Auth, file_path: &str, quote: Option<&str>) -> AppResult<Reference> {
+    let mut tx = auth.tx(state).await?;
+    let kbs: Vec<Uuid> =
+        crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
+    let chunks: Vec<String> = quote.filter(|q| !q.trim().is_empty()).map(|q| vec![q.to_string()]).unwrap_or_default();
+    let r = cite(&mut tx, state.config.public_url.as_deref(), &kbs, file_path, &chunks, quote.unwrap_or("")).await?;
+    tx.commit().await?;
+    r.ok_or(AppError::NotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_markers_follow_the_kept_references() {
+        let map = vec![("1".to_string(), "3".to_string()), ("2".to_string(), "4".to_string())];
+        assert_eq!(renumber_markers("A [1], B [2] and C [5]; see [x] [].", &map), "A [3], B [4] and C [–]; see [x] [].");
+    }
+
+    #[test]
+    fn short_queries_are_refused_like_lightrag_does() {
+        assert!(validate("ab").is_err());
+        assert!(validate("线程").is_ok());
+        assert_eq!(validate("  who leads  ").unwrap(), "who leads");
+    }
+}
