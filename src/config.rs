@@ -50,6 +50,59 @@ pub struct Config {
     /// `vector_retry_min`, doubling up to `vector_retry_max` (then once per that interval).
     pub vector_retry_min: Duration,
     pub vector_retry_max: Duration,
+    /// Knowledge RAG (LightRAG endpoints).
+    pub rag: RagConfig,
+}
+
+/// Knowledge RAG: which LightRAG URLs team admins may bind, how long a call may take, and the
+/// key API keys are sealed with.
+#[derive(Clone, Debug)]
+pub struct RagConfig {
+    /// URL prefixes a KB may be bound to (MNOTE_RAG_ALLOWED_URLS, comma-separated); empty:
+    /// none (no server-side request forgery through a team admin).
+    pub allowed_urls: Vec<String>,
+    /// Limit of one LightRAG call (MNOTE_RAG_TIMEOUT_SECS).
+    pub timeout: Duration,
+    /// The key secrets are sealed with at rest: MNOTE_SECRET_KEY (64 hex digits or base64),
+    /// else the file MNOTE_SECRET_KEY_FILE, else `<data dir>/secret.key` (`./dev` creates it).
+    pub secret_key: Option<crate::platform::crypto::MasterKey>,
+    /// How often the background sync looks at every binding (it also runs on source changes).
+    pub sync_interval: Duration,
+}
+
+impl RagConfig {
+    fn from_env(data_dir: &std::path::Path) -> anyhow::Result<Self> {
+        use crate::platform::crypto::MasterKey;
+        let secret_key = match var("MNOTE_SECRET_KEY") {
+            Some(k) => Some(MasterKey::parse(&k).context("MNOTE_SECRET_KEY")?),
+            None => {
+                let file = var("MNOTE_SECRET_KEY_FILE").map(PathBuf::from).unwrap_or_else(|| data_dir.join("secret.key"));
+                match std::fs::read_to_string(&file) {
+                    Ok(k) => Some(MasterKey::parse(&k).with_context(|| format!("secret key file {}", file.display()))?),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                    Err(e) => return Err(e).with_context(|| format!("reading {}", file.display())),
+                }
+            }
+        };
+        Ok(RagConfig {
+            allowed_urls: var("MNOTE_RAG_ALLOWED_URLS")
+                .map(|v| v.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect())
+                .unwrap_or_default(),
+            timeout: Duration::from_secs(parse("MNOTE_RAG_TIMEOUT_SECS", 30u64)?.max(1)),
+            secret_key,
+            sync_interval: Duration::from_secs(parse("MNOTE_RAG_SYNC_INTERVAL_SECS", 30u64)?.max(1)),
+        })
+    }
+
+    /// Nothing allowed, a fresh random key, short timeouts.
+    pub fn for_tests() -> Self {
+        RagConfig {
+            allowed_urls: Vec::new(),
+            timeout: Duration::from_secs(5),
+            secret_key: Some(crate::platform::crypto::MasterKey::generate()),
+            sync_interval: Duration::from_secs(1),
+        }
+    }
 }
 
 /// `background` (default): a KB without a current mirror is ranked in SQL while the mirror is
@@ -130,6 +183,7 @@ impl Config {
         let grantable_roots = parse_roots(var("MNOTE_GRANTABLE_ROOTS").as_deref(), &data_dir)?;
         let public_url = var("MNOTE_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
         let https = public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
+        let rag = RagConfig::from_env(&data_dir)?;
         Ok(Config {
             database_url,
             migration_database_url: var("MNOTE_MIGRATION_DATABASE_URL"),
@@ -161,6 +215,7 @@ impl Config {
             lexical_mirror: parse("MNOTE_LEXICAL_MIRROR", LexicalMirror::Background)?,
             vector_retry_min: Duration::from_millis(parse("MNOTE_VECTOR_RETRY_MIN_MS", 2000u64)?.max(10)),
             vector_retry_max: Duration::from_secs(parse("MNOTE_VECTOR_RETRY_MAX_SECS", 300u64)?.max(1)),
+            rag,
         })
     }
 
@@ -197,6 +252,7 @@ impl Config {
             lexical_mirror: LexicalMirror::Inline,
             vector_retry_min: Duration::from_secs(2),
             vector_retry_max: Duration::from_secs(300),
+            rag: RagConfig::for_tests(),
         }
     }
 

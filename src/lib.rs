@@ -14,7 +14,8 @@ pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
-pub mod platform; // child-process supervisor, outbound HTTP client, SecretString
+pub mod platform; // child-process supervisor, outbound HTTP client, SecretString, secrets at rest
+pub mod rag; // knowledge RAG: LightRAG client, bindings, sync, reference → evidence mapping
 pub mod search; // evidence search (lexical, vector, hybrid, graph), embedders, the evidence tools
 pub mod sources; // registered files and uploads
 pub mod startup; // merges the features' routers, middleware order, serve

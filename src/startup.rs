@@ -13,7 +13,7 @@ use crate::{
     config::Config,
     db,
     error::AppError,
-    grants, kbs, ops, search, sources,
+    grants, kbs, ops, rag, search, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -38,6 +38,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(kbs::api_router())
         .merge(sources::api_router(cfg))
         .merge(search::api_router())
+        .merge(rag::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
         .layer(from_fn(auth::csrf::guard));
@@ -49,6 +50,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(kbs::page_router())
         .merge(sources::page_router(cfg))
         .merge(search::page_router())
+        .merge(rag::page_router())
         .merge(viewer::page_router())
         .merge(web::page_router())
         .fallback(not_found)
@@ -88,6 +90,12 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         state.vector_health.clone(),
         stop_rx.clone(),
     );
+    let rag_sync = tokio::spawn(crate::rag::sync::run(
+        state.pool.clone(),
+        state.config.clone(),
+        state.source_events.subscribe(),
+        stop_rx.clone(),
+    ));
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
@@ -101,6 +109,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         let _ = w.await;
     }
     let _ = watcher.await;
+    let _ = rag_sync.await;
     tracing::info!("server stopped");
     Ok(())
 }

@@ -43,7 +43,7 @@ async fn set_status(conn: &mut PgConnection, id: Uuid, status: &str, error: Opti
 }
 
 /// Where the bytes of a source are, if they are still reachable under its grant.
-async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::Result<Result<PathBuf, (&'static str, String)>> {
+pub async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::Result<Result<PathBuf, (&'static str, String)>> {
     match s.grant_id {
         None => Ok(Ok(sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256))),
         Some(g) => {

@@ -1,5 +1,6 @@
 //! Process-level plumbing shared by the features: supervised child processes
 //! ([`supervise`]), the outbound HTTP client ([`http`]) and the secret type ([`SecretString`]).
+pub mod crypto;
 pub mod http;
 pub mod secret;
 pub mod supervise;

@@ -75,9 +75,10 @@ fn aad(kb_id: Uuid) -> String {
 }
 
 pub fn seal_key(cfg: &RagConfig, kb_id: Uuid, key: &str) -> AppResult<Vec<u8>> {
-    let master = cfg.secret_key.as_ref().ok_or_else(|| {
-        AppError::Upstream("the server has no secret key (MNOTE_SECRET_KEY) to store API keys with".into())
-    })?;
+    let master = cfg
+        .secret_key
+        .as_ref()
+        .ok_or_else(|| AppError::Upstream("the server has no secret key (MNOTE_SECRET_KEY) to store API keys with".into()))?;
     Ok(master.seal(key.as_bytes(), aad(kb_id).as_bytes()))
 }
 

@@ -66,7 +66,8 @@ impl Stream {
         if needle.is_empty() || needle.len() > self.chars.len() {
             return None;
         }
-        (from..=self.chars.len() - needle.len()).find(|&i| self.chars[i] == needle[0] && self.chars[i..i + needle.len()] == *needle)
+        (from..=self.chars.len() - needle.len())
+            .find(|&i| self.chars[i] == needle[0] && self.chars[i..i + needle.len()] == *needle)
     }
 
     fn span(&self, start: usize, len: usize) -> (usize, usize) {
@@ -215,7 +216,10 @@ mod tests {
         let chunk = "# Handbook\n\nAcme Robotics builds **warehouse** robots in Lyon.\n\n## Engineering\n";
         assert_eq!(s.align(chunk), Some(Alignment { quality: MatchQuality::Exact, first: 0, blocks: 3 }));
         // An overlap chunk starting mid-block.
-        assert_eq!(s.align("robots in Lyon.\n\n## Engineering\n\nMarie leads"), Some(Alignment { quality: MatchQuality::Exact, first: 1, blocks: 3 }));
+        assert_eq!(
+            s.align("robots in Lyon.\n\n## Engineering\n\nMarie leads"),
+            Some(Alignment { quality: MatchQuality::Exact, first: 1, blocks: 3 })
+        );
     }
 
     #[test]
@@ -234,7 +238,10 @@ mod tests {
         let changed = long.replace("north hall", "east wing");
         let a = s.align(&changed).unwrap();
         assert_eq!((a.quality, a.first), (MatchQuality::Fuzzy, 1));
-        assert_eq!(s.align("Completely unrelated sentence about astronomy and the stars tonight.").unwrap().quality, MatchQuality::Unmatched);
+        assert_eq!(
+            s.align("Completely unrelated sentence about astronomy and the stars tonight.").unwrap().quality,
+            MatchQuality::Unmatched
+        );
         assert_eq!(s.align("  \n# ## "), None);
     }
 

@@ -255,7 +255,8 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
                 tracing::warn!(code = e.code(), "knowledge-RAG query: {e}");
                 out.degraded = true;
                 out.degraded_reason.get_or_insert(e.code());
-                out.errors.push(EndpointError { kb_ids: kbs.clone(), error: ErrorView { code: e.code().into(), message: e.message } });
+                out.errors
+                    .push(EndpointError { kb_ids: kbs.clone(), error: ErrorView { code: e.code().into(), message: e.message } });
                 continue;
             }
         };
@@ -401,7 +402,12 @@ fn reference_of(
         Some(i) => {
             let b = &blocks[i];
             let span = &blocks[i..(i + count.max(1)).min(blocks.len())];
-            (b.locator.0.clone(), open::open_action(&b.locator.0, b.id, public_url), b.quality == "exact", span.iter().any(|b| b.is_ocr))
+            (
+                b.locator.0.clone(),
+                open::open_action(&b.locator.0, b.id, public_url),
+                b.quality == "exact",
+                span.iter().any(|b| b.is_ocr),
+            )
         }
         None => {
             let l = resource_locator(source);

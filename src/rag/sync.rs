@@ -172,21 +172,21 @@ enum Payload {
 
 async fn payload(pool: &PgPool, cfg: &Config, tenant: Uuid, w: &Wanted) -> Result<Result<Payload, (&'static str, String)>, Step> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let has_ocr: bool = sqlx::query_scalar(
-        "select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)",
-    )
-    .bind(w.id)
-    .bind(&w.indexed_hash)
-    .fetch_one(&mut *tx)
-    .await?;
+    let has_ocr: bool =
+        sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
+            .bind(w.id)
+            .bind(&w.indexed_hash)
+            .fetch_one(&mut *tx)
+            .await?;
     let kind = w.kind.0;
     let as_text = kind == SourceKind::Image || (kind == SourceKind::Pdf && has_ocr);
     if as_text {
-        let text: Option<String> = sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
-            .bind(w.id)
-            .bind(&w.indexed_hash)
-            .fetch_optional(&mut *tx)
-            .await?;
+        let text: Option<String> =
+            sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
+                .bind(w.id)
+                .bind(&w.indexed_hash)
+                .fetch_optional(&mut *tx)
+                .await?;
         tx.commit().await?;
         let text = text.unwrap_or_default();
         if text.trim().is_empty() {
@@ -216,13 +216,30 @@ async fn payload(pool: &PgPool, cfg: &Config, tenant: Uuid, w: &Wanted) -> Resul
     Ok(Ok(Payload::File(bytes)))
 }
 
-async fn send(pool: &PgPool, cfg: &Config, tenant: Uuid, client: &LightRag, b: &Binding, w: &Wanted, row: Option<&DocRow>) -> Result<(), Step> {
+async fn send(
+    pool: &PgPool,
+    cfg: &Config,
+    tenant: Uuid,
+    client: &LightRag,
+    b: &Binding,
+    w: &Wanted,
+    row: Option<&DocRow>,
+) -> Result<(), Step> {
     let file_source = docs::file_source(w.id, &w.resource_path);
     let doc_id = doc_id_of(&file_source);
     let fail = |code: &'static str, message: String| async move {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-        docs::record_send_failure(&mut tx, tenant, b.id, w.id, &docs::file_source(w.id, &w.resource_path), &w.indexed_hash, code, &message)
-            .await?;
+        docs::record_send_failure(
+            &mut tx,
+            tenant,
+            b.id,
+            w.id,
+            &docs::file_source(w.id, &w.resource_path),
+            &w.indexed_hash,
+            code,
+            &message,
+        )
+        .await?;
         tx.commit().await?;
         Ok::<(), Step>(())
     };
@@ -318,8 +335,15 @@ async fn track(pool: &PgPool, tenant: Uuid, client: &LightRag, d: &DocRow) -> Re
             let error = (state == DocState::Failed)
                 .then(|| ("knowledge_rag_failed", x.error_msg.clone().unwrap_or_else(|| "LightRAG failed the document".into())));
             if state != d.status.0 || exposed.is_some() || error.is_some() {
-                docs::set_state(&mut tx, d.binding_id, d.source_id, state, error.as_ref().map(|(c, m)| (*c, m.as_str())), exposed)
-                    .await?;
+                docs::set_state(
+                    &mut tx,
+                    d.binding_id,
+                    d.source_id,
+                    state,
+                    error.as_ref().map(|(c, m)| (*c, m.as_str())),
+                    exposed,
+                )
+                .await?;
             }
             state
         }
@@ -335,13 +359,21 @@ fn ocr_exposed(x: &super::client::DocStatus, sent: &str) -> bool {
     let summary = norm(x.content_summary.trim_end_matches("...").trim_end_matches('…'));
     let sent_chars = sent.trim().chars().count() as u64;
     let long_enough = x.content_length.is_some_and(|l| l * 10 >= sent_chars * 9);
-    !summary.is_empty() && long_enough && norm(sent).starts_with(&summary) && !super::mapping::is_image_placeholder(&x.content_summary)
+    !summary.is_empty()
+        && long_enough
+        && norm(sent).starts_with(&summary)
+        && !super::mapping::is_image_placeholder(&x.content_summary)
 }
 
 /// The background sync of `mnote serve`: a pass whenever a source changes (the
 /// `mnote_source` notifications), every `MNOTE_RAG_SYNC_INTERVAL_SECS` otherwise, and every
 /// second while LightRAG is still parsing what was sent.
-pub async fn run(pool: PgPool, cfg: std::sync::Arc<Config>, mut events: tokio::sync::broadcast::Receiver<String>, mut stop: tokio::sync::watch::Receiver<bool>) {
+pub async fn run(
+    pool: PgPool,
+    cfg: std::sync::Arc<Config>,
+    mut events: tokio::sync::broadcast::Receiver<String>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     loop {
         if *stop.borrow() {
             break;

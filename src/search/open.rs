@@ -1,25 +1,15 @@
 //! The evidence tools besides search: `open` (the only place citation URLs are built) and
 //! `read` (an evidence block with its context).
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sqlx::{PgConnection, Row, types::Json};
 use uuid::Uuid;
 
-use crate::evidence::{Locator, LocatorRef, Place, SourceKind, SourceStatus};
-
-/// `openAction` of a result: where the viewer shows the evidence highlighted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OpenAction {
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// Root-relative: `/sources/{sourceId}/view?evidence={evidenceId}…#hl`.
-    pub url: String,
-    /// `MNOTE_PUBLIC_URL` + `url`, when a public URL is configured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub absolute_url: Option<String>,
-}
+pub use crate::evidence::tools::OpenAction;
+use crate::evidence::{
+    Locator, LocatorRef, Place, SourceKind, SourceStatus,
+    tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
+};
 
 fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
@@ -73,6 +63,11 @@ fn open_action_without_block(source_id: Uuid, locator: &LocatorRef, public_url: 
     with_public(format!("/sources/{source_id}/view{q}#hl"), public_url)
 }
 
+/// The viewer URL of a whole source, for a citation no block could be found for.
+pub fn open_resource(source_id: Uuid, public_url: Option<&str>) -> OpenAction {
+    with_public(format!("/sources/{source_id}/view"), public_url)
+}
+
 /// A source's display title: its file name.
 pub fn source_title(resource_path: &str) -> String {
     resource_path.rsplit('/').next().unwrap_or(resource_path).to_string()
@@ -85,19 +80,6 @@ pub fn citation_markdown(title: &str, place: &Place<'_>, url: &str) -> String {
         Some(p) => format!("[{} · {}]({url})", esc(title), esc(&p)),
         None => format!("[{}]({url})", esc(title)),
     }
-}
-
-/// What the tools accept to name evidence: an id, or a locator (`sourceId` + `blockId`).
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct EvidenceRef {
-    #[serde(default)]
-    pub evidence_id: Option<Uuid>,
-    #[serde(default)]
-    pub locator: Option<Value>,
-    /// `read` only: blocks before and after the anchor (default 2, at most 20).
-    #[serde(default)]
-    pub window: Option<usize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,16 +100,20 @@ struct Anchor {
     locator: Locator,
 }
 
-/// Find the block a reference names, under the caller's RLS. A locator whose block changed
-/// is matched by its text fingerprint; `Ok(None)` means the source is visible but the block
-/// is gone.
-async fn resolve(conn: &mut PgConnection, r: &EvidenceRef) -> Result<(Uuid, Option<Anchor>), ToolError> {
-    let row = if let Some(id) = r.evidence_id {
+/// Find the block a reference (an evidence id, else a locator) names, under the caller's RLS.
+/// A locator whose block changed is matched by its text fingerprint; `Ok(None)` means the
+/// source is visible but the block is gone.
+async fn resolve(
+    conn: &mut PgConnection,
+    evidence_id: Option<Uuid>,
+    locator: Option<&Value>,
+) -> Result<(Uuid, Option<Anchor>), ToolError> {
+    let row = if let Some(id) = evidence_id {
         sqlx::query("select id, source_id, ordinal, section_key, locator from evidence_block where id = $1")
             .bind(id)
             .fetch_optional(&mut *conn)
             .await?
-    } else if let Some(loc) = &r.locator {
+    } else if let Some(loc) = locator {
         let loc = LocatorRef::from_value(loc);
         let source_id = loc
             .source_id
@@ -193,8 +179,8 @@ async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, To
 }
 
 /// `POST /api/evidence/open`.
-pub async fn open(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&str>) -> Result<Value, ToolError> {
-    let (source_id, anchor) = resolve(conn, r).await?;
+pub async fn open(conn: &mut PgConnection, r: &OpenRequest, public_url: Option<&str>) -> Result<OpenResponse, ToolError> {
+    let (source_id, anchor) = resolve(conn, r.evidence_id, r.locator.as_ref()).await?;
     let info = source_info(conn, source_id).await?;
     let (action, citation, exact) = match anchor {
         Some(a) => {
@@ -209,40 +195,39 @@ pub async fn open(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
             (action, citation, false)
         }
     };
-    Ok(json!({
-        "ok": true,
-        "schema": "mnote.evidence_open_response.v1",
-        "openAction": action,
-        "citationMarkdown": citation,
-        "blockFound": exact,
-        "stale": info.status == SourceStatus::Stale,
-    }))
+    Ok(OpenResponse {
+        block_found: exact,
+        citation_markdown: citation,
+        ok: true,
+        open_action: action,
+        schema: "mnote.evidence_open_response.v1",
+        stale: info.status == SourceStatus::Stale,
+    })
 }
 
-fn block_json(row: &sqlx::postgres::PgRow, public_url: Option<&str>) -> Value {
+fn evidence_block(row: &sqlx::postgres::PgRow, public_url: Option<&str>) -> EvidenceBlock {
     let id: Uuid = row.get("id");
     let loc: Json<Locator> = row.get("locator");
-    let action = open_action(&loc.0, id, public_url);
-    json!({
-        "evidenceId": id,
-        "blockId": row.get::<String, _>("block_key"),
-        "type": row.get::<String, _>("block_type"),
-        "text": row.get::<String, _>("text"),
-        "source": loc.0,
-        "openAction": action,
-    })
+    EvidenceBlock {
+        block_id: row.get("block_key"),
+        evidence_id: id,
+        open_action: open_action(&loc.0, id, public_url),
+        source: loc.0,
+        text: row.get("text"),
+        block_type: row.get("block_type"),
+    }
 }
 
 const READ_SECTION_MAX: i64 = 40;
 
 /// `POST /api/evidence/read`: the anchor, `window` blocks before and after, the other blocks
 /// of its section (bounded), its section path and the source's title and kind.
-pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&str>) -> Result<Value, ToolError> {
+pub async fn read(conn: &mut PgConnection, r: &ReadRequest, public_url: Option<&str>) -> Result<ReadResponse, ToolError> {
     let window = r.window.unwrap_or(2);
     if window > 20 {
         return Err(ToolError::Invalid("window must be at most 20".into()));
     }
-    let (source_id, anchor) = resolve(conn, r).await?;
+    let (source_id, anchor) = resolve(conn, r.evidence_id, r.locator.as_ref()).await?;
     let anchor = anchor.ok_or(ToolError::NotFound)?;
     let info = source_info(conn, source_id).await?;
     const COLS: &str = "id, block_key, block_type, text, locator, ordinal";
@@ -256,13 +241,13 @@ pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
     .await?;
     let mut previous = Vec::new();
     let mut next = Vec::new();
-    let mut anchor_json = Value::Null;
+    let mut anchor_block = None;
     for row in &rows {
         let ord: i32 = row.get("ordinal");
-        let j = block_json(row, public_url);
+        let j = evidence_block(row, public_url);
         match ord.cmp(&anchor.ordinal) {
             std::cmp::Ordering::Less => previous.push(j),
-            std::cmp::Ordering::Equal => anchor_json = j,
+            std::cmp::Ordering::Equal => anchor_block = Some(j),
             std::cmp::Ordering::Greater => next.push(j),
         }
     }
@@ -288,28 +273,30 @@ pub async fn read(conn: &mut PgConnection, r: &EvidenceRef, public_url: Option<&
             let truncated = rows.len() as i64 > READ_SECTION_MAX;
             let mut rows: Vec<_> = rows.into_iter().take(READ_SECTION_MAX as usize).collect();
             rows.sort_by_key(|r| r.get::<i32, _>("ordinal"));
-            (path.unwrap_or_default(), rows.iter().map(|r| block_json(r, public_url)).collect::<Vec<_>>(), truncated)
+            (path.unwrap_or_default(), rows.iter().map(|r| evidence_block(r, public_url)).collect::<Vec<_>>(), truncated)
         }
         None => (Vec::new(), Vec::new(), false),
     };
-    Ok(json!({
-        "ok": true,
-        "schema": "mnote.evidence_read_response.v1",
-        "anchor": anchor_json,
-        "previous": previous,
-        "next": next,
-        "sectionPath": section_path,
-        "sectionBlocks": section_blocks,
-        "sectionTruncated": truncated,
-        "sourceTitle": info.title,
-        "resourceKind": info.kind,
-        "resourcePath": info.resource_path,
-        "stale": info.status == SourceStatus::Stale,
-    }))
+    Ok(ReadResponse {
+        anchor: anchor_block,
+        next,
+        ok: true,
+        previous,
+        resource_kind: info.kind,
+        resource_path: info.resource_path,
+        schema: "mnote.evidence_read_response.v1",
+        section_blocks,
+        section_path,
+        section_truncated: truncated,
+        source_title: info.title,
+        stale: info.status == SourceStatus::Stale,
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn locator(v: Value) -> Locator {

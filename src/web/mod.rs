@@ -25,6 +25,7 @@ const ASSETS: &[(&str, &str, &str)] = &[
     // Live source status on the KB page (server-sent events).
     ("/static/kb-live.js", "text/javascript; charset=utf-8", include_str!("../../static/kb-live.js")),
     // Keyboard shortcuts and the copy buttons of `/search` (optional).
+    ("/static/rag-live.js", "text/javascript; charset=utf-8", include_str!("../../static/rag-live.js")),
     ("/static/search.js", "text/javascript; charset=utf-8", include_str!("../../static/search.js")),
     // Keyboard page navigation and zoom in the viewer (optional).
     ("/static/viewer.js", "text/javascript; charset=utf-8", include_str!("../../static/viewer.js")),

@@ -1,0 +1,184 @@
+//! The knowledge-RAG API: binding (`/api/kbs/{id}/knowledge-rag`), status, query and
+//! open-reference. Thin: validation and access here, the work in the sibling modules.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use super::{
+    binding::{self, BindingView},
+    client::QueryMode,
+    query::{self, QueryInput, QueryResult, Reference},
+    status::{self, KbStatus},
+};
+use crate::{
+    auth::Auth,
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
+};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BindBody {
+    pub url: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// Bind (or re-bind) a KB the caller manages, then contact the endpoint once.
+pub async fn bind(state: &AppState, auth: &Auth, kb: Uuid, body: BindBody) -> AppResult<BindingView> {
+    let cfg = &state.config.rag;
+    let url = binding::allowed_url(cfg, &body.url)?;
+    let label = body.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
+    if label.is_some_and(|l| l.chars().count() > 100 || l.chars().any(char::is_control)) {
+        return Err(AppError::invalid("label", "at most 100 characters"));
+    }
+    let key = body.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty());
+    if key.is_some_and(|k| k.len() > 4096 || k.chars().any(char::is_control)) {
+        return Err(AppError::invalid("apiKey", "a printable key of at most 4096 characters"));
+    }
+    let cipher = key.map(|k| binding::seal_key(cfg, kb, k)).transpose()?;
+    let mut tx = auth.tx(state).await?;
+    crate::kbs::managed(&mut tx, auth, kb).await?;
+    let b = binding::put(&mut tx, auth.tenant_id, kb, &url, label, cipher, auth.user_id).await?;
+    tx.commit().await?;
+    Ok(test(state, auth, b).await?)
+}
+
+async fn test(state: &AppState, auth: &Auth, b: binding::Binding) -> AppResult<BindingView> {
+    let outcome = super::check(&state.config.rag, &b).await;
+    let mut tx = auth.tx(state).await?;
+    binding::record_check(&mut tx, b.id, outcome.as_ref().map(|v| v.as_deref())).await?;
+    let b = binding::active(&mut tx, b.kb_id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(b.view())
+}
+
+pub async fn put_binding(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(kb): Path<Uuid>,
+    ApiJson(body): ApiJson<BindBody>,
+) -> AppResult<Json<BindingView>> {
+    Ok(Json(bind(&state, &auth, kb, body).await?))
+}
+
+pub async fn get_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
+    let mut tx = auth.tx(&state).await?;
+    crate::kbs::visible(&mut tx, &auth, kb).await?;
+    let b = binding::active(&mut tx, kb).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Json(b.view()))
+}
+
+/// "Test connection": `/health` and the key, now.
+pub async fn test_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
+    let mut tx = auth.tx(&state).await?;
+    crate::kbs::managed(&mut tx, &auth, kb).await?;
+    let b = binding::active(&mut tx, kb).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Json(test(&state, &auth, b).await?))
+}
+
+pub async fn unbind(state: &AppState, auth: &Auth, kb: Uuid) -> AppResult<()> {
+    let mut tx = auth.tx(state).await?;
+    crate::kbs::managed(&mut tx, auth, kb).await?;
+    if !binding::retire(&mut tx, kb).await? {
+        return Err(AppError::NotFound);
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub async fn delete_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<StatusCode> {
+    unbind(&state, &auth, kb).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusQuery {
+    kb_id: Option<Uuid>,
+}
+
+#[derive(serde::Serialize)]
+pub struct StatusResponse {
+    schema: &'static str,
+    items: Vec<KbStatus>,
+}
+
+pub async fn status(State(state): State<AppState>, auth: Auth, Query(q): Query<StatusQuery>) -> AppResult<Json<StatusResponse>> {
+    let mut tx = auth.tx(&state).await?;
+    let bindings = match q.kb_id {
+        Some(kb) => {
+            crate::kbs::visible(&mut tx, &auth, kb).await?;
+            binding::active(&mut tx, kb).await?.into_iter().collect()
+        }
+        None => {
+            let kbs: Vec<Uuid> =
+                crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
+            binding::active_for(&mut tx, &kbs).await?
+        }
+    };
+    let items = status::of(&mut tx, &state.config.rag, &bindings).await?;
+    tx.commit().await?;
+    Ok(Json(StatusResponse { schema: status::SCHEMA, items }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QueryBody {
+    #[serde(default)]
+    kb_ids: Vec<Uuid>,
+    query: String,
+    #[serde(default)]
+    mode: Option<String>,
+    #[serde(default)]
+    top_k: Option<u32>,
+    #[serde(default)]
+    answer: bool,
+}
+
+pub fn parse_mode(m: Option<&str>) -> AppResult<QueryMode> {
+    match m.map(str::trim).filter(|m| !m.is_empty()) {
+        None => Ok(QueryMode::Mix),
+        Some(m) => m.parse().map_err(|_| AppError::invalid("mode", "mix, hybrid, local, global or naive")),
+    }
+}
+
+pub async fn query(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<QueryBody>) -> AppResult<Json<QueryResult>> {
+    let mode = parse_mode(b.mode.as_deref())?;
+    if b.top_k.is_some_and(|k| !(1..=200).contains(&k)) {
+        return Err(AppError::invalid("topK", "1 to 200"));
+    }
+    let input = QueryInput { kb_ids: b.kb_ids, query: b.query, mode, top_k: b.top_k, answer: b.answer };
+    Ok(Json(query::run(&state, &auth, input).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenBody {
+    file_path: String,
+    #[serde(default)]
+    #[allow(dead_code)] // accepted for clients that have it; chunk texts are matched instead
+    chunk_id: Option<String>,
+    #[serde(default)]
+    quote: Option<String>,
+}
+
+pub async fn open_reference(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(b): ApiJson<OpenBody>,
+) -> AppResult<Json<Reference>> {
+    if b.file_path.trim().is_empty() || b.file_path.len() > 1024 {
+        return Err(AppError::invalid("filePath", "LightRAG's file_path of a reference"));
+    }
+    Ok(Json(query::open_reference(&state, &auth, &b.file_path, b.quote.as_deref()).await?))
+}

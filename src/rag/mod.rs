@@ -1,0 +1,61 @@
+//! Knowledge RAG: a KB bound to a LightRAG server (one workspace per server process, so
+//! isolation never relies on LightRAG), its sources mirrored there, and LightRAG's answers
+//! turned into our located, diagnosed citations.
+//!
+//! - [`client`]: the HTTP client for LightRAG (the only code that builds its URLs);
+//! - [`binding`]: the KB ↔ endpoint binding, URL allow-list, sealed API key;
+//! - [`docs`] + [`sync`]: one LightRAG document per indexed source, kept in step;
+//! - [`mapping`]: chunk text → evidence blocks; [`query`]: query, open_reference;
+//! - [`status`], [`handlers`] (API), [`pages`] (KB knowledge-RAG page, Ask page).
+
+pub mod binding;
+pub mod client;
+pub mod docs;
+pub mod handlers;
+pub mod mapping;
+pub mod pages;
+pub mod query;
+pub mod status;
+pub mod sync;
+
+use serde::Serialize;
+
+use crate::config::RagConfig;
+
+/// `{code, message}` of a LightRAG failure, as responses carry it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorView {
+    pub code: String,
+    pub message: String,
+}
+
+/// Ask an endpoint whether it is up and the key is accepted: LightRAG's version.
+pub async fn check(cfg: &RagConfig, b: &binding::Binding) -> Result<Option<String>, client::RagError> {
+    let c = b.client(cfg)?;
+    let h = c.health().await?;
+    c.verify_key().await?;
+    Ok(h.core_version)
+}
+
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use handlers as h;
+    axum::Router::new()
+        .route("/api/kbs/{id}/knowledge-rag", get(h::get_binding).put(h::put_binding).delete(h::delete_binding))
+        .route("/api/kbs/{id}/knowledge-rag/test", post(h::test_binding))
+        .route("/api/knowledge-rag/status", get(h::status))
+        .route("/api/knowledge-rag/query", post(h::query))
+        .route("/api/knowledge-rag/open-reference", post(h::open_reference))
+}
+
+pub fn page_router() -> axum::Router<crate::state::AppState> {
+    use axum::routing::{get, post};
+    use pages as p;
+    axum::Router::new()
+        .route("/kbs/{id}/knowledge-rag", get(p::kb_rag_page).post(p::bind_form))
+        .route("/kbs/{id}/knowledge-rag/test", post(p::test_form))
+        .route("/kbs/{id}/knowledge-rag/unbind", post(p::unbind_form))
+        .route("/kbs/{id}/knowledge-rag/status.json", get(p::status_json))
+        .route("/kbs/{id}/ask", get(p::ask_kb_page))
+        .route("/ask", get(p::ask_page))
+}

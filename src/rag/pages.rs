@@ -1,0 +1,292 @@
+//! Browser pages: a KB's knowledge-RAG page (binding, test, unbind, sync state per source,
+//! live) and the Ask page (per KB, and across the user's KBs).
+
+use askama::Template;
+use axum::{
+    Form, Json,
+    extract::{Path, Query, State},
+    response::{Redirect, Response},
+};
+use serde::Deserialize;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::{
+    binding::{self, BindingView},
+    client::QueryMode,
+    handlers::{self, BindBody},
+    query::{self, QueryInput, QueryResult, QuoteSource},
+    status::{self, Item},
+};
+use crate::{
+    error::{AppError, AppResult},
+    state::AppState,
+    web::{Page, PageCtx, flash, render},
+};
+
+#[derive(Template)]
+#[template(path = "rag/kb.html")]
+struct KbRagPage {
+    ctx: PageCtx,
+    kb: crate::kbs::Kb,
+    binding: Option<BindingView>,
+    items: Vec<ItemRow>,
+    allowed: Vec<String>,
+}
+
+/// A status item with its diagnostics in words.
+struct ItemRow {
+    item: Item,
+    state: String,
+    notes: Vec<String>,
+}
+
+fn item_row(ctx: &PageCtx, item: Item) -> ItemRow {
+    let state = match &item.lightrag_status {
+        Some(s) => ctx.tk("rag.state", s),
+        None => ctx.t("rag.state.not_sent"),
+    };
+    let mut notes = Vec::new();
+    if item.lightrag_status.as_deref() == Some("processed") && item.ocr_text_exposed == Some(false) {
+        notes.push(ctx.t("rag.diag.ocr_not_exposed"));
+    }
+    if item.ocr_text_exposed == Some(true) {
+        notes.push(ctx.t("rag.diag.ocr_exposed"));
+    }
+    if !item.locator_available {
+        notes.push(ctx.t("rag.diag.no_locator"));
+    }
+    if let Some(e) = &item.error {
+        notes.push(format!("{} ({})", e.message, e.code));
+    }
+    ItemRow { item, state, notes }
+}
+
+pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let kb = crate::kbs::visible(&mut tx, &page.auth, id).await?;
+    let b = binding::active(&mut tx, id).await?;
+    let items = match &b {
+        Some(b) => status::items(&mut tx, b).await?,
+        None => Vec::new(),
+    };
+    tx.commit().await?;
+    let items = items.into_iter().map(|i| item_row(&page.ctx, i)).collect();
+    let allowed = if kb.can_manage { state.config.rag.allowed_urls.clone() } else { Vec::new() };
+    render(KbRagPage { ctx: page.ctx, kb, binding: b.map(|b| b.view()), items, allowed })
+}
+
+/// The rows of the sync table, for the page's live refresh.
+pub async fn status_json(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = page.auth.tx(&state).await?;
+    crate::kbs::visible(&mut tx, &page.auth, id).await?;
+    let b = binding::active(&mut tx, id).await?;
+    let items = match &b {
+        Some(b) => status::items(&mut tx, b).await?,
+        None => Vec::new(),
+    };
+    tx.commit().await?;
+    let rows: Vec<serde_json::Value> = items
+        .into_iter()
+        .map(|i| item_row(&page.ctx, i))
+        .map(|r| serde_json::json!({ "sourceId": r.item.source_id, "state": r.state, "status": r.item.lightrag_status, "notes": r.notes }))
+        .collect();
+    Ok(Json(serde_json::json!({ "items": rows })))
+}
+
+#[derive(Deserialize)]
+pub struct BindForm {
+    url: String,
+    #[serde(default)]
+    api_key: String,
+    #[serde(default)]
+    label: String,
+}
+
+/// A form error is shown on the page it came from, not as an error page.
+async fn back(session: &Session, id: Uuid, result: AppResult<String>) -> AppResult<Redirect> {
+    let msg = match result {
+        Ok(m) => m,
+        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => e.to_string(),
+        Err(e) => return Err(e),
+    };
+    flash(session, msg).await?;
+    Ok(Redirect::to(&format!("/kbs/{id}/knowledge-rag")))
+}
+
+fn check_words(ctx: &PageCtx, v: &BindingView) -> String {
+    match (&v.reachable, &v.error) {
+        (Some(true), _) => format!("{} {}", ctx.t("rag.reachable"), v.version.clone().unwrap_or_default()),
+        (_, Some(e)) => format!("{}: {} ({})", ctx.t("rag.unreachable"), e.message, e.code),
+        _ => ctx.t("rag.unreachable"),
+    }
+}
+
+pub async fn bind_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Form(f): Form<BindForm>,
+) -> AppResult<Redirect> {
+    let body = BindBody { url: f.url, api_key: Some(f.api_key), label: Some(f.label) };
+    let r = handlers::bind(&state, &page.auth, id, body)
+        .await
+        .map(|v| format!("{} · {}", page.ctx.t("rag.saved"), check_words(&page.ctx, &v)));
+    back(&session, id, r).await
+}
+
+pub async fn test_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    let mut tx = page.auth.tx(&state).await?;
+    crate::kbs::managed(&mut tx, &page.auth, id).await?;
+    let b = binding::active(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    let outcome = super::check(&state.config.rag, &b).await;
+    let mut tx = page.auth.tx(&state).await?;
+    binding::record_check(&mut tx, b.id, outcome.as_ref().map(|v| v.as_deref())).await?;
+    let v = binding::active(&mut tx, id).await?.ok_or(AppError::NotFound)?.view();
+    tx.commit().await?;
+    back(&session, id, Ok(check_words(&page.ctx, &v))).await
+}
+
+pub async fn unbind_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
+    handlers::unbind(&state, &page.auth, id).await?;
+    back(&session, id, Ok(page.ctx.t("rag.unbound"))).await
+}
+
+#[derive(Deserialize, Default)]
+pub struct AskQuery {
+    #[serde(default)]
+    q: String,
+    #[serde(default)]
+    mode: String,
+}
+
+#[derive(Template)]
+#[template(path = "rag/ask.html")]
+struct AskPage {
+    ctx: PageCtx,
+    kb: Option<crate::kbs::Kb>,
+    action: String,
+    q: String,
+    modes: Vec<(String, bool)>,
+    error: Option<String>,
+    result: Option<AskView>,
+}
+
+struct AskView {
+    degraded: Option<String>,
+    /// The answer as text runs; `Some(n, url)` for a `[n]` citation marker.
+    answer: Vec<(String, Option<(String, String)>)>,
+    refs: Vec<RefView>,
+    dropped: usize,
+}
+
+struct RefView {
+    n: String,
+    title: String,
+    place: String,
+    url: String,
+    quote: String,
+    notes: Vec<String>,
+}
+
+fn view_of(ctx: &PageCtx, r: QueryResult) -> AskView {
+    let url_of = |n: &str| r.references.iter().find(|x| x.reference_id == n).map(|x| x.citation_url.clone());
+    let mut answer = Vec::new();
+    let text = r.answer.clone().unwrap_or_default();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find('[') {
+        let after = &rest[i + 1..];
+        match after.find(']').map(|j| (j, &after[..j])) {
+            Some((j, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && url_of(n).is_some() => {
+                answer.push((rest[..i].to_string(), None));
+                answer.push((String::new(), Some((n.to_string(), url_of(n).unwrap_or_default()))));
+                rest = &after[j + 1..];
+            }
+            _ => {
+                answer.push((rest[..=i].to_string(), None));
+                rest = after;
+            }
+        }
+    }
+    answer.push((rest.to_string(), None));
+    let refs = r
+        .references
+        .iter()
+        .map(|x| {
+            let mut notes = Vec::new();
+            if x.locator_degraded {
+                notes.push(ctx.t("rag.diag.approximate"));
+            }
+            match x.quote_source {
+                QuoteSource::Evidence => notes.push(ctx.t("rag.diag.quote_from_evidence")),
+                QuoteSource::Missing => notes.push(ctx.t("rag.diag.quote_missing")),
+                QuoteSource::Placeholder => notes.push(ctx.t("rag.diag.placeholder")),
+                QuoteSource::Chunk => {}
+            }
+            if x.content_diagnostics.ocr_text_exposed == Some(false) {
+                notes.push(ctx.t("rag.diag.ocr_not_exposed"));
+            }
+            if x.block_count > 1 {
+                notes.push(ctx.t("rag.diag.spans").replace("{n}", &x.block_count.to_string()));
+            }
+            RefView {
+                n: x.reference_id.clone(),
+                title: crate::search::open::source_title(&x.source_path),
+                place: x.locator.place().citation_label().unwrap_or_default(),
+                url: x.citation_url.clone(),
+                quote: x.quote.clone(),
+                notes,
+            }
+        })
+        .collect();
+    let degraded = r.degraded.then(|| {
+        let e = r.errors.first().map(|e| format!("{} ({})", e.error.message, e.error.code)).unwrap_or_default();
+        format!("{} {e}", ctx.t("rag.degraded"))
+    });
+    AskView { degraded, answer, refs, dropped: r.dropped_references }
+}
+
+async fn ask(state: &AppState, page: Page, kb: Option<Uuid>, q: AskQuery) -> AppResult<Response> {
+    let kb_row = match kb {
+        Some(id) => {
+            let mut tx = page.auth.tx(state).await?;
+            let k = crate::kbs::visible(&mut tx, &page.auth, id).await?;
+            tx.commit().await?;
+            Some(k)
+        }
+        None => None,
+    };
+    let mode = handlers::parse_mode(Some(&q.mode)).unwrap_or(QueryMode::Mix);
+    let modes = QueryMode::ALL.iter().map(|m| (m.as_str().to_string(), *m == mode)).collect();
+    let (mut error, mut result) = (None, None);
+    if !q.q.trim().is_empty() {
+        let input = QueryInput { kb_ids: kb.into_iter().collect(), query: q.q.clone(), mode, top_k: None, answer: true };
+        match query::run(state, &page.auth, input).await {
+            Ok(r) => result = Some(view_of(&page.ctx, r)),
+            Err(e @ AppError::Invalid { .. }) => error = Some(e.to_string()),
+            Err(e) => return Err(e),
+        }
+    }
+    let action = kb.map(|k| format!("/kbs/{k}/ask")).unwrap_or_else(|| "/ask".into());
+    render(AskPage { ctx: page.ctx, kb: kb_row, action, q: q.q, modes, error, result })
+}
+
+pub async fn ask_page(State(state): State<AppState>, page: Page, Query(q): Query<AskQuery>) -> AppResult<Response> {
+    ask(&state, page, None, q).await
+}
+
+pub async fn ask_kb_page(
+    State(state): State<AppState>,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Query(q): Query<AskQuery>,
+) -> AppResult<Response> {
+    ask(&state, page, Some(id), q).await
+}
