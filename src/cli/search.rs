@@ -6,9 +6,10 @@ use super::{TenantActor, app_err};
 use crate::{
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
+    evidence::tools::{Mode, SearchHit, SearchRequest},
     evidence::{Locator, PlacePart, Quality},
     kbs,
-    search::query::{self as sq, Mode, SearchRequest},
+    search::query as sq,
     state::load_embedder,
 };
 
@@ -39,7 +40,7 @@ pub async fn search(
     let resp = sq::search(&mut tx, &engine, &req).await.map_err(|e| app_err(e.into()))?;
     tx.commit().await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&resp)?);
+        println!("{}", serde_json::to_string_pretty(&resp.map_results(SearchHit::from))?);
         return Ok(());
     }
     if resp.degraded {

@@ -1,11 +1,14 @@
 //! The evidence domain, shared by ingest, search, the viewer, the CLI and (next) the agent
 //! runtimes and MCP: the `mnote.evidence_locator.v1` [`Locator`], source kinds and
-//! statuses, locator quality, and the place a citation names ([`Place`]).
+//! statuses, locator quality, the place a citation names ([`Place`]) and the typed tool I/O
+//! ([`tools`]).
 //!
 //! Features depend on this module; it depends on none of them.
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
+
+pub mod tools;
 
 /// What a locator's block text is worth, checked at parse time (SPEC §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

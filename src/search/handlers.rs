@@ -9,13 +9,16 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    open::{self, EvidenceRef, ToolError},
-    query::{self, Mode, SearchError, SearchRequest},
+    open::{self, ToolError},
+    query::{self, SearchError},
 };
 use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
-    evidence::SourceKind,
+    evidence::{
+        SourceKind,
+        tools::{Mode, OpenRequest, OpenResponse, ReadRequest, ReadResponse, SearchHit, SearchRequest, SearchResponse},
+    },
     state::AppState,
 };
 
@@ -43,13 +46,13 @@ pub async fn search(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(req): ApiJson<SearchRequest>,
-) -> AppResult<Json<query::SearchResponse>> {
+) -> AppResult<Json<SearchResponse>> {
     let resp = query::search_retrying(|| auth.tx(&state), &state.search_engine(), &req).await?;
-    Ok(Json(resp))
+    Ok(Json(resp.map_results(SearchHit::from)))
 }
 
 /// `POST /api/evidence/read`
-pub async fn read(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<EvidenceRef>) -> AppResult<Json<Value>> {
+pub async fn read(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<ReadRequest>) -> AppResult<Json<ReadResponse>> {
     let mut tx = auth.tx(&state).await?;
     let v = open::read(&mut tx, &r, state.config.public_url.as_deref()).await?;
     tx.commit().await?;
@@ -57,7 +60,7 @@ pub async fn read(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson
 }
 
 /// `POST /api/evidence/open`
-pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<EvidenceRef>) -> AppResult<Json<Value>> {
+pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<OpenRequest>) -> AppResult<Json<OpenResponse>> {
     let mut tx = auth.tx(&state).await?;
     let v = open::open(&mut tx, &r, state.config.public_url.as_deref()).await?;
     tx.commit().await?;

@@ -136,24 +136,25 @@ fn score_text(s: f64) -> String {
     }
 }
 
-fn hit_view(ctx: &PageCtx, h: Hit) -> HitView {
+fn hit_view(ctx: &PageCtx, hit: Hit) -> HitView {
+    let (h, ocr, kind, path) = (hit.api, hit.is_ocr, hit.kind, hit.resource_path);
     let quality = (h.source.quality != Quality::Exact).then(|| ctx.tk("search.quality", h.source.quality.as_str()));
     HitView {
         segments: segments(&h.quote, &h.highlights),
         locator: locator_parts(ctx, &h.source),
         quality,
-        ocr: h.is_ocr,
+        ocr,
         stale: h.stale,
         score: score_text(h.score),
         url: h.open_action.url,
         citation: h.citation_markdown,
         title: h.source_title,
-        kind: ctx.tk("kind", h.kind.as_str()),
-        path: h.resource_path,
+        kind: ctx.tk("kind", kind.as_str()),
+        path,
     }
 }
 
-fn outcome(ctx: &PageCtx, resp: SearchResponse) -> Outcome {
+fn outcome(ctx: &PageCtx, resp: SearchResponse<Hit>) -> Outcome {
     let degraded = resp.degraded;
     let vector_off = !degraded && resp.fusion.as_ref().is_some_and(|f| f.vector_weight == 0.0);
     let summary = ctx

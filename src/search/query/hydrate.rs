@@ -32,11 +32,15 @@ pub(super) async fn hydrate_first(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
+    let mut b = Binds::new();
+    let filter = f.block_sql(&mut b);
     let sql = format!(
         "select b.id, b.text, b.locator, b.is_ocr, s.status, s.kind, s.resource_path, s.id as source_id
-         from evidence_block b, source s where b.id = any($6::uuid[]) and {FILTER_SQL}"
+         from evidence_block b, source s where b.id = any({}::uuid[]) and {}",
+        b.push(&ids),
+        filter.sql
     );
-    let rows = bind_filters(sqlx::query(&sql), f).bind(&ids).fetch_all(&mut *conn).await?;
+    let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
     let mut by_id: HashMap<Uuid, sqlx::postgres::PgRow> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
     let mut graph = ranked.graph;
     let mut out = Vec::with_capacity(keep.min(ranked.ids.len()));
@@ -52,22 +56,20 @@ pub(super) async fn hydrate_first(
         let (quote, highlights) = quote_with_highlights(&text, &t.terms);
         let action = open::open_action(&locator.0, id, engine.public_url.as_deref());
         let title = open::source_title(&resource_path);
-        out.push(Hit {
+        let kind = locator.0.resource_kind;
+        let api = SearchHit {
             evidence_id: id,
             quote,
             highlights,
             score: (score * 1e6).round() / 1e6,
             citation_markdown: open::citation_markdown(&title, &locator.0.place(), &action.url),
-            kind: locator.0.resource_kind,
             source: locator.0,
             open_action: action,
             source_title: title,
             stale: status == SourceStatus::Stale.as_str(),
             graph: graph.remove(&id),
-            source_id: row.get("source_id"),
-            is_ocr: row.get("is_ocr"),
-            resource_path,
-        });
+        };
+        out.push(Hit { api, source_id: row.get("source_id"), is_ocr: row.get("is_ocr"), kind, resource_path });
     }
     Ok(out)
 }

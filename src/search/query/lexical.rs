@@ -7,32 +7,34 @@ use uuid::Uuid;
 
 use super::*;
 
-/// The lexical CTEs (`lexical(id, score)`), parameters `$6` terms, `$7` counts, `$8` tsquery,
-/// `$9` candidate limit.
-pub(super) fn lexical_cte() -> String {
+/// The lexical CTEs (`lexical(id, score)`): BM25 in SQL over the blocks `filter` allows, at
+/// most `limit` candidates.
+pub(super) fn lexical_cte(b: &mut Binds, filter: &BlockFilter, t: &QueryTerms, limit: i64) -> String {
+    let (terms, counts, tsquery, limit) = (b.push(&t.terms), b.push(&t.counts), b.push(t.tsquery()), b.push(limit));
+    let BlockFilter { kb_ids: kb, sql: filter } = filter;
     format!(
-        "q(term, qtf) as (select * from unnest($6::text[], $7::int4[])),
+        "q(term, qtf) as (select * from unnest({terms}::text[], {counts}::int4[])),
         st as (select term, sum(df)::float8 as df from evidence_term_stat
-               where term = any($6::text[]) and ($1::uuid[] is null or kb_id = any($1::uuid[])) group by term),
+               where term = any({terms}::text[]) and ({kb}::uuid[] is null or kb_id = any({kb}::uuid[])) group by term),
         kbs as (select kb_id, blocks, greatest(total_len::float8 / greatest(blocks, 1), 1) as avgdl
-                from evidence_kb_stat where ($1::uuid[] is null or kb_id = any($1::uuid[]))),
+                from evidence_kb_stat where ({kb}::uuid[] is null or kb_id = any({kb}::uuid[]))),
         n as (select greatest(coalesce(sum(blocks), 0), 1)::float8 as n from kbs),
         w as (select q.term, q.qtf * ln(1 + (n.n - least(st.df, n.n) + 0.5) / (least(st.df, n.n) + 0.5)) as idf
               from q join st using (term) cross join n),
         -- Each candidate's tsvector reduced to the query's lexemes (setweight marks them, ts_filter
         -- keeps them), so only those are unnested: their position counts are the term frequencies.
-        cand as (select b.id, b.kb_id, b.lex_len, ts_filter(setweight(b.lex, 'A', $6::text[]), '{{a}}') as q
+        cand as (select b.id, b.kb_id, b.lex_len, ts_filter(setweight(b.lex, 'A', {terms}::text[]), '{{a}}') as q
                  from evidence_block b, source s
-                 where b.lex @@ $8::tsquery and {FILTER_SQL}),
+                 where b.lex @@ {tsquery}::tsquery and {filter}),
         lexical as (select c.id,
                         sum(w.idf * cardinality(u.positions) * {k1p}
-                            / (cardinality(u.positions) + {k1} * ({one_b} + {b} * c.lex_len / kbs.avgdl))) as score
+                            / (cardinality(u.positions) + {k1} * ({one_b} + {bm25_b} * c.lex_len / kbs.avgdl))) as score
                     from cand c join kbs using (kb_id) cross join lateral unnest(c.q) u join w on w.term = u.lexeme
-                    group by c.id order by score desc, c.id limit $9)",
+                    group by c.id order by score desc, c.id limit {limit})",
         k1p = BM25_K1 + 1.0,
         k1 = BM25_K1,
         one_b = 1.0 - BM25_B,
-        b = BM25_B,
+        bm25_b = BM25_B,
     )
 }
 
@@ -89,8 +91,11 @@ pub(super) async fn lexical_ranked(
     loop {
         let cand = mem.rank(t, want);
         let ids: Vec<Uuid> = cand.iter().map(|c| c.0).collect();
-        let sql = format!("select b.id from evidence_block b, source s where b.id = any($6::uuid[]) and {FILTER_SQL}");
-        let rows = bind_filters(sqlx::query(&sql), f).bind(&ids).fetch_all(&mut *conn).await?;
+        let mut b = Binds::new();
+        let filter = f.block_sql(&mut b);
+        let sql =
+            format!("select b.id from evidence_block b, source s where b.id = any({}::uuid[]) and {}", b.push(&ids), filter.sql);
+        let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
         let ok: HashSet<Uuid> = rows.iter().map(|r| r.get(0)).collect();
         let mut kept: Vec<(Uuid, f64)> = cand.iter().copied().filter(|c| ok.contains(&c.0)).collect();
         if kept.len() >= limit || cand.len() < want {
@@ -135,11 +140,13 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
         None => return Ok(None),
     };
     let sources = if f.kinds.is_some() || f.path_prefix.is_some() {
-        let sql = concat!(
-            "select s.id from source s where ($1::uuid[] is null or s.kb_id = any($1::uuid[])) and ($4::bool or true) and ",
-            source_filter_sql!()
+        let mut b = Binds::new();
+        let kb = b.push(&f.kb_ids);
+        let sql = format!(
+            "select s.id from source s where ({kb}::uuid[] is null or s.kb_id = any({kb}::uuid[])) and {}",
+            f.source_sql(&mut b)
         );
-        let rows = bind_filters(sqlx::query(sql), f).fetch_all(&mut *conn).await?;
+        let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
         Some(rows.iter().map(|r| r.get(0)).collect())
     } else {
         None
@@ -148,13 +155,9 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
 }
 
 pub(super) async fn lexical_sql(conn: &mut PgConnection, f: &Filters, t: &QueryTerms, limit: i64) -> sqlx::Result<Ranked> {
-    let sql = format!("with {} select id, score from lexical order by score desc, id", lexical_cte());
-    let rows = bind_filters(sqlx::query(&sql), f)
-        .bind(&t.terms)
-        .bind(&t.counts)
-        .bind(t.tsquery())
-        .bind(limit)
-        .fetch_all(&mut *conn)
-        .await?;
+    let mut b = Binds::new();
+    let filter = f.block_sql(&mut b);
+    let sql = format!("with {} select id, score from lexical order by score desc, id", lexical_cte(&mut b, &filter, t, limit));
+    let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }

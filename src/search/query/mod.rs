@@ -17,21 +17,22 @@
 
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
-use serde::{Deserialize, Serialize};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+pub use crate::evidence::tools::{Fusion, GraphStep, Mode, SearchHit, SearchRequest, SearchResponse};
 use crate::evidence::{Locator, SourceKind, SourceStatus};
 
 use super::{
     analyze::{self, QueryTerms},
     embed::{EmbedKind, Embedder},
     memindex::{self, MemIndex, RankFilter},
-    open::{self, OpenAction},
+    open,
     vector_health::{self, VectorHealth},
     vectors::Space,
 };
 
+use binds::Binds;
 use graph::graph;
 pub use hydrate::quote_with_highlights;
 use hydrate::{hydrate, hydrate_first};
@@ -50,75 +51,6 @@ const GRAPH_SEEDS: usize = 20;
 const GRAPH_DECAY: f64 = 0.5;
 const GRAPH_MAX_NEIGHBOURS: i64 = 200;
 const QUOTE_CHARS: usize = 400;
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    Lexical,
-    Vector,
-    #[default]
-    Hybrid,
-    Graph,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Lexical => "lexical",
-            Mode::Vector => "vector",
-            Mode::Hybrid => "hybrid",
-            Mode::Graph => "graph",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Mode> {
-        match s {
-            "lexical" => Some(Mode::Lexical),
-            "vector" => Some(Mode::Vector),
-            "hybrid" => Some(Mode::Hybrid),
-            "graph" => Some(Mode::Graph),
-            _ => None,
-        }
-    }
-}
-
-/// `POST /api/evidence/search` body.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct SearchRequest {
-    pub query: String,
-    #[serde(default)]
-    pub mode: Mode,
-    #[serde(default)]
-    pub top_k: Option<usize>,
-    #[serde(default)]
-    pub kb_ids: Option<Vec<Uuid>>,
-    #[serde(default)]
-    pub kinds: Option<Vec<String>>,
-    #[serde(default)]
-    pub path_prefix: Option<String>,
-    /// Match text that exists only in OCR output (default true).
-    #[serde(default)]
-    pub include_ocr: Option<bool>,
-    /// Also return evidence of stale sources, flagged `stale: true` (default false).
-    #[serde(default)]
-    pub include_stale: Option<bool>,
-}
-
-impl SearchRequest {
-    pub fn new(query: impl Into<String>, mode: Mode) -> Self {
-        SearchRequest {
-            query: query.into(),
-            mode,
-            top_k: None,
-            kb_ids: None,
-            kinds: None,
-            path_prefix: None,
-            include_ocr: None,
-            include_stale: None,
-        }
-    }
-}
 
 /// What the search needs besides the request.
 #[derive(Clone)]
@@ -169,66 +101,28 @@ impl Engine {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Fusion {
-    pub rrf_k: f64,
-    pub lexical_weight: f64,
-    pub vector_weight: f64,
-    /// Why the vector side was left out, when it was.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<&'static str>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GraphStep {
-    pub hop: u32,
-    pub edge_kind: String,
-    pub from_evidence_id: Uuid,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A result as the search core returns it: the API's [`SearchHit`] (also reached through
+/// `Deref`) and what callers group and label by (eval, `/api/search/documents`, the page).
+#[derive(Debug, Clone)]
 pub struct Hit {
-    pub evidence_id: Uuid,
-    pub quote: String,
-    /// `[start, end)` ranges of `quote`, in Unicode code points.
-    pub highlights: Vec<[usize; 2]>,
-    pub score: f64,
-    pub source: Locator,
-    pub open_action: OpenAction,
-    pub citation_markdown: String,
-    pub source_title: String,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub stale: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub graph: Option<GraphStep>,
-    /// Internal: used to group hits by document (eval, `/api/search/documents`).
-    #[serde(skip)]
+    pub api: SearchHit,
     pub source_id: Uuid,
-    #[serde(skip)]
     pub is_ocr: bool,
-    #[serde(skip)]
     pub kind: SourceKind,
-    #[serde(skip)]
     pub resource_path: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SearchResponse {
-    pub ok: bool,
-    pub schema: &'static str,
-    pub mode: &'static str,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub degraded: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub degraded_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fusion: Option<Fusion>,
-    pub took_ms: f64,
-    pub results: Vec<Hit>,
+impl std::ops::Deref for Hit {
+    type Target = SearchHit;
+    fn deref(&self) -> &SearchHit {
+        &self.api
+    }
+}
+
+impl From<Hit> for SearchHit {
+    fn from(h: Hit) -> SearchHit {
+        h.api
+    }
 }
 
 /// A request the search refuses, with a stable code.
@@ -245,7 +139,8 @@ pub enum SearchError {
     VectorBackend(sqlx::Error),
 }
 
-/// The filters every mode applies, bound as `$F..$F+5` (see [`FILTER_SQL`]).
+/// The filters every mode applies; [`Filters::block_sql`] and [`Filters::source_sql`] bind
+/// them into a statement.
 #[derive(Debug, Clone)]
 struct Filters {
     kb_ids: Option<Vec<Uuid>>,
@@ -255,33 +150,41 @@ struct Filters {
     include_stale: bool,
 }
 
-/// The conditions on `s` (a source) among the filters: kinds `$2`, path prefix `$3`, include
-/// stale `$5`. A source under a revoked grant is never served, whatever its status says.
-macro_rules! source_filter_sql {
-    () => {
-        "($2::text[] is null or s.kind = any($2::text[]))
-    and ($3::text is null or starts_with(s.resource_path, $3::text))
-    and ($5::bool or s.status <> 'stale')
-    and (s.grant_id is null or exists (select 1 from dir_grant g
-         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))"
-    };
+/// The filters bound into one statement over `b` (evidence_block) and `s` (its source).
+struct BlockFilter {
+    /// The KB-ids placeholder (`uuid[]`, null for every KB), for statistics the SQL also reads.
+    kb_ids: String,
+    /// The conditions on `b` and `s`.
+    sql: String,
 }
 
-/// Conditions on `b` (evidence_block) and `s` (its source), with the filter parameters at
-/// `$1..$5`: KB ids, kinds, path prefix, include OCR, include stale.
-const FILTER_SQL: &str = concat!(
-    "s.tenant_id = b.tenant_id and s.id = b.source_id
-    and ($1::uuid[] is null or b.kb_id = any($1::uuid[]))
-    and ($4::bool or not b.is_ocr)
-    and ",
-    source_filter_sql!()
-);
+impl Filters {
+    /// Conditions on `s` (a source): kinds, path prefix, include stale. A source under a
+    /// revoked grant is never served, whatever its status says.
+    fn source_sql(&self, b: &mut Binds) -> String {
+        let (kinds, prefix, stale) = (b.push(&self.kinds), b.push(&self.path_prefix), b.push(self.include_stale));
+        format!(
+            "({kinds}::text[] is null or s.kind = any({kinds}::text[]))
+    and ({prefix}::text is null or starts_with(s.resource_path, {prefix}::text))
+    and ({stale}::bool or s.status <> 'stale')
+    and (s.grant_id is null or exists (select 1 from dir_grant g
+         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))"
+        )
+    }
 
-fn bind_filters<'q>(
-    q: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
-    f: &'q Filters,
-) -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments> {
-    q.bind(&f.kb_ids).bind(&f.kinds).bind(&f.path_prefix).bind(f.include_ocr).bind(f.include_stale)
+    /// Conditions on `b` (evidence_block) and `s` (its source): KB ids, include OCR and
+    /// [`Filters::source_sql`].
+    fn block_sql(&self, b: &mut Binds) -> BlockFilter {
+        let (kb_ids, ocr) = (b.push(&self.kb_ids), b.push(self.include_ocr));
+        let sql = format!(
+            "s.tenant_id = b.tenant_id and s.id = b.source_id
+    and ({kb_ids}::uuid[] is null or b.kb_id = any({kb_ids}::uuid[]))
+    and ({ocr}::bool or not b.is_ocr)
+    and {}",
+            self.source_sql(b)
+        );
+        BlockFilter { kb_ids, sql }
+    }
 }
 
 /// Scored ids of one mode, best first.
@@ -290,7 +193,7 @@ pub(super) struct Ranked {
     graph: HashMap<Uuid, GraphStep>,
 }
 
-pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse, SearchError> {
+pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse<Hit>, SearchError> {
     let started = Instant::now();
     let top_k = req.top_k.unwrap_or(DEFAULT_TOP_K);
     if top_k == 0 || top_k > MAX_TOP_K {
@@ -304,7 +207,7 @@ pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchReques
 /// [`search`] in a transaction opened by `begin`, once more in a new one when the vector
 /// side's backend died under the first attempt (that attempt marked the vector side
 /// unhealthy, so the second answers lexically with `degraded: true`).
-pub async fn search_retrying<F, Fut>(begin: F, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse, SearchError>
+pub async fn search_retrying<F, Fut>(begin: F, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse<Hit>, SearchError>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = sqlx::Result<crate::db::TenantTx>>,
@@ -332,7 +235,7 @@ pub async fn run(
     engine: &Engine,
     req: &SearchRequest,
     top_k: usize,
-) -> Result<SearchResponse, SearchError> {
+) -> Result<SearchResponse<Hit>, SearchError> {
     let query = req.query.trim();
     if query.is_empty() {
         return Err(SearchError::Invalid("query must not be empty".into()));
@@ -421,7 +324,7 @@ pub async fn run(
     Ok(resp)
 }
 
-// After the macros and constants above, which the submodules use.
+mod binds;
 mod graph;
 mod hydrate;
 mod lexical;
@@ -445,13 +348,5 @@ mod tests {
         assert!(q.starts_with('…') && q.ends_with('…'));
         let chars: Vec<char> = q.chars().collect();
         assert_eq!(chars[h[0][0]..h[0][1]].iter().collect::<String>(), "borrowing");
-    }
-
-    #[test]
-    fn modes_parse() {
-        for m in ["lexical", "vector", "hybrid", "graph"] {
-            assert_eq!(Mode::parse(m).unwrap().as_str(), m);
-        }
-        assert!(Mode::parse("fuzzy").is_none());
     }
 }

@@ -8,17 +8,19 @@ use uuid::Uuid;
 
 use super::*;
 
-/// The vector CTE (`vec(id, dist)`), parameters `$<v>` query vector, `$<v+1>` candidate limit.
-pub(super) fn vector_cte(space: &Space, v: usize) -> String {
-    let l = v + 1;
+/// The vector CTE (`vec(id, dist)`): the `limit` blocks nearest to `v` among those `filter`
+/// allows.
+pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: Vec<f32>, limit: i64) -> String {
+    let (v, l) = (b.push(Vector::from(v)), b.push(limit));
     let vt = space.vector_type();
+    let BlockFilter { kb_ids: kb, sql: filter } = filter;
     format!(
-        "vec as materialized (select e.block_id as id, (e.embedding::{vt} <=> ${v}::{vt}) as dist
+        "vec as materialized (select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
                 from evidence_embedding e
-                where e.model = {model} and ($1::uuid[] is null or e.kb_id = any($1::uuid[]))
+                where e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
                   and exists (select 1 from evidence_block b, source s
-                              where b.tenant_id = e.tenant_id and b.id = e.block_id and {FILTER_SQL})
-                order by e.embedding::{vt} <=> ${v}::{vt} limit ${l})",
+                              where b.tenant_id = e.tenant_id and b.id = e.block_id and {filter})
+                order by e.embedding::{vt} <=> {v}::{vt} limit {l})",
         model = space.model_literal()
     )
 }
@@ -39,8 +41,11 @@ pub(super) async fn vector_only(
     limit: i64,
 ) -> sqlx::Result<Ranked> {
     set_hnsw(conn, limit * 2).await?;
-    let sql = format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(space, 6));
-    let rows = bind_filters(sqlx::query(&sql), f).bind(Vector::from(v)).bind(limit).fetch_all(&mut *conn).await?;
+    let mut b = Binds::new();
+    let filter = f.block_sql(&mut b);
+    let sql =
+        format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(&mut b, &filter, space, v, limit));
+    let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }
 
@@ -60,16 +65,21 @@ pub(super) async fn hybrid(
     // some) or is ranked here in SQL.
     let mem = if t.is_empty() { None } else { mem_ranker(conn, engine, f).await? };
     set_hnsw(conn, depth).await?;
-    let (lex, v_at) = match &mem {
-        Some(_) => (
+    let mut b = Binds::new();
+    let filter = f.block_sql(&mut b);
+    let lex = match &mem {
+        Some(m) => {
+            let (ids, scores): (Vec<Uuid>, Vec<f64>) = m.rank(t, depth as usize * 2).into_iter().unzip();
+            let (ids, scores, limit) = (b.push(ids), b.push(scores), b.push(depth));
             format!(
-                "lexical as (select l.id, l.score from unnest($6::uuid[], $7::float8[]) l(id, score), evidence_block b, source s
-                             where b.id = l.id and {FILTER_SQL} order by l.score desc, l.id limit $8)"
-            ),
-            9,
-        ),
-        None => (lexical_cte(), 10),
+                "lexical as (select l.id, l.score from unnest({ids}::uuid[], {scores}::float8[]) l(id, score), evidence_block b, source s
+                             where b.id = l.id and {} order by l.score desc, l.id limit {limit})",
+                filter.sql
+            )
+        }
+        None => lexical_cte(&mut b, &filter, t, depth),
     };
+    let vec = vector_cte(&mut b, &filter, space, v, depth);
     // One round trip: both candidate lists, ranked, fused.
     let sql = format!(
         "with {lex}, {vec},
@@ -78,22 +88,12 @@ pub(super) async fn hybrid(
         select coalesce(lr.id, vr.id) as id,
                coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0) as score
         from lr full outer join vr on lr.id = vr.id
-        order by score desc, id limit ${last}",
-        vec = vector_cte(space, v_at),
+        order by score desc, id limit {last}",
         wl = fusion.lexical_weight,
         wv = fusion.vector_weight,
         k = fusion.rrf_k,
-        last = v_at + 2,
+        last = b.push(limit),
     );
-    let q = bind_filters(sqlx::query(&sql), f);
-    let q = match &mem {
-        Some(m) => {
-            let cand = m.rank(t, depth as usize * 2);
-            let (ids, scores): (Vec<Uuid>, Vec<f64>) = cand.into_iter().unzip();
-            q.bind(ids).bind(scores).bind(depth)
-        }
-        None => q.bind(&t.terms).bind(&t.counts).bind(t.tsquery()).bind(depth),
-    };
-    let rows = q.bind(Vector::from(v)).bind(depth).bind(limit).fetch_all(&mut *conn).await?;
+    let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }

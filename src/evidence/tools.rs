@@ -1,0 +1,287 @@
+//! The typed input and output of the evidence tools `search`, `read` and `open`: one
+//! definition for the HTTP API (`/api/evidence/*`), the CLI and, next, the agent runtimes and
+//! MCP.
+//!
+//! `read` and `open` used to answer with `serde_json::json!` objects, whose keys come out in
+//! alphabetical order (serde_json without `preserve_order`); their structs declare fields in
+//! that order, and nested objects are written the same way ([`sorted`]), so the JSON is
+//! byte-for-byte what it was.
+
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Locator, SourceKind};
+
+/// A search mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Lexical,
+    Vector,
+    #[default]
+    Hybrid,
+    Graph,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Lexical => "lexical",
+            Mode::Vector => "vector",
+            Mode::Hybrid => "hybrid",
+            Mode::Graph => "graph",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "lexical" => Some(Mode::Lexical),
+            "vector" => Some(Mode::Vector),
+            "hybrid" => Some(Mode::Hybrid),
+            "graph" => Some(Mode::Graph),
+            _ => None,
+        }
+    }
+}
+
+/// `POST /api/evidence/search` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchRequest {
+    pub query: String,
+    #[serde(default)]
+    pub mode: Mode,
+    #[serde(default)]
+    pub top_k: Option<usize>,
+    #[serde(default)]
+    pub kb_ids: Option<Vec<Uuid>>,
+    #[serde(default)]
+    pub kinds: Option<Vec<String>>,
+    #[serde(default)]
+    pub path_prefix: Option<String>,
+    /// Match text that exists only in OCR output (default true).
+    #[serde(default)]
+    pub include_ocr: Option<bool>,
+    /// Also return evidence of stale sources, flagged `stale: true` (default false).
+    #[serde(default)]
+    pub include_stale: Option<bool>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>, mode: Mode) -> Self {
+        SearchRequest {
+            query: query.into(),
+            mode,
+            top_k: None,
+            kb_ids: None,
+            kinds: None,
+            path_prefix: None,
+            include_ocr: None,
+            include_stale: None,
+        }
+    }
+}
+
+/// How a hybrid search fused its two lists.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Fusion {
+    pub rrf_k: f64,
+    pub lexical_weight: f64,
+    pub vector_weight: f64,
+    /// Why the vector side was left out, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
+}
+
+/// Graph mode: the edge a result was reached by.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GraphStep {
+    pub hop: u32,
+    pub edge_kind: String,
+    pub from_evidence_id: Uuid,
+}
+
+/// `openAction` of a result: where the viewer shows the evidence highlighted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenAction {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Root-relative: `/sources/{sourceId}/view?evidence={evidenceId}…#hl`.
+    pub url: String,
+    /// `MNOTE_PUBLIC_URL` + `url`, when a public URL is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub absolute_url: Option<String>,
+}
+
+/// One search result.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchHit {
+    pub evidence_id: Uuid,
+    pub quote: String,
+    /// `[start, end)` ranges of `quote`, in Unicode code points.
+    pub highlights: Vec<[usize; 2]>,
+    pub score: f64,
+    pub source: Locator,
+    pub open_action: OpenAction,
+    pub citation_markdown: String,
+    pub source_title: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub stale: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub graph: Option<GraphStep>,
+}
+
+/// `mnote.evidence_search_response.v1`. `H` is the result type: [`SearchHit`] on the wire;
+/// the search core's own hit carries what grouping by document needs as well.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResponse<H = SearchHit> {
+    pub ok: bool,
+    pub schema: &'static str,
+    pub mode: &'static str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub degraded: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fusion: Option<Fusion>,
+    pub took_ms: f64,
+    pub results: Vec<H>,
+}
+
+impl<H> SearchResponse<H> {
+    /// The same response with each result turned into another type.
+    pub fn map_results<T>(self, f: impl FnMut(H) -> T) -> SearchResponse<T> {
+        SearchResponse {
+            ok: self.ok,
+            schema: self.schema,
+            mode: self.mode,
+            degraded: self.degraded,
+            degraded_reason: self.degraded_reason,
+            fusion: self.fusion,
+            took_ms: self.took_ms,
+            results: self.results.into_iter().map(f).collect(),
+        }
+    }
+}
+
+/// `POST /api/evidence/read` body: an evidence id, or a locator (`sourceId` + `blockId`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReadRequest {
+    #[serde(default)]
+    pub evidence_id: Option<Uuid>,
+    /// Any subset of a [`Locator`]'s fields ([`super::LocatorRef`]).
+    #[serde(default)]
+    pub locator: Option<Value>,
+    /// Blocks before and after the anchor (default 2, at most 20).
+    #[serde(default)]
+    pub window: Option<usize>,
+}
+
+/// `POST /api/evidence/open` body: like [`ReadRequest`]; `window` is accepted and ignored.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenRequest {
+    #[serde(default)]
+    pub evidence_id: Option<Uuid>,
+    #[serde(default)]
+    pub locator: Option<Value>,
+    #[serde(default)]
+    pub window: Option<usize>,
+}
+
+/// `mnote.evidence_open_response.v1`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenResponse {
+    /// Whether the block the reference names is still indexed (else the URL opens the page or
+    /// line the locator pointed at).
+    pub block_found: bool,
+    pub citation_markdown: String,
+    pub ok: bool,
+    #[serde(serialize_with = "sorted")]
+    pub open_action: OpenAction,
+    pub schema: &'static str,
+    pub stale: bool,
+}
+
+/// A block of a [`ReadResponse`].
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EvidenceBlock {
+    pub block_id: String,
+    pub evidence_id: Uuid,
+    #[serde(serialize_with = "sorted")]
+    pub open_action: OpenAction,
+    pub source: Locator,
+    pub text: String,
+    #[serde(rename = "type")]
+    pub block_type: String,
+}
+
+/// `mnote.evidence_read_response.v1`: the anchor, `window` blocks before and after, the other
+/// blocks of its section (bounded), its section path and the source's title and kind.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadResponse {
+    pub anchor: Option<EvidenceBlock>,
+    pub next: Vec<EvidenceBlock>,
+    pub ok: bool,
+    pub previous: Vec<EvidenceBlock>,
+    pub resource_kind: SourceKind,
+    pub resource_path: String,
+    pub schema: &'static str,
+    pub section_blocks: Vec<EvidenceBlock>,
+    pub section_path: Vec<String>,
+    pub section_truncated: bool,
+    pub source_title: String,
+    pub stale: bool,
+}
+
+/// Serialize `v` with its object keys in alphabetical order, as a `json!` value has them.
+fn sorted<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(v).map_err(serde::ser::Error::custom)?.serialize(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse() {
+        for m in ["lexical", "vector", "hybrid", "graph"] {
+            assert_eq!(Mode::parse(m).unwrap().as_str(), m);
+        }
+        assert!(Mode::parse("fuzzy").is_none());
+    }
+
+    #[test]
+    fn open_response_keys_are_alphabetical_like_the_json_value_it_replaced() {
+        let action =
+            OpenAction { kind: "mnote.open_resource_locator", url: "/u".into(), absolute_url: Some("https://x/u".into()) };
+        let r = OpenResponse {
+            block_found: true,
+            citation_markdown: "[a](/u)".into(),
+            ok: true,
+            open_action: action.clone(),
+            schema: "mnote.evidence_open_response.v1",
+            stale: false,
+        };
+        let typed = serde_json::to_string(&r).unwrap();
+        let before = serde_json::json!({
+            "ok": true,
+            "schema": "mnote.evidence_open_response.v1",
+            "openAction": action,
+            "citationMarkdown": "[a](/u)",
+            "blockFound": true,
+            "stale": false,
+        });
+        assert_eq!(typed, before.to_string());
+    }
+}
