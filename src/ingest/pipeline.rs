@@ -240,6 +240,46 @@ async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &S
     Ok(outcome)
 }
 
+/// A job [`run_next`] claimed and ran.
+pub struct Ran {
+    pub tenant: Uuid,
+    pub job: jobs::Job,
+    /// An error here could not even be recorded as a failure ([`process`]): the job is
+    /// claimed again when its lease ends.
+    pub outcome: anyhow::Result<Outcome>,
+}
+
+/// Claim the next ready job of any tenant as `worker` (round-robin from `cursor`) and run
+/// it; `Ok(None)` when no job is ready.
+pub async fn run_next(
+    pool: &PgPool,
+    cfg: &Config,
+    worker: &str,
+    lease: Duration,
+    cursor: &mut usize,
+) -> sqlx::Result<Option<Ran>> {
+    let Some((tenant, job)) = jobs::claim(pool, worker, lease, cursor).await? else { return Ok(None) };
+    let outcome = process(pool, cfg, tenant, &job).await;
+    Ok(Some(Ran { tenant, job, outcome }))
+}
+
+/// Run ready jobs as `worker` until none is left (the CLI's evaluation; the server's workers
+/// keep polling instead, see [`spawn_workers`]), stopping at the first error. `on_done`
+/// sees each outcome.
+pub async fn drain(
+    pool: &PgPool,
+    cfg: &Config,
+    worker: &str,
+    lease: Duration,
+    cursor: &mut usize,
+    mut on_done: impl FnMut(Outcome),
+) -> anyhow::Result<()> {
+    while let Some(ran) = run_next(pool, cfg, worker, lease, cursor).await? {
+        on_done(ran.outcome?);
+    }
+    Ok(())
+}
+
 /// Run `n` workers until `stop` turns true. Each claims jobs round-robin across tenants; with
 /// no job ready, it embeds blocks that lack a vector (see [`crate::search::vectors`]).
 pub fn spawn_workers(
@@ -265,8 +305,8 @@ pub fn spawn_workers(
                     // up to both timeouts; the lease must outlive it.
                     let external = if cfg.mineru_token.is_some() { cfg.mineru_timeout } else { Duration::ZERO };
                     let lease = cfg.parse_timeout + external + Duration::from_secs(60);
-                    match jobs::claim(&pool, &name, lease, &mut cursor).await {
-                        Ok(Some((tenant, job))) => match process(&pool, &cfg, tenant, &job).await {
+                    match run_next(&pool, &cfg, &name, lease, &mut cursor).await {
+                        Ok(Some(Ran { tenant, job, outcome })) => match outcome {
                             Ok(o) => tracing::info!(tenant.id = %tenant, source.id = %job.source_id, "ingest job done: {o:?}"),
                             Err(e) => {
                                 tracing::warn!(tenant.id = %tenant, source.id = %job.source_id, "ingest job error, not recorded (claimed again when its lease ends): {e:#}")

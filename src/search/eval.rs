@@ -12,7 +12,6 @@ use std::{
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -123,10 +122,7 @@ pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, 
             let mut tx = actor.tx_pool(pool).await?;
             for d in chunk {
                 let bytes = markdown_of(d).into_bytes();
-                let sha = format!("sha256:{}", hex::encode(Sha256::digest(&bytes)));
-                let blob = sources::upload_blob_path(&cfg.uploads_dir(), &sha);
-                std::fs::create_dir_all(blob.parent().expect("blob path has a parent"))?;
-                std::fs::write(&blob, &bytes)?;
+                let sha = sources::blobs::store(&cfg.uploads_dir(), &bytes).await?;
                 let path = format!("uploads/{}.md", d.id);
                 let (s, _) = sources::queries::upsert(
                     &mut tx,
@@ -174,11 +170,7 @@ pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, 
             tokio::spawn(async move {
                 let mut cursor = i;
                 let lease = cfg.parse_timeout + Duration::from_secs(60);
-                while let Some((tenant, job)) = jobs::claim(&pool, "eval", lease, &mut cursor).await? {
-                    pipeline::process(&pool, &cfg, tenant, &job).await?;
-                    b.inc(1);
-                }
-                anyhow::Ok(())
+                pipeline::drain(&pool, &cfg, "eval", lease, &mut cursor, |_| b.inc(1)).await
             })
         })
         .collect();

@@ -8,12 +8,10 @@ use axum::{
 };
 use serde::Deserialize;
 use serde_json::json;
-use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::{RegisterRequest, Registered, Source, queries};
+use super::{RegisterRequest, Registered, Source, blobs::BlobWriter, queries};
 use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
@@ -90,12 +88,8 @@ pub async fn delete_source(State(state): State<AppState>, auth: Auth, Path(id): 
 /// Stream one multipart field to disk, hashing as it goes; refuse it past the size limit.
 async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Field<'_>) -> AppResult<(i64, String)> {
     let limit = state.config.upload_max_bytes;
-    let tmp_dir = state.config.uploads_dir().join("tmp");
-    tokio::fs::create_dir_all(&tmp_dir).await.map_err(|e| AppError::Internal(e.into()))?;
-    let tmp = tmp_dir.join(Uuid::new_v4().to_string());
-    let mut file = tokio::fs::File::create(&tmp).await.map_err(|e| AppError::Internal(e.into()))?;
-    let mut hasher = Sha256::new();
-    let mut size: u64 = 0;
+    let internal = |e: std::io::Error| AppError::Internal(e.into());
+    let mut blob = BlobWriter::create(&state.config.uploads_dir()).await.map_err(internal)?;
     let result: AppResult<()> = async {
         loop {
             let chunk = match field.chunk().await {
@@ -104,25 +98,19 @@ async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Fi
                 Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => return Err(AppError::TooLarge { limit }),
                 Err(e) => return Err(AppError::invalid("file", format!("upload interrupted: {e}"))),
             };
-            size += chunk.len() as u64;
-            if size > limit {
+            if blob.size() + chunk.len() as u64 > limit {
                 return Err(AppError::TooLarge { limit });
             }
-            hasher.update(&chunk);
-            file.write_all(&chunk).await.map_err(|e| AppError::Internal(e.into()))?;
+            blob.write(&chunk).await.map_err(internal)?;
         }
-        file.flush().await.map_err(|e| AppError::Internal(e.into()))?;
         Ok(())
     }
     .await;
     if let Err(e) = result {
-        let _ = tokio::fs::remove_file(&tmp).await;
+        blob.discard().await;
         return Err(e);
     }
-    let sha = format!("sha256:{}", hex::encode(hasher.finalize()));
-    let dest = super::upload_blob_path(&state.config.uploads_dir(), &sha);
-    tokio::fs::create_dir_all(dest.parent().expect("blob path has a parent")).await.map_err(|e| AppError::Internal(e.into()))?;
-    tokio::fs::rename(&tmp, &dest).await.map_err(|e| AppError::Internal(e.into()))?;
+    let (size, sha) = blob.finish().await.map_err(internal)?;
     Ok((size as i64, sha))
 }
 

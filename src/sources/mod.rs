@@ -2,6 +2,7 @@
 //! records kind, size, mtime and sha256 with status `pending`; parsing is the ingest
 //! pipeline's job.
 
+pub mod blobs;
 pub mod events;
 pub mod handlers;
 pub mod queries;
