@@ -5,6 +5,7 @@
 mod admin;
 mod bench;
 mod index;
+mod rag;
 mod search;
 mod serve;
 
@@ -108,6 +109,11 @@ pub enum Command {
         #[arg(long)]
         tenant: String,
     },
+    /// Knowledge RAG (LightRAG) maintenance.
+    Rag {
+        #[command(subcommand)]
+        command: RagCommand,
+    },
     /// Benchmarks (see docs/BENCHMARKS.md).
     Bench {
         #[command(subcommand)]
@@ -136,6 +142,19 @@ pub enum Command {
         height: u32,
         src: std::path::PathBuf,
         out: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum RagCommand {
+    /// Repair drift between a KB and its LightRAG: lost documents sent again, orphan
+    /// `mnote-*` documents deleted, changed sources re-sent; waits until LightRAG is done.
+    Resync {
+        #[arg(long)]
+        tenant: String,
+        /// The KB's name or id.
+        #[arg(long)]
+        kb: String,
     },
 }
 
@@ -318,6 +337,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             })
             .await
         }
+        Command::Rag { command: RagCommand::Resync { tenant, kb } } => rag::resync(&tenant, &kb).await,
         Command::Bench { command } => bench::run(command).await,
         Command::ParseFile { kind, probe, path } => {
             let code = if probe {

@@ -404,12 +404,16 @@ impl LightRag {
             message: String,
         }
         let body = serde_json::json!({ "doc_ids": doc_ids, "delete_file": true, "delete_llm_cache": false });
-        let r: Deleted = self.call(self.http.delete(self.url("documents/delete_document")).json(&body)).await?;
-        match r.status.as_str() {
-            "deletion_started" | "success" => Ok(()),
-            "busy" => Err(RagError { kind: RagErrorKind::Unavailable, message: "LightRAG is busy deleting; retrying".into() }),
-            _ => Err(RagError::bad(format!("LightRAG did not delete: {} {}", r.status, r.message))),
+        // One deletion at a time upstream: `busy` while another runs (≈ 1 s each).
+        for attempt in 0..40u32 {
+            let r: Deleted = self.call(self.http.delete(self.url("documents/delete_document")).json(&body)).await?;
+            match r.status.as_str() {
+                "deletion_started" | "success" => return Ok(()),
+                "busy" => tokio::time::sleep(Duration::from_millis(100 + 50 * u64::from(attempt.min(8)))).await,
+                _ => return Err(RagError::bad(format!("LightRAG did not delete: {} {}", r.status, r.message))),
+            }
         }
+        Err(RagError { kind: RagErrorKind::Unavailable, message: "LightRAG stayed busy deleting; retried later".into() })
     }
 
     /// `/query`: an answer with references (and their chunk texts when asked).

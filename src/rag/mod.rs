@@ -15,6 +15,7 @@ pub mod handlers;
 pub mod mapping;
 pub mod pages;
 pub mod query;
+pub mod resync;
 pub mod status;
 pub mod sync;
 

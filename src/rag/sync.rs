@@ -130,13 +130,15 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
         return Ok(r);
     }
 
-    // 2. Follow what was sent.
+    // 2. Follow what was sent. A file LightRAG failed to parse is sent again as our text.
+    let mut unparsed: Vec<Uuid> = Vec::new();
     for d in rows.iter().filter(|d| matches!(d.status.0, DocState::Pending | DocState::Processing)) {
         if !wanted.iter().any(|w| w.id == d.source_id && w.indexed_hash == d.source_hash) {
             continue; // replaced below
         }
         match track(pool, tenant, &client, d).await? {
             DocState::Processed => r.processed += 1,
+            DocState::Failed if d.method == "upload" => unparsed.push(d.source_id),
             DocState::Failed => r.failed += 1,
             _ => r.pending += 1,
         }
@@ -145,15 +147,18 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
     // 3. Send what is missing or changed.
     for w in &wanted {
         let row = rows.iter().find(|d| d.source_id == w.id);
-        let due = match row {
-            None => true,
-            Some(d) if d.source_hash != w.indexed_hash => true,
-            Some(d) if d.status.0 == DocState::Deleted => true,
-            Some(d) if d.status.0 == DocState::Failed => d.attempts < MAX_ATTEMPTS && d.run_after <= chrono::Utc::now(),
-            Some(_) => false,
-        };
+        let force_text = unparsed.contains(&w.id)
+            || row.is_some_and(|d| d.method == "upload" && d.status.0 == DocState::Failed && d.source_hash == w.indexed_hash);
+        let due = force_text && row.is_some_and(|d| d.attempts < MAX_ATTEMPTS)
+            || match row {
+                None => true,
+                Some(d) if d.source_hash != w.indexed_hash => true,
+                Some(d) if d.status.0 == DocState::Deleted => true,
+                Some(d) if d.status.0 == DocState::Failed => d.attempts < MAX_ATTEMPTS && d.run_after <= chrono::Utc::now(),
+                Some(_) => false,
+            };
         if due {
-            send(pool, cfg, tenant, &client, b, w, row).await?;
+            send(pool, cfg, tenant, &client, b, w, row, force_text).await?;
             r.sent += 1;
         }
     }
@@ -170,7 +175,14 @@ enum Payload {
     Text { text: String, ocr: bool },
 }
 
-async fn payload(pool: &PgPool, cfg: &Config, tenant: Uuid, w: &Wanted) -> Result<Result<Payload, (&'static str, String)>, Step> {
+/// `as_text` forces our text for a kind LightRAG would parse (it failed to parse the file).
+async fn payload(
+    pool: &PgPool,
+    cfg: &Config,
+    tenant: Uuid,
+    w: &Wanted,
+    force_text: bool,
+) -> Result<Result<Payload, (&'static str, String)>, Step> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let has_ocr: bool =
         sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
@@ -179,7 +191,7 @@ async fn payload(pool: &PgPool, cfg: &Config, tenant: Uuid, w: &Wanted) -> Resul
             .fetch_one(&mut *tx)
             .await?;
     let kind = w.kind.0;
-    let as_text = kind == SourceKind::Image || (kind == SourceKind::Pdf && has_ocr);
+    let as_text = force_text || kind == SourceKind::Image || (kind == SourceKind::Pdf && has_ocr);
     if as_text {
         let text: Option<String> =
             sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
@@ -209,13 +221,14 @@ async fn payload(pool: &PgPool, cfg: &Config, tenant: Uuid, w: &Wanted) -> Resul
         Err(e) => return Ok(Err(("file_missing", format!("cannot read the file: {e}")))),
     };
     use sha2::Digest as _;
-    if hex::encode(sha2::Sha256::digest(&bytes)) != w.indexed_hash {
+    if format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes))) != w.indexed_hash {
         // Changed since it was indexed: the re-index sends the new version.
         return Ok(Err(("knowledge_rag_file_changed", "the file changed since it was indexed; waiting for the re-index".into())));
     }
     Ok(Ok(Payload::File(bytes)))
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send(
     pool: &PgPool,
     cfg: &Config,
@@ -224,6 +237,7 @@ async fn send(
     b: &Binding,
     w: &Wanted,
     row: Option<&DocRow>,
+    force_text: bool,
 ) -> Result<(), Step> {
     let file_source = docs::file_source(w.id, &w.resource_path);
     let doc_id = doc_id_of(&file_source);
@@ -243,14 +257,14 @@ async fn send(
         tx.commit().await?;
         Ok::<(), Step>(())
     };
-    let p = match payload(pool, cfg, tenant, w).await? {
+    let p = match payload(pool, cfg, tenant, w, force_text).await? {
         Ok(p) => p,
         Err((code, message)) => return fail(code, message).await,
     };
     // The old document first (a re-index, a lost or failed one): one document per source.
     let old = row.map(|d| d.doc_id.clone()).filter(|_| row.is_some_and(|d| d.status.0 != DocState::Deleted));
     let mut ids: Vec<String> = old.into_iter().collect();
-    if !ids.contains(&doc_id) && row.is_some() {
+    if !ids.contains(&doc_id) && row.is_some_and(|d| d.status.0 != DocState::Deleted) {
         ids.push(doc_id.clone());
     }
     if !ids.is_empty() {

@@ -4,7 +4,7 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     str::FromStr,
-    sync::{Arc, Once},
+    sync::Arc,
     time::Duration,
 };
 
@@ -38,20 +38,22 @@ pub fn role_url(role: &str, db: &str) -> String {
     format!("postgres://{role}@{}:{}/{db}", opts.get_host(), opts.get_port())
 }
 
-/// Drop databases left by earlier runs, once per test binary.
+/// Drop databases left by earlier runs, once per test binary (every test waits for it: a
+/// test's own database must not be created before the cleanup has listed the old ones).
 async fn cleanup_old_databases() {
-    static ONCE: Once = Once::new();
-    let mut first = false;
-    ONCE.call_once(|| first = true);
-    if !first {
-        return;
-    }
-    let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
-    let old: Vec<String> =
-        sqlx::query_scalar("select datname from pg_database where datname like 'mnote_t_%'").fetch_all(&mut admin).await.unwrap();
-    for d in old {
-        let _ = admin.execute(format!("drop database if exists \"{d}\" with (force)").as_str()).await;
-    }
+    static DONE: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    DONE.get_or_init(|| async {
+        let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
+        let old: Vec<String> = sqlx::query_scalar("select datname from pg_database where datname like 'mnote_t_%'")
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+        for d in old {
+            let _ = admin.execute(format!("drop database if exists \"{d}\" with (force)").as_str()).await;
+        }
+        admin.close().await.ok();
+    })
+    .await;
 }
 
 pub struct TestApp {

@@ -10,6 +10,8 @@ mod grants;
 mod hostile;
 mod ingest;
 mod isolation;
+mod knowledge_rag;
+mod lightrag;
 mod kbs_sources;
 mod malformed_json;
 mod mineru;

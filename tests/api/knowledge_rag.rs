@@ -1,0 +1,245 @@
+//! Knowledge RAG against a real `lightrag-server` (tests/api/lightrag.rs), and failure
+//! injection with a small fake LightRAG.
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::{fixtures::*, helpers::*, lightrag};
+
+const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall, and each robot reports its battery level to the fleet controller every minute.\n";
+
+/// Sync passes until nothing is left to send or waiting in LightRAG.
+async fn settle(app: &TestApp, tenant: Uuid) -> mnote::rag::sync::Report {
+    let mut last = Default::default();
+    for _ in 0..240 {
+        let r = mnote::rag::sync::pass_tenant(&app.pool, &app.config, tenant, None).await.expect("sync pass");
+        if r.sent == 0 && r.pending == 0 && r.deleted == 0 && r.errors.is_empty() {
+            return r;
+        }
+        last = r;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    panic!("LightRAG sync did not settle: {last:?}");
+}
+
+/// LightRAG's documents for one source (by our `mnote-<id>-` name).
+async fn lightrag_docs(server: &str, source: &str) -> Vec<mnote::rag::client::DocStatus> {
+    let c = mnote::rag::client::LightRag::new(
+        server,
+        Some(mnote::platform::SecretString::new(lightrag::API_KEY)),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let prefix = format!("mnote-{source}-");
+    c.all_documents().await.unwrap().into_iter().filter(|d| d.file_path.starts_with(&prefix)).collect()
+}
+
+fn status_item<'a>(status: &'a Value, source: &str) -> &'a Value {
+    status["items"][0]["items"].as_array().unwrap().iter().find(|i| i["sourceId"] == source).unwrap_or_else(|| panic!("{status}"))
+}
+
+#[tokio::test]
+async fn a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks() {
+    let server = lightrag::shared();
+    let url = server.url.clone();
+    let app = spawn_app_with(|c| c.rag.allowed_urls = vec![url.clone()]).await;
+    let (dir, _) = fixtures();
+    let k = kb_with_grant(&app).await;
+    copy_fixtures(&app, &dir, "rag", &["scope_zh.png", "plain.docx", "two_column.pdf"]);
+    app.write_doc("team/rag/handbook.md", HANDBOOK);
+    register(&k, &app, "team/rag").await;
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    let id = |p: &str| sources[p]["id"].as_str().unwrap().to_string();
+
+    // Outside the allow-list: refused; inside: bound, key never returned.
+    let (st, e) =
+        k.client.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": "http://169.254.169.254/"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{e}");
+    let (st, b) = k
+        .client
+        .send_json(
+            "PUT",
+            &format!("/api/kbs/{}/knowledge-rag", k.kb),
+            json!({"url": url, "apiKey": lightrag::API_KEY, "label": "local"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    assert_eq!(
+        (b["apiKeySet"].as_bool(), b["reachable"].as_bool(), b["version"].as_str()),
+        (Some(true), Some(true), Some("1.5.7")),
+        "{b}"
+    );
+    assert!(!b.to_string().contains(lightrag::API_KEY));
+    let (st, got) = k.client.get_json(&format!("/api/kbs/{}/knowledge-rag", k.kb)).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(!got.to_string().contains(lightrag::API_KEY) && got["apiKeySet"] == true, "{got}");
+    let stored: Vec<u8> = {
+        let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+        let v = sqlx::query_scalar("select api_key_cipher from rag_binding where active").fetch_one(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        v
+    };
+    assert!(!stored.windows(lightrag::API_KEY.len()).any(|w| w == lightrag::API_KEY.as_bytes()), "the key is encrypted at rest");
+
+    // Sync: every source processed; the image's OCR text really reached LightRAG.
+    settle(&app, k.tenant).await;
+    let (st, status) = k.client.get_json(&format!("/api/knowledge-rag/status?kbId={}", k.kb)).await;
+    assert_eq!(st, StatusCode::OK, "{status}");
+    assert_eq!(status["items"][0]["reachable"], true, "{status}");
+    for p in ["rag/handbook.md", "rag/plain.docx", "rag/two_column.pdf", "rag/scope_zh.png"] {
+        let item = status_item(&status, &id(p));
+        assert_eq!(
+            (item["registered"].as_bool(), item["lightragStatus"].as_str()),
+            (Some(true), Some("processed")),
+            "{p}: {item}"
+        );
+        assert_eq!(item["locatorAvailable"], true, "{p}: {item}");
+    }
+    assert_eq!(status_item(&status, &id("rag/scope_zh.png"))["ocrTextExposed"], true, "{status}");
+    assert!(status_item(&status, &id("rag/handbook.md"))["ocrTextExposed"].is_null());
+
+    // A Chinese query finds the image by its OCR text; the reference cites its OCR block.
+    let (st, r) =
+        k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "线程作用域", "mode": "naive"})).await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!(
+        (r["schema"].as_str(), r["sourceScopeMode"].as_str()),
+        (Some("mnote.knowledge_rag.query_result.v1"), Some("post_filter_mapped_references"))
+    );
+    assert_eq!(r["degraded"], false, "{r}");
+    let img = r["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["sourceId"] == id("rag/scope_zh.png"))
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(
+        (img["quoteSource"].as_str(), img["contentDiagnostics"]["ocrTextExposed"].as_bool()),
+        (Some("chunk"), Some(true)),
+        "{img}"
+    );
+    assert!(img["quote"].as_str().unwrap().replace(' ', "").contains("线程作用域"), "{img}");
+    assert_eq!(img["locator"]["resourceKind"], "image");
+    assert!(!img["locator"]["blockId"].as_str().unwrap().is_empty(), "{img}");
+    assert!(
+        img["citationUrl"].as_str().unwrap().starts_with(&format!("/sources/{}/view?evidence=", id("rag/scope_zh.png"))),
+        "{img}"
+    );
+    assert!(r["rawMetadata"][0]["kind"] == "query_bookkeeping", "{r}");
+
+    // An answer: its [n] markers point at references; the Markdown one opens highlighted.
+    let (st, r) = k
+        .client
+        .post_json(
+            "/api/knowledge-rag/query",
+            json!({"query": "Where do the robots charge overnight?", "mode": "mix", "answer": true}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert!(r["answer"].as_str().unwrap().contains("MOCK ANSWER"), "{r}");
+    let md = r["references"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["sourceId"] == id("rag/handbook.md"))
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!((md["matchQuality"].as_str(), md["quoteSource"].as_str()), (Some("exact"), Some("chunk")), "{md}");
+    let quote = md["quote"].as_str().unwrap().to_string();
+    let browser = app.login("owner@acme.test").await;
+    let html = browser.get(md["citationUrl"].as_str().unwrap().split('#').next().unwrap()).await.text().await.unwrap();
+    let doc = scraper::Html::parse_document(&html);
+    let hl = doc.select(&scraper::Selector::parse("#hl").unwrap()).next().unwrap_or_else(|| panic!("no #hl: {html}"));
+    let hl_text: String = hl.text().collect();
+    assert!(
+        quote.trim_end_matches('…').split_whitespace().all(|w| hl_text.contains(w.trim_matches('*'))),
+        "{quote} vs {hl_text}"
+    );
+
+    // The Ask page renders the answer with citations that open the viewer.
+    let mut browser = browser;
+    let (st, page) = browser.page(&format!("/kbs/{}/ask?q=Where+do+the+robots+charge&mode=mix", k.kb)).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(page.contains("MOCK ANSWER") && page.contains("class=\"cite-marker\""), "{page}");
+    assert!(!page.contains(lightrag::API_KEY));
+    let (_, rag_page) = browser.page(&format!("/kbs/{}/knowledge-rag", k.kb)).await;
+    assert!(rag_page.contains("OCR text reached LightRAG") && !rag_page.contains(lightrag::API_KEY), "{rag_page}");
+
+    // open_reference: a provider hint → our citation, never a LightRAG URL or a path.
+    let fp = md["filePath"].as_str().unwrap();
+    let (st, o) = k
+        .client
+        .post_json(
+            "/api/knowledge-rag/open-reference",
+            json!({"filePath": fp, "quote": "robots charge overnight in the north hall"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{o}");
+    assert!(o["citationUrl"].as_str().unwrap().starts_with(&format!("/sources/{}/view?evidence=", id("rag/handbook.md"))), "{o}");
+    assert!(!o.to_string().contains(&url) && !o.to_string().contains("file://"), "{o}");
+
+    // Re-index after a change: still exactly one LightRAG document, with the new text.
+    app.write_doc("team/rag/handbook.md", &HANDBOOK.replace("north hall", "east wing"));
+    register(&k, &app, "team/rag/handbook.md").await;
+    app.run_jobs().await;
+    settle(&app, k.tenant).await;
+    let docs = lightrag_docs(&url, &id("rag/handbook.md")).await;
+    assert_eq!(docs.len(), 1, "{docs:?}");
+    assert!(docs[0].content_summary.contains("east wing"), "{docs:?}");
+
+    // Deleting the source deletes its document.
+    assert_eq!(k.client.delete(&format!("/api/sources/{}", id("rag/plain.docx"))).await, StatusCode::NO_CONTENT);
+    settle(&app, k.tenant).await;
+    for _ in 0..40 {
+        if lightrag_docs(&url, &id("rag/plain.docx")).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(lightrag_docs(&url, &id("rag/plain.docx")).await.is_empty());
+
+    // Unbinding deletes the KB's documents.
+    assert_eq!(k.client.delete(&format!("/api/kbs/{}/knowledge-rag", k.kb)).await, StatusCode::NO_CONTENT);
+    settle(&app, k.tenant).await;
+    for _ in 0..40 {
+        if lightrag_docs(&url, &id("rag/handbook.md")).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert!(lightrag_docs(&url, &id("rag/handbook.md")).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_lightrag_that_lost_its_storage_gets_every_document_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = lightrag::LightRagServer::start(dir.path());
+    let url = server.url.clone();
+    let app = spawn_app_with(|c| c.rag.allowed_urls = vec![url.clone()]).await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/a.md", HANDBOOK);
+    app.write_doc("team/b.md", "# Second\n\nThe second document talks about conveyor belts and pallets.\n");
+    register(&k, &app, "team").await;
+    app.run_jobs().await;
+    let (st, b) = k
+        .client
+        .send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": url, "apiKey": lightrag::API_KEY}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    settle(&app, k.tenant).await;
+    let sources = sources_by_path(&k).await;
+    server.wipe_and_restart();
+    for p in ["a.md", "b.md"] {
+        assert!(lightrag_docs(&url, sources[p]["id"].as_str().unwrap()).await.is_empty());
+    }
+    let report = mnote::rag::resync::run(&app.pool, &app.config, k.tenant, k.kb.parse().unwrap(), None).await.expect("resync");
+    assert_eq!(report.missing, 2, "{report:?}");
+    for p in ["a.md", "b.md"] {
+        let docs = lightrag_docs(&url, sources[p]["id"].as_str().unwrap()).await;
+        assert_eq!(docs.len(), 1, "{p}: {docs:?}");
+        assert_eq!(docs[0].status, "processed", "{p}: {docs:?}");
+    }
+}

@@ -1,0 +1,159 @@
+//! A real `lightrag-server` on loopback for the knowledge-RAG tests, its LLM and embedding
+//! bindings pointed at `scripts/mock_openai.py` (a deterministic OpenAI-compatible server).
+//! `./dev test` provisions both (`MNOTE_LIGHTRAG_SERVER`, `MNOTE_MOCK_OPENAI`,
+//! `TIKTOKEN_CACHE_DIR`). The shared server starts once per test binary; children die with it.
+
+use std::{
+    io::{BufRead, BufReader},
+    net::TcpListener,
+    os::unix::process::CommandExt,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::{Duration, Instant},
+};
+
+pub const API_KEY: &str = "lr-test-key-7f3a9c";
+
+fn env_path(name: &str) -> PathBuf {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{name} is not set: run the tests through `./dev test`, which provisions LightRAG"))
+}
+
+/// Spawn `cmd` so that it dies with the test binary (no leftover servers). The kernel's
+/// parent-death signal follows the spawning *thread*, so the spawn happens on a thread that
+/// lives as long as the process.
+fn spawn_owned(mut cmd: Command) -> Child {
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        tx.send(cmd.spawn()).unwrap();
+        loop {
+            std::thread::park();
+        }
+    });
+    rx.recv().unwrap().expect("spawn a test server")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The mock LLM, once per binary: its base URL.
+fn mock_llm() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let mut cmd = Command::new("python3");
+        cmd.arg(env_path("MNOTE_MOCK_OPENAI")).args(["--port", "0", "--dim", "64"]).stdout(Stdio::piped());
+        let mut child = spawn_owned(cmd);
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening ").unwrap_or_else(|| panic!("mock LLM said {line:?}")).to_string();
+        std::mem::forget(child);
+        format!("http://{addr}/v1")
+    })
+}
+
+pub struct LightRagServer {
+    pub url: String,
+    port: u16,
+    dir: PathBuf,
+    child: Mutex<Option<Child>>,
+}
+
+impl LightRagServer {
+    /// Start a server with its own storage under `dir`.
+    pub fn start(dir: &Path) -> LightRagServer {
+        let s = LightRagServer { url: String::new(), port: free_port(), dir: dir.to_path_buf(), child: Mutex::new(None) };
+        let s = LightRagServer { url: format!("http://127.0.0.1:{}", s.port), ..s };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&self) {
+        std::fs::create_dir_all(self.dir.join("inputs")).unwrap();
+        let llm = mock_llm();
+        let mut cmd = Command::new(env_path("MNOTE_LIGHTRAG_SERVER"));
+        cmd.current_dir(&self.dir)
+            .env("HOST", "127.0.0.1")
+            .env("PORT", self.port.to_string())
+            .env("WORKING_DIR", self.dir.join("rag_storage"))
+            .env("INPUT_DIR", self.dir.join("inputs"))
+            .env("LLM_BINDING", "openai")
+            .env("LLM_BINDING_HOST", llm)
+            .env("LLM_MODEL", "mock-llm")
+            .env("LLM_BINDING_API_KEY", "sk-mock")
+            .env("EMBEDDING_BINDING", "openai")
+            .env("EMBEDDING_BINDING_HOST", llm)
+            .env("EMBEDDING_MODEL", "mock-embed")
+            .env("EMBEDDING_DIM", "64")
+            .env("EMBEDDING_BINDING_API_KEY", "sk-mock")
+            .env("RERANK_BINDING", "null")
+            .env("LIGHTRAG_API_KEY", API_KEY)
+            .env("WHITELIST_PATHS", "/health")
+            .env("MAX_ASYNC", "2")
+            .env("MAX_GLEANING", "0")
+            .env("COSINE_THRESHOLD", "0.05")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(self.dir.join("server.log")).unwrap());
+        let child = spawn_owned(cmd);
+        *self.child.lock().unwrap() = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                if let Ok(r) = http_probe::health_ok(&format!("{}/health", self.url)) {
+                    if r {
+                        return;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let log = std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default();
+        panic!("lightrag-server did not start within 120 s:\n{}", &log[log.len().saturating_sub(3000)..]);
+    }
+
+    /// Stop, wipe its storage (LightRAG "lost" everything), start again on the same port.
+    pub fn wipe_and_restart(&self) {
+        if let Some(mut c) = self.child.lock().unwrap().take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(self.dir.join("rag_storage"));
+        let _ = std::fs::remove_dir_all(self.dir.join("inputs"));
+        self.spawn();
+    }
+}
+
+/// A minimal blocking GET that says whether `/health` answered 200 (std only: the server is
+/// started from synchronous code).
+mod http_probe {
+    use std::io::{Read, Write};
+
+    pub fn health_ok(url: &str) -> std::io::Result<bool> {
+        let rest = url.strip_prefix("http://").unwrap();
+        let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
+        let mut s = std::net::TcpStream::connect(host)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf)?;
+        Ok(buf.starts_with("HTTP/1.1 200") || buf.starts_with("HTTP/1.0 200"))
+    }
+}
+
+/// The server every test shares (documents are named by source id, so tests never collide).
+pub fn shared() -> &'static LightRagServer {
+    static S: OnceLock<LightRagServer> = OnceLock::new();
+    S.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("mnote-lightrag-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        LightRagServer::start(&dir)
+    })
+}
