@@ -243,3 +243,152 @@ async fn a_lightrag_that_lost_its_storage_gets_every_document_back() {
         assert_eq!(docs[0].status, "processed", "{p}: {docs:?}");
     }
 }
+
+/// What the fake LightRAG answers to queries.
+#[derive(Clone)]
+enum Fake {
+    Answer(Value),
+    Slow,
+    Fail500,
+    Malformed,
+}
+
+/// A fake LightRAG whose query behaviour the test switches.
+async fn fake_lightrag(behaviour: std::sync::Arc<std::sync::Mutex<Fake>>) -> String {
+    use axum::{
+        http::StatusCode as S,
+        response::IntoResponse,
+        routing::{get, post},
+    };
+    let answer = move || {
+        let b = behaviour.clone();
+        async move {
+            let now = b.lock().unwrap().clone();
+            match now {
+                Fake::Answer(v) => axum::Json(v).into_response(),
+                Fake::Slow => {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    axum::Json(json!({})).into_response()
+                }
+                Fake::Fail500 => (S::INTERNAL_SERVER_ERROR, axum::Json(json!({"detail": "Internal server error (error_id: x)"}))).into_response(),
+                Fake::Malformed => (S::OK, [("content-type", "application/json")], "{\"status\": \"success\", \"data\": [").into_response(),
+            }
+        }
+    };
+    let app = axum::Router::new()
+        .route("/health", get(|| async { axum::Json(json!({"status": "healthy", "core_version": "1.5.7-fake", "api_version": "0344"})) }))
+        .route("/auth/verify", get(|| async { axum::Json(json!({"status": "ok"})) }))
+        .route("/query/data", post(answer.clone()))
+        .route("/query", post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped() {
+    let behaviour = std::sync::Arc::new(std::sync::Mutex::new(Fake::Fail500));
+    let fake = fake_lightrag(behaviour.clone()).await;
+    let dead = format!("http://127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let (f, d) = (fake.clone(), dead.clone());
+    let app = spawn_app_with(move |c| {
+        c.rag.allowed_urls = vec![f, d];
+        c.rag.timeout = Duration::from_secs(1);
+    })
+    .await;
+    let (dir, _) = fixtures();
+    let k = kb_with_grant(&app).await;
+    copy_fixtures(&app, &dir, "rag", &["scope_zh.png"]);
+    app.write_doc("team/rag/handbook.md", HANDBOOK);
+    register(&k, &app, "team/rag").await;
+    // Another tenant's indexed source: its id must never resolve for this tenant.
+    let other = app.bootstrap("beta", "owner@beta.test").await;
+    let oc = app.api(other.tenant_id, other.user_id).await;
+    std::fs::create_dir_all(app.docs.join("beta")).unwrap();
+    let (st, _) = oc.post_json("/api/grants", json!({"path": app.docs_path("beta"), "allMembers": true, "permission": "read_index"})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (_, okb) = oc.post_json("/api/kbs", json!({"name": "beta kb"})).await;
+    app.write_doc("beta/secret.md", "# Beta secret\n\nThe beta plan is confidential.\n");
+    let (st, os) = oc.post_json(&format!("/api/kbs/{}/sources", okb["id"].as_str().unwrap()), json!({"path": app.docs_path("beta/secret.md")})).await;
+    assert!(st.is_success(), "{os}");
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    let id = |p: &str| sources[p]["id"].as_str().unwrap().to_string();
+    let other_id = os["items"][0]["id"].as_str().or(os["id"].as_str()).unwrap_or_else(|| panic!("{os}")).to_string();
+
+    let (st, b) = k.client.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": fake, "apiKey": "sk-fake-secret"})).await;
+    assert_eq!((st, b["version"].as_str()), (StatusCode::OK, Some("1.5.7-fake")), "{b}");
+    let (_, kb2) = k.client.post_json("/api/kbs", json!({"name": "kb two"})).await;
+    let kb2 = kb2["id"].as_str().unwrap().to_string();
+    let (st, b2) = k.client.send_json("PUT", &format!("/api/kbs/{kb2}/knowledge-rag", ), json!({"url": dead})).await;
+    assert_eq!((st, b2["reachable"].as_bool(), b2["error"]["code"].as_str()), (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")), "{b2}");
+
+    let ask = |q: &'static str| {
+        let (c, kb) = (&k.client, k.kb.clone());
+        async move { c.post_json("/api/knowledge-rag/query", json!({"kbIds": [kb], "query": q, "mode": "mix"})).await }
+    };
+    for (fault, code) in [(Fake::Fail500, "knowledge_rag_unavailable"), (Fake::Malformed, "knowledge_rag_bad_response"), (Fake::Slow, "knowledge_rag_timeout")] {
+        *behaviour.lock().unwrap() = fault;
+        let (st, r) = ask("where do robots charge").await;
+        assert_eq!(st, StatusCode::OK, "{r}");
+        assert_eq!((r["degraded"].as_bool(), r["degradedReason"].as_str()), (Some(true), Some(code)), "{r}");
+        assert_eq!(r["references"].as_array().unwrap().len(), 0, "{r}");
+        assert_eq!(r["errors"][0]["code"], code, "{r}");
+        assert!(!r.to_string().contains("sk-fake-secret"));
+    }
+
+    // References: one of ours (exact), one not ours, another tenant's, an image placeholder.
+    let chunk = "The robots charge overnight in the north hall, and each robot reports its battery level";
+    *behaviour.lock().unwrap() = Fake::Answer(json!({
+        "status": "success", "message": "ok",
+        "data": {"entities": [{"entity_name": "robots"}], "relationships": [],
+            "chunks": [
+                {"reference_id": "1", "content": chunk, "file_path": format!("mnote-{}-handbook.md", id("rag/handbook.md")), "chunk_id": "doc-a-chunk-000"},
+                {"reference_id": "2", "content": "Some text", "file_path": "handbook.md", "chunk_id": "doc-b-chunk-000"},
+                {"reference_id": "3", "content": "The beta plan is confidential.", "file_path": format!("mnote-{other_id}-secret.md"), "chunk_id": "doc-c-chunk-000"},
+                {"reference_id": "4", "content": "# scope_zh.png\n\n![scope_zh.png](<scope_zh.png>)", "file_path": format!("mnote-{}-scope_zh.png", id("rag/scope_zh.png")), "chunk_id": "doc-d-chunk-000"}
+            ],
+            "references": [{"reference_id": "1", "file_path": format!("mnote-{}-handbook.md", id("rag/handbook.md"))}]},
+        "metadata": {"keywords": {"high_level": ["线程作用域"], "low_level": []}}
+    }));
+    let (st, r) = k
+        .client
+        .post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb, kb2], "query": "线程作用域 robots charge", "mode": "mix"}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!(r["droppedReferences"], 2, "{r}");
+    let refs = r["references"].as_array().unwrap();
+    assert_eq!(refs.len(), 2, "{r}");
+    assert!(!r.to_string().contains("confidential"), "another tenant's text never comes back: {r}");
+    let md = refs.iter().find(|x| x["sourceId"] == id("rag/handbook.md")).unwrap();
+    assert_eq!((md["matchQuality"].as_str(), md["locatorDegraded"].as_bool()), (Some("exact"), Some(false)), "{md}");
+    let img = refs.iter().find(|x| x["sourceId"] == id("rag/scope_zh.png")).unwrap();
+    assert_eq!(img["contentDiagnostics"], json!({"ocrTextExposed": false, "quoteOnlyImagePlaceholder": true}), "{img}");
+    assert_eq!((img["quoteSource"].as_str(), img["matchQuality"].as_str()), (Some("evidence"), Some("file_only")), "{img}");
+    assert!(img["quote"].as_str().unwrap().replace(' ', "").contains("线程作用域"), "enriched from the OCR block: {img}");
+    // The dead endpoint of the second KB: degraded, the first KB's references still there.
+    assert_eq!((r["degraded"].as_bool(), r["errors"][0]["kbIds"][0].as_str()), (Some(true), Some(kb2.as_str())), "{r}");
+    // Bookkeeping is labelled as such, never evidence.
+    assert_eq!(r["rawMetadata"][0]["kind"], "query_bookkeeping");
+    assert_eq!(r["rawMetadata"][0]["entityCount"], 1);
+
+    // Status with the endpoint down: not reachable, with the code.
+    let (st, s) = k.client.get_json(&format!("/api/knowledge-rag/status?kbId={kb2}")).await;
+    assert_eq!((st, s["items"][0]["reachable"].as_bool(), s["items"][0]["error"]["code"].as_str()), (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")), "{s}");
+    // Ordinary search never depends on LightRAG.
+    let (st, s) = k.client.post_json("/api/evidence/search", json!({"query": "robots charge", "kbIds": [k.kb]})).await;
+    assert_eq!(st, StatusCode::OK, "{s}");
+    // Unknown KB, unknown mode, too-short query: clear errors.
+    let (st, e) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "ab"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
+    let (st, e) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots", "mode": "bypass"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
+    let (st, _) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [Uuid::new_v4()], "query": "robots"})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    let (st, e) = oc.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "another tenant's KB does not exist for them");
+    // open_reference of a file that is not ours: not found, no path leaked.
+    let (st, _) = k.client.post_json("/api/knowledge-rag/open-reference", json!({"filePath": format!("mnote-{other_id}-secret.md")})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+}
