@@ -447,7 +447,7 @@ pub async fn index_command(tenant: &str, rounds: usize) -> anyhow::Result<()> {
                 kb_id: kb,
                 grant_id: None,
                 resource_path: "uploads/bench-index.docx",
-                kind: "docx",
+                kind: crate::evidence::SourceKind::Docx,
                 size_bytes: bytes.len() as i64,
                 mtime: None,
                 sha256: &sha,

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::{
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
+    evidence::SourceStatus,
     kbs,
     sources::{self, RegisterRequest},
 };
@@ -16,7 +17,7 @@ use crate::{
 #[derive(sqlx::FromRow)]
 struct Row {
     resource_path: String,
-    status: String,
+    status: SourceStatus,
     error_code: Option<String>,
     error_message: Option<String>,
     pages: Option<i32>,
@@ -76,7 +77,8 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
         tx.commit().await?;
         let done = rows.iter().filter(|r| !r.open_job).count();
         let pages: i32 = rows.iter().filter(|r| !r.open_job).filter_map(|r| r.pages).sum();
-        let current: Vec<&str> = rows.iter().filter(|r| r.status == "parsing").map(|r| r.resource_path.as_str()).collect();
+        let current: Vec<&str> =
+            rows.iter().filter(|r| r.status == SourceStatus::Parsing).map(|r| r.resource_path.as_str()).collect();
         let errors = rows.iter().filter(|r| r.error_code.is_some()).count();
         bar.set_position(done as u64);
         bar.set_message(format!("{pages} pages · {errors} errors · {}", current.join(", ")));
@@ -99,7 +101,7 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
     for r in rows.iter().filter(|r| r.error_code.is_some()) {
         println!(
             "  {} {}: {} {}",
-            if r.status == "indexed" { "kept previous version of" } else { "error in" },
+            if r.status == SourceStatus::Indexed { "kept previous version of" } else { "error in" },
             r.resource_path,
             r.error_code.as_deref().unwrap_or(""),
             r.error_message.as_deref().unwrap_or("")

@@ -19,6 +19,7 @@ use super::jobs;
 use crate::{
     config::Config,
     db::{Scope, TenantTx},
+    evidence::SourceStatus,
     grants::paths,
     sources::{self, queries as sq},
 };
@@ -35,7 +36,7 @@ struct Watched {
     id: Uuid,
     root_path: String,
     resource_path: String,
-    status: String,
+    status: SourceStatus,
     error_code: Option<String>,
     size_bytes: i64,
     mtime: Option<chrono::DateTime<chrono::Utc>>,
@@ -65,7 +66,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
     for r in rows {
         let found = paths::confine(Path::new(&r.root_path), &r.resource_path).ok().filter(|c| c.abs.is_file());
         match found {
-            None if r.status != "stale" => {
+            None if r.status != SourceStatus::Stale => {
                 sqlx::query(
                     "update source set status = 'stale', error_code = 'file_missing',
                          error_message = 'the file was deleted or moved away' where id = $1",
@@ -79,7 +80,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             Some(c) => {
                 let meta = std::fs::metadata(&c.abs)?;
                 let mtime = meta.modified().ok().map(chrono::DateTime::<chrono::Utc>::from);
-                let restored = r.status == "stale" && r.error_code.as_deref() == Some("file_missing");
+                let restored = r.status == SourceStatus::Stale && r.error_code.as_deref() == Some("file_missing");
                 // Postgres keeps microseconds; compare at that precision.
                 let micros = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.timestamp_micros());
                 let changed = meta.len() as i64 != r.size_bytes || micros(mtime) != micros(r.mtime);

@@ -20,6 +20,7 @@ use uuid::Uuid;
 use crate::{
     auth::Auth,
     error::{AppError, AppResult},
+    evidence::SourceKind,
     grants::{self, paths},
     kbs,
 };
@@ -55,8 +56,8 @@ pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state:
 }
 
 /// The resource kind of a file, from its extension.
-pub fn kind_of(path: &Path) -> Option<&'static str> {
-    crate::evidence::SourceKind::of_extension(path.extension()?.to_str()?).map(|k| k.as_str())
+pub fn kind_of(path: &Path) -> Option<SourceKind> {
+    SourceKind::of_extension(path.extension()?.to_str()?)
 }
 
 #[derive(Clone, Debug)]
@@ -106,7 +107,7 @@ pub fn scan_dir(
     dir: &Path,
     include: &[String],
     exclude: &[String],
-) -> AppResult<(Vec<(PathBuf, String, &'static str)>, usize)> {
+) -> AppResult<(Vec<(PathBuf, String, SourceKind)>, usize)> {
     let inc = globset("include", include)?;
     let exc = globset("exclude", exclude)?;
     let mut files = Vec::new();
@@ -169,7 +170,7 @@ pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'
     let directory = gp.abs.is_dir();
     let (root, abs, rel) = (gp.root.clone(), gp.abs.clone(), gp.rel.clone());
     let (include, exclude) = (r.include.to_vec(), r.exclude.to_vec());
-    type Scanned = (Vec<(String, &'static str, FileFacts)>, usize);
+    type Scanned = (Vec<(String, SourceKind, FileFacts)>, usize);
     let (scanned, skipped_count) = tokio::task::spawn_blocking(move || -> AppResult<Scanned> {
         let (files, skipped) = if directory {
             scan_dir(&root, &abs, &include, &exclude)?
@@ -205,7 +206,7 @@ pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'
             kb_id: kb.id,
             grant_id: Some(gp.grant.id),
             resource_path: rel,
-            kind,
+            kind: *kind,
             size_bytes: facts.size,
             mtime: facts.mtime,
             sha256: &facts.sha256,
@@ -243,9 +244,9 @@ mod tests {
 
     #[test]
     fn kinds() {
-        assert_eq!(kind_of(Path::new("a/B.MD")), Some("markdown"));
-        assert_eq!(kind_of(Path::new("x.pdf")), Some("pdf"));
-        assert_eq!(kind_of(Path::new("x.jpeg")), Some("image"));
+        assert_eq!(kind_of(Path::new("a/B.MD")), Some(SourceKind::Markdown));
+        assert_eq!(kind_of(Path::new("x.pdf")), Some(SourceKind::Pdf));
+        assert_eq!(kind_of(Path::new("x.jpeg")), Some(SourceKind::Image));
         assert_eq!(kind_of(Path::new("x.exe")), None);
         assert_eq!(kind_of(Path::new("noext")), None);
     }

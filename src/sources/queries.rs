@@ -5,6 +5,8 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::evidence::SourceKind;
+
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Source {
     pub id: Uuid,
@@ -55,7 +57,7 @@ pub struct NewSource<'a> {
     pub kb_id: Uuid,
     pub grant_id: Option<Uuid>,
     pub resource_path: &'a str,
-    pub kind: &'a str,
+    pub kind: SourceKind,
     pub size_bytes: i64,
     pub mtime: Option<chrono::DateTime<chrono::Utc>>,
     pub sha256: &'a str,
