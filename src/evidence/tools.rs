@@ -184,17 +184,9 @@ pub struct ReadRequest {
     pub window: Option<usize>,
 }
 
-/// `POST /api/evidence/open` body: like [`ReadRequest`]; `window` is accepted and ignored.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OpenRequest {
-    #[serde(default)]
-    pub evidence_id: Option<Uuid>,
-    #[serde(default)]
-    pub locator: Option<Value>,
-    #[serde(default)]
-    pub window: Option<usize>,
-}
+/// `POST /api/evidence/open` body: the same as [`ReadRequest`] (`window` is accepted and
+/// ignored).
+pub type OpenRequest = ReadRequest;
 
 /// `mnote.evidence_open_response.v1`.
 #[derive(Debug, Clone, Serialize)]

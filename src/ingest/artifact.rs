@@ -270,6 +270,37 @@ pub fn char_slice(text: &str, range: [u32; 2]) -> String {
 }
 
 impl ParsedArtifact {
+    /// The artifact of a paged kind (PDF, image, MinerU's PDF or image result): blocks on
+    /// their pages, in reading order; `page_count` is the number of pages.
+    pub fn paged(
+        provider: &str,
+        version: String,
+        source_hash: String,
+        kind: &str,
+        text: String,
+        pages: Vec<Page>,
+        sections: Vec<Section>,
+    ) -> Self {
+        ParsedArtifact {
+            source_hash: source_hash.clone(),
+            provider: provider.to_string(),
+            provider_version: version.clone(),
+            text,
+            source_map: SourceMap {
+                schema: SOURCE_MAP_SCHEMA.to_string(),
+                provider: provider.to_string(),
+                model_version: version,
+                source_hash,
+                resource_kind: kind.to_string(),
+                page_count: Some(pages.len() as u32),
+                pages,
+                blocks: Vec::new(),
+                sections,
+                references: Vec::new(),
+            },
+        }
+    }
+
     /// All blocks in document order (flowing blocks, then pages in order).
     pub fn all_blocks(&self) -> impl Iterator<Item = &Block> {
         self.source_map.blocks.iter().chain(self.source_map.pages.iter().flat_map(|p| p.blocks.iter()))

@@ -10,7 +10,7 @@ use std::io::Cursor;
 
 use ::image::{DynamicImage, ImageReader, imageops::FilterType};
 
-use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, SourceMap, TextBuilder};
+use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, TextBuilder};
 use super::ocr::{self, OcrPage};
 use super::{ParseError, ParseInput, ParseProvider};
 
@@ -64,26 +64,16 @@ impl ParseProvider for ImageProvider {
                 confidence: Some(round1(para.confidence)),
             });
         }
-        let version = self.provider_version();
-        let source_hash = artifact::source_hash(input.bytes);
-        Ok(ParsedArtifact {
-            source_hash: source_hash.clone(),
-            provider: PROVIDER_ID.to_string(),
-            provider_version: version.clone(),
-            text: text.finish(),
-            source_map: SourceMap {
-                schema: artifact::SOURCE_MAP_SCHEMA.to_string(),
-                provider: PROVIDER_ID.to_string(),
-                model_version: version,
-                source_hash,
-                resource_kind: "image".to_string(),
-                page_count: Some(1),
-                pages: vec![Page { page: 1, width: width as f64, height: height as f64, rotation: 0, ocr: true, blocks }],
-                blocks: Vec::new(),
-                sections: Vec::new(),
-                references: Vec::new(),
-            },
-        })
+        let page = Page { page: 1, width: width as f64, height: height as f64, rotation: 0, ocr: true, blocks };
+        Ok(ParsedArtifact::paged(
+            PROVIDER_ID,
+            self.provider_version(),
+            artifact::source_hash(input.bytes),
+            "image",
+            text.finish(),
+            vec![page],
+            Vec::new(),
+        ))
     }
 }
 

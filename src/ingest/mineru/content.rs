@@ -5,7 +5,7 @@ use serde_json::Value;
 use super::result::{ResultFiles, bad_result};
 use super::{PROVIDER_ID, Probe};
 use crate::ingest::ParseError;
-use crate::ingest::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, SectionTree, SourceMap, TextBuilder};
+use crate::ingest::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, SectionTree, TextBuilder};
 
 /// Size of one page in the locator unit (PDF points or image pixels).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -211,24 +211,7 @@ pub fn content_list_to_artifact(
             confidence: None,
         });
     }
-    Ok(ParsedArtifact {
-        source_hash: source_hash.clone(),
-        provider: PROVIDER_ID.to_string(),
-        provider_version: version.clone(),
-        text: text.finish(),
-        source_map: SourceMap {
-            schema: artifact::SOURCE_MAP_SCHEMA.to_string(),
-            provider: PROVIDER_ID.to_string(),
-            model_version: version,
-            source_hash,
-            resource_kind: kind.to_string(),
-            page_count: Some(pages.len() as u32),
-            pages,
-            blocks: Vec::new(),
-            sections: tree.sections,
-            references: Vec::new(),
-        },
-    })
+    Ok(ParsedArtifact::paged(PROVIDER_ID, version, source_hash, kind, text.finish(), pages, tree.sections))
 }
 
 #[cfg(test)]

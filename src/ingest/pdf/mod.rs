@@ -38,7 +38,7 @@ mod words;
 
 use pdfium_render::prelude::*;
 
-use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, SourceMap, TextBuilder};
+use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, Quality, TextBuilder};
 use super::ocr;
 use super::{ParseError, ParseInput, ParseProvider};
 use engine::{Engine, engine};
@@ -290,25 +290,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
         let tess = ocr::tesseract_version()?;
         version.push_str(&format!(" + {tess} {}", ocr::DEFAULT_LANGS));
     }
-    let source_hash = artifact::source_hash(input.bytes);
-    Ok(ParsedArtifact {
-        source_hash: source_hash.clone(),
-        provider: PROVIDER_ID.to_string(),
-        provider_version: version.clone(),
-        text: text_out.finish(),
-        source_map: SourceMap {
-            schema: artifact::SOURCE_MAP_SCHEMA.to_string(),
-            provider: PROVIDER_ID.to_string(),
-            model_version: version,
-            source_hash,
-            resource_kind: "pdf".to_string(),
-            page_count: Some(page_count as u32),
-            pages,
-            blocks: Vec::new(),
-            sections,
-            references: Vec::new(),
-        },
-    })
+    Ok(ParsedArtifact::paged(PROVIDER_ID, version, artifact::source_hash(input.bytes), "pdf", text_out.finish(), pages, sections))
 }
 
 /// The 0-based page index of every block, in document order.
