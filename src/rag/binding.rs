@@ -59,13 +59,14 @@ impl Binding {
         }
     }
 
+    /// The API key, opened.
+    pub fn key(&self, cfg: &RagConfig) -> Result<Option<SecretString>, RagError> {
+        self.api_key_cipher.as_ref().map(|sealed| open_key(cfg, self.kb_id, sealed)).transpose()
+    }
+
     /// A client for this endpoint, with its key opened.
     pub fn client(&self, cfg: &RagConfig) -> Result<LightRag, RagError> {
-        let key = match &self.api_key_cipher {
-            None => None,
-            Some(sealed) => Some(open_key(cfg, self.kb_id, sealed)?),
-        };
-        LightRag::new(&self.url, key, cfg.timeout)
+        LightRag::new(&self.url, self.key(cfg)?, cfg.timeout)
     }
 }
 

@@ -34,6 +34,9 @@ pub struct BindBody {
 /// Bind (or re-bind) a KB the caller manages, then contact the endpoint once.
 pub async fn bind(state: &AppState, auth: &Auth, kb: Uuid, body: BindBody) -> AppResult<BindingView> {
     let cfg = &state.config.rag;
+    // Access first: who may not manage the KB learns nothing about the allow-list.
+    let mut tx = auth.tx(state).await?;
+    crate::kbs::managed(&mut tx, auth, kb).await?;
     let url = binding::allowed_url(cfg, &body.url)?;
     let label = body.label.as_deref().map(str::trim).filter(|l| !l.is_empty());
     if label.is_some_and(|l| l.chars().count() > 100 || l.chars().any(char::is_control)) {
@@ -44,11 +47,9 @@ pub async fn bind(state: &AppState, auth: &Auth, kb: Uuid, body: BindBody) -> Ap
         return Err(AppError::invalid("apiKey", "a printable key of at most 4096 characters"));
     }
     let cipher = key.map(|k| binding::seal_key(cfg, kb, k)).transpose()?;
-    let mut tx = auth.tx(state).await?;
-    crate::kbs::managed(&mut tx, auth, kb).await?;
     let b = binding::put(&mut tx, auth.tenant_id, kb, &url, label, cipher, auth.user_id).await?;
     tx.commit().await?;
-    Ok(test(state, auth, b).await?)
+    test(state, auth, b).await
 }
 
 async fn test(state: &AppState, auth: &Auth, b: binding::Binding) -> AppResult<BindingView> {

@@ -169,16 +169,21 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     tx.commit().await?;
 
     // One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
+    let cfg = &state.config.rag;
     let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
+    let mut keys: Vec<Option<String>> = Vec::new();
     for b in bindings {
-        match groups.iter_mut().find(|(g, _)| g.url == b.url && g.api_key_cipher == b.api_key_cipher) {
-            Some((_, kbs)) => kbs.push(b.kb_id),
+        let key = b.key(cfg).ok().flatten().map(|k| k.expose().to_string());
+        match groups.iter().zip(&keys).position(|((g, _), k)| g.url == b.url && *k == key) {
+            Some(i) => groups[i].1.push(b.kb_id),
             None => {
                 let kb = b.kb_id;
                 groups.push((b, vec![kb]));
+                keys.push(key);
             }
         }
     }
+    drop(keys);
     let req = QueryRequest {
         query: query.clone(),
         mode: input.mode,
@@ -187,7 +192,6 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         include_references: true,
         include_chunk_content: true,
     };
-    let cfg = &state.config.rag;
     let calls = groups.iter().map(|(b, kbs)| {
         let req = &req;
         async move {

@@ -22,6 +22,8 @@ const TENANT_TABLES: &[&str] = &[
     "kb_folder",
     "kb_member",
     "membership",
+    "rag_binding",
+    "rag_doc",
     "source",
     "source_artifact",
     "tenant_setting",
@@ -48,10 +50,34 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     // Parse it (evidence rows) and queue one more job so ingest_job has an open row too.
     app.run_jobs().await;
     seed_vector(app, s.tenant_id).await;
+    seed_rag(app, s.tenant_id, kb_id).await;
     app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nchanged");
     let (st, _) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::OK);
     (s, kb_id)
+}
+
+/// A LightRAG binding and one synced document (the sync needs no server to prove isolation).
+async fn seed_rag(app: &TestApp, tenant: Uuid, kb: Uuid) {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let binding = Uuid::new_v4();
+    sqlx::query("insert into rag_binding (tenant_id, id, kb_id, url) values ($1, $2, $3, 'http://127.0.0.1:9621')")
+        .bind(tenant)
+        .bind(binding)
+        .bind(kb)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "insert into rag_doc (tenant_id, binding_id, source_id, file_source, doc_id, source_hash, method, status)
+         select $1, $2, id, 'mnote-x', 'doc-x', 'sha256:x', 'upload', 'processed' from source limit 1",
+    )
+    .bind(tenant)
+    .bind(binding)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// One vector row (the embedder is not needed to prove isolation). Re-indexing a source

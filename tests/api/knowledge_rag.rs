@@ -270,13 +270,19 @@ async fn fake_lightrag(behaviour: std::sync::Arc<std::sync::Mutex<Fake>>) -> Str
                     tokio::time::sleep(Duration::from_secs(5)).await;
                     axum::Json(json!({})).into_response()
                 }
-                Fake::Fail500 => (S::INTERNAL_SERVER_ERROR, axum::Json(json!({"detail": "Internal server error (error_id: x)"}))).into_response(),
-                Fake::Malformed => (S::OK, [("content-type", "application/json")], "{\"status\": \"success\", \"data\": [").into_response(),
+                Fake::Fail500 => (S::INTERNAL_SERVER_ERROR, axum::Json(json!({"detail": "Internal server error (error_id: x)"})))
+                    .into_response(),
+                Fake::Malformed => {
+                    (S::OK, [("content-type", "application/json")], "{\"status\": \"success\", \"data\": [").into_response()
+                }
             }
         }
     };
     let app = axum::Router::new()
-        .route("/health", get(|| async { axum::Json(json!({"status": "healthy", "core_version": "1.5.7-fake", "api_version": "0344"})) }))
+        .route(
+            "/health",
+            get(|| async { axum::Json(json!({"status": "healthy", "core_version": "1.5.7-fake", "api_version": "0344"})) }),
+        )
         .route("/auth/verify", get(|| async { axum::Json(json!({"status": "ok"})) }))
         .route("/query/data", post(answer.clone()))
         .route("/query", post(answer));
@@ -306,29 +312,43 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     let other = app.bootstrap("beta", "owner@beta.test").await;
     let oc = app.api(other.tenant_id, other.user_id).await;
     std::fs::create_dir_all(app.docs.join("beta")).unwrap();
-    let (st, _) = oc.post_json("/api/grants", json!({"path": app.docs_path("beta"), "allMembers": true, "permission": "read_index"})).await;
+    let (st, _) =
+        oc.post_json("/api/grants", json!({"path": app.docs_path("beta"), "allMembers": true, "permission": "read_index"})).await;
     assert_eq!(st, StatusCode::CREATED);
     let (_, okb) = oc.post_json("/api/kbs", json!({"name": "beta kb"})).await;
     app.write_doc("beta/secret.md", "# Beta secret\n\nThe beta plan is confidential.\n");
-    let (st, os) = oc.post_json(&format!("/api/kbs/{}/sources", okb["id"].as_str().unwrap()), json!({"path": app.docs_path("beta/secret.md")})).await;
+    let (st, os) = oc
+        .post_json(&format!("/api/kbs/{}/sources", okb["id"].as_str().unwrap()), json!({"path": app.docs_path("beta/secret.md")}))
+        .await;
     assert!(st.is_success(), "{os}");
     app.run_jobs().await;
     let sources = sources_by_path(&k).await;
     let id = |p: &str| sources[p]["id"].as_str().unwrap().to_string();
     let other_id = os["items"][0]["id"].as_str().or(os["id"].as_str()).unwrap_or_else(|| panic!("{os}")).to_string();
 
-    let (st, b) = k.client.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": fake, "apiKey": "sk-fake-secret"})).await;
+    let (st, b) = k
+        .client
+        .send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": fake, "apiKey": "sk-fake-secret"}))
+        .await;
     assert_eq!((st, b["version"].as_str()), (StatusCode::OK, Some("1.5.7-fake")), "{b}");
     let (_, kb2) = k.client.post_json("/api/kbs", json!({"name": "kb two"})).await;
     let kb2 = kb2["id"].as_str().unwrap().to_string();
-    let (st, b2) = k.client.send_json("PUT", &format!("/api/kbs/{kb2}/knowledge-rag", ), json!({"url": dead})).await;
-    assert_eq!((st, b2["reachable"].as_bool(), b2["error"]["code"].as_str()), (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")), "{b2}");
+    let (st, b2) = k.client.send_json("PUT", &format!("/api/kbs/{kb2}/knowledge-rag",), json!({"url": dead})).await;
+    assert_eq!(
+        (st, b2["reachable"].as_bool(), b2["error"]["code"].as_str()),
+        (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")),
+        "{b2}"
+    );
 
     let ask = |q: &'static str| {
         let (c, kb) = (&k.client, k.kb.clone());
         async move { c.post_json("/api/knowledge-rag/query", json!({"kbIds": [kb], "query": q, "mode": "mix"})).await }
     };
-    for (fault, code) in [(Fake::Fail500, "knowledge_rag_unavailable"), (Fake::Malformed, "knowledge_rag_bad_response"), (Fake::Slow, "knowledge_rag_timeout")] {
+    for (fault, code) in [
+        (Fake::Fail500, "knowledge_rag_unavailable"),
+        (Fake::Malformed, "knowledge_rag_bad_response"),
+        (Fake::Slow, "knowledge_rag_timeout"),
+    ] {
         *behaviour.lock().unwrap() = fault;
         let (st, r) = ask("where do robots charge").await;
         assert_eq!(st, StatusCode::OK, "{r}");
@@ -375,20 +395,174 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
 
     // Status with the endpoint down: not reachable, with the code.
     let (st, s) = k.client.get_json(&format!("/api/knowledge-rag/status?kbId={kb2}")).await;
-    assert_eq!((st, s["items"][0]["reachable"].as_bool(), s["items"][0]["error"]["code"].as_str()), (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")), "{s}");
+    assert_eq!(
+        (st, s["items"][0]["reachable"].as_bool(), s["items"][0]["error"]["code"].as_str()),
+        (StatusCode::OK, Some(false), Some("knowledge_rag_unavailable")),
+        "{s}"
+    );
     // Ordinary search never depends on LightRAG.
     let (st, s) = k.client.post_json("/api/evidence/search", json!({"query": "robots charge", "kbIds": [k.kb]})).await;
     assert_eq!(st, StatusCode::OK, "{s}");
     // Unknown KB, unknown mode, too-short query: clear errors.
     let (st, e) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "ab"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
-    let (st, e) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots", "mode": "bypass"})).await;
+    let (st, e) =
+        k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots", "mode": "bypass"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"));
     let (st, _) = k.client.post_json("/api/knowledge-rag/query", json!({"kbIds": [Uuid::new_v4()], "query": "robots"})).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     let (st, e) = oc.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "another tenant's KB does not exist for them");
     // open_reference of a file that is not ours: not found, no path leaked.
-    let (st, _) = k.client.post_json("/api/knowledge-rag/open-reference", json!({"filePath": format!("mnote-{other_id}-secret.md")})).await;
+    let (st, _) =
+        k.client.post_json("/api/knowledge-rag/open-reference", json!({"filePath": format!("mnote-{other_id}-secret.md")})).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
+}
+
+/// A fake LightRAG that answers every query with chunks naming `files`, and whose failures
+/// echo the API key it was sent (as a careless server might): the key must still never show.
+async fn echoing_lightrag(
+    files: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    fail: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use axum::{
+        http::{HeaderMap, StatusCode as S},
+        response::IntoResponse,
+        routing::{get, post},
+    };
+    let answer = move |h: HeaderMap| {
+        let (files, fail) = (files.clone(), fail.clone());
+        async move {
+            let key = h.get("x-api-key").and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+            if fail.load(std::sync::atomic::Ordering::SeqCst) {
+                return (S::BAD_REQUEST, axum::Json(json!({"detail": format!("bad key {key}")}))).into_response();
+            }
+            let chunks: Vec<Value> = files
+                .lock()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .map(|(i, f)| json!({"reference_id": (i + 1).to_string(), "content": "The robots charge overnight", "file_path": f}))
+                .collect();
+            axum::Json(json!({"status": "success", "data": {"chunks": chunks, "references": []}, "metadata": {}})).into_response()
+        }
+    };
+    let app = axum::Router::new()
+        .route("/health", get(|| async { axum::Json(json!({"status": "healthy", "core_version": "1.5.7"})) }))
+        .route("/auth/verify", get(|| async { axum::Json(json!({"status": "ok"})) }))
+        .route("/query/data", post(answer));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn tenants_and_private_kbs_never_see_each_others_references_and_keys_never_show() {
+    let logs = Captured::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // Both endpoints return references to every source of both tenants.
+    let files = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let fail = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let urls = [echoing_lightrag(files.clone(), fail.clone()).await, echoing_lightrag(files.clone(), fail.clone()).await];
+    let allowed = urls.to_vec();
+    let app = spawn_app_with(move |c| c.rag.allowed_urls = allowed).await;
+    let mut ids = Vec::new();
+    let mut clients = Vec::new();
+    for name in ["alpha", "beta"] {
+        let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
+        let c = app.api(s.tenant_id, s.user_id).await;
+        std::fs::create_dir_all(app.docs.join(name)).unwrap();
+        let (st, _) = c
+            .post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"}))
+            .await;
+        assert_eq!(st, StatusCode::CREATED);
+        let mut kbs = Vec::new();
+        for vis in ["team", "private"] {
+            let (_, kb) = c.post_json("/api/kbs", json!({"name": format!("{name} {vis}"), "visibility": vis})).await;
+            let kb = kb["id"].as_str().unwrap().to_string();
+            app.write_doc(
+                &format!("{name}/{vis}.md"),
+                &format!("# {name} {vis}\n\nThe robots charge overnight in {name} {vis}.\n"),
+            );
+            let (st, src) =
+                c.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path(&format!("{name}/{vis}.md"))})).await;
+            assert!(st.is_success(), "{src}");
+            ids.push(src["id"].as_str().unwrap().to_string());
+            kbs.push(kb);
+        }
+        let member = app.add_user(s.tenant_id, &format!("member@{name}.test"), "member").await;
+        clients.push((c, app.api(s.tenant_id, member).await, kbs));
+    }
+    app.run_jobs().await;
+    *files.lock().unwrap() = ids.iter().map(|id| format!("mnote-{id}-doc.md")).collect();
+    let key_a = "sk-alpha-7c1d2e";
+    let key_b = "sk-beta-9f8e7d";
+    for (((owner, _, kbs), key), url) in clients.iter().zip([key_a, key_b]).zip(&urls) {
+        for kb in kbs {
+            let (st, b) =
+                owner.send_json("PUT", &format!("/api/kbs/{kb}/knowledge-rag"), json!({"url": url, "apiKey": key})).await;
+            assert_eq!(st, StatusCode::OK, "{b}");
+        }
+    }
+    // Each tenant's owner sees only the tenant's own sources (both of its KBs).
+    for (t, (owner, member, kbs)) in clients.iter().enumerate() {
+        let (st, r) = owner.post_json("/api/knowledge-rag/query", json!({"query": "robots charge", "mode": "naive"})).await;
+        assert_eq!(st, StatusCode::OK, "{r}");
+        let mut seen: Vec<&str> = r["references"].as_array().unwrap().iter().map(|x| x["sourceId"].as_str().unwrap()).collect();
+        seen.sort();
+        let mut own = vec![ids[2 * t].as_str(), ids[2 * t + 1].as_str()];
+        own.sort();
+        assert_eq!(seen, own, "{r}");
+        assert_eq!(r["rawMetadata"].as_array().unwrap().len(), 1, "one call for the two KBs on one endpoint: {r}");
+        // A member: the team KB only; the private KB neither queryable nor cited.
+        let (st, r) = member.post_json("/api/knowledge-rag/query", json!({"query": "robots charge", "mode": "naive"})).await;
+        assert_eq!(st, StatusCode::OK, "{r}");
+        let seen: Vec<&str> = r["references"].as_array().unwrap().iter().map(|x| x["sourceId"].as_str().unwrap()).collect();
+        assert_eq!(seen, vec![ids[2 * t].as_str()], "{r}");
+        let (st, _) = member.post_json("/api/knowledge-rag/query", json!({"kbIds": [kbs[1]], "query": "robots charge"})).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, _) = member.get_json(&format!("/api/kbs/{}/knowledge-rag", kbs[1])).await;
+        assert_eq!(st, StatusCode::NOT_FOUND);
+        let (st, e) =
+            member.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", kbs[0]), json!({"url": "http://127.0.0.1:1"})).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "members do not bind");
+    }
+    // A failing endpoint that echoes the key: the error comes back without it.
+    fail.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (st, r) = clients[0].0.post_json("/api/knowledge-rag/query", json!({"query": "robots charge", "mode": "naive"})).await;
+    assert_eq!((st, r["degraded"].as_bool()), (StatusCode::OK, Some(true)), "{r}");
+    assert!(r["errors"][0]["message"].as_str().unwrap().contains("[redacted]"), "{r}");
+    let mut browser = app.login("owner@alpha.test").await;
+    let (_, page) = browser.page(&format!("/kbs/{}/knowledge-rag", clients[0].2[0])).await;
+    let (_, ask) = browser.page("/ask?q=robots+charge&mode=naive").await;
+    let logs = String::from_utf8(logs.0.lock().unwrap().clone()).unwrap();
+    assert!(logs.contains("knowledge-RAG query"), "the failure was logged: {logs}");
+    for key in [key_a, key_b] {
+        for (what, text) in
+            [("response", r.to_string()), ("page", page.clone()), ("ask page", ask.clone()), ("logs", logs.clone())]
+        {
+            assert!(!text.contains(key), "{key} in the {what}");
+        }
+    }
 }
