@@ -183,3 +183,53 @@ pub async fn open_reference(
     }
     Ok(Json(query::open_reference(&state, &auth, &b.file_path, b.quote.as_deref()).await?))
 }
+
+/// `GET /api/search/documents`: the ordinary document search (`search`), plus, with
+/// `includeOcr=true` and fewer ordinary results than `limit`, OCR text LightRAG holds for the
+/// caller's bound KBs (`matchSource: knowledge_rag_ocr`). LightRAG down: the ordinary results
+/// with `degraded: true, degradedReason: "knowledge_rag_unavailable"` (or its timeout code).
+pub async fn documents(
+    State(state): State<AppState>,
+    auth: Auth,
+    Query(p): Query<crate::search::handlers::DocumentsQuery>,
+) -> AppResult<Json<serde_json::Value>> {
+    let (mut body, limit) = crate::search::handlers::document_search(&state, &auth, &p).await?;
+    if !p.include_ocr.unwrap_or(false) {
+        return Ok(Json(body));
+    }
+    let results = body["results"].as_array().cloned().unwrap_or_default();
+    let (mut degraded, mut reason) = (false, None);
+    if results.len() < limit
+        && let Some(r) = query::ocr_hits(&state, &auth, &p.q).await?
+    {
+        degraded = r.degraded;
+        reason = r.degraded_reason;
+        let mut out = results;
+        for x in r.references {
+            if out.len() >= limit || out.iter().any(|d| d["sourceId"] == serde_json::json!(x.source_id)) {
+                continue;
+            }
+            out.push(serde_json::json!({
+                "sourceId": x.source_id,
+                "title": crate::search::open::source_title(&x.source_path),
+                "path": x.source_path,
+                "resourcePath": x.source_path,
+                "resourceKind": x.locator.resource_kind,
+                "kbId": x.kb_id,
+                "score": null,
+                "matchSource": "knowledge_rag_ocr",
+                "matchCount": 1,
+                "snippet": x.quote,
+                "highlights": [],
+                "bestEvidenceId": x.evidence_id,
+                "openAction": x.open_action,
+                "citationMarkdown": x.citation_markdown,
+                "contentDiagnostics": x.content_diagnostics,
+            }));
+        }
+        body["results"] = serde_json::Value::Array(out);
+    }
+    body["degraded"] = serde_json::json!(degraded);
+    body["degradedReason"] = serde_json::json!(reason);
+    Ok(Json(body))
+}

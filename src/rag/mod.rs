@@ -47,6 +47,8 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/knowledge-rag/status", get(h::status))
         .route("/api/knowledge-rag/query", post(h::query))
         .route("/api/knowledge-rag/open-reference", post(h::open_reference))
+        // The document search with knowledge-RAG OCR hits (its ordinary part is `search`'s).
+        .route("/api/search/documents", get(h::documents))
 }
 
 pub fn page_router() -> axum::Router<crate::state::AppState> {

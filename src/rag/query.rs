@@ -64,6 +64,8 @@ pub struct Reference {
     pub quote_source: QuoteSource,
     pub content_diagnostics: ContentDiagnostics,
     pub locator: Locator,
+    /// The cited evidence block (`null` when only the resource could be cited).
+    pub evidence_id: Option<Uuid>,
     pub locator_degraded: bool,
     pub match_quality: MatchQuality,
     /// Evidence blocks the chunk spans (the locator cites the first).
@@ -419,6 +421,7 @@ fn reference_of(
             (l, a, false, false)
         }
     };
+    let evidence_id = first.map(|i| blocks[i].id);
     let ocr_text_exposed = has_ocr.then_some(quote_source == QuoteSource::Chunk && ocr_in_blocks);
     Reference {
         schema: REFERENCE_SCHEMA,
@@ -436,6 +439,7 @@ fn reference_of(
         citation_markdown: open::citation_markdown(&title, &locator.place(), &action.url),
         citation_url: action.url.clone(),
         locator,
+        evidence_id,
         open_action: action,
     }
 }
@@ -470,6 +474,23 @@ fn resource_locator(s: &SourceRow) -> Locator {
         source_id: s.id,
         text_fingerprint: String::new(),
     }
+}
+
+/// Knowledge-RAG OCR hits for the document search: references whose chunk text is OCR text
+/// of an image or scanned page, from the caller's bound KBs (naive retrieval, no LLM answer).
+/// `Ok(None)` when no visible KB is bound; a LightRAG failure comes back as `degraded`.
+pub async fn ocr_hits(state: &AppState, auth: &Auth, q: &str) -> AppResult<Option<QueryResult>> {
+    let Ok(query) = validate(q) else { return Ok(None) };
+    let mut tx = auth.tx(state).await?;
+    let bound = bindings_for(&mut tx, auth, &[]).await;
+    tx.commit().await?;
+    if bound.is_err() {
+        return Ok(None);
+    }
+    let mut r =
+        run(state, auth, QueryInput { kb_ids: Vec::new(), query, mode: QueryMode::Naive, top_k: None, answer: false }).await?;
+    r.references.retain(|x| x.quote_source == QuoteSource::Chunk && x.content_diagnostics.ocr_text_exposed == Some(true));
+    Ok(Some(r))
 }
 
 /// `open_reference`: a provider hint (file path, optional chunk text) → our citation.

@@ -1,10 +1,7 @@
 //! HTTP handlers of the evidence tools. Thin: parse, open the caller's transaction, call the
 //! search core, answer JSON.
 
-use axum::{
-    Json,
-    extract::{Query, State},
-};
+use axum::{Json, extract::State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -70,17 +67,18 @@ pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentsQuery {
-    q: String,
+    pub q: String,
     #[serde(default)]
-    include_ocr: Option<bool>,
+    pub include_ocr: Option<bool>,
     #[serde(default)]
-    limit: Option<usize>,
+    pub limit: Option<usize>,
 }
 
-/// `GET /api/search/documents?q=&includeOcr=&limit=`: the compatibility document search.
-/// Lexical hits grouped by source; with `includeOcr=false` (the default) text that exists
-/// only in OCR output is not matched.
-pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Query<DocumentsQuery>) -> AppResult<Json<Value>> {
+/// The ordinary part of `GET /api/search/documents?q=&includeOcr=&limit=` (the route lives
+/// in `rag`, which adds knowledge-RAG OCR hits when asked): lexical hits grouped by source;
+/// with `includeOcr=false` (the default) text that exists only in OCR output is not matched.
+/// Returns the response body and the requested limit.
+pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) -> AppResult<(Value, usize)> {
     let limit = p.limit.unwrap_or(20);
     if limit == 0 || limit > 100 {
         return Err(AppError::invalid("limit", "limit must be between 1 and 100"));
@@ -88,7 +86,7 @@ pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Quer
     let include_ocr = p.include_ocr.unwrap_or(false);
     let mut req = SearchRequest::new(p.q.clone(), Mode::Lexical);
     req.include_ocr = Some(include_ocr);
-    let mut tx = auth.tx(&state).await?;
+    let mut tx = auth.tx(state).await?;
     let resp = query::run(&mut tx, &state.search_engine(), &req, query::MAX_TOP_K).await?;
     tx.commit().await?;
     let mut docs: Vec<Value> = Vec::new();
@@ -127,7 +125,7 @@ pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Quer
             "citationMarkdown": hit.citation_markdown,
         }));
     }
-    Ok(Json(json!({
+    let body = json!({
         "ok": true,
         "schema": "mnote.document_search_response.v1",
         "query": p.q,
@@ -137,5 +135,6 @@ pub async fn documents(State(state): State<AppState>, auth: Auth, Query(p): Quer
         },
         "tookMs": resp.took_ms,
         "results": docs,
-    })))
+    });
+    Ok((body, limit))
 }

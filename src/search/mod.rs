@@ -14,12 +14,11 @@ pub mod vectors;
 
 /// The evidence tools API and the `/search` page.
 pub fn api_router() -> axum::Router<crate::state::AppState> {
-    use axum::routing::{get, post};
+    use axum::routing::post;
     axum::Router::new()
         .route("/api/evidence/search", post(handlers::search))
         .route("/api/evidence/read", post(handlers::read))
         .route("/api/evidence/open", post(handlers::open))
-        .route("/api/search/documents", get(handlers::documents))
 }
 
 pub fn page_router() -> axum::Router<crate::state::AppState> {

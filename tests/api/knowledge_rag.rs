@@ -393,6 +393,42 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     assert_eq!(r["rawMetadata"][0]["kind"], "query_bookkeeping");
     assert_eq!(r["rawMetadata"][0]["entityCount"], 1);
 
+    // The document search: knowledge-RAG OCR hits complete the ordinary ones (includeOcr).
+    *behaviour.lock().unwrap() = Fake::Answer(json!({
+        "status": "success", "message": "ok",
+        "data": {"chunks": [{"reference_id": "1", "content": "线程作用域", "file_path": format!("mnote-{}-scope_zh.png", id("rag/scope_zh.png"))}], "references": []},
+        "metadata": {}
+    }));
+    let (st, d) = k.client.get_json("/api/search/documents?q=robots%20charge&includeOcr=true&limit=5").await;
+    assert_eq!(st, StatusCode::OK, "{d}");
+    assert_eq!(
+        (d["boundary"]["kind"].as_str(), d["degraded"].as_bool()),
+        (Some("ordinary_local_search_with_knowledge_ocr"), Some(true)),
+        "kb two's endpoint is dead: {d}"
+    );
+    let results = d["results"].as_array().unwrap();
+    assert_eq!(results[0]["sourceId"], id("rag/handbook.md"), "{d}");
+    let ocr = results.iter().find(|r| r["matchSource"] == "knowledge_rag_ocr").unwrap_or_else(|| panic!("{d}"));
+    assert_eq!(ocr["sourceId"], id("rag/scope_zh.png"));
+    assert!(
+        ocr["openAction"]["url"].as_str().unwrap().starts_with(&format!("/sources/{}/view?evidence=", id("rag/scope_zh.png"))),
+        "{ocr}"
+    );
+    let (st, d) = k.client.get_json("/api/search/documents?q=robots%20charge&includeOcr=false").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(
+        d["results"].as_array().unwrap().iter().all(|r| r["matchSource"] != "knowledge_rag_ocr") && d.get("degraded").is_none(),
+        "{d}"
+    );
+    *behaviour.lock().unwrap() = Fake::Fail500;
+    let (st, d) = k.client.get_json("/api/search/documents?q=robots%20charge&includeOcr=true").await;
+    assert_eq!(
+        (st, d["degraded"].as_bool(), d["degradedReason"].as_str()),
+        (StatusCode::OK, Some(true), Some("knowledge_rag_unavailable")),
+        "{d}"
+    );
+    assert_eq!(d["results"][0]["sourceId"], id("rag/handbook.md"), "ordinary results still come back: {d}");
+
     // Status with the endpoint down: not reachable, with the code.
     let (st, s) = k.client.get_json(&format!("/api/knowledge-rag/status?kbId={kb2}")).await;
     assert_eq!(
