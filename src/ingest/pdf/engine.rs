@@ -27,10 +27,11 @@ pub(super) struct Engine {
 static ENGINE: OnceLock<Engine> = OnceLock::new();
 static BIND_LOCK: Mutex<()> = Mutex::new(());
 
-/// Where `libpdfium.so` is: `$MNOTE_PDFIUM_LIB` when set, else the first existing local copy.
-fn library_path(env_value: Option<std::ffi::OsString>, root: &Path) -> Option<PathBuf> {
-    match env_value {
-        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+/// Where `libpdfium.so` is: the configured path ([`crate::config::pdfium_lib`]) when set,
+/// else the first existing local copy.
+fn library_path(configured: Option<PathBuf>, root: &Path) -> Option<PathBuf> {
+    match configured {
+        Some(p) if !p.as_os_str().is_empty() => Some(p),
         _ => LOCAL_LIBS.iter().map(|p| root.join(p)).find(|p| p.is_file()),
     }
 }
@@ -46,13 +47,13 @@ pub(super) fn engine() -> Result<&'static Engine, ParseError> {
         return Ok(e);
     }
     let missing = |m: String| ParseError::new("pdf_engine_missing", m);
-    let path = library_path(std::env::var_os(PDFIUM_LIB_ENV), Path::new(env!("CARGO_MANIFEST_DIR")))
+    let path = library_path(crate::config::pdfium_lib(), Path::new(env!("CARGO_MANIFEST_DIR")))
         .ok_or_else(|| missing(format!("libpdfium.so not found: set {PDFIUM_LIB_ENV} or run ./dev provision")))?;
     if !path.is_file() {
         return Err(missing(format!("{PDFIUM_LIB_ENV}={} does not exist", path.display())));
     }
     let bindings = Pdfium::bind_to_library(&path).map_err(|e| missing(format!("cannot load {}: {e:?}", path.display())))?;
-    let build = library_build_for(&path, std::env::var(PDFIUM_BUILD_ENV).ok());
+    let build = library_build_for(&path, crate::config::pdfium_build_hint());
     let _ = ENGINE.set(Engine { pdfium: Pdfium::new(bindings), build });
     ENGINE.get().ok_or_else(|| missing("pdfium binding was not stored".into()))
 }
@@ -98,7 +99,7 @@ fn library_build_for(path: &Path, hint: Option<String>) -> String {
 /// hash is computed once per process (again only if the library file changes).
 pub fn child_env() -> Vec<(&'static str, String)> {
     static HINT: Mutex<Option<(PathBuf, String, String)>> = Mutex::new(None);
-    let Some(path) = library_path(std::env::var_os(PDFIUM_LIB_ENV), Path::new(env!("CARGO_MANIFEST_DIR"))) else {
+    let Some(path) = library_path(crate::config::pdfium_lib(), Path::new(env!("CARGO_MANIFEST_DIR"))) else {
         return Vec::new();
     };
     let Some(id) = file_identity(&path) else { return Vec::new() };

@@ -185,7 +185,7 @@ impl fmt::Debug for LocalMiniLm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::embed::{EmbedConfig, default_model_dir, from_config};
+    use crate::search::embed::{EmbedConfig, from_config};
     use std::{sync::OnceLock, time::Instant};
 
     fn strings(texts: &[&str]) -> Vec<String> {
@@ -203,7 +203,7 @@ mod tests {
     // ---- local model ----
 
     fn model_dir() -> PathBuf {
-        std::env::var_os("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or_else(default_model_dir)
+        crate::config::local_model_dir()
     }
 
     /// The model, loaded once for all tests. Missing weights fail the test, loudly: skipping

@@ -135,7 +135,8 @@ fn known_dimension(model: &str) -> Option<usize> {
 }
 
 impl EmbedConfig {
-    /// Read the embedder settings:
+    /// Parse the embedder settings from `get` (the environment: [`EmbedConfig::from_env`] in
+    /// `config.rs`; tests pass a map):
     ///
     /// * `MNOTE_EMBEDDER` = `local` (default) | `openai` | `none`
     /// * `MNOTE_EMBED_MODEL_DIR`: the all-MiniLM-L6-v2 directory (default
@@ -149,11 +150,6 @@ impl EmbedConfig {
     /// * `MNOTE_EMBED_QUERY_PREFIX`, `MNOTE_EMBED_PASSAGE_PREFIX`: default `query: ` /
     ///   `passage: ` for e5 models, else empty; set to an empty value to turn off
     /// * `MNOTE_EMBED_TIMEOUT_SECS` (default 60), `MNOTE_EMBED_BATCH` (default 32)
-    pub fn from_env() -> anyhow::Result<Self> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// [`from_env`](Self::from_env) over any variable source (tests pass a map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         use anyhow::{Context, bail};
         let var = |name: &str| get(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());

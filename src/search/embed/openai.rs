@@ -21,7 +21,7 @@ pub(super) const HTTP_DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// An API key: only ever written into the `Authorization` header; `Debug` hides it.
 pub type ApiKey = SecretString;
 
-/// Settings for [`OpenAiEmbedder`] (see [`super::EmbedConfig::from_env`] for the variables).
+/// Settings for [`OpenAiEmbedder`] (see [`super::EmbedConfig::from_lookup`] for the variables).
 #[derive(Clone, Debug)]
 pub struct OpenAiConfig {
     /// The API base, e.g. `https://api.openai.com/v1` or `http://10.0.0.5:8080/v1`; requests go
