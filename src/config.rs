@@ -68,6 +68,10 @@ pub struct RagConfig {
     pub secret_key: Option<crate::platform::crypto::MasterKey>,
     /// How often the background sync looks at every binding (it also runs on source changes).
     pub sync_interval: Duration,
+    /// Kinds sent to LightRAG as the file, for LightRAG to parse (MNOTE_RAG_UPLOAD_KINDS,
+    /// default `markdown,text`); every other kind is sent as our extracted text (OCR text
+    /// included), which LightRAG's chunks then align to exactly (docs/BENCHMARKS.md).
+    pub upload_kinds: Vec<crate::evidence::SourceKind>,
 }
 
 impl RagConfig {
@@ -91,6 +95,15 @@ impl RagConfig {
             timeout: Duration::from_secs(parse("MNOTE_RAG_TIMEOUT_SECS", 30u64)?.max(1)),
             secret_key,
             sync_interval: Duration::from_secs(parse("MNOTE_RAG_SYNC_INTERVAL_SECS", 30u64)?.max(1)),
+            upload_kinds: match var("MNOTE_RAG_UPLOAD_KINDS") {
+                None => vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
+                Some(v) => v
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|k| !k.is_empty())
+                    .map(|k| k.parse().map_err(|e: String| anyhow::anyhow!("MNOTE_RAG_UPLOAD_KINDS: {e}")))
+                    .collect::<anyhow::Result<_>>()?,
+            },
         })
     }
 
@@ -101,6 +114,7 @@ impl RagConfig {
             timeout: Duration::from_secs(5),
             secret_key: Some(crate::platform::crypto::MasterKey::generate()),
             sync_interval: Duration::from_secs(1),
+            upload_kinds: vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
         }
     }
 }

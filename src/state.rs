@@ -22,6 +22,8 @@ pub struct AppState {
     pub lexical_mirror: Arc<crate::search::memindex::MemIndex>,
     /// Whether vector statements currently work (shared by searches and the embedding backlog).
     pub vector_health: Arc<crate::search::vector_health::VectorHealth>,
+    /// Evidence blocks of recently cited source versions (knowledge-RAG reference mapping).
+    pub rag_blocks: Arc<crate::rag::blocks::BlockCache>,
 }
 
 impl AppState {
@@ -40,6 +42,7 @@ impl AppState {
             embedder: None,
             lexical_mirror,
             vector_health,
+            rag_blocks: Arc::new(crate::rag::blocks::BlockCache::new(256)),
         }
     }
 

@@ -1,10 +1,27 @@
-//! `mnote bench ingest | index | embed | search` (see docs/BENCHMARKS.md).
+//! `mnote bench ingest | index | embed | search | rag` (see docs/BENCHMARKS.md).
 
 use super::BenchCommand;
 use crate::startup;
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Rag { tenant, lightrag_url, lightrag_key_file, docs, queries, rounds } => {
+            let key_file = lightrag_key_file.or_else(|| {
+                let f = std::path::PathBuf::from(std::env::var("MNOTE_DATA_DIR").unwrap_or_else(|_| "./data".into()))
+                    .join("lightrag/api.key");
+                f.exists().then_some(f)
+            });
+            crate::rag::bench::run(crate::rag::bench::BenchArgs {
+                tenant: &tenant,
+                url: &lightrag_url,
+                key_file: key_file.as_deref(),
+                docs: &docs,
+                queries,
+                rounds,
+                app: startup::build_router,
+            })
+            .await
+        }
         BenchCommand::Ingest { docs, rounds } => crate::ingest::bench::ingest_command(&docs, rounds),
         BenchCommand::Index { tenant, rounds } => crate::ingest::bench::index_command(&tenant, rounds).await,
         BenchCommand::Embed { tenant, limit } => crate::search::bench::embed_command(&tenant, limit).await,

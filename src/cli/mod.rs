@@ -160,6 +160,24 @@ pub enum RagCommand {
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// Knowledge RAG against a running LightRAG: sync throughput vs LightRAG's own ingest,
+    /// reference → block mapping accuracy, proxy overhead p50/p95 (a throwaway KB of the
+    /// tenant, deleted afterwards).
+    Rag {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value = "http://127.0.0.1:9621")]
+        lightrag_url: String,
+        /// The LightRAG API key (default: `./dev lightrag`'s, data/lightrag/api.key).
+        #[arg(long)]
+        lightrag_key_file: Option<std::path::PathBuf>,
+        #[arg(long, default_value = "../shared/testdata/docs")]
+        docs: std::path::PathBuf,
+        #[arg(long, default_value_t = 20)]
+        queries: usize,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+    },
     /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
     Ingest {
         #[arg(long, default_value = "../shared/testdata/docs")]

@@ -79,10 +79,9 @@ pub struct DocRow {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StateCol(pub DocState);
 
-impl TryFrom<String> for StateCol {
-    type Error = std::convert::Infallible;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        Ok(StateCol(DocState::parse(&s)))
+impl From<String> for StateCol {
+    fn from(s: String) -> Self {
+        StateCol(DocState::parse(&s))
     }
 }
 

@@ -8,7 +8,9 @@
 //! - [`mapping`]: chunk text → evidence blocks; [`query`]: query, open_reference;
 //! - [`status`], [`handlers`] (API), [`pages`] (KB knowledge-RAG page, Ask page).
 
+pub mod bench;
 pub mod binding;
+pub mod blocks;
 pub mod client;
 pub mod docs;
 pub mod handlers;

@@ -10,9 +10,10 @@ use uuid::Uuid;
 use super::{
     ErrorView,
     binding::{self, Binding},
+    blocks::{BlockCache, SourceBlocks},
     client::{QueryMode, QueryRequest, RagError},
     docs::source_of_file_path,
-    mapping::{self, BlockText, MatchQuality},
+    mapping::{self, MatchQuality},
 };
 use crate::{
     auth::Auth,
@@ -237,7 +238,9 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
             }
         }
     });
+    let t0 = std::time::Instant::now();
     let results = futures_util::future::join_all(calls).await;
+    let t1 = std::time::Instant::now();
 
     let mut out = QueryResult {
         schema: RESULT_SCHEMA,
@@ -270,7 +273,9 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         // Provider reference ids of this endpoint → our numbers.
         let mut renumber: Vec<(String, String)> = Vec::new();
         for raw in raws {
-            match cite(&mut tx, state.config.public_url.as_deref(), kbs, &raw.file_path, &raw.chunks, &query).await? {
+            match cite(&mut tx, &state.rag_blocks, state.config.public_url.as_deref(), kbs, &raw.file_path, &raw.chunks, &query)
+                .await?
+            {
                 Some(mut r) => {
                     let n = (out.references.len() + 1).to_string();
                     renumber.push((raw.provider_id, n.clone()));
@@ -285,6 +290,11 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         }
     }
     tx.commit().await?;
+    tracing::debug!(
+        provider_ms = (t1 - t0).as_secs_f64() * 1000.0,
+        mapping_ms = t1.elapsed().as_secs_f64() * 1000.0,
+        "knowledge-RAG query"
+    );
     if input.answer {
         out.answer = Some(answers.join("\n\n"));
     }
@@ -327,19 +337,11 @@ struct SourceRow {
     indexed_hash: Option<String>,
 }
 
-#[derive(sqlx::FromRow)]
-struct BlockRow {
-    id: Uuid,
-    text: String,
-    is_ocr: bool,
-    quality: String,
-    locator: Json<Locator>,
-}
-
 /// Cite one LightRAG reference: `None` (dropped) unless `file_path` names a source the caller
 /// can see in one of `kbs`.
 pub async fn cite(
     conn: &mut PgConnection,
+    cache: &BlockCache,
     public_url: Option<&str>,
     kbs: &[Uuid],
     file_path: &str,
@@ -354,35 +356,68 @@ pub async fn cite(
             .fetch_optional(&mut *conn)
             .await?;
     let Some(source) = source else { return Ok(None) };
-    let blocks: Vec<BlockRow> = match &source.indexed_hash {
-        Some(h) => {
-            sqlx::query_as(
-                "select id, text, is_ocr, quality, locator from evidence_block where source_id = $1 and source_hash = $2
-                 order by ordinal",
-            )
-            .bind(source.id)
-            .bind(h)
-            .fetch_all(&mut *conn)
-            .await?
-        }
-        None => Vec::new(),
+    let blocks = match &source.indexed_hash {
+        Some(h) => Some(cache.get(conn, source.id, h).await?),
+        None => None,
     };
-    Ok(Some(reference_of(public_url, &source, &blocks, file_path, chunks, query)))
+    let m = match &blocks {
+        Some(b) => mapped(b, chunks, query),
+        None => Mapped::nothing(chunks),
+    };
+    // The cited block's locator, read under the caller's RLS.
+    let located = match (m.first, &blocks) {
+        (Some(i), Some(b)) => {
+            let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where id = $1")
+                .bind(b.ids[i])
+                .fetch_optional(&mut *conn)
+                .await?;
+            l.map(|l| (b.ids[i], l.0))
+        }
+        _ => None,
+    };
+    Ok(Some(reference_of(public_url, &source, m, located, file_path)))
 }
 
-fn reference_of(
-    public_url: Option<&str>,
-    source: &SourceRow,
-    blocks: &[BlockRow],
-    file_path: &str,
-    chunks: &[String],
-    query: &str,
-) -> Reference {
-    let texts: Vec<BlockText<'_>> = blocks.iter().map(|b| BlockText { text: &b.text, is_ocr: b.is_ocr }).collect();
-    let has_ocr = blocks.iter().any(|b| b.is_ocr);
+/// What the aligner made of a reference's chunks.
+struct Mapped {
+    quality: MatchQuality,
+    first: Option<usize>,
+    count: usize,
+    quote: String,
+    quote_source: QuoteSource,
+    only_placeholder: bool,
+    has_ocr: bool,
+    ocr_in_blocks: bool,
+    exact_block: bool,
+}
+
+impl Mapped {
+    fn nothing(chunks: &[String]) -> Self {
+        let only_placeholder =
+            !chunks.is_empty() && chunks.iter().all(|c| mapping::is_image_placeholder(c) || c.trim().is_empty());
+        let usable = chunks.iter().find(|c| !mapping::is_image_placeholder(c) && !c.trim().is_empty());
+        Mapped {
+            quality: if usable.is_some() { MatchQuality::Unmatched } else { MatchQuality::FileOnly },
+            first: None,
+            count: 0,
+            quote: usable.map(|c| clip(c)).unwrap_or_default(),
+            quote_source: match (usable, only_placeholder) {
+                (Some(_), _) => QuoteSource::Chunk,
+                (None, true) => QuoteSource::Placeholder,
+                (None, false) => QuoteSource::Missing,
+            },
+            only_placeholder,
+            has_ocr: false,
+            ocr_in_blocks: false,
+            exact_block: false,
+        }
+    }
+}
+
+fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
+    let has_ocr = blocks.is_ocr.iter().any(|o| *o);
     let usable: Vec<&String> = chunks.iter().filter(|c| !mapping::is_image_placeholder(c) && !c.trim().is_empty()).collect();
     let only_placeholder = !chunks.is_empty() && usable.is_empty() && chunks.iter().any(|c| mapping::is_image_placeholder(c));
-    let stream = mapping::Stream::new(&texts);
     // The best-aligned chunk: exact before fuzzy before unmatched.
     let rank = |q: MatchQuality| match q {
         MatchQuality::Exact => 0,
@@ -390,39 +425,52 @@ fn reference_of(
         MatchQuality::Unmatched => 2,
         MatchQuality::FileOnly => 3,
     };
-    let best = usable.iter().filter_map(|c| stream.align(c).map(|a| (a, *c))).min_by_key(|(a, _)| rank(a.quality));
-
+    let mut best: Option<(mapping::Alignment, &String)> = None;
+    for c in &usable {
+        if let Some(a) = blocks.stream.align(c)
+            && best.as_ref().is_none_or(|(b, _)| rank(a.quality) < rank(b.quality))
+        {
+            let exact = a.quality == MatchQuality::Exact;
+            best = Some((a, c));
+            if exact {
+                break;
+            }
+        }
+    }
     let (quality, first, count, quote, quote_source) = match best {
         Some((a, _)) if matches!(a.quality, MatchQuality::Exact | MatchQuality::Fuzzy) => {
-            (a.quality, Some(a.first), a.blocks, clip(&blocks[a.first].text), QuoteSource::Chunk)
+            (a.quality, Some(a.first), a.blocks, clip(&blocks.texts[a.first]), QuoteSource::Chunk)
         }
         Some((_, chunk)) => (MatchQuality::Unmatched, None, 0, clip(chunk), QuoteSource::Chunk),
-        None => match mapping::best_block_for_terms(&texts, query, has_ocr) {
-            Some(i) => (MatchQuality::FileOnly, Some(i), 1, clip(&blocks[i].text), QuoteSource::Evidence),
+        None => match mapping::best_block_for_terms(&blocks.texts(), query, has_ocr) {
+            Some(i) => (MatchQuality::FileOnly, Some(i), 1, clip(&blocks.texts[i]), QuoteSource::Evidence),
             None if only_placeholder => (MatchQuality::FileOnly, None, 0, String::new(), QuoteSource::Placeholder),
             None => (MatchQuality::FileOnly, None, 0, String::new(), QuoteSource::Missing),
         },
     };
-    let title = open::source_title(&source.resource_path);
-    let (locator, action, exact_block, ocr_in_blocks) = match first {
-        Some(i) => {
-            let b = &blocks[i];
-            let span = &blocks[i..(i + count.max(1)).min(blocks.len())];
-            (
-                b.locator.0.clone(),
-                open::open_action(&b.locator.0, b.id, public_url),
-                b.quality == "exact",
-                span.iter().any(|b| b.is_ocr),
-            )
-        }
-        None => {
-            let l = resource_locator(source);
-            let a = open::open_resource(source.id, public_url);
-            (l, a, false, false)
-        }
+    let (ocr_in_blocks, exact_block) = match first {
+        Some(i) => (blocks.is_ocr[i..(i + count.max(1)).min(blocks.len())].iter().any(|o| *o), blocks.exact[i]),
+        None => (false, false),
     };
-    let evidence_id = first.map(|i| blocks[i].id);
-    let ocr_text_exposed = has_ocr.then_some(quote_source == QuoteSource::Chunk && ocr_in_blocks);
+    Mapped { quality, first, count, quote, quote_source, only_placeholder, has_ocr, ocr_in_blocks, exact_block }
+}
+
+fn reference_of(
+    public_url: Option<&str>,
+    source: &SourceRow,
+    m: Mapped,
+    located: Option<(Uuid, Locator)>,
+    file_path: &str,
+) -> Reference {
+    let title = open::source_title(&source.resource_path);
+    let (locator, action, evidence_id, exact_block, ocr_in_blocks) = match located {
+        Some((id, l)) => {
+            let a = open::open_action(&l, id, public_url);
+            (l, a, Some(id), m.exact_block, m.ocr_in_blocks)
+        }
+        None => (resource_locator(source), open::open_resource(source.id, public_url), None, false, false),
+    };
+    let ocr_text_exposed = m.has_ocr.then_some(m.quote_source == QuoteSource::Chunk && ocr_in_blocks);
     Reference {
         schema: REFERENCE_SCHEMA,
         reference_id: String::new(),
@@ -430,12 +478,12 @@ fn reference_of(
         source_id: source.id,
         source_path: source.resource_path.clone(),
         file_path: file_path.to_string(),
-        quote,
-        quote_source,
-        content_diagnostics: ContentDiagnostics { ocr_text_exposed, quote_only_image_placeholder: only_placeholder },
-        locator_degraded: !(quality == MatchQuality::Exact && exact_block),
-        match_quality: quality,
-        block_count: count,
+        quote: m.quote,
+        quote_source: m.quote_source,
+        content_diagnostics: ContentDiagnostics { ocr_text_exposed, quote_only_image_placeholder: m.only_placeholder },
+        locator_degraded: !(m.quality == MatchQuality::Exact && exact_block),
+        match_quality: m.quality,
+        block_count: m.count,
         citation_markdown: open::citation_markdown(&title, &locator.place(), &action.url),
         citation_url: action.url.clone(),
         locator,
@@ -499,7 +547,8 @@ pub async fn open_reference(state: &AppState, auth: &Auth, file_path: &str, quot
     let kbs: Vec<Uuid> =
         crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
     let chunks: Vec<String> = quote.filter(|q| !q.trim().is_empty()).map(|q| vec![q.to_string()]).unwrap_or_default();
-    let r = cite(&mut tx, state.config.public_url.as_deref(), &kbs, file_path, &chunks, quote.unwrap_or("")).await?;
+    let r = cite(&mut tx, &state.rag_blocks, state.config.public_url.as_deref(), &kbs, file_path, &chunks, quote.unwrap_or(""))
+        .await?;
     tx.commit().await?;
     r.ok_or(AppError::NotFound)
 }

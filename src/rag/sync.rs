@@ -168,11 +168,26 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
     Ok(r)
 }
 
-/// What to send for a source: the file (kinds LightRAG parses itself) or our extracted text
-/// (images, PDFs with OCR pages: the OCR text, never a placeholder).
+/// What to send for a source: the file (`MNOTE_RAG_UPLOAD_KINDS`, Markdown and text by
+/// default: LightRAG's text is then the file's) or our extracted text (every other kind, and
+/// always images and OCR pages: the OCR text, never a placeholder). LightRAG's own PDF and DOCX
+/// parsing gives text our blocks cannot be aligned to exactly (and fails on some valid DOCX).
 enum Payload {
     File(Vec<u8>),
     Text { text: String, ocr: bool },
+}
+
+/// Whether the indexed version of a source holds OCR text (images, scanned PDF pages).
+pub async fn has_ocr(pool: &PgPool, tenant: Uuid, w: &Wanted) -> sqlx::Result<bool> {
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let has: bool =
+        sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
+            .bind(w.id)
+            .bind(&w.indexed_hash)
+            .fetch_one(&mut *tx)
+            .await?;
+    tx.commit().await?;
+    Ok(has)
 }
 
 /// `as_text` forces our text for a kind LightRAG would parse (it failed to parse the file).
@@ -183,15 +198,10 @@ async fn payload(
     w: &Wanted,
     force_text: bool,
 ) -> Result<Result<Payload, (&'static str, String)>, Step> {
+    let has_ocr = has_ocr(pool, tenant, w).await?;
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let has_ocr: bool =
-        sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
-            .bind(w.id)
-            .bind(&w.indexed_hash)
-            .fetch_one(&mut *tx)
-            .await?;
     let kind = w.kind.0;
-    let as_text = force_text || kind == SourceKind::Image || (kind == SourceKind::Pdf && has_ocr);
+    let as_text = force_text || kind == SourceKind::Image || has_ocr || !cfg.rag.upload_kinds.contains(&kind);
     if as_text {
         let text: Option<String> =
             sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")

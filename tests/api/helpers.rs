@@ -195,9 +195,7 @@ impl TestApp {
         let mut out = Vec::new();
         let mut cursor = 0;
         let lease = Duration::from_secs(300);
-        while let Some((tenant, job)) = mnote::ingest::jobs::claim(&self.pool, "test", lease, &mut cursor).await.unwrap() {
-            out.push(mnote::ingest::pipeline::process(&self.pool, &self.config, tenant, &job).await.unwrap());
-        }
+        mnote::ingest::pipeline::drain(&self.pool, &self.config, "test", lease, &mut cursor, |o| out.push(o)).await.unwrap();
         out
     }
 

@@ -106,12 +106,10 @@ impl LightRagServer {
         *self.child.lock().unwrap() = Some(child);
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                if let Ok(r) = http_probe::health_ok(&format!("{}/health", self.url)) {
-                    if r {
-                        return;
-                    }
-                }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok()
+                && http_probe::health_ok(&format!("{}/health", self.url)).unwrap_or(false)
+            {
+                return;
             }
             std::thread::sleep(Duration::from_millis(300));
         }

@@ -41,7 +41,11 @@ async fn a_database_migrated_with_the_old_foundation_text_migrates_again() {
         .execute(&app.owner_pool)
         .await
         .unwrap();
-    assert!(mnote::db::MIGRATOR.run(&app.owner_pool).await.is_err(), "sqlx refuses the changed text by itself");
+    // On its own connection: sqlx keeps its migration lock after a failed run, so that
+    // session must end before anything else migrates.
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&role_url(OWNER_ROLE, &app.db_name)).await.unwrap();
+    assert!(mnote::db::MIGRATOR.run(&mut conn).await.is_err(), "sqlx refuses the changed text by itself");
+    sqlx::Connection::close(conn).await.ok();
     mnote::db::migrate(&app.owner_pool, Some(APP_ROLE)).await.expect("migrate accepts the rewritten foundation");
     let now: Vec<u8> = sqlx::query_scalar("select checksum from _sqlx_migrations where version = 20261129000001")
         .fetch_one(&app.owner_pool)
