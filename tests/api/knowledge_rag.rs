@@ -449,6 +449,27 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     assert_eq!(st, StatusCode::NOT_FOUND);
     let (st, e) = oc.post_json("/api/knowledge-rag/query", json!({"kbIds": [k.kb], "query": "robots"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "another tenant's KB does not exist for them");
+    // The KB page's forms: a refused URL is shown on the page; bind, test, unbind.
+    let mut browser = app.login("owner@acme.test").await;
+    let page_path = format!("/kbs/{kb2}/knowledge-rag");
+    let (st, html) = browser.page(&page_path).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("Not reachable") && html.contains("knowledge_rag_unavailable"), "{html}");
+    let r = browser.post_form(&page_path, &[("url", "http://10.0.0.1/"), ("api_key", ""), ("label", "")]).await;
+    assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, page_path.as_str()));
+    let (_, html) = browser.page(&page_path).await;
+    assert!(html.contains("not among the LightRAG endpoints the operator allows"), "{html}");
+    *behaviour.lock().unwrap() = Fake::Fail500;
+    let r = browser.post_form(&page_path, &[("url", fake.as_str()), ("api_key", "sk-form-secret"), ("label", "fake")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = browser.page(&page_path).await;
+    assert!(html.contains("Reachable") && html.contains("1.5.7-fake") && html.contains(">set<"), "{html}");
+    assert!(!html.contains("sk-form-secret"));
+    assert_eq!(browser.post_form(&format!("{page_path}/test"), &[]).await.status(), StatusCode::SEE_OTHER);
+    assert_eq!(browser.post_form(&format!("{page_path}/unbind"), &[]).await.status(), StatusCode::SEE_OTHER);
+    let (st, _) = k.client.get_json(&format!("/api/kbs/{kb2}/knowledge-rag")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "unbound");
+
     // open_reference of a file that is not ours: not found, no path leaked.
     let (st, _) =
         k.client.post_json("/api/knowledge-rag/open-reference", json!({"filePath": format!("mnote-{other_id}-secret.md")})).await;

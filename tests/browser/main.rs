@@ -15,5 +15,10 @@
 #[path = "../api/helpers.rs"]
 mod helpers;
 
+#[allow(dead_code)]
+#[path = "../api/lightrag.rs"]
+mod lightrag;
+
+mod ask;
 mod browser;
 mod viewer;
