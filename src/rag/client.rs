@@ -271,6 +271,24 @@ pub fn doc_id_of(file_source: &str) -> String {
     format!("doc-{}", hex::encode(md5::Md5::digest(name.as_bytes())))
 }
 
+/// The outbound client for a timeout, built once per process (connection pools are shared
+/// by every LightRAG endpoint; a client per request would pay its set-up every query).
+fn shared_http(timeout: Duration) -> Result<Client, RagError> {
+    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<Vec<(Duration, Client)>>> = std::sync::OnceLock::new();
+    let mut clients = CLIENTS.get_or_init(Default::default).lock().expect("LightRAG clients");
+    if let Some((_, c)) = clients.iter().find(|(t, _)| *t == timeout) {
+        return Ok(c.clone());
+    }
+    let c = Client::builder()
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .timeout(timeout)
+        .retries(2, Duration::from_millis(200))
+        .build()
+        .map_err(RagError::of_http)?;
+    clients.push((timeout, c.clone()));
+    Ok(c)
+}
+
 /// One LightRAG server.
 #[derive(Clone, Debug)]
 pub struct LightRag {
@@ -293,13 +311,7 @@ impl LightRag {
         }
         base.set_query(None);
         base.set_fragment(None);
-        let http = Client::builder()
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .timeout(timeout)
-            .retries(2, Duration::from_millis(200))
-            .build()
-            .map_err(RagError::of_http)?;
-        Ok(LightRag { base, key: key.filter(|k| !k.expose().is_empty()), http })
+        Ok(LightRag { base, key: key.filter(|k| !k.expose().is_empty()), http: shared_http(timeout)? })
     }
 
     fn url(&self, path: &str) -> reqwest::Url {

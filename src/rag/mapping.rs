@@ -121,6 +121,54 @@ impl Stream {
     }
 }
 
+/// A chunk of raw Markdown as our rendered blocks read it: without list numbers and bullets,
+/// quote and heading markers, link and image targets, and HTML tags (LightRAG chunks the raw
+/// file; our Markdown blocks hold the rendered text).
+pub fn markdown_as_rendered(chunk: &str) -> String {
+    let mut out = String::with_capacity(chunk.len());
+    for line in chunk.lines() {
+        let mut l = line.trim_start();
+        loop {
+            let before = l;
+            l = l.trim_start_matches('>').trim_start();
+            if let Some(rest) = l.strip_prefix(['-', '*', '+']).filter(|r| r.starts_with(' ')) {
+                l = rest.trim_start();
+            }
+            let digits = l.chars().take_while(char::is_ascii_digit).count();
+            if digits > 0 && digits < 10 {
+                let rest = &l[digits..];
+                if let Some(r) = rest.strip_prefix(['.', ')']).filter(|r| r.is_empty() || r.starts_with(' ')) {
+                    l = r.trim_start();
+                }
+            }
+            if l == before {
+                break;
+            }
+        }
+        let mut rest = l;
+        while let Some(i) = rest.find(['<', ']']) {
+            let (head, tail) = rest.split_at(i);
+            out.push_str(head);
+            if tail.starts_with("](") {
+                // `[text](target)`: the target is not rendered text
+                rest = tail.find(')').map_or("", |j| &tail[j + 1..]);
+            } else if tail.starts_with('<')
+                && tail[1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')
+                && !tail[1..].starts_with("http")
+            {
+                // an HTML tag
+                rest = tail.find('>').map_or("", |j| &tail[j + 1..]);
+            } else {
+                out.push_str(&tail[..1]);
+                rest = &tail[1..];
+            }
+        }
+        out.push_str(rest);
+        out.push('\n');
+    }
+    out
+}
+
 /// A chunk that carries no text of its own: empty, or only headings and Markdown image
 /// placeholders (`# photo.png\n\n![photo.png](<photo.png>)`), as a file-name wrapper of an
 /// image would be.
@@ -243,6 +291,17 @@ mod tests {
             MatchQuality::Unmatched
         );
         assert_eq!(s.align("  \n# ## "), None);
+    }
+
+    #[test]
+    fn raw_markdown_chunks_read_like_rendered_blocks() {
+        let b = blocks(&["Definitions.", "Licensor shall mean the copyright owner.", "See the guide for details.", "a quote"]);
+        let s = Stream::new(&b);
+        let chunk = "1. Definitions.\n\n   - **Licensor** shall mean the copyright owner.\n\nSee [the guide](https://x.example/g?a=1) for <b>details</b>.\n> a quote";
+        assert_eq!(s.align(chunk).unwrap().quality, MatchQuality::Fuzzy, "raw: the list number and link target differ");
+        let a = s.align(&markdown_as_rendered(chunk)).unwrap();
+        assert_eq!((a.quality, a.first, a.blocks), (MatchQuality::Exact, 0, 4));
+        assert_eq!(markdown_as_rendered("2023 was a year.\n"), "2023 was a year.\n", "a number that is no list marker stays");
     }
 
     #[test]

@@ -119,6 +119,15 @@ pub struct QueryResult {
     pub degraded_reason: Option<&'static str>,
     pub errors: Vec<EndpointError>,
     pub raw_metadata: Vec<Bookkeeping>,
+    pub timings: Timings,
+}
+
+/// Where the time of a query went (milliseconds): waiting for LightRAG, and in all.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Timings {
+    pub provider_ms: f64,
+    pub total_ms: f64,
 }
 
 #[derive(Debug, Clone)]
@@ -166,6 +175,7 @@ async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> 
 }
 
 pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<QueryResult> {
+    let started = std::time::Instant::now();
     let query = validate(&input.query)?;
     let mut tx = auth.tx(state).await?;
     let bindings = bindings_for(&mut tx, auth, &input.kb_ids).await?;
@@ -254,6 +264,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         degraded_reason: None,
         errors: Vec::new(),
         raw_metadata: Vec::new(),
+        timings: Timings::default(),
     };
     let mut answers: Vec<String> = Vec::new();
     let mut tx = auth.tx(state).await?;
@@ -290,11 +301,8 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         }
     }
     tx.commit().await?;
-    tracing::debug!(
-        provider_ms = (t1 - t0).as_secs_f64() * 1000.0,
-        mapping_ms = t1.elapsed().as_secs_f64() * 1000.0,
-        "knowledge-RAG query"
-    );
+    let ms = |d: std::time::Duration| (d.as_secs_f64() * 100_000.0).round() / 100.0;
+    out.timings = Timings { provider_ms: ms(t1 - t0), total_ms: ms(started.elapsed()) };
     if input.answer {
         out.answer = Some(answers.join("\n\n"));
     }
@@ -361,6 +369,10 @@ pub async fn cite(
         None => None,
     };
     let m = match &blocks {
+        Some(b) if source.kind == "markdown" => {
+            let rendered: Vec<String> = chunks.iter().map(|c| mapping::markdown_as_rendered(c)).collect();
+            mapped(b, &rendered, query)
+        }
         Some(b) => mapped(b, chunks, query),
         None => Mapped::nothing(chunks),
     };

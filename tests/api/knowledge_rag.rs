@@ -59,6 +59,14 @@ async fn a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks() 
     let (st, e) =
         k.client.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": "http://169.254.169.254/"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{e}");
+    // A wrong key: bound, but LightRAG refuses it, with its code.
+    let (st, b) =
+        k.client.send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": url, "apiKey": "wrong-key"})).await;
+    assert_eq!(
+        (st, b["reachable"].as_bool(), b["error"]["code"].as_str()),
+        (StatusCode::OK, Some(false), Some("knowledge_rag_unauthorized")),
+        "{b}"
+    );
     let (st, b) = k
         .client
         .send_json(
