@@ -1,7 +1,7 @@
 //! Operations endpoints: liveness, readiness, Prometheus metrics, and the request metrics
 //! middleware.
 
-use std::{sync::OnceLock, time::Instant};
+use std::time::Instant;
 
 use axum::{
     Json,
@@ -10,7 +10,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -23,22 +23,9 @@ pub fn api_router() -> axum::Router<AppState> {
     axum::Router::new().route("/healthz", get(healthz)).route("/readyz", get(readyz)).route("/metrics", get(metrics_endpoint))
 }
 
-/// One recorder per process (tests run several apps in one process).
+/// The process-wide recorder (see `platform::metrics`).
 pub fn metrics_handle() -> PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE
-        .get_or_init(|| {
-            let recorder = PrometheusBuilder::new()
-                .set_buckets(&[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0])
-                .expect("static buckets")
-                .build_recorder();
-            let handle = recorder.handle();
-            // Another recorder may already be installed (e.g. by a test harness): keep ours
-            // rendering what it records either way.
-            let _ = metrics::set_global_recorder(recorder);
-            handle
-        })
-        .clone()
+    crate::platform::metrics::handle()
 }
 
 pub async fn track(req: Request, next: Next) -> Response {

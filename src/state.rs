@@ -30,14 +30,14 @@ impl AppState {
     /// Build the state and start relaying Postgres notifications to `source_events`.
     pub fn new(pool: PgPool, config: Config) -> Self {
         let (tx, _) = tokio::sync::broadcast::channel(256);
-        tokio::spawn(crate::sources::events::relay(pool.clone(), tx.clone()));
+        tokio::spawn(crate::db::notify::relay(pool.clone(), "mnote_source", tx.clone()));
         let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
         let vector_health =
             Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
         AppState {
             pool,
             config: Arc::new(config),
-            metrics: crate::ops::metrics_handle(),
+            metrics: crate::platform::metrics::handle(),
             source_events: tx,
             embedder: None,
             lexical_mirror,

@@ -1,6 +1,7 @@
 //! Database access: pools, migrations, the app-role safety check and tenant-scoped
 //! transactions. SQL for each feature lives in that feature's `queries.rs`.
 
+pub mod notify;
 mod tenant_tx;
 
 use std::time::Duration;

@@ -12,7 +12,7 @@ use super::artifact::{Block, ParsedArtifact, ReferenceKind};
 use crate::{
     evidence::{LOCATOR_SCHEMA, Locator, SourceKind},
     search::analyze,
-    sources::Source,
+    sources::queries::Source,
 };
 
 /// Namespace for deterministic evidence ids.

@@ -2,6 +2,7 @@
 //! ([`supervise`]), the outbound HTTP client ([`http`]) and the secret type ([`SecretString`]).
 pub mod crypto;
 pub mod http;
+pub mod metrics;
 pub mod secret;
 pub mod supervise;
 

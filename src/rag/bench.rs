@@ -50,6 +50,18 @@ fn files(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
     Ok(out)
 }
 
+/// The request of every bench query: retrieval only, ten chunks with their texts.
+fn naive(q: &str) -> QueryRequest {
+    QueryRequest {
+        query: q.to_string(),
+        mode: QueryMode::Naive,
+        top_k: Some(10),
+        chunk_top_k: Some(10),
+        include_references: true,
+        include_chunk_content: true,
+    }
+}
+
 fn pct(mut v: Vec<f64>, p: f64) -> f64 {
     if v.is_empty() {
         return f64::NAN;
@@ -115,30 +127,36 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let http = reqwest::Client::new();
     let auth = format!("Bearer {token}");
 
-    let result = bench(&a, &cfg, &pool, &actor, &lr, &http, &base, &auth, key.as_deref()).await;
+    let ctx =
+        Ctx { a: &a, cfg: &cfg, pool: &pool, actor: &actor, lr: &lr, http: &http, base: &base, auth: &auth, key: key.as_deref() };
+    let result = bench(&ctx).await;
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
     crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id.id).await?;
     tx.commit().await?;
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn bench(
-    a: &BenchArgs<'_>,
-    cfg: &crate::config::Config,
-    pool: &sqlx::PgPool,
-    actor: &crate::auth::Auth,
-    lr: &LightRag,
-    http: &reqwest::Client,
-    base: &str,
-    auth: &str,
-    key: Option<&str>,
-) -> anyhow::Result<()> {
-    let files = files(a.docs)?;
+/// What every step of the bench uses.
+struct Ctx<'a> {
+    a: &'a BenchArgs<'a>,
+    cfg: &'a crate::config::Config,
+    pool: &'a sqlx::PgPool,
+    actor: &'a crate::auth::Auth,
+    lr: &'a LightRag,
+    http: &'a reqwest::Client,
+    base: &'a str,
+    auth: &'a str,
+    key: Option<&'a str>,
+}
+
+/// A throwaway KB, measured, then deleted with its LightRAG documents.
+async fn bench(c: &Ctx<'_>) -> anyhow::Result<()> {
+    let files = files(c.a.docs)?;
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs();
-    let kb: serde_json::Value = http
-        .post(format!("{base}/api/kbs"))
-        .header("authorization", auth)
+    let kb: serde_json::Value = c
+        .http
+        .post(format!("{}/api/kbs", c.base))
+        .header("authorization", c.auth)
         .json(&serde_json::json!({"name": format!("rag-bench-{stamp}"), "visibility": "private"}))
         .send()
         .await?
@@ -146,29 +164,14 @@ async fn bench(
         .json()
         .await?;
     let kb_id: Uuid = kb["id"].as_str().context("kb id")?.parse()?;
-    let cleanup = async {
-        let _ = http.delete(format!("{base}/api/kbs/{kb_id}")).header("authorization", auth).send().await;
-        let _ = super::sync::pass_tenant(pool, cfg, actor.tenant_id, None).await;
-    };
-    let r = measure(a, cfg, pool, actor, lr, http, base, auth, key, &files, kb_id).await;
-    cleanup.await;
+    let r = measure(c, &files, kb_id).await;
+    let _ = c.http.delete(format!("{}/api/kbs/{kb_id}", c.base)).header("authorization", c.auth).send().await;
+    let _ = super::sync::pass_tenant(c.pool, c.cfg, c.actor.tenant_id, None).await;
     r
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn measure(
-    a: &BenchArgs<'_>,
-    cfg: &crate::config::Config,
-    pool: &sqlx::PgPool,
-    actor: &crate::auth::Auth,
-    lr: &LightRag,
-    http: &reqwest::Client,
-    base: &str,
-    auth: &str,
-    key: Option<&str>,
-    files: &[std::path::PathBuf],
-    kb_id: Uuid,
-) -> anyhow::Result<()> {
+async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyhow::Result<()> {
+    let Ctx { a, cfg, pool, actor, lr, http, base, auth, key } = *c;
     // Upload and index (not timed: that is `bench ingest`).
     for f in files {
         let bytes = std::fs::read(f)?;
@@ -193,12 +196,7 @@ async fn measure(
     let t = Instant::now();
     for w in &wanted {
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-        let text: Option<String> =
-            sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
-                .bind(w.id)
-                .bind(&w.indexed_hash)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let text = super::docs::artifact_text(&mut tx, w.id, &w.indexed_hash).await?;
         let source = crate::sources::queries::get(&mut tx, w.id).await?.context("source")?;
         let path = crate::ingest::pipeline::locate(&mut tx, cfg, &source).await?.map_err(|e| anyhow::anyhow!("{}", e.1))?;
         tx.commit().await?;
@@ -282,14 +280,7 @@ async fn measure(
     let (mut total, mut exact_right) = (0usize, 0usize);
     let mut by_quality = std::collections::BTreeMap::<&'static str, usize>::new();
     for q in &queries {
-        let req = QueryRequest {
-            query: q.clone(),
-            mode: QueryMode::Naive,
-            top_k: Some(10),
-            chunk_top_k: Some(10),
-            include_references: true,
-            include_chunk_content: true,
-        };
+        let req = naive(q);
         let data = lr.query_data(&req).await?;
         for c in &data.chunks {
             let Some(source) = super::docs::source_of_file_path(&c.file_path) else { continue };
@@ -360,14 +351,7 @@ async fn measure(
     let (mut direct, mut proxied, mut refs, mut own) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.rounds {
         for q in &queries {
-            let req = QueryRequest {
-                query: q.clone(),
-                mode: QueryMode::Naive,
-                top_k: Some(10),
-                chunk_top_k: Some(10),
-                include_references: true,
-                include_chunk_content: true,
-            };
+            let req = naive(q);
             let t = Instant::now();
             lr.query_data(&req).await?;
             direct.push(t.elapsed().as_secs_f64() * 1000.0);

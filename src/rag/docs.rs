@@ -126,6 +126,15 @@ pub async fn wanted(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Wante
     .await
 }
 
+/// The extracted text of a source version (what the `text` method sends).
+pub async fn artifact_text(conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<Option<String>> {
+    sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
+        .bind(source)
+        .bind(hash)
+        .fetch_optional(conn)
+        .await
+}
+
 /// The LightRAG name of a source's document: `mnote-<sourceId>-<basename>`.
 pub fn file_source(source_id: Uuid, resource_path: &str) -> String {
     let base = resource_path.rsplit('/').next().unwrap_or(resource_path);

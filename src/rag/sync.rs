@@ -203,12 +203,7 @@ async fn payload(
     let kind = w.kind.0;
     let as_text = force_text || kind == SourceKind::Image || has_ocr || !cfg.rag.upload_kinds.contains(&kind);
     if as_text {
-        let text: Option<String> =
-            sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
-                .bind(w.id)
-                .bind(&w.indexed_hash)
-                .fetch_optional(&mut *tx)
-                .await?;
+        let text = docs::artifact_text(&mut tx, w.id, &w.indexed_hash).await?;
         tx.commit().await?;
         let text = text.unwrap_or_default();
         if text.trim().is_empty() {
@@ -346,12 +341,7 @@ async fn track(pool: &PgPool, tenant: Uuid, client: &LightRag, d: &DocRow) -> Re
         Some(x) => {
             let state = DocState::of_lightrag(&x.status);
             let exposed = if state == DocState::Processed && d.ocr_expected {
-                let sent: Option<String> =
-                    sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
-                        .bind(d.source_id)
-                        .bind(&d.source_hash)
-                        .fetch_optional(&mut *tx)
-                        .await?;
+                let sent = docs::artifact_text(&mut tx, d.source_id, &d.source_hash).await?;
                 Some(ocr_exposed(x, sent.as_deref().unwrap_or("")))
             } else {
                 None

@@ -1,8 +1,9 @@
-//! Live source status for the KB page: Postgres `NOTIFY mnote_source` (fired by a trigger on
-//! `source`) → one relay task per process → a broadcast channel → one server-sent-event stream
-//! per open KB page. The browser never polls.
+//! Live source status for the KB page: Postgres `NOTIFY mnote_source` (fired by triggers on
+//! `source` and `rag_doc`) → one relay task per process (`db::notify`, started with the
+//! `AppState`) → a broadcast channel → one server-sent-event stream per open KB page. The
+//! browser never polls.
 
-use std::{convert::Infallible, time::Duration};
+use std::convert::Infallible;
 
 use axum::{
     extract::{Path, State},
@@ -10,35 +11,11 @@ use axum::{
 };
 use futures_util::{Stream, StreamExt};
 use serde_json::json;
-use sqlx::{PgPool, postgres::PgListener};
-use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use uuid::Uuid;
 
 use super::queries;
 use crate::{auth::Auth, error::AppResult, kbs, state::AppState};
-
-/// Forward notifications forever, reconnecting when the database goes away.
-pub async fn relay(pool: PgPool, tx: broadcast::Sender<String>) {
-    loop {
-        match PgListener::connect_with(&pool).await {
-            Ok(mut l) => {
-                if let Err(e) = l.listen("mnote_source").await {
-                    tracing::warn!("LISTEN mnote_source failed: {e}");
-                } else {
-                    while let Ok(n) = l.recv().await {
-                        let _ = tx.send(n.payload().to_string());
-                    }
-                }
-            }
-            Err(e) => tracing::debug!("source event relay: {e}"),
-        }
-        if pool.is_closed() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_secs(2)).await;
-    }
-}
 
 async fn snapshot(state: &AppState, auth: &Auth, kb: Uuid) -> AppResult<Event> {
     let mut tx = auth.tx(state).await?;
