@@ -68,7 +68,19 @@ pub async fn pass_tenant(pool: &PgPool, cfg: &Config, tenant: Uuid, kb: Option<U
     let mut r = Report::default();
     for b in bindings.into_iter().filter(|b| kb.is_none_or(|k| b.kb_id == k)) {
         let retired = !b.active || !kbs.contains(&b.kb_id);
-        match pass_binding(pool, cfg, tenant, &b, retired).await {
+        // One pass per binding at a time across every `mnote serve` replica: a session lock
+        // on a connection held for the pass (released with it if the process dies).
+        let mut lock = pool.acquire().await?;
+        let key = i64::from_be_bytes(b.id.as_bytes()[..8].try_into().expect("8 bytes"));
+        let got: bool = sqlx::query_scalar("select pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *lock).await?;
+        if !got {
+            r.pending += 1; // another process is passing over it right now
+            continue;
+        }
+        let outcome = pass_binding(pool, cfg, tenant, &b, retired).await;
+        sqlx::query("select pg_advisory_unlock($1)").bind(key).execute(&mut *lock).await?;
+        drop(lock);
+        match outcome {
             Ok(o) => r.add(o),
             Err(Step::Rag(e)) => {
                 tracing::warn!(tenant.id = %tenant, kb.id = %b.kb_id, code = e.code(), "knowledge-RAG sync: {e}");

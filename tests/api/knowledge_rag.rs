@@ -237,6 +237,20 @@ async fn a_lightrag_that_lost_its_storage_gets_every_document_back() {
         .send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": url, "apiKey": lightrag::API_KEY}))
         .await;
     assert_eq!(st, StatusCode::OK, "{b}");
+    // While another process passes over the binding (its lock held), a pass leaves it alone.
+    let binding: Uuid = {
+        let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+        let id = sqlx::query_scalar("select id from rag_binding where active").fetch_one(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        id
+    };
+    let key = i64::from_be_bytes(binding.as_bytes()[..8].try_into().unwrap());
+    let mut other = app.pool.acquire().await.unwrap();
+    sqlx::query("select pg_advisory_lock($1)").bind(key).execute(&mut *other).await.unwrap();
+    let r = mnote::rag::sync::pass_tenant(&app.pool, &app.config, k.tenant, None).await.unwrap();
+    assert_eq!((r.sent, r.pending), (0, 1), "{r:?}");
+    sqlx::query("select pg_advisory_unlock($1)").bind(key).execute(&mut *other).await.unwrap();
+    drop(other);
     settle(&app, k.tenant).await;
     let sources = sources_by_path(&k).await;
     server.wipe_and_restart();
