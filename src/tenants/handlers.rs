@@ -71,7 +71,9 @@ pub async fn setup(
 
 // ---------------------------------------------------------------- API
 
+/// Admins and owners only (as documented): members see the people of the KBs they share.
 pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    auth.require_admin()?;
     let mut tx = auth.tx(&state).await?;
     let items = q::members(&mut tx).await?;
     tx.commit().await?;

@@ -184,15 +184,34 @@ pub async fn member_by_email(conn: &mut PgConnection, email: &str) -> sqlx::Resu
 }
 
 pub async fn set_role(conn: &mut PgConnection, user: Uuid, role: Role) -> sqlx::Result<bool> {
-    let r = sqlx::query("update membership set role = $2 where user_id = $1").bind(user).bind(role).execute(conn).await?;
+    let r = sqlx::query(
+        "update membership set role = $2
+         where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .bind(user)
+    .bind(role)
+    .execute(conn)
+    .await?;
     Ok(r.rows_affected() == 1)
 }
 
 pub async fn remove_member(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query("delete from membership where user_id = $1").bind(user).execute(conn).await?;
+    let r = sqlx::query(
+        "delete from membership where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .bind(user)
+    .execute(conn)
+    .await?;
     Ok(r.rows_affected() == 1)
 }
 
+/// Owners of the transaction's tenant. The filter matters: the `own_memberships` policy also
+/// shows the caller's memberships in other tenants, so an owner of two teams would count twice.
 pub async fn count_owners(conn: &mut PgConnection) -> sqlx::Result<i64> {
-    sqlx::query_scalar("select count(*) from membership where role = 'owner'").fetch_one(conn).await
+    sqlx::query_scalar(
+        "select count(*) from membership
+         where role = 'owner' and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+    )
+    .fetch_one(conn)
+    .await
 }

@@ -271,11 +271,30 @@ pub fn urlencode(s: &str) -> String {
     serde_urlencoded::to_string([("", s)]).map(|e| e[1..].to_string()).unwrap_or_default()
 }
 
-/// Only same-site relative targets are followed after login.
+/// Only same-site relative targets are followed after login: a path that starts with one
+/// `/`, holds no control character (browsers drop tabs and newlines, so `/\t/evil.example`
+/// would become `//evil.example`) and no backslash, and that resolves against this origin to
+/// this origin. Anything else is `/`.
 pub fn safe_next(next: Option<&str>) -> String {
-    match next {
-        Some(n) if n.starts_with('/') && !n.starts_with("//") && !n.contains('\\') => n.to_string(),
-        _ => "/".to_string(),
+    const BASE: &str = "http://mnote.invalid";
+    let Some(n) = next else { return "/".into() };
+    if !n.starts_with('/') || n.starts_with("//") || n.contains('\\') || n.chars().any(char::is_control) {
+        return "/".into();
+    }
+    match reqwest::Url::parse(BASE).and_then(|b| b.join(n)) {
+        Ok(u) if u.origin() == reqwest::Url::parse(BASE).expect("base").origin() && !u.path().starts_with("//") => {
+            let mut out = u.path().to_string();
+            if let Some(q) = u.query() {
+                out.push('?');
+                out.push_str(q);
+            }
+            if let Some(f) = u.fragment() {
+                out.push('#');
+                out.push_str(f);
+            }
+            out
+        }
+        _ => "/".into(),
     }
 }
 
@@ -298,6 +317,14 @@ mod tests {
         assert_eq!(safe_next(Some("https://evil.com")), "/");
         assert_eq!(safe_next(Some("/\\evil.com")), "/");
         assert_eq!(safe_next(None), "/");
+        for hostile in ["/\t/evil.example/x", "/\n/evil.example", "/\r\n//evil.example", "/\u{7f}x", "/%09/x/../..//evil.example"]
+        {
+            let n = safe_next(Some(hostile));
+            assert!(!n.contains("evil.example") || !n.starts_with("//"), "{hostile:?} -> {n:?}");
+            assert!(n.starts_with('/') && !n.starts_with("//") && !n.chars().any(char::is_control), "{hostile:?} -> {n:?}");
+        }
+        assert_eq!(safe_next(Some("/\t/evil.example/x")), "/");
+        assert_eq!(safe_next(Some("/kbs/1?q=a%20b#hl")), "/kbs/1?q=a%20b#hl");
     }
 
     #[test]

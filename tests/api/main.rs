@@ -19,4 +19,5 @@ mod ops;
 mod pages;
 mod search;
 mod search_page;
+mod security;
 mod viewer;

@@ -1,0 +1,72 @@
+//! Regression tests of the security pass (issue #14): each failed before its fix.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use crate::helpers::*;
+
+/// The `Location` a sign-in with `next` redirects to.
+async fn login_location(app: &TestApp, email: &str, next: &str) -> (StatusCode, String) {
+    let c = app.client();
+    let r = c.get("/login").await;
+    let csrf = csrf_from_html(&r.text().await.unwrap()).unwrap();
+    let r = c
+        .http
+        .post(format!("{}/login", app.base))
+        .form(&[("email", email), ("password", PASSWORD), ("csrf_token", csrf.as_str()), ("next", next)])
+        .send()
+        .await
+        .unwrap();
+    let loc = r.headers().get("location").map(|l| l.to_str().unwrap().to_string()).unwrap_or_default();
+    (r.status(), loc)
+}
+
+#[tokio::test]
+async fn next_after_sign_in_never_leaves_the_site() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    for hostile in [
+        "/\t/evil.example/x",
+        "/\n/evil.example",
+        "/\r\n/evil.example",
+        "//evil.example",
+        "/\\evil.example",
+        "/x/../..//evil.example",
+    ] {
+        let (st, loc) = login_location(&app, "owner@acme.test", hostile).await;
+        assert_eq!(st, StatusCode::SEE_OTHER, "{hostile:?}: a redirect, never a 500");
+        assert_eq!(loc, "/", "{hostile:?} -> {loc:?}");
+    }
+    let (_, loc) = login_location(&app, "owner@acme.test", "/search?q=a").await;
+    assert_eq!(loc, "/search?q=a");
+}
+
+#[tokio::test]
+async fn an_owner_of_two_teams_cannot_leave_one_of_them_ownerless() {
+    let app = spawn_app().await;
+    let a = app.bootstrap("alpha", "owner@two.test").await;
+    // The same account also owns a second team.
+    let b = app.bootstrap("beta", "other@beta.test").await;
+    let (_, _) = (a.user_id, b.tenant_id);
+    mnote::tenants::add_user(&app.pool, b.tenant_id, "owner@two.test", "owner".parse().unwrap(), None).await.unwrap();
+    let c = app.api(a.tenant_id, a.user_id).await;
+    let (st, e) = c.send_json("PATCH", &format!("/api/members/{}", a.user_id), json!({"role": "admin"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"), "the last owner of alpha: {e}");
+    assert_eq!(c.delete(&format!("/api/members/{}", a.user_id)).await, StatusCode::CONFLICT);
+    // Still the owner of both.
+    let (_, me) = c.get_json("/api/session").await;
+    assert_eq!(me["role"], "owner", "{me}");
+}
+
+#[tokio::test]
+async fn only_admins_list_the_members() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let m = app.add_user(s.tenant_id, "member@acme.test", "member").await;
+    let member = app.api(s.tenant_id, m).await;
+    let (st, e) = member.get_json("/api/members").await;
+    assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{e}");
+    let owner = app.api(s.tenant_id, s.user_id).await;
+    let (st, list) = owner.get_json("/api/members").await;
+    assert_eq!((st, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(2)));
+}
