@@ -90,18 +90,21 @@ pub async fn login(
     let email = f.email.trim().to_string();
     let next = safe_next(f.next.as_deref());
     let page = |ctx: PageCtx, error: String| LoginPage { ctx, next: next.clone(), email: email.clone(), error: Some(error) };
-    if let Err(e) = rate_limit::check(&state.pool, &state.config, &email, &ip).await {
-        if let AppError::RateLimited { retry_after_secs } = &e {
-            let msg = ctx.t("login.rate_limited").replace("{secs}", &retry_after_secs.to_string());
-            let mut resp = render(page(ctx, msg))?;
-            *resp.status_mut() = e.status();
-            return Ok(resp);
+    let attempt = match rate_limit::reserve(&state.pool, &state.config, &email, &ip).await {
+        Ok(a) => a,
+        Err(e) => {
+            if let AppError::RateLimited { retry_after_secs } = &e {
+                let msg = ctx.t("login.rate_limited").replace("{secs}", &retry_after_secs.to_string());
+                let mut resp = render(page(ctx, msg))?;
+                *resp.status_mut() = e.status();
+                return Ok(resp);
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let user = tq::user_by_email(&state.pool, &email).await?;
     let ok = password::verify(f.password, user.as_ref().map(|u| u.password_hash.clone())).await?;
-    rate_limit::record(&state.pool, &email, &ip, ok).await?;
+    rate_limit::finish(&state.pool, attempt, ok).await?;
     let Some(user) = user.filter(|_| ok) else {
         tracing::info!(client.ip = %ip, "login failed for {email}");
         let mut resp = render(page(ctx.clone(), ctx.t("login.invalid")))?;

@@ -70,3 +70,15 @@ async fn only_admins_list_the_members() {
     let (st, list) = owner.get_json("/api/members").await;
     assert_eq!((st, list["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(2)));
 }
+
+#[tokio::test]
+async fn parallel_wrong_passwords_past_the_limit_are_refused() {
+    let app = spawn_app_with(|c| c.login_max_failures = 5).await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let clients: Vec<Client> = (0..20).map(|_| app.client()).collect();
+    let attempts = clients.iter().map(|c| c.login("owner@acme.test", "wrong password!"));
+    let statuses: Vec<StatusCode> = futures_util::future::join_all(attempts).await.iter().map(|r| r.status()).collect();
+    let refused = statuses.iter().filter(|s| **s == StatusCode::TOO_MANY_REQUESTS).count();
+    let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
+    assert_eq!((checked, refused), (5, 15), "{statuses:?}");
+}
