@@ -357,12 +357,14 @@ pub async fn cite(
     query: &str,
 ) -> AppResult<Option<Reference>> {
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
-    let source: Option<SourceRow> =
-        sqlx::query_as("select id, kb_id, resource_path, kind, indexed_hash from source where id = $1 and kb_id = any($2)")
-            .bind(source_id)
-            .bind(kbs)
-            .fetch_optional(&mut *conn)
-            .await?;
+    let source: Option<SourceRow> = sqlx::query_as(&format!(
+        "select id, kb_id, resource_path, kind, indexed_hash from source s where s.id = $1 and s.kb_id = any($2) and {}",
+        crate::sources::queries::GRANT_ACTIVE
+    ))
+    .bind(source_id)
+    .bind(kbs)
+    .fetch_optional(&mut *conn)
+    .await?;
     let Some(source) = source else { return Ok(None) };
     let blocks = match &source.indexed_hash {
         Some(h) => Some(cache.get(conn, source.id, h).await?),

@@ -10,6 +10,7 @@ use crate::evidence::{
     Locator, LocatorRef, Place, SourceKind, SourceStatus,
     tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
 };
+use crate::sources::queries::GRANT_ACTIVE;
 
 fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
@@ -120,10 +121,11 @@ async fn resolve(
             .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok())
             .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
-        let visible: bool = sqlx::query_scalar("select exists (select 1 from source where id = $1)")
-            .bind(source_id)
-            .fetch_one(&mut *conn)
-            .await?;
+        let visible: bool =
+            sqlx::query_scalar(&format!("select exists (select 1 from source s where s.id = $1 and {GRANT_ACTIVE})"))
+                .bind(source_id)
+                .fetch_one(&mut *conn)
+                .await?;
         if !visible {
             return Err(ToolError::NotFound);
         }
@@ -166,7 +168,7 @@ struct SourceInfo {
 }
 
 async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, ToolError> {
-    let row = sqlx::query("select kind, resource_path, status from source where id = $1")
+    let row = sqlx::query(&format!("select kind, resource_path, status from source s where s.id = $1 and {GRANT_ACTIVE}"))
         .bind(id)
         .fetch_optional(&mut *conn)
         .await?

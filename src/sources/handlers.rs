@@ -244,7 +244,7 @@ pub async fn delete_form(State(state): State<AppState>, page: Page, Path(id): Pa
 /// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).
 pub async fn source_map(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Response> {
     let mut tx = auth.tx(&state).await?;
-    queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    queries::readable(&mut tx, id).await?.ok_or(AppError::NotFound)?;
     let art = crate::ingest::index::load_artifact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(Json(art.source_map).into_response())

@@ -138,6 +138,16 @@ struct RecentRow {
     kb_name: String,
 }
 
+/// The one rule every reader of a source's text, map or bytes applies (as SQL on the alias
+/// `s`): a source under a revoked grant is not readable, whatever its status says.
+pub const GRANT_ACTIVE: &str = "(s.grant_id is null or exists (select 1 from dir_grant g \
+     where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))";
+
+/// A source the caller may read: visible (RLS) and not under a revoked grant.
+pub async fn readable(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+    sqlx::query_as(&format!("select {COLS} from source s where s.id = $1 and {GRANT_ACTIVE}")).bind(id).fetch_optional(conn).await
+}
+
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
     sqlx::query_as(&format!("select {COLS} from source where id = $1")).bind(id).fetch_optional(conn).await
 }

@@ -34,17 +34,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
 
 /// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
 pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
-    let s = sources::queries::get(conn, id).await?.ok_or(AppError::NotFound)?;
-    if let Some(g) = s.grant_id {
-        let active: bool = sqlx::query_scalar("select exists (select 1 from dir_grant where id = $1 and revoked_at is null)")
-            .bind(g)
-            .fetch_one(&mut *conn)
-            .await?;
-        if !active {
-            return Err(AppError::NotFound);
-        }
-    }
-    Ok(s)
+    sources::queries::readable(conn, id).await?.ok_or(AppError::NotFound)
 }
 
 /// Where the original bytes of a source are: the upload blob, or the file under its grant's

@@ -82,3 +82,33 @@ async fn parallel_wrong_passwords_past_the_limit_are_refused() {
     let checked = statuses.iter().filter(|s| **s == StatusCode::UNAUTHORIZED).count();
     assert_eq!((checked, refused), (5, 15), "{statuses:?}");
 }
+
+#[tokio::test]
+async fn no_text_of_a_source_is_readable_after_its_grant_was_revoked() {
+    let app = spawn_app().await;
+    let k = crate::fixtures::kb_with_grant(&app).await;
+    app.write_doc("team/secret.md", "# Plans\n\nThe merger closes in March.\n");
+    crate::fixtures::register(&k, &app, "team/secret.md").await;
+    app.run_jobs().await;
+    let (st, hits) = k.client.post_json("/api/evidence/search", json!({"query": "merger closes", "mode": "lexical"})).await;
+    assert_eq!(st, StatusCode::OK, "{hits}");
+    let hit = &hits["results"][0];
+    let (evidence, source) =
+        (hit["evidenceId"].as_str().unwrap().to_string(), hit["source"]["sourceId"].as_str().unwrap().to_string());
+    let (st, _) = k.client.post_json("/api/evidence/read", json!({"evidenceId": evidence})).await;
+    assert_eq!(st, StatusCode::OK, "readable while the grant is active");
+    let (_, grants) = k.client.get_json("/api/grants").await;
+    let grant = grants["items"][0]["id"].as_str().unwrap().to_string();
+    assert_eq!(k.client.delete(&format!("/api/grants/{grant}")).await, StatusCode::OK);
+
+    let (st, r) = k.client.post_json("/api/evidence/read", json!({"evidenceId": evidence})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "read after revoke: {r}");
+    assert!(!r.to_string().contains("merger"), "{r}");
+    let (st, r) = k.client.post_json("/api/evidence/read", json!({"locator": {"sourceId": source, "blockId": "b2"}})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "read by locator after revoke: {r}");
+    let (st, r) = k.client.post_json("/api/evidence/open", json!({"evidenceId": evidence})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "open after revoke: {r}");
+    let (st, r) = k.client.get_json(&format!("/api/sources/{source}/source-map.json")).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "source map after revoke: {r}");
+    assert!(!r.to_string().contains("merger"), "{r}");
+}

@@ -162,13 +162,13 @@ impl Filters {
     /// Conditions on `s` (a source): kinds, path prefix, include stale. A source under a
     /// revoked grant is never served, whatever its status says.
     fn source_sql(&self, b: &mut Binds) -> String {
+        use crate::sources::queries::GRANT_ACTIVE;
         let (kinds, prefix, stale) = (b.push(&self.kinds), b.push(&self.path_prefix), b.push(self.include_stale));
         format!(
             "({kinds}::text[] is null or s.kind = any({kinds}::text[]))
     and ({prefix}::text is null or starts_with(s.resource_path, {prefix}::text))
     and ({stale}::bool or s.status <> 'stale')
-    and (s.grant_id is null or exists (select 1 from dir_grant g
-         where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))"
+    and {GRANT_ACTIVE}"
         )
     }
 
