@@ -33,6 +33,9 @@ pub enum AppError {
     RateLimited { retry_after_secs: u64 },
     #[error("upload exceeds the limit of {limit} bytes")]
     TooLarge { limit: u64 },
+    /// A JSON body over [`JSON_BODY_LIMIT`] (`body_too_large`, 413).
+    #[error("request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge { limit: u64 },
     #[error("{0}")]
     Upstream(String),
     /// `410 Gone` (`file_missing`): the source is known but its original file is gone.
@@ -77,6 +80,7 @@ impl AppError {
             AppError::Invalid { .. } => "invalid_input",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::TooLarge { .. } => "file_too_large",
+            AppError::BodyTooLarge { .. } => "body_too_large",
             AppError::Upstream(_) => "upstream_unavailable",
             AppError::FileMissing(_) => "file_missing",
             AppError::Sqlx(e) if is_unavailable(e) => "upstream_unavailable",
@@ -94,7 +98,7 @@ impl AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            AppError::TooLarge { .. } | AppError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AppError::FileMissing(_) => StatusCode::GONE,
             AppError::Sqlx(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
@@ -176,6 +180,9 @@ impl<T, E: Into<AppError>> ResultExt<T> for Result<T, E> {
 /// `invalid_input` error instead of axum's plain-text answer.
 pub struct ApiJson<T>(pub T);
 
+/// The largest JSON body accepted (axum's default body limit).
+pub const JSON_BODY_LIMIT: usize = 2 * 1024 * 1024;
+
 impl<T, S> axum::extract::FromRequest<S> for ApiJson<T>
 where
     T: serde::de::DeserializeOwned,
@@ -186,6 +193,10 @@ where
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(ApiJson(v)),
+            // Over the body limit (axum's default, 2 MiB): 413, not a validation error.
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Err(AppError::BodyTooLarge { limit: JSON_BODY_LIMIT as u64 })
+            }
             Err(rejection) => Err(AppError::Invalid { message: rejection.body_text(), fields: BTreeMap::new() }),
         }
     }

@@ -58,6 +58,7 @@ pub fn build_router(state: AppState) -> Router {
         .layer(from_fn(web::html_errors));
     api.merge(pages)
         .layer(sessions)
+        .layer(from_fn(web::security_headers))
         .layer(from_fn(ops::track))
         .layer(TraceLayer::new_for_http())
         .layer(CompressionLayer::new())

@@ -112,3 +112,32 @@ async fn no_text_of_a_source_is_readable_after_its_grant_was_revoked() {
     assert_eq!(st, StatusCode::NOT_FOUND, "source map after revoke: {r}");
     assert!(!r.to_string().contains("merger"), "{r}");
 }
+
+#[tokio::test]
+async fn pages_carry_a_strict_content_security_policy_and_cannot_be_framed() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let r = app.client().get("/login").await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let h = r.headers();
+    let csp = h.get("content-security-policy").expect("a CSP on HTML").to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe-eval"), "{csp}");
+    assert!(!csp.split(';').any(|d| d.trim().starts_with("script-src") && d.contains("unsafe-inline")), "{csp}");
+    assert_eq!(h["x-frame-options"], "DENY");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    let (st, _) = app.client().get_json("/healthz").await;
+    assert_eq!(st, StatusCode::OK);
+    let r = app.client().get("/healthz").await;
+    assert_eq!(r.headers()["x-content-type-options"], "nosniff");
+    assert!(r.headers().get("content-security-policy").is_none(), "JSON needs no CSP");
+}
+
+#[tokio::test]
+async fn an_oversized_json_body_is_413_not_422() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.api(s.tenant_id, s.user_id).await;
+    let big = "x".repeat(3 * 1024 * 1024);
+    let (st, e) = c.post_json("/api/evidence/search", json!({"query": big})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"), "{e}");
+}
