@@ -3,7 +3,11 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use axum::{Router, middleware::from_fn, routing::any};
+use axum::{
+    Router,
+    middleware::{from_fn, from_fn_with_state},
+    routing::any,
+};
 use tower_http::{compression::CompressionLayer, trace::TraceLayer};
 use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite, session_store::ExpiredDeletion};
 use tower_sessions_sqlx_store::PostgresStore;
@@ -41,7 +45,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(rag::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
-        .layer(from_fn(auth::csrf::guard));
+        .layer(from_fn_with_state(state.clone(), auth::csrf::guard));
     // Browser routes (and the fallback): errors become pages, CSRF failures included.
     let pages = Router::new()
         .merge(auth::page_router())
@@ -54,7 +58,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(viewer::page_router())
         .merge(web::page_router())
         .fallback(not_found)
-        .layer(from_fn(auth::csrf::guard))
+        .layer(from_fn_with_state(state.clone(), auth::csrf::guard))
         .layer(from_fn(web::html_errors));
     api.merge(pages)
         .layer(sessions)

@@ -92,7 +92,12 @@ pub struct SignedIn {
 }
 
 fn bearer(parts: &Parts) -> Option<&str> {
-    let v = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    bearer_token(&parts.headers)
+}
+
+/// The token of `Authorization: Bearer <token>`, if that is the header's scheme.
+pub fn bearer_token(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let v = headers.get(AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
@@ -180,6 +185,10 @@ impl FromRequestParts<AppState> for SignedIn {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        // A request carrying credentials of its own never acts as the cookie's user.
+        if has_bearer(parts) {
+            return Err(AppError::Unauthorized);
+        }
         let session = session_of(parts, state).await?;
         signed_in(&session, state).await?.ok_or(AppError::Unauthorized)
     }

@@ -141,3 +141,60 @@ async fn an_oversized_json_body_is_413_not_422() {
     let (st, e) = c.post_json("/api/evidence/search", json!({"query": big})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::PAYLOAD_TOO_LARGE, "body_too_large"), "{e}");
 }
+
+#[tokio::test]
+async fn an_authorization_header_does_not_skip_csrf_for_cookie_requests() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let browser = app.login("owner@acme.test").await;
+    let post = |auth: Option<&'static str>, origin: Option<&'static str>| {
+        let mut r = browser.http.post(format!("{}/language", app.base)).form(&[("lang", "zh-CN"), ("next", "/")]);
+        if let Some(a) = auth {
+            r = r.header("authorization", a);
+        }
+        if let Some(o) = origin {
+            r = r.header("origin", o);
+        }
+        r
+    };
+    // Cookie + some other Authorization scheme, no CSRF token: refused (it used to pass).
+    let r = post(Some("Basic Zm9vOmJhcg=="), None).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "cookie + Basic without a CSRF token");
+    // Cookie + a bearer token that is not valid: refused, never served as the cookie's user.
+    let r = post(Some("Bearer mnote_x_not-a-token"), None).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // A valid token is its own user; the cookie-only routes refuse it.
+    let token = app.token(s.tenant_id, s.user_id).await;
+    let r = browser
+        .http
+        .post(format!("{}/tenants/switch", app.base))
+        .header("authorization", format!("Bearer {token}"))
+        .form(&[("tenant_id", s.tenant_id.to_string())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "a bearer request does not act as the cookie's user");
+    // With the session's CSRF token but from another site: refused.
+    let mut b = app.login("owner@acme.test").await;
+    b.page("/").await;
+    let csrf = b.csrf.clone().unwrap();
+    let r = b
+        .http
+        .post(format!("{}/language", app.base))
+        .header("origin", "https://evil.example")
+        .form(&[("lang", "zh-CN"), ("next", "/"), ("csrf_token", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "cross-site origin");
+    let r = b
+        .http
+        .post(format!("{}/language", app.base))
+        .header("origin", app.base.as_str())
+        .form(&[("lang", "zh-CN"), ("next", "/"), ("csrf_token", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "same origin with the token");
+    let _ = post;
+}
