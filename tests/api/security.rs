@@ -47,7 +47,6 @@ async fn an_owner_of_two_teams_cannot_leave_one_of_them_ownerless() {
     let a = app.bootstrap("alpha", "owner@two.test").await;
     // The same account also owns a second team.
     let b = app.bootstrap("beta", "other@beta.test").await;
-    let (_, _) = (a.user_id, b.tenant_id);
     mnote::tenants::add_user(&app.pool, b.tenant_id, "owner@two.test", "owner".parse().unwrap(), None).await.unwrap();
     let c = app.api(a.tenant_id, a.user_id).await;
     let (st, e) = c.send_json("PATCH", &format!("/api/members/{}", a.user_id), json!({"role": "admin"})).await;
@@ -196,5 +195,34 @@ async fn an_authorization_header_does_not_skip_csrf_for_cookie_requests() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER, "same origin with the token");
-    let _ = post;
+}
+
+#[tokio::test]
+async fn a_live_status_stream_ends_when_its_member_is_removed() {
+    use futures_util::StreamExt;
+    let app = spawn_app().await;
+    let k = crate::fixtures::kb_with_grant(&app).await;
+    let member = app.add_user(k.tenant, "member@acme.test", "member").await;
+    let mc = app.api(k.tenant, member).await;
+    let r = mc.get(&format!("/kbs/{}/events", k.kb)).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let mut stream = Box::pin(r.bytes_stream());
+    let first = tokio::time::timeout(std::time::Duration::from_secs(30), stream.next()).await.expect("the first event");
+    assert!(String::from_utf8_lossy(&first.unwrap().unwrap()).contains("event: sources"));
+    // Removed from the team, then a change of the KB: the stream ends instead of delivering it.
+    assert_eq!(k.client.delete(&format!("/api/members/{member}")).await, StatusCode::NO_CONTENT);
+    app.write_doc("team/new.md", "# new");
+    crate::fixtures::register(&k, &app, "team/new.md").await;
+    let mut rest = String::new();
+    let ended = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(c) => rest.push_str(&String::from_utf8_lossy(&c)),
+                Err(_) => break,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the stream stayed open after the member was removed");
+    assert!(!rest.contains("new.md") && !rest.contains("event: sources"), "{rest}");
 }
