@@ -52,6 +52,9 @@ pub struct Config {
     pub vector_retry_max: Duration,
     /// Knowledge RAG (LightRAG endpoints).
     pub rag: RagConfig,
+    /// `/metrics` wants `Authorization: Bearer <this>` (MNOTE_METRICS_TOKEN); without it only
+    /// direct loopback requests (not relayed by a proxy) are answered.
+    pub metrics_token: Option<SecretString>,
 }
 
 /// Knowledge RAG: which LightRAG URLs team admins may bind, how long a call may take, and the
@@ -230,6 +233,7 @@ impl Config {
             vector_retry_min: Duration::from_millis(parse("MNOTE_VECTOR_RETRY_MIN_MS", 2000u64)?.max(10)),
             vector_retry_max: Duration::from_secs(parse("MNOTE_VECTOR_RETRY_MAX_SECS", 300u64)?.max(1)),
             rag,
+            metrics_token: var("MNOTE_METRICS_TOKEN").map(|t| SecretString::new(t.trim())),
         })
     }
 
@@ -267,6 +271,7 @@ impl Config {
             vector_retry_min: Duration::from_secs(2),
             vector_retry_max: Duration::from_secs(300),
             rag: RagConfig::for_tests(),
+            metrics_token: None,
         }
     }
 

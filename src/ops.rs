@@ -91,13 +91,54 @@ async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
     Ok(total)
 }
 
-pub async fn metrics_endpoint(State(state): State<AppState>) -> Response {
+/// Who may read `/metrics`: with `MNOTE_METRICS_TOKEN`, a request bearing it; without, a
+/// request from this machine that no proxy relayed (the figures are the operator's, not a
+/// team's).
+fn metrics_allowed(cfg: &crate::config::Config, req: &axum::extract::Request) -> bool {
+    let headers = req.headers();
+    match &cfg.metrics_token {
+        Some(token) => {
+            let given = headers
+                .get(axum::http::header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "));
+            given.is_some_and(|g| {
+                let (a, b) = (g.trim().as_bytes(), token.expose().as_bytes());
+                a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+            })
+        }
+        None => {
+            let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
+            peer.is_some_and(|ip| ip.is_loopback())
+                && !headers.contains_key("x-forwarded-for")
+                && !headers.contains_key("forwarded")
+        }
+    }
+}
+
+/// The queue depth, counted at most every 15 s (a scrape must not walk every tenant each time).
+async fn queue_depth_cached(state: &AppState) -> anyhow::Result<i64> {
+    static LAST: std::sync::Mutex<Option<(Instant, i64)>> = std::sync::Mutex::new(None);
+    if let Some((at, n)) = *LAST.lock().expect("queue depth cache")
+        && at.elapsed() < std::time::Duration::from_secs(15)
+    {
+        return Ok(n);
+    }
+    let n = queue_depth(state).await?;
+    *LAST.lock().expect("queue depth cache") = Some((Instant::now(), n));
+    Ok(n)
+}
+
+pub async fn metrics_endpoint(State(state): State<AppState>, req: axum::extract::Request) -> Response {
+    if !metrics_allowed(&state.config, &req) {
+        return crate::error::AppError::Unauthorized.into_response();
+    }
     metrics::gauge!("db_pool_connections").set(state.pool.size() as f64);
     metrics::gauge!("db_pool_idle_connections").set(state.pool.num_idle() as f64);
     let vector = vector_report(&state);
     metrics::gauge!("vector_backend_healthy").set(if vector.code.is_none() { 1.0 } else { 0.0 });
     metrics::gauge!("vector_backend_consecutive_failures").set(vector.failures as f64);
-    match queue_depth(&state).await {
+    match queue_depth_cached(&state).await {
         Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
         Err(e) => tracing::warn!("queue depth: {e:#}"),
     }

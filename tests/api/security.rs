@@ -226,3 +226,21 @@ async fn a_live_status_stream_ends_when_its_member_is_removed() {
     assert!(ended.is_ok(), "the stream stayed open after the member was removed");
     assert!(!rest.contains("new.md") && !rest.contains("event: sources"), "{rest}");
 }
+
+#[tokio::test]
+async fn metrics_are_for_the_operator_only() {
+    // Without a token: direct loopback requests only, never one a proxy relayed.
+    let app = spawn_app().await;
+    assert_eq!(app.client().get("/metrics").await.status(), StatusCode::OK);
+    let relayed =
+        app.client().http.get(format!("{}/metrics", app.base)).header("x-forwarded-for", "203.0.113.7").send().await.unwrap();
+    assert_eq!(relayed.status(), StatusCode::UNAUTHORIZED, "through a proxy, /metrics is not public");
+    // With MNOTE_METRICS_TOKEN: only with it.
+    let app = spawn_app_with(|c| c.metrics_token = Some(mnote::config::SecretString::new("op-secret-1"))).await;
+    assert_eq!(app.client().get("/metrics").await.status(), StatusCode::UNAUTHORIZED);
+    let wrong = app.client().http.get(format!("{}/metrics", app.base)).bearer_auth("op-secret-2").send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let ok = app.client().http.get(format!("{}/metrics", app.base)).bearer_auth("op-secret-1").send().await.unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    assert!(ok.text().await.unwrap().contains("http_requests_total"));
+}
