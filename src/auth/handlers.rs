@@ -111,8 +111,10 @@ pub async fn login(
         *resp.status_mut() = axum::http::StatusCode::UNAUTHORIZED;
         return Ok(resp);
     };
-    // New session id at privilege change (session fixation).
+    // New session id and a new CSRF token at privilege change (session fixation; a token
+    // seen before sign-in is worth nothing after it).
     session.cycle_id().await.map_err(session_err)?;
+    session.remove::<String>(super::csrf::KEY).await.map_err(session_err)?;
     session.insert(USER_ID, user.id).await.map_err(session_err)?;
     session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
     if let Some(l) = user.locale.as_deref() {

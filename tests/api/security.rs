@@ -244,3 +244,39 @@ async fn metrics_are_for_the_operator_only() {
     assert_eq!(ok.status(), StatusCode::OK);
     assert!(ok.text().await.unwrap().contains("http_requests_total"));
 }
+
+#[tokio::test]
+async fn signing_in_rotates_the_csrf_token() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.client();
+    c.page("/login").await;
+    let before = c.csrf.clone().expect("the login form's token");
+    let r = c
+        .http
+        .post(format!("{}/login", app.base))
+        .form(&[("email", "owner@acme.test"), ("password", PASSWORD), ("csrf_token", before.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    c.page("/").await;
+    let after = c.csrf.clone().unwrap();
+    assert_ne!(before, after, "a new token after sign-in");
+    let r = c
+        .http
+        .post(format!("{}/language", app.base))
+        .form(&[("lang", "zh-CN"), ("next", "/"), ("csrf_token", before.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "the pre-login token is refused");
+    let r = c
+        .http
+        .post(format!("{}/language", app.base))
+        .form(&[("lang", "zh-CN"), ("next", "/"), ("csrf_token", after.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+}
