@@ -539,6 +539,24 @@ async fn echoing_lightrag(
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
+/// Every log line of this test binary from now on (a process-wide subscriber: a thread-local
+/// one misses events whose call sites other test threads already registered without one).
+fn captured_logs() -> Captured {
+    static LOGS: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Captured::default();
+        let sink = logs.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::INFO)
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber).expect("no other global subscriber in the API tests");
+        logs
+    })
+    .clone()
+}
+
 impl std::io::Write for Captured {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap().extend_from_slice(b);
@@ -551,14 +569,7 @@ impl std::io::Write for Captured {
 
 #[tokio::test]
 async fn tenants_and_private_kbs_never_see_each_others_references_and_keys_never_show() {
-    let logs = Captured::default();
-    let sink = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let logs = captured_logs();
 
     // Both endpoints return references to every source of both tenants.
     let files = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
