@@ -6,15 +6,10 @@ use crate::startup;
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Rag { tenant, lightrag_url, lightrag_key_file, docs, queries, rounds } => {
-            let key_file = lightrag_key_file.or_else(|| {
-                let f = std::path::PathBuf::from(std::env::var("MNOTE_DATA_DIR").unwrap_or_else(|_| "./data".into()))
-                    .join("lightrag/api.key");
-                f.exists().then_some(f)
-            });
             crate::rag::bench::run(crate::rag::bench::BenchArgs {
                 tenant: &tenant,
                 url: &lightrag_url,
-                key_file: key_file.as_deref(),
+                key_file: lightrag_key_file.as_deref(),
                 docs: &docs,
                 queries,
                 rounds,

@@ -99,11 +99,14 @@ async fn wait_gone(lr: &LightRag, ids: &[String]) -> anyhow::Result<()> {
 }
 
 pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
-    let key = match a.key_file {
-        Some(f) => Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?.trim().to_string()),
-        None => std::env::var("MNOTE_BENCH_LIGHTRAG_KEY").ok(),
-    };
     let (mut cfg, pool) = app_pool().await?;
+    // The key: --lightrag-key-file, else `./dev lightrag`'s in the data dir, else none.
+    let key_file =
+        a.key_file.map(Path::to_path_buf).or_else(|| Some(cfg.data_dir.join("lightrag/api.key")).filter(|f| f.exists()));
+    let key = match &key_file {
+        Some(f) => Some(std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?.trim().to_string()),
+        None => None,
+    };
     cfg.rag.allowed_urls = vec![a.url.to_string()];
     if cfg.rag.secret_key.is_none() {
         cfg.rag.secret_key = Some(crate::platform::crypto::MasterKey::generate());
@@ -329,15 +332,16 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
                 .map(|i| &all[i]);
             if r.match_quality == MatchQuality::Exact && truth.is_some_and(|(id, _)| Some(*id) == r.evidence_id) {
                 exact_right += 1;
-            } else if std::env::var_os("MNOTE_BENCH_DEBUG").is_some() {
+            } else {
+                // RUST_LOG=mnote::rag::bench=debug shows each miss.
                 let chosen = all.iter().find(|(id, _)| Some(*id) == r.evidence_id).map(|x| x.1.as_str()).unwrap_or("-");
-                eprintln!(
-                    "MISS {:?} {}\n  chunk: {:?}\n  ours:  {:?}\n  truth: {:?}",
-                    r.match_quality,
-                    r.source_path,
-                    c.content.chars().take(80).collect::<String>(),
-                    chosen.chars().take(80).collect::<String>(),
-                    truth.map(|t| t.1.chars().take(80).collect::<String>())
+                tracing::debug!(
+                    quality = ?r.match_quality,
+                    source = %r.source_path,
+                    chunk = %c.content.chars().take(80).collect::<String>(),
+                    ours = %chosen.chars().take(80).collect::<String>(),
+                    truth = ?truth.map(|t| t.1.chars().take(80).collect::<String>()),
+                    "mapping miss"
                 );
             }
         }
