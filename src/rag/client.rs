@@ -271,23 +271,29 @@ pub fn doc_id_of(file_source: &str) -> String {
     format!("doc-{}", hex::encode(md5::Md5::digest(name.as_bytes())))
 }
 
-/// The outbound client for a timeout, built once per process (connection pools are shared
-/// by every LightRAG endpoint; a client per request would pay its set-up every query).
-fn shared_http(timeout: Duration) -> Result<Client, RagError> {
-    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<Vec<(Duration, Client)>>> = std::sync::OnceLock::new();
+/// The outbound client for a timeout and retry count, built once per process (connection
+/// pools are shared by every LightRAG endpoint; a client per request would pay its set-up
+/// every query).
+fn shared_http(timeout: Duration, retries: u32) -> Result<Client, RagError> {
+    type Clients = Vec<((Duration, u32), Client)>;
+    static CLIENTS: std::sync::OnceLock<std::sync::Mutex<Clients>> = std::sync::OnceLock::new();
     let mut clients = CLIENTS.get_or_init(Default::default).lock().expect("LightRAG clients");
-    if let Some((_, c)) = clients.iter().find(|(t, _)| *t == timeout) {
+    if let Some((_, c)) = clients.iter().find(|(k, _)| *k == (timeout, retries)) {
         return Ok(c.clone());
     }
     let c = Client::builder()
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .timeout(timeout)
-        .retries(2, Duration::from_millis(200))
+        .retries(retries, Duration::from_millis(200))
         .build()
         .map_err(RagError::of_http)?;
-    clients.push((timeout, c.clone()));
+    clients.push(((timeout, retries), c.clone()));
     Ok(c)
 }
+
+/// A health probe waits at most this long, once (status pages and "Test connection" answer
+/// promptly while an endpoint is down).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// One LightRAG server.
 #[derive(Clone, Debug)]
@@ -311,7 +317,12 @@ impl LightRag {
         }
         base.set_query(None);
         base.set_fragment(None);
-        Ok(LightRag { base, key: key.filter(|k| !k.expose().is_empty()), http: shared_http(timeout)? })
+        Ok(LightRag { base, key: key.filter(|k| !k.expose().is_empty()), http: shared_http(timeout, 2)? })
+    }
+
+    /// The same endpoint for a quick probe: `PROBE_TIMEOUT` (or less), no retries.
+    pub fn probe(&self, timeout: Duration) -> Result<Self, RagError> {
+        Ok(LightRag { http: shared_http(timeout.min(PROBE_TIMEOUT), 0)?, ..self.clone() })
     }
 
     fn url(&self, path: &str) -> reqwest::Url {

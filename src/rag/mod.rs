@@ -32,9 +32,10 @@ pub struct ErrorView {
     pub message: String,
 }
 
-/// Ask an endpoint whether it is up and the key is accepted: LightRAG's version.
+/// Ask an endpoint whether it is up and the key is accepted (a quick probe, no retries):
+/// LightRAG's version.
 pub async fn check(cfg: &RagConfig, b: &binding::Binding) -> Result<Option<String>, client::RagError> {
-    let c = b.client(cfg)?;
+    let c = b.client(cfg)?.probe(cfg.timeout)?;
     let h = c.health().await?;
     c.verify_key().await?;
     Ok(h.core_version)
