@@ -40,8 +40,6 @@ create table rag_doc (
     -- the text sent holds OCR text (images, scanned pages): checked once processed
     ocr_expected boolean not null default false,
     ocr_text_exposed boolean,
-    -- characters of text sent (the `text` method), to check what LightRAG says it holds
-    sent_chars integer,
     error_code text,
     error_message text,
     attempts integer not null default 0,

@@ -97,16 +97,8 @@ async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
 fn metrics_allowed(cfg: &crate::config::Config, req: &axum::extract::Request) -> bool {
     let headers = req.headers();
     match &cfg.metrics_token {
-        Some(token) => {
-            let given = headers
-                .get(axum::http::header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "));
-            given.is_some_and(|g| {
-                let (a, b) = (g.trim().as_bytes(), token.expose().as_bytes());
-                a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-            })
-        }
+        Some(token) => crate::auth::bearer_token(headers)
+            .is_some_and(|g| crate::platform::secret::constant_time_eq(g.trim().as_bytes(), token.expose().as_bytes())),
         None => {
             let peer = req.extensions().get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0.ip());
             peer.is_some_and(|ip| ip.is_loopback())

@@ -39,10 +39,6 @@ pub async fn token(session: &Session) -> Result<String, AppError> {
     Ok(t)
 }
 
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 fn from_pairs(raw: &str) -> Option<String> {
     serde_urlencoded::from_str::<Vec<(String, String)>>(raw).ok()?.into_iter().find_map(|(k, v)| (k == FIELD).then_some(v))
 }
@@ -125,7 +121,7 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
         req
     };
     match provided {
-        Some(p) if same(&p, &expected) => next.run(req).await,
+        Some(p) if crate::platform::secret::constant_time_eq(p.as_bytes(), expected.as_bytes()) => next.run(req).await,
         _ => AppError::CsrfFailed.into_response(),
     }
 }

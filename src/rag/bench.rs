@@ -127,7 +127,7 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
     let (token_id, token) = crate::auth::tokens::create(&mut tx, actor.tenant_id, actor.user_id, "bench rag").await?;
     tx.commit().await?;
-    let http = reqwest::Client::new();
+    let http = crate::platform::http::Client::builder().build()?.reqwest().clone();
     let auth = format!("Bearer {token}");
 
     let ctx =
@@ -202,10 +202,10 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
         let text = super::docs::artifact_text(&mut tx, w.id, &w.indexed_hash).await?;
         let source = crate::sources::queries::get(&mut tx, w.id).await?.context("source")?;
         let path = crate::ingest::pipeline::locate(&mut tx, cfg, &source).await?.map_err(|e| anyhow::anyhow!("{}", e.1))?;
+        let scanned = super::docs::has_ocr(&mut tx, w.id, &w.indexed_hash).await?;
         tx.commit().await?;
         let name = format!("bench-direct-{stamp}-{}", w.resource_path.rsplit('/').next().unwrap_or("x"), stamp = kb_id.simple());
-        let is_text = matches!(w.kind.0, crate::evidence::SourceKind::Image)
-            || name.ends_with(".pdf") && super::sync::has_ocr(pool, actor.tenant_id, w).await?;
+        let is_text = matches!(w.kind.0, crate::evidence::SourceKind::Image) || scanned;
         if is_text {
             lr.insert_text(&name, text.as_deref().unwrap_or(" ")).await?;
         } else {

@@ -23,6 +23,11 @@ pub struct SourceBlocks {
 }
 
 impl SourceBlocks {
+    /// A source version without blocks.
+    pub fn empty() -> Self {
+        SourceBlocks { ids: Vec::new(), texts: Vec::new(), is_ocr: Vec::new(), exact: Vec::new(), stream: Stream::new(&[]) }
+    }
+
     pub fn len(&self) -> usize {
         self.ids.len()
     }

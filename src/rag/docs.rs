@@ -67,7 +67,6 @@ pub struct DocRow {
     pub track_id: Option<String>,
     pub ocr_expected: bool,
     pub ocr_text_exposed: Option<bool>,
-    pub sent_chars: Option<i32>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub attempts: i32,
@@ -86,7 +85,7 @@ impl From<String> for StateCol {
 }
 
 const COLUMNS: &str = "binding_id, source_id, file_source, doc_id, source_hash, method, status, track_id, ocr_expected, \
-                       ocr_text_exposed, sent_chars, error_code, error_message, attempts, run_after, sent_at";
+                       ocr_text_exposed, error_code, error_message, attempts, run_after, sent_at";
 
 pub async fn of_binding(conn: &mut PgConnection, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
     sqlx::query_as(&format!("select {COLUMNS} from rag_doc where binding_id = $1 order by source_id"))
@@ -135,6 +134,15 @@ pub async fn artifact_text(conn: &mut PgConnection, source: Uuid, hash: &str) ->
         .await
 }
 
+/// Whether a source version holds OCR text (images, scanned PDF pages).
+pub async fn has_ocr(conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<bool> {
+    sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
+        .bind(source)
+        .bind(hash)
+        .fetch_one(conn)
+        .await
+}
+
 /// The LightRAG name of a source's document: `mnote-<sourceId>-<basename>`.
 pub fn file_source(source_id: Uuid, resource_path: &str) -> String {
     let base = resource_path.rsplit('/').next().unwrap_or(resource_path);
@@ -159,18 +167,17 @@ pub struct Sent<'a> {
     pub method: &'a str,
     pub track_id: &'a str,
     pub ocr_expected: bool,
-    pub sent_chars: Option<i32>,
 }
 
 pub async fn record_sent(conn: &mut PgConnection, tenant: Uuid, s: &Sent<'_>) -> sqlx::Result<()> {
     sqlx::query(
         "insert into rag_doc (tenant_id, binding_id, source_id, file_source, doc_id, source_hash, method, status,
-             track_id, ocr_expected, ocr_text_exposed, sent_chars, attempts, sent_at)
-         values ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, null, $10, 0, now())
+             track_id, ocr_expected, ocr_text_exposed, attempts, sent_at)
+         values ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, null, 0, now())
          on conflict (tenant_id, binding_id, source_id) do update set file_source = excluded.file_source,
              doc_id = excluded.doc_id, source_hash = excluded.source_hash, method = excluded.method, status = 'pending',
              track_id = excluded.track_id, ocr_expected = excluded.ocr_expected, ocr_text_exposed = null,
-             sent_chars = excluded.sent_chars, error_code = null, error_message = null, sent_at = now(), updated_at = now()",
+             error_code = null, error_message = null, sent_at = now(), updated_at = now()",
     )
     .bind(tenant)
     .bind(s.binding)
@@ -181,7 +188,6 @@ pub async fn record_sent(conn: &mut PgConnection, tenant: Uuid, s: &Sent<'_>) ->
     .bind(s.method)
     .bind(s.track_id)
     .bind(s.ocr_expected)
-    .bind(s.sent_chars)
     .execute(conn)
     .await?;
     Ok(())

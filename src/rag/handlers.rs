@@ -79,12 +79,17 @@ pub async fn get_binding(State(state): State<AppState>, auth: Auth, Path(kb): Pa
 }
 
 /// "Test connection": `/health` and the key, now.
-pub async fn test_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
-    let mut tx = auth.tx(&state).await?;
-    crate::kbs::managed(&mut tx, &auth, kb).await?;
+/// Test a managed KB's endpoint now (API and page).
+pub async fn test_kb(state: &AppState, auth: &Auth, kb: Uuid) -> AppResult<BindingView> {
+    let mut tx = auth.tx(state).await?;
+    crate::kbs::managed(&mut tx, auth, kb).await?;
     let b = binding::active(&mut tx, kb).await?.ok_or(AppError::NotFound)?;
     tx.commit().await?;
-    Ok(Json(test(&state, &auth, b).await?))
+    test(state, auth, b).await
+}
+
+pub async fn test_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
+    Ok(Json(test_kb(&state, &auth, kb).await?))
 }
 
 pub async fn unbind(state: &AppState, auth: &Auth, kb: Uuid) -> AppResult<()> {

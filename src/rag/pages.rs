@@ -15,7 +15,7 @@ use super::{
     binding::{self, BindingView},
     client::QueryMode,
     handlers::{self, BindBody},
-    query::{self, QueryInput, QueryResult, QuoteSource},
+    query::{self, AnswerPart, QueryInput, QueryResult, QuoteSource, answer_parts},
     status::{self, Item},
 };
 use crate::{
@@ -62,8 +62,9 @@ fn item_row(ctx: &PageCtx, item: Item) -> ItemRow {
     ItemRow { item, state, notes }
 }
 
-pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
+/// A visible KB, its live binding and the sync state of its sources (rows in words).
+async fn kb_state(state: &AppState, page: &Page, id: Uuid) -> AppResult<(crate::kbs::Kb, Option<BindingView>, Vec<ItemRow>)> {
+    let mut tx = page.auth.tx(state).await?;
     let kb = crate::kbs::visible(&mut tx, &page.auth, id).await?;
     let b = binding::active(&mut tx, id).await?;
     let items = match &b {
@@ -71,24 +72,21 @@ pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Pa
         None => Vec::new(),
     };
     tx.commit().await?;
-    let items = items.into_iter().map(|i| item_row(&page.ctx, i)).collect();
+    let rows = items.into_iter().map(|i| item_row(&page.ctx, i)).collect();
+    Ok((kb, b.map(|b| b.view()), rows))
+}
+
+pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let (kb, binding, items) = kb_state(&state, &page, id).await?;
     let allowed = if kb.can_manage { state.config.rag.allowed_urls.clone() } else { Vec::new() };
-    render(KbRagPage { ctx: page.ctx, kb, binding: b.map(|b| b.view()), items, allowed })
+    render(KbRagPage { ctx: page.ctx, kb, binding, items, allowed })
 }
 
 /// The rows of the sync table, for the page's live refresh.
 pub async fn status_json(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
-    let mut tx = page.auth.tx(&state).await?;
-    crate::kbs::visible(&mut tx, &page.auth, id).await?;
-    let b = binding::active(&mut tx, id).await?;
-    let items = match &b {
-        Some(b) => status::items(&mut tx, b).await?,
-        None => Vec::new(),
-    };
-    tx.commit().await?;
+    let (_, _, items) = kb_state(&state, &page, id).await?;
     let rows: Vec<serde_json::Value> = items
         .into_iter()
-        .map(|i| item_row(&page.ctx, i))
         .map(|r| serde_json::json!({ "sourceId": r.item.source_id, "state": r.state, "status": r.item.lightrag_status, "notes": r.notes }))
         .collect();
     Ok(Json(serde_json::json!({ "items": rows })))
@@ -137,15 +135,7 @@ pub async fn bind_form(
 }
 
 pub async fn test_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    let mut tx = page.auth.tx(&state).await?;
-    crate::kbs::managed(&mut tx, &page.auth, id).await?;
-    let b = binding::active(&mut tx, id).await?.ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    let outcome = super::check(&state.config.rag, &b).await;
-    let mut tx = page.auth.tx(&state).await?;
-    binding::record_check(&mut tx, b.id, outcome.as_ref().map(|v| v.as_deref())).await?;
-    let v = binding::active(&mut tx, id).await?.ok_or(AppError::NotFound)?.view();
-    tx.commit().await?;
+    let v = handlers::test_kb(&state, &page.auth, id).await?;
     back(&session, id, Ok(check_words(&page.ctx, &v))).await
 }
 
@@ -198,24 +188,15 @@ struct RefView {
 
 fn view_of(ctx: &PageCtx, r: QueryResult) -> AskView {
     let url_of = |n: &str| r.references.iter().find(|x| x.reference_id == n).map(|x| x.citation_url.clone());
-    let mut answer = Vec::new();
     let text = r.answer.clone().unwrap_or_default();
-    let mut rest = text.as_str();
-    while let Some(i) = rest.find('[') {
-        let after = &rest[i + 1..];
-        match after.find(']').map(|j| (j, &after[..j])) {
-            Some((j, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) && url_of(n).is_some() => {
-                answer.push((rest[..i].to_string(), None));
-                answer.push((String::new(), Some((n.to_string(), url_of(n).unwrap_or_default()))));
-                rest = &after[j + 1..];
-            }
-            _ => {
-                answer.push((rest[..=i].to_string(), None));
-                rest = after;
-            }
-        }
-    }
-    answer.push((rest.to_string(), None));
+    let answer = answer_parts(&text)
+        .into_iter()
+        .map(|p| match p {
+            AnswerPart::Marker(n) if url_of(n).is_some() => (String::new(), Some((n.to_string(), url_of(n).unwrap_or_default()))),
+            AnswerPart::Marker(n) => (format!("[{n}]"), None),
+            AnswerPart::Text(t) => (t.to_string(), None),
+        })
+        .collect();
     let refs = r
         .references
         .iter()

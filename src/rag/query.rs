@@ -309,31 +309,56 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     Ok(out)
 }
 
-/// Rewrite `[k]` markers of one endpoint's answer to our reference numbers (markers of
-/// dropped references become `[–]`: nothing the caller may see backs them).
-fn renumber_markers(answer: &str, map: &[(String, String)]) -> String {
-    let mut out = String::with_capacity(answer.len());
+/// A piece of an answer: text, or a `[n]` citation marker (its number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerPart<'a> {
+    Text(&'a str),
+    Marker(&'a str),
+}
+
+/// An answer cut at its `[n]` markers (digits only; `[x]` or `[]` stay text).
+pub fn answer_parts(answer: &str) -> Vec<AnswerPart<'_>> {
+    let mut parts = Vec::new();
     let mut rest = answer;
+    let mut text_from = 0;
+    let mut at = 0;
     while let Some(i) = rest.find('[') {
-        out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
         match after.find(']') {
             Some(j) if j > 0 && after[..j].chars().all(|c| c.is_ascii_digit()) => {
-                let id = &after[..j];
-                match map.iter().find(|(p, _)| p == id) {
-                    Some((_, n)) => out.push_str(&format!("[{n}]")),
-                    None => out.push_str("[–]"),
+                if at + i > text_from {
+                    parts.push(AnswerPart::Text(&answer[text_from..at + i]));
                 }
+                parts.push(AnswerPart::Marker(&after[..j]));
+                at += i + 1 + j + 1;
+                text_from = at;
                 rest = &after[j + 1..];
             }
             _ => {
-                out.push('[');
+                at += i + 1;
                 rest = after;
             }
         }
     }
-    out.push_str(rest);
-    out
+    if text_from < answer.len() {
+        parts.push(AnswerPart::Text(&answer[text_from..]));
+    }
+    parts
+}
+
+/// Rewrite `[k]` markers of one endpoint's answer to our reference numbers (markers of
+/// dropped references become `[–]`: nothing the caller may see backs them).
+fn renumber_markers(answer: &str, map: &[(String, String)]) -> String {
+    answer_parts(answer)
+        .into_iter()
+        .map(|p| match p {
+            AnswerPart::Text(t) => t.to_string(),
+            AnswerPart::Marker(id) => match map.iter().find(|(p, _)| p == id) {
+                Some((_, n)) => format!("[{n}]"),
+                None => "[–]".to_string(),
+            },
+        })
+        .collect()
 }
 
 #[derive(sqlx::FromRow)]
@@ -376,7 +401,8 @@ pub async fn cite(
             mapped(b, &rendered, query)
         }
         Some(b) => mapped(b, chunks, query),
-        None => Mapped::nothing(chunks),
+        // Not indexed yet: no block to align to or to enrich from.
+        None => mapped(&SourceBlocks::empty(), chunks, query),
     };
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
@@ -403,29 +429,6 @@ struct Mapped {
     has_ocr: bool,
     ocr_in_blocks: bool,
     exact_block: bool,
-}
-
-impl Mapped {
-    fn nothing(chunks: &[String]) -> Self {
-        let only_placeholder =
-            !chunks.is_empty() && chunks.iter().all(|c| mapping::is_image_placeholder(c) || c.trim().is_empty());
-        let usable = chunks.iter().find(|c| !mapping::is_image_placeholder(c) && !c.trim().is_empty());
-        Mapped {
-            quality: if usable.is_some() { MatchQuality::Unmatched } else { MatchQuality::FileOnly },
-            first: None,
-            count: 0,
-            quote: usable.map(|c| clip(c)).unwrap_or_default(),
-            quote_source: match (usable, only_placeholder) {
-                (Some(_), _) => QuoteSource::Chunk,
-                (None, true) => QuoteSource::Placeholder,
-                (None, false) => QuoteSource::Missing,
-            },
-            only_placeholder,
-            has_ocr: false,
-            ocr_in_blocks: false,
-            exact_block: false,
-        }
-    }
 }
 
 fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
@@ -575,6 +578,10 @@ mod tests {
     fn answer_markers_follow_the_kept_references() {
         let map = vec![("1".to_string(), "3".to_string()), ("2".to_string(), "4".to_string())];
         assert_eq!(renumber_markers("A [1], B [2] and C [5]; see [x] [].", &map), "A [3], B [4] and C [–]; see [x] [].");
+        assert_eq!(
+            answer_parts("[1]a [x] b[22]"),
+            vec![AnswerPart::Marker("1"), AnswerPart::Text("a [x] b"), AnswerPart::Marker("22")]
+        );
     }
 
     #[test]

@@ -189,19 +189,6 @@ enum Payload {
     Text { text: String, ocr: bool },
 }
 
-/// Whether the indexed version of a source holds OCR text (images, scanned PDF pages).
-pub async fn has_ocr(pool: &PgPool, tenant: Uuid, w: &Wanted) -> sqlx::Result<bool> {
-    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let has: bool =
-        sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
-            .bind(w.id)
-            .bind(&w.indexed_hash)
-            .fetch_one(&mut *tx)
-            .await?;
-    tx.commit().await?;
-    Ok(has)
-}
-
 /// `as_text` forces our text for a kind LightRAG would parse (it failed to parse the file).
 async fn payload(
     pool: &PgPool,
@@ -210,8 +197,8 @@ async fn payload(
     w: &Wanted,
     force_text: bool,
 ) -> Result<Result<Payload, (&'static str, String)>, Step> {
-    let has_ocr = has_ocr(pool, tenant, w).await?;
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let has_ocr = docs::has_ocr(&mut tx, w.id, &w.indexed_hash).await?;
     let kind = w.kind.0;
     let as_text = force_text || kind == SourceKind::Image || has_ocr || !cfg.rag.upload_kinds.contains(&kind);
     if as_text {
@@ -287,9 +274,9 @@ async fn send(
     if !ids.is_empty() {
         client.delete_documents(&ids).await?;
     }
-    let (method, ocr, chars) = match &p {
-        Payload::File(_) => ("upload", false, None),
-        Payload::Text { text, ocr } => ("text", *ocr, Some(text.chars().count() as i32)),
+    let (method, ocr) = match &p {
+        Payload::File(_) => ("upload", false),
+        Payload::Text { ocr, .. } => ("text", *ocr),
     };
     // LightRAG deletes in the background and answers 409 while the old name is still there.
     let mut attempt = 0;
@@ -323,7 +310,6 @@ async fn send(
             method,
             track_id: &inserted.track_id,
             ocr_expected: ocr,
-            sent_chars: chars,
         },
     )
     .await?;
