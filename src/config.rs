@@ -55,6 +55,60 @@ pub struct Config {
     /// `/metrics` wants `Authorization: Bearer <this>` (MNOTE_METRICS_TOKEN); without it only
     /// direct loopback requests (not relayed by a proxy) are answered.
     pub metrics_token: Option<SecretString>,
+    /// AI runs: agent endpoints and commands (operator-controlled), limits.
+    pub agents: AgentsConfig,
+}
+
+/// AI runs. Team admins configure `hermes`/`chat_only` endpoints, but only inside
+/// `allowed_urls`; the ACP command of `reasonix` comes from here only, never from a team admin.
+#[derive(Clone, Debug)]
+pub struct AgentsConfig {
+    /// URL prefixes an agent endpoint may use (MNOTE_AGENT_ALLOWED_URLS, comma-separated).
+    pub allowed_urls: Vec<String>,
+    /// The ACP agent program of `reasonix` and its arguments (MNOTE_ACP_REASONIX_COMMAND,
+    /// split on whitespace); `None`: reasonix runs on builtin.
+    pub acp_command: Option<Vec<String>>,
+    /// No chunk from the model / agent for this long fails the run (`agent_timeout`).
+    pub idle_timeout: Duration,
+    /// A whole run may take at most this long.
+    pub run_timeout: Duration,
+    /// Tool-call rounds the openai runtime allows before it must answer.
+    pub max_tool_rounds: usize,
+    /// Address-space limit of an ACP agent process.
+    pub acp_memory_bytes: u64,
+    /// Runs one process executes at once (more wait as `pending`).
+    pub max_concurrent_runs: usize,
+}
+
+impl AgentsConfig {
+    fn from_env() -> anyhow::Result<Self> {
+        Ok(AgentsConfig {
+            allowed_urls: var("MNOTE_AGENT_ALLOWED_URLS")
+                .map(|v| v.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect())
+                .unwrap_or_default(),
+            acp_command: var("MNOTE_ACP_REASONIX_COMMAND")
+                .map(|c| c.split_whitespace().map(String::from).collect::<Vec<_>>())
+                .filter(|c| !c.is_empty()),
+            idle_timeout: Duration::from_secs(parse("MNOTE_AGENT_IDLE_TIMEOUT_SECS", 60u64)?.max(1)),
+            run_timeout: Duration::from_secs(parse("MNOTE_AGENT_RUN_TIMEOUT_SECS", 600u64)?.max(1)),
+            max_tool_rounds: parse("MNOTE_AGENT_MAX_TOOL_ROUNDS", 4usize)?.max(1),
+            acp_memory_bytes: 1024 * 1024 * parse("MNOTE_ACP_MEMORY_MB", 2048u64)?,
+            max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
+        })
+    }
+
+    /// Nothing allowed, no ACP command, short timeouts.
+    pub fn for_tests() -> Self {
+        AgentsConfig {
+            allowed_urls: Vec::new(),
+            acp_command: None,
+            idle_timeout: Duration::from_secs(5),
+            run_timeout: Duration::from_secs(60),
+            max_tool_rounds: 4,
+            acp_memory_bytes: 2 << 30,
+            max_concurrent_runs: 8,
+        }
+    }
 }
 
 /// Knowledge RAG: which LightRAG URLs team admins may bind, how long a call may take, and the
@@ -234,6 +288,7 @@ impl Config {
             vector_retry_max: Duration::from_secs(parse("MNOTE_VECTOR_RETRY_MAX_SECS", 300u64)?.max(1)),
             rag,
             metrics_token: var("MNOTE_METRICS_TOKEN").map(|t| SecretString::new(t.trim())),
+            agents: AgentsConfig::from_env()?,
         })
     }
 
@@ -272,6 +327,7 @@ impl Config {
             vector_retry_max: Duration::from_secs(300),
             rag: RagConfig::for_tests(),
             metrics_token: None,
+            agents: AgentsConfig::for_tests(),
         }
     }
 

@@ -3,6 +3,7 @@
 
 rust_i18n::i18n!("locales", fallback = "en");
 
+pub mod agents; // agent runtimes (builtin, openai, acp), the tool registry, the run executor, citation checks
 pub mod auth; // passwords, sessions, CSRF, login rate limit, API tokens, the `Auth` extractor
 pub mod cli; // the `mnote` command line (clap definitions, dispatch, one file per command group)
 pub mod config; // Config::from_env
@@ -12,6 +13,7 @@ pub mod error; // AppError: JSON for /api, an HTML page for the browser
 pub mod evidence; // the locator, source kinds and statuses, citation places
 pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
+pub mod journal; // the run journal: ai_run + ai_run_event, the /api/page-ai/runs API, SSE, the lease reconciler
 pub mod kbs; // knowledge bases and their members
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod platform; // child-process supervisor, outbound HTTP client, SecretString, secrets at rest

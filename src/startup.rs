@@ -13,11 +13,11 @@ use tower_sessions::{Expiry, SessionManagerLayer, cookie::SameSite, session_stor
 use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::{
-    auth,
+    agents, auth,
     config::Config,
     db,
     error::AppError,
-    grants, kbs, ops, rag, search, sources,
+    grants, journal, kbs, ops, rag, search, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -43,6 +43,8 @@ pub fn build_router(state: AppState) -> Router {
         .merge(sources::api_router(cfg))
         .merge(search::api_router())
         .merge(rag::api_router())
+        .merge(journal::api_router())
+        .merge(agents::config::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));
@@ -101,6 +103,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         state.source_events.subscribe(),
         stop_rx.clone(),
     ));
+    let reconciler = tokio::spawn(crate::journal::reconcile::run(state.pool.clone(), stop_rx.clone()));
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
@@ -115,6 +118,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     }
     let _ = watcher.await;
     let _ = rag_sync.await;
+    let _ = reconciler.await;
     tracing::info!("server stopped");
     Ok(())
 }

@@ -24,6 +24,13 @@ pub struct AppState {
     pub vector_health: Arc<crate::search::vector_health::VectorHealth>,
     /// Evidence blocks of recently cited source versions (knowledge-RAG reference mapping).
     pub rag_blocks: Arc<crate::rag::blocks::BlockCache>,
+    /// Run journal wake-ups (`<tenant>:<run>:<seq>`, `<tenant>:<run>:cancel`) relayed from
+    /// Postgres `LISTEN mnote_run`: one listener per process, shared by every SSE client.
+    pub run_events: tokio::sync::broadcast::Sender<String>,
+    /// This process, as the owner of the run leases it holds.
+    pub instance_id: Arc<str>,
+    /// Runs this process executes at once.
+    pub run_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -31,9 +38,12 @@ impl AppState {
     pub fn new(pool: PgPool, config: Config) -> Self {
         let (tx, _) = tokio::sync::broadcast::channel(256);
         tokio::spawn(crate::db::notify::relay(pool.clone(), "mnote_source", tx.clone()));
+        let (run_events, _) = tokio::sync::broadcast::channel(4096);
+        tokio::spawn(crate::db::notify::relay(pool.clone(), "mnote_run", run_events.clone()));
         let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
         let vector_health =
             Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
+        let run_slots = Arc::new(tokio::sync::Semaphore::new(config.agents.max_concurrent_runs));
         AppState {
             pool,
             config: Arc::new(config),
@@ -43,6 +53,9 @@ impl AppState {
             lexical_mirror,
             vector_health,
             rag_blocks: Arc::new(crate::rag::blocks::BlockCache::new(256)),
+            run_events,
+            instance_id: format!("{}:{}", std::process::id(), uuid::Uuid::new_v4().simple()).into(),
+            run_slots,
         }
     }
 

@@ -210,6 +210,48 @@ impl Client {
     }
 }
 
+/// Why a URL is not on an operator's allow-list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AllowList {
+    /// Not http(s), or with userinfo, a query or a fragment.
+    Malformed,
+    /// The list is empty.
+    NoneAllowed,
+    NotAllowed,
+}
+
+/// `url` normalised (`scheme://host[:port]/path`, no trailing slash) if it lies under one of
+/// `allowed` (URL prefixes, compared after the same normalisation, path-segment aware).
+pub fn allow_listed(allowed: &[String], url: &str) -> Result<String, AllowList> {
+    let normal = normalise_url(url).ok_or(AllowList::Malformed)?;
+    if allowed.is_empty() {
+        return Err(AllowList::NoneAllowed);
+    }
+    if allowed.iter().filter_map(|p| normalise_url(p)).any(|p| normal.starts_with(&p)) {
+        Ok(normal.trim_end_matches('/').to_string())
+    } else {
+        Err(AllowList::NotAllowed)
+    }
+}
+
+fn normalise_url(url: &str) -> Option<String> {
+    let u = reqwest::Url::parse(url.trim()).ok()?;
+    if !matches!(u.scheme(), "http" | "https")
+        || u.host_str().is_none()
+        || !u.username().is_empty()
+        || u.password().is_some()
+        || u.query().is_some()
+        || u.fragment().is_some()
+    {
+        return None;
+    }
+    let mut s = u.to_string();
+    if !s.ends_with('/') {
+        s.push('/');
+    }
+    Some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{

@@ -90,37 +90,22 @@ fn open_key(cfg: &RagConfig, kb_id: Uuid, sealed: &[u8]) -> Result<SecretString,
     String::from_utf8(plain).map(SecretString::new).map_err(|_| unusable("the stored API key is not text"))
 }
 
-/// `url` normalised (`scheme://host[:port]/path/`), if it lies under one of the operator's
-/// allowed prefixes (`MNOTE_RAG_ALLOWED_URLS`). Userinfo, query and fragment are refused.
+/// `url` normalised, if it lies under one of the operator's allowed prefixes
+/// (`MNOTE_RAG_ALLOWED_URLS`). Userinfo, query and fragment are refused.
 pub fn allowed_url(cfg: &RagConfig, url: &str) -> AppResult<String> {
-    let invalid = |m: &str| AppError::invalid("url", m.to_string());
-    let normal = normalise(url).ok_or_else(|| invalid("an http(s) URL without user, query or fragment"))?;
-    if cfg.allowed_urls.is_empty() {
-        return Err(invalid("no LightRAG endpoint is allowed on this server (the operator sets MNOTE_RAG_ALLOWED_URLS)"));
-    }
-    if cfg.allowed_urls.iter().filter_map(|p| normalise(p)).any(|p| normal.starts_with(&p)) {
-        Ok(normal.trim_end_matches('/').to_string())
-    } else {
-        Err(invalid("this URL is not among the LightRAG endpoints the operator allows"))
-    }
-}
-
-fn normalise(url: &str) -> Option<String> {
-    let u = reqwest::Url::parse(url.trim()).ok()?;
-    if !matches!(u.scheme(), "http" | "https")
-        || u.host_str().is_none()
-        || !u.username().is_empty()
-        || u.password().is_some()
-        || u.query().is_some()
-        || u.fragment().is_some()
-    {
-        return None;
-    }
-    let mut s = u.to_string();
-    if !s.ends_with('/') {
-        s.push('/');
-    }
-    Some(s)
+    use crate::platform::http::{AllowList, allow_listed};
+    allow_listed(&cfg.allowed_urls, url).map_err(|e| {
+        AppError::invalid(
+            "url",
+            match e {
+                AllowList::Malformed => "an http(s) URL without user, query or fragment",
+                AllowList::NoneAllowed => {
+                    "no LightRAG endpoint is allowed on this server (the operator sets MNOTE_RAG_ALLOWED_URLS)"
+                }
+                AllowList::NotAllowed => "this URL is not among the LightRAG endpoints the operator allows",
+            },
+        )
+    })
 }
 
 const COLUMNS: &str = "id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code, \

@@ -1,0 +1,253 @@
+//! Which runtime an agent runs on in a tenant. An admin sets `hermes` / `chat_only` to an
+//! OpenAI-compatible endpoint (inside the operator's `MNOTE_AGENT_ALLOWED_URLS`), a model and
+//! an API key (sealed at rest, never returned); `reasonix` runs the operator's ACP command
+//! (`MNOTE_ACP_REASONIX_COMMAND`). An agent with nothing configured runs on `builtin` and the
+//! run says so (`providerNote: not_configured`).
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    extract::{Path, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+use super::{AgentId, AgentRuntime, Provider, acp, builtin, openai};
+use crate::{
+    auth::Auth,
+    config::Config,
+    error::{ApiJson, AppError, AppResult},
+    platform::SecretString,
+    state::AppState,
+};
+
+/// `GET/PUT/DELETE /api/page-ai/agents/{agentId}/config`, `GET /api/page-ai/agents`.
+pub fn api_router() -> axum::Router<AppState> {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/api/page-ai/agents", get(list))
+        .route("/api/page-ai/agents/{agent}/config", get(get_config).put(put_config).delete(delete_config))
+}
+
+#[derive(Debug, Clone, FromRow)]
+pub struct AgentConfigRow {
+    pub agent_id: String,
+    pub endpoint_url: Option<String>,
+    pub model: Option<String>,
+    pub api_key_cipher: Option<Vec<u8>>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// What the API shows of an agent's configuration (never the key).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentView {
+    pub agent_id: &'static str,
+    pub display_name: &'static str,
+    /// The provider runs of this agent use now.
+    pub provider: Provider,
+    /// Why it is not the agent's own provider (`not_configured`), if so.
+    pub provider_note: Option<&'static str>,
+    pub uses_tools: bool,
+    pub endpoint_url: Option<String>,
+    pub model: Option<String>,
+    pub has_api_key: bool,
+    /// Whether an admin can configure it here (`reasonix` is configured by the operator).
+    pub configurable: bool,
+}
+
+fn aad(tenant: Uuid, agent: AgentId) -> String {
+    format!("mnote:tenant:{tenant}:agent:{}:api_key:v1", agent.as_str())
+}
+
+pub async fn load(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
+    sqlx::query_as("select agent_id, endpoint_url, model, api_key_cipher, updated_at from agent_config where agent_id = $1")
+        .bind(agent.as_str())
+        .fetch_optional(conn)
+        .await
+}
+
+/// The runtime `agent` runs on, with the provider and why.
+pub struct Resolved {
+    pub provider: Provider,
+    pub note: Option<&'static str>,
+    pub runtime: Arc<dyn AgentRuntime>,
+}
+
+/// Only the provider and note (for creating a run; the runtime is built by the executor).
+pub fn provider_of(cfg: &Config, agent: AgentId, row: Option<&AgentConfigRow>) -> (Provider, Option<&'static str>) {
+    let configured = match agent.configured_provider() {
+        Provider::OpenAi => row.is_some_and(|r| r.endpoint_url.is_some() && r.model.is_some()),
+        Provider::Acp => cfg.agents.acp_command.is_some(),
+        Provider::Builtin => true,
+    };
+    if configured { (agent.configured_provider(), None) } else { (Provider::Builtin, Some("not_configured")) }
+}
+
+pub async fn resolve(cfg: &Config, conn: &mut PgConnection, tenant: Uuid, agent: AgentId) -> AppResult<Resolved> {
+    let row = load(conn, agent).await?;
+    let (provider, note) = provider_of(cfg, agent, row.as_ref());
+    let runtime: Arc<dyn AgentRuntime> = match provider {
+        Provider::Builtin => Arc::new(builtin::BuiltinRuntime::new()),
+        Provider::OpenAi => {
+            let row = row.expect("configured");
+            let api_key = match &row.api_key_cipher {
+                Some(sealed) => Some(open_key(cfg, tenant, agent, sealed)?),
+                None => None,
+            };
+            Arc::new(openai::OpenAiRuntime::new(openai::OpenAiSettings {
+                endpoint: row.endpoint_url.unwrap_or_default(),
+                model: row.model.unwrap_or_default(),
+                api_key,
+                with_tools: agent.uses_tools(),
+                idle_timeout: cfg.agents.idle_timeout,
+                max_tool_rounds: cfg.agents.max_tool_rounds,
+            }))
+        }
+        Provider::Acp => Arc::new(acp::AcpRuntime::new(acp::AcpSettings {
+            command: cfg.agents.acp_command.clone().unwrap_or_default(),
+            idle_timeout: cfg.agents.idle_timeout,
+            memory_bytes: cfg.agents.acp_memory_bytes,
+        })),
+    };
+    Ok(Resolved { provider, note, runtime })
+}
+
+fn open_key(cfg: &Config, tenant: Uuid, agent: AgentId, sealed: &[u8]) -> AppResult<SecretString> {
+    let master = cfg
+        .rag
+        .secret_key
+        .as_ref()
+        .ok_or_else(|| AppError::Upstream("the server has no secret key to open the stored API key".into()))?;
+    let plain = master.open(sealed, aad(tenant, agent).as_bytes()).map_err(|e| AppError::Upstream(e.to_string()))?;
+    String::from_utf8(plain).map(SecretString::new).map_err(|_| AppError::Upstream("the stored API key is not text".into()))
+}
+
+fn view(cfg: &Config, agent: AgentId, row: Option<&AgentConfigRow>) -> AgentView {
+    let (provider, note) = provider_of(cfg, agent, row);
+    AgentView {
+        agent_id: agent.as_str(),
+        display_name: agent.display_name(),
+        provider,
+        provider_note: note,
+        uses_tools: agent.uses_tools(),
+        endpoint_url: row.and_then(|r| r.endpoint_url.clone()),
+        model: row.and_then(|r| r.model.clone()),
+        has_api_key: row.is_some_and(|r| r.api_key_cipher.is_some()),
+        configurable: agent.configured_provider() == Provider::OpenAi,
+    }
+}
+
+fn agent_of(s: &str) -> AppResult<AgentId> {
+    AgentId::parse(s).ok_or(AppError::NotFound)
+}
+
+/// Every agent with what it runs on (any member: the agent picker).
+pub async fn views(state: &AppState, auth: &Auth) -> AppResult<Vec<AgentView>> {
+    let mut tx = auth.tx(state).await?;
+    let mut out = Vec::new();
+    for a in AgentId::ALL {
+        let row = load(&mut tx, a).await?;
+        out.push(view(&state.config, a, row.as_ref()));
+    }
+    tx.commit().await?;
+    Ok(out)
+}
+
+async fn list(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    Ok(Json(serde_json::json!({ "items": views(&state, &auth).await? })))
+}
+
+async fn get_config(State(state): State<AppState>, auth: Auth, Path(agent): Path<String>) -> AppResult<Json<AgentView>> {
+    let agent = agent_of(&agent)?;
+    let mut tx = auth.tx(&state).await?;
+    let row = load(&mut tx, agent).await?;
+    tx.commit().await?;
+    Ok(Json(view(&state.config, agent, row.as_ref())))
+}
+
+/// `PUT` body. `apiKey`: absent keeps the stored key, `""` removes it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigInput {
+    pub endpoint_url: String,
+    pub model: String,
+    #[serde(default)]
+    pub api_key: Option<String>,
+}
+
+pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigInput) -> AppResult<AgentView> {
+    auth.require_admin()?;
+    if agent.configured_provider() != Provider::OpenAi {
+        return Err(AppError::invalid("agentId", "this agent runs the operator's ACP command; it has no endpoint to set"));
+    }
+    let url = crate::platform::http::allow_listed(&state.config.agents.allowed_urls, &input.endpoint_url).map_err(|e| {
+        use crate::platform::http::AllowList;
+        AppError::invalid(
+            "endpointUrl",
+            match e {
+                AllowList::Malformed => "an http(s) URL without user, query or fragment",
+                AllowList::NoneAllowed => {
+                    "no agent endpoint is allowed on this server (the operator sets MNOTE_AGENT_ALLOWED_URLS)"
+                }
+                AllowList::NotAllowed => "this URL is not among the agent endpoints the operator allows",
+            },
+        )
+    })?;
+    let model = input.model.trim();
+    if model.is_empty() || model.len() > 200 {
+        return Err(AppError::invalid("model", "a model name (1–200 characters)"));
+    }
+    let sealed = match input.api_key.as_deref().map(str::trim) {
+        None => None,
+        Some("") => Some(None),
+        Some(k) => {
+            let master = state.config.rag.secret_key.as_ref().ok_or_else(|| {
+                AppError::Upstream("the server has no secret key (MNOTE_SECRET_KEY) to store API keys with".into())
+            })?;
+            Some(Some(master.seal(k.as_bytes(), aad(auth.tenant_id, agent).as_bytes())))
+        }
+    };
+    let mut tx = auth.tx(state).await?;
+    sqlx::query(
+        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, api_key_cipher, updated_by) \
+         values ($1, $2, $3, $4, $5, $6) \
+         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model, \
+             api_key_cipher = case when $7 then excluded.api_key_cipher else agent_config.api_key_cipher end, \
+             updated_by = excluded.updated_by, updated_at = now()",
+    )
+    .bind(auth.tenant_id)
+    .bind(agent.as_str())
+    .bind(&url)
+    .bind(model)
+    .bind(sealed.clone().flatten())
+    .bind(auth.user_id)
+    .bind(sealed.is_some())
+    .execute(&mut *tx)
+    .await?;
+    let row = load(&mut tx, agent).await?;
+    tx.commit().await?;
+    Ok(view(&state.config, agent, row.as_ref()))
+}
+
+async fn put_config(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(agent): Path<String>,
+    ApiJson(input): ApiJson<ConfigInput>,
+) -> AppResult<Json<AgentView>> {
+    let agent = agent_of(&agent)?;
+    Ok(Json(put(&state, &auth, agent, &input).await?))
+}
+
+async fn delete_config(State(state): State<AppState>, auth: Auth, Path(agent): Path<String>) -> AppResult<StatusCode> {
+    auth.require_admin()?;
+    let agent = agent_of(&agent)?;
+    let mut tx = auth.tx(&state).await?;
+    sqlx::query("delete from agent_config where agent_id = $1").bind(agent.as_str()).execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(StatusCode::NO_CONTENT)
+}

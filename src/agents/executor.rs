@@ -1,0 +1,321 @@
+//! Drives one run from `pending` to its end in this process: waits for a slot (renewing its
+//! lease meanwhile), claims the run, resolves the agent's runtime, runs it with the journal
+//! sink and the tool box, watches for cancellation (a `NOTIFY` from any replica, or the flag
+//! its heartbeat reads), verifies the answer's citations, and writes the terminal status with
+//! its terminal event in one transaction. A lost lease (the reconciler already marked the run
+//! `interrupted`) stops the run without writing anything more.
+
+use std::{sync::Arc, time::Duration};
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use super::{AgentError, AgentId, RunEnv, RunInput, Turn, TurnRole, config, tools::ToolBox, verify};
+use crate::{
+    auth::{Auth, Via},
+    db::{Scope, TenantTx},
+    journal::{
+        sink::{self, EventSink},
+        store::{self, Beat, Ending, LEASE, RunRow},
+    },
+    state::AppState,
+};
+
+/// How long a cancelled runtime gets to stop on its own before it is dropped (its child
+/// process killed).
+const CANCEL_GRACE: Duration = Duration::from_secs(3);
+
+/// Execute `run` in the background.
+pub fn spawn(state: AppState, tenant: Uuid, run: Uuid) {
+    tokio::spawn(async move {
+        if let Err(e) = execute(&state, tenant, run).await {
+            tracing::error!(run = %run, "run executor: {e:#}");
+        }
+    });
+}
+
+/// Why the runtime was stopped.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stop {
+    Cancelled,
+    LeaseLost,
+}
+
+async fn system_tx(state: &AppState, tenant: Uuid) -> sqlx::Result<TenantTx> {
+    TenantTx::begin(&state.pool, tenant, Scope::System).await
+}
+
+/// Retry `f` on connection failures for up to [`sink::RETRY_FOR`] (a Postgres restart).
+async fn retrying<T, F, Fut>(mut f: F) -> sqlx::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<T>>,
+{
+    let started = std::time::Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match f().await {
+            Err(e) if sink::is_transient(&e) && started.elapsed() < sink::RETRY_FOR => {
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            r => return r,
+        }
+    }
+}
+
+async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result<()> {
+    let owner = state.instance_id.to_string();
+    let stop = CancellationToken::new();
+    let reason = Arc::new(std::sync::Mutex::new(None::<Stop>));
+    let beats = tokio::spawn(heartbeat(state.clone(), tenant, run_id, owner.clone(), stop.clone(), reason.clone()));
+    let _beats = AbortOnDrop(beats);
+    let _slot = tokio::select! {
+        p = state.run_slots.clone().acquire_owned() => p?,
+        _ = stop.cancelled() => {
+            let why = *reason.lock().unwrap_or_else(|e| e.into_inner());
+            return finish_stopped(state, tenant, run_id, why, None, None).await;
+        }
+    };
+    let mut tx = system_tx(state, tenant).await?;
+    if !store::claim(&mut tx, run_id, &owner).await? {
+        return Ok(()); // cancelled before it started, or not ours
+    }
+    let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
+    let member = crate::tenants::queries::member(&mut tx, run.actor_id).await?;
+    tx.commit().await?;
+    let Some(member) = member else {
+        return fail(state, &run, "forbidden", "the user who started this run is no longer a member").await;
+    };
+    let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
+    let agent = AgentId::parse(&run.agent_id).unwrap_or(AgentId::Hermes);
+    let resolved = {
+        let mut tx = actor.tx(state).await?;
+        let r = config::resolve(&state.config, &mut tx, tenant, agent).await;
+        tx.commit().await?;
+        match r {
+            Ok(r) => r,
+            Err(e) => return fail(state, &run, e.code(), &e.to_string()).await,
+        }
+    };
+    let transcript = transcript_of(state, &actor, &run).await?;
+    let events = EventSink::db(state.pool.clone(), tenant, run_id, agent.source());
+    let tools = Arc::new(ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await);
+    let env = RunEnv { events: events.clone(), tools: tools.clone(), cancel: stop.clone() };
+    let input = RunInput { host_run_id: run_id, agent, prompt: run.prompt.clone(), context: run.context(), transcript };
+
+    let cancel_watch = tokio::spawn(watch_cancel(state.clone(), tenant, run_id, stop.clone(), reason.clone()));
+    let _cancel_watch = AbortOnDrop(cancel_watch);
+    let runtime = resolved.runtime.clone();
+    let mut fut = runtime.run(&input, &env);
+    let outcome = tokio::select! {
+        r = &mut fut => r,
+        _ = stop.cancelled() => {
+            // The runtime sees the token too; give it a moment to stop cleanly.
+            match tokio::time::timeout(CANCEL_GRACE, &mut fut).await {
+                Ok(Ok(out)) => Ok(out),
+                _ => Err(AgentError::Cancelled),
+            }
+        }
+        _ = tokio::time::sleep(state.config.agents.run_timeout) => {
+            Err(AgentError::Timeout(format!("the run took longer than {} s", state.config.agents.run_timeout.as_secs())))
+        }
+    };
+    drop(fut);
+    let stopped = *reason.lock().unwrap_or_else(|e| e.into_inner());
+    if stopped == Some(Stop::LeaseLost) {
+        return Ok(()); // the reconciler owns the run now
+    }
+    let _ = events.flush().await;
+    match outcome {
+        Ok(out) => {
+            if let Some(p) = &out.provider_run_id {
+                let mut tx = system_tx(state, tenant).await?;
+                store::set_provider_run_id(&mut tx, run_id, p).await?;
+                tx.commit().await?;
+            }
+            if stopped == Some(Stop::Cancelled) {
+                let receipt = verify::check(state, &actor, &out.answer, tools.calls()).await;
+                return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
+            }
+            let receipt = verify::check(state, &actor, &out.answer, tools.calls()).await;
+            let receipt_json = serde_json::to_value(&receipt)?;
+            retrying(|| async {
+                let mut tx = system_tx(state, tenant).await?;
+                store::finish(
+                    &mut tx,
+                    tenant,
+                    run_id,
+                    Ending::Completed {
+                        answer: &out.answer,
+                        receipt: &receipt_json,
+                        total: receipt.total,
+                        verified: receipt.verified,
+                    },
+                )
+                .await?;
+                tx.commit().await
+            })
+            .await?;
+        }
+        Err(AgentError::Cancelled) => {
+            let partial = events.streamed().await;
+            let receipt = verify::check(state, &actor, &partial, tools.calls()).await;
+            finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
+        }
+        Err(e) => {
+            let partial = events.streamed().await;
+            let receipt = serde_json::to_value(verify::check(state, &actor, &partial, tools.calls()).await)?;
+            let (code, message) = (e.code(), e.to_string());
+            tracing::warn!(run = %run_id, code, "run failed: {message}");
+            retrying(|| async {
+                let mut tx = system_tx(state, tenant).await?;
+                let partial = (!partial.is_empty()).then_some(partial.as_str());
+                store::finish(
+                    &mut tx,
+                    tenant,
+                    run_id,
+                    Ending::Failed { code, message: &message, answer: partial, receipt: Some(&receipt) },
+                )
+                .await?;
+                tx.commit().await
+            })
+            .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn fail(state: &AppState, run: &RunRow, code: &str, message: &str) -> anyhow::Result<()> {
+    retrying(|| async {
+        let mut tx = system_tx(state, run.tenant_id).await?;
+        store::finish(&mut tx, run.tenant_id, run.id, Ending::Failed { code, message, answer: None, receipt: None }).await?;
+        tx.commit().await
+    })
+    .await?;
+    Ok(())
+}
+
+async fn finish_stopped(
+    state: &AppState,
+    tenant: Uuid,
+    run: Uuid,
+    why: Option<Stop>,
+    answer: Option<&str>,
+    receipt: Option<&verify::Receipt>,
+) -> anyhow::Result<()> {
+    if why == Some(Stop::LeaseLost) {
+        return Ok(());
+    }
+    let receipt = receipt.map(serde_json::to_value).transpose()?;
+    let answer = answer.filter(|a| !a.is_empty());
+    retrying(|| async {
+        let mut tx = system_tx(state, tenant).await?;
+        store::finish(&mut tx, tenant, run, Ending::Cancelled { reason: "user", answer, receipt: receipt.as_ref() }).await?;
+        tx.commit().await
+    })
+    .await?;
+    Ok(())
+}
+
+/// Renew the lease every third of its length; a cancel request or a lost lease stops the run.
+async fn heartbeat(
+    state: AppState,
+    tenant: Uuid,
+    run: Uuid,
+    owner: String,
+    stop: CancellationToken,
+    reason: Arc<std::sync::Mutex<Option<Stop>>>,
+) {
+    let mut tick = tokio::time::interval(LEASE / 3);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let beat = async {
+            let mut tx = system_tx(&state, tenant).await?;
+            let b = store::heartbeat(&mut tx, run, &owner).await?;
+            tx.commit().await?;
+            Ok::<_, sqlx::Error>(b)
+        }
+        .await;
+        let why = match beat {
+            Ok(Beat::Held) => continue,
+            Ok(Beat::CancelRequested) => Stop::Cancelled,
+            Ok(Beat::Lost) => Stop::LeaseLost,
+            Err(e) => {
+                tracing::warn!(run = %run, "lease renewal failed: {e}");
+                continue;
+            }
+        };
+        reason.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(why);
+        stop.cancel();
+        return;
+    }
+}
+
+/// A `<tenant>:<run>:cancel` notification from any replica cancels the run at once.
+async fn watch_cancel(
+    state: AppState,
+    tenant: Uuid,
+    run: Uuid,
+    stop: CancellationToken,
+    reason: Arc<std::sync::Mutex<Option<Stop>>>,
+) {
+    let key = format!("{tenant}:{run}:cancel");
+    let mut rx = state.run_events.subscribe();
+    loop {
+        match rx.recv().await {
+            Ok(m) if m == key => break,
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(_) => return,
+        }
+    }
+    reason.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(Stop::Cancelled);
+    stop.cancel();
+}
+
+/// The conversation a resumed run continues: its ancestors' prompts and answers (a parent
+/// that was interrupted contributes what it had streamed), oldest first.
+async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::Result<Vec<Turn>> {
+    let mut chain = Vec::new();
+    let mut next = run.parent_run_id;
+    let mut tx = actor.tx(state).await?;
+    while let Some(id) = next {
+        if chain.len() >= 8 {
+            break;
+        }
+        let Some(p) = store::get(&mut tx, id).await? else { break };
+        let answer = match &p.answer {
+            Some(a) => a.clone(),
+            None => streamed_text(&mut tx, id).await?,
+        };
+        next = p.parent_run_id;
+        chain.push((p.prompt.clone(), answer));
+    }
+    tx.commit().await?;
+    let mut turns = Vec::new();
+    for (prompt, answer) in chain.into_iter().rev() {
+        turns.push(Turn { role: TurnRole::User, text: prompt });
+        if !answer.is_empty() {
+            turns.push(Turn { role: TurnRole::Assistant, text: answer });
+        }
+    }
+    Ok(turns)
+}
+
+async fn streamed_text(conn: &mut sqlx::PgConnection, run: Uuid) -> sqlx::Result<String> {
+    let parts: Vec<String> =
+        sqlx::query_scalar("select payload->>'text' from ai_run_event where run_id = $1 and kind = 'message.delta' order by seq")
+            .bind(run)
+            .fetch_all(conn)
+            .await?;
+    Ok(parts.concat())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -1,0 +1,187 @@
+//! Agent runtimes. One [`AgentRuntime`] trait; three providers:
+//! - `builtin` (offline, no LLM): plans searches, answers extractively with citations;
+//! - `openai`: an OpenAI-compatible `/v1/chat/completions` endpoint, streamed, with our tools
+//!   as functions (`hermes`) or without them (`chat_only`);
+//! - `acp`: an Agent Client Protocol agent process started from the operator's config
+//!   (`reasonix`).
+//!
+//! Runtimes call the evidence tools in-process through [`tools::ToolBox`] (one registry:
+//! names, schemas, descriptions), under the run actor's grants and KB visibility, and write
+//! their events to the run journal through [`crate::journal::sink::EventSink`]. The
+//! [`executor`] drives a run from `pending` to its end; [`verify`] checks every citation of the
+//! answer against the evidence it names. Runs never modify documents.
+
+pub mod acp;
+pub mod builtin;
+pub mod config;
+pub mod executor;
+pub mod openai;
+pub mod tools;
+pub mod verify;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::journal::{ContextRefs, EventSource, sink::EventSink, sink::JournalError};
+
+/// The agents a user picks from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentId {
+    Hermes,
+    Reasonix,
+    ChatOnly,
+}
+
+impl AgentId {
+    pub const ALL: [AgentId; 3] = [AgentId::Hermes, AgentId::Reasonix, AgentId::ChatOnly];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentId::Hermes => "hermes",
+            AgentId::Reasonix => "reasonix",
+            AgentId::ChatOnly => "chat_only",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<AgentId> {
+        AgentId::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+
+    pub fn display_name(self) -> &'static str {
+        match self {
+            AgentId::Hermes => "Hermes",
+            AgentId::Reasonix => "Reasonix",
+            AgentId::ChatOnly => "Chat only",
+        }
+    }
+
+    /// The provider the agent runs on once configured.
+    pub fn configured_provider(self) -> Provider {
+        match self {
+            AgentId::Hermes | AgentId::ChatOnly => Provider::OpenAi,
+            AgentId::Reasonix => Provider::Acp,
+        }
+    }
+
+    /// Whether runs of this agent get the MNote tools (`chat_only` does not).
+    pub fn uses_tools(self) -> bool {
+        !matches!(self, AgentId::ChatOnly)
+    }
+
+    pub fn source(self) -> EventSource {
+        match self {
+            AgentId::Hermes => EventSource::Hermes,
+            AgentId::Reasonix => EventSource::Reasonix,
+            AgentId::ChatOnly => EventSource::ChatOnly,
+        }
+    }
+}
+
+/// What a run is executed by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    Builtin,
+    #[serde(rename = "openai")]
+    OpenAi,
+    Acp,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Provider::Builtin => "builtin",
+            Provider::OpenAi => "openai",
+            Provider::Acp => "acp",
+        }
+    }
+}
+
+/// A turn of the conversation a run continues (a resumed run carries its parent's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnRole {
+    User,
+    Assistant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    pub role: TurnRole,
+    pub text: String,
+}
+
+/// What a runtime is asked to do.
+#[derive(Debug, Clone)]
+pub struct RunInput {
+    pub host_run_id: Uuid,
+    pub agent: AgentId,
+    pub prompt: String,
+    pub context: ContextRefs,
+    /// Earlier turns, oldest first (empty for a fresh run). A resumed run's last turn may be
+    /// the parent's partial answer: continue it, do not repeat it.
+    pub transcript: Vec<Turn>,
+}
+
+/// What a runtime works with.
+#[derive(Clone)]
+pub struct RunEnv {
+    /// The journal (deltas, plans, the agent's own tool calls).
+    pub events: EventSink,
+    /// Our tools, under the actor's rights; each call journals `tool.started/completed`.
+    pub tools: std::sync::Arc<tools::ToolBox>,
+    /// Fired when the run is cancelled (or its lease is lost): stop promptly.
+    pub cancel: CancellationToken,
+}
+
+/// A finished answer.
+#[derive(Debug, Clone, Default)]
+pub struct RunOutput {
+    /// Markdown; citations are `citationMarkdown` links (`[label](/sources/…/view?evidence=…#hl)`).
+    pub answer: String,
+    pub provider_run_id: Option<String>,
+}
+
+/// Why a run did not produce an answer. `code()` is the stable error code of `run.failed`.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("the run was cancelled")]
+    Cancelled,
+    /// No chunk (or no answer) within the configured time.
+    #[error("{0}")]
+    Timeout(String),
+    /// The model endpoint or agent process failed, or answered something unusable.
+    #[error("{message}")]
+    Upstream { code: &'static str, message: String },
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl AgentError {
+    pub fn upstream(code: &'static str, message: impl Into<String>) -> Self {
+        AgentError::Upstream { code, message: message.into() }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            AgentError::Cancelled => "cancelled",
+            AgentError::Timeout(_) => "agent_timeout",
+            AgentError::Upstream { code, .. } => code,
+            AgentError::Journal(_) => "journal_unavailable",
+            AgentError::Internal(_) => "internal",
+        }
+    }
+}
+
+/// One agent runtime (builtin, openai, acp).
+pub trait AgentRuntime: Send + Sync {
+    fn provider(&self) -> Provider;
+
+    /// Answer `input`, streaming through `env.events`; return the final answer.
+    fn run<'a>(&'a self, input: &'a RunInput, env: &'a RunEnv) -> BoxFuture<'a, Result<RunOutput, AgentError>>;
+}

@@ -1,0 +1,228 @@
+//! `/api/page-ai/runs…`: create (idempotent on `requestId`), read, events (JSON or SSE),
+//! cancel, a session's active run and history.
+
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{
+    ContextRefs, RunStatus,
+    store::{self, CancelOutcome, Created, NewRun},
+    stream,
+};
+use crate::{
+    agents::{AgentId, config as agent_config, executor, tools},
+    auth::Auth,
+    error::{ApiJson, AppError, AppResult},
+    kbs,
+    state::AppState,
+};
+
+const MAX_PROMPT_CHARS: usize = 20_000;
+
+/// `POST /api/page-ai/runs` body.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateRun {
+    pub request_id: String,
+    pub session_id: String,
+    pub agent_id: String,
+    pub prompt: String,
+    #[serde(default)]
+    pub context_refs: ContextRefs,
+    /// Frozen into the run (per-user preferences arrive with the agent descriptors).
+    #[serde(default)]
+    pub preferences: Option<serde_json::Map<String, Value>>,
+    /// Resume: the interrupted (or failed, cancelled) run this one continues.
+    #[serde(default)]
+    pub parent_run_id: Option<Uuid>,
+    #[serde(default)]
+    pub resume_request_id: Option<String>,
+}
+
+/// An id a client makes up: 1–200 characters of `[A-Za-z0-9_.:-]`.
+fn client_id(field: &str, v: &str) -> AppResult<()> {
+    let ok = !v.is_empty() && v.len() <= 200 && v.chars().all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c));
+    if ok { Ok(()) } else { Err(AppError::invalid(field, "1–200 characters: letters, digits, _ . : -")) }
+}
+
+fn sha256_hex(v: &Value) -> String {
+    hex::encode(Sha256::digest(v.to_string().as_bytes()))
+}
+
+/// Check the request and the context against what the caller may see.
+async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<AgentId> {
+    client_id("requestId", &body.request_id)?;
+    client_id("sessionId", &body.session_id)?;
+    let agent = AgentId::parse(&body.agent_id).ok_or_else(|| AppError::invalid("agentId", "hermes, reasonix or chat_only"))?;
+    let prompt = body.prompt.trim();
+    if prompt.is_empty() {
+        return Err(AppError::invalid("prompt", "ask something"));
+    }
+    if prompt.chars().count() > MAX_PROMPT_CHARS {
+        return Err(AppError::invalid("prompt", format!("at most {MAX_PROMPT_CHARS} characters")));
+    }
+    let ctx = &body.context_refs;
+    if ctx.kb_ids.len() > 50 || ctx.source_ids.len() > 200 || ctx.evidence_ids.len() > 200 {
+        return Err(AppError::invalid("contextRefs", "too many references"));
+    }
+    if body.parent_run_id.is_some() != body.resume_request_id.is_some() {
+        return Err(AppError::invalid("resumeRequestId", "a resume names both parentRunId and resumeRequestId"));
+    }
+    if let Some(r) = &body.resume_request_id {
+        client_id("resumeRequestId", r)?;
+    }
+    let mut tx = auth.tx(state).await?;
+    for kb in &ctx.kb_ids {
+        kbs::visible(&mut tx, auth, *kb)
+            .await
+            .map_err(|_| AppError::invalid("contextRefs.kbIds", format!("no knowledge base {kb}")))?;
+    }
+    if !ctx.source_ids.is_empty() {
+        let seen: i64 = sqlx::query_scalar("select count(*) from source where id = any($1)")
+            .bind(&ctx.source_ids)
+            .fetch_one(&mut *tx)
+            .await?;
+        if seen as usize != ctx.source_ids.len() {
+            return Err(AppError::invalid("contextRefs.sourceIds", "a source is unknown or not visible to you"));
+        }
+    }
+    if let Some(parent) = body.parent_run_id {
+        let p = store::get(&mut tx, parent).await?.filter(|p| p.actor_id == auth.user_id);
+        let p = p.ok_or_else(|| AppError::invalid("parentRunId", "no such run of yours"))?;
+        if p.status().is_live() {
+            return Err(AppError::Conflict("the parent run is still running".into()));
+        }
+    }
+    tx.commit().await?;
+    Ok(agent)
+}
+
+/// `POST /api/page-ai/runs` → 201 with the new run, 200 with the run this request created
+/// before, 409 when the request id is another user's.
+pub async fn create(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<CreateRun>) -> AppResult<Response> {
+    let agent = validate(&state, &auth, &body).await?;
+    let mut tx = auth.tx(&state).await?;
+    let row = agent_config::load(&mut tx, agent).await?;
+    let (provider, note) = agent_config::provider_of(&state.config, agent, row.as_ref());
+    let tool_names: Vec<&str> = if agent.uses_tools() { tools::registry().iter().map(|t| t.name).collect() } else { Vec::new() };
+    let preferences = Value::Object(body.preferences.clone().unwrap_or_default());
+    let target = sha256_hex(&json!({"agentId": agent.as_str(), "contextRefs": &body.context_refs, "prompt": body.prompt.trim()}));
+    let capability = sha256_hex(&json!({"provider": provider.as_str(), "tools": tool_names}));
+    let created = store::create(
+        &mut tx,
+        &NewRun {
+            tenant_id: auth.tenant_id,
+            actor_id: auth.user_id,
+            request_id: &body.request_id,
+            session_id: &body.session_id,
+            agent_id: agent.as_str(),
+            provider: provider.as_str(),
+            provider_note: note,
+            prompt: body.prompt.trim(),
+            context_refs: &body.context_refs,
+            target_snapshot_hash: &target,
+            capability_snapshot_hash: &capability,
+            preferences: &preferences,
+            parent_run_id: body.parent_run_id,
+            resume_request_id: body.resume_request_id.as_deref(),
+            lease_owner: &state.instance_id,
+        },
+    )
+    .await?;
+    tx.commit().await?;
+    Ok(match created {
+        Created::New(run) => {
+            executor::spawn(state.clone(), auth.tenant_id, run.id);
+            (StatusCode::CREATED, Json(run.view())).into_response()
+        }
+        Created::Existing(run) => (StatusCode::OK, Json(run.view())).into_response(),
+        Created::Taken => return Err(AppError::Conflict("this requestId belongs to another run".into())),
+    })
+}
+
+async fn load(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<store::RunRow> {
+    let mut tx = auth.tx(state).await?;
+    let run = store::get(&mut tx, id).await?;
+    tx.commit().await?;
+    run.ok_or(AppError::NotFound)
+}
+
+/// `GET /api/page-ai/runs/{hostRunId}`
+pub async fn get(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<store::RunView>> {
+    Ok(Json(load(&state, &auth, id).await?.view()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub after_seq: Option<i64>,
+}
+
+/// `GET /api/page-ai/runs/{hostRunId}/events?afterSeq=N`: JSON, or SSE with
+/// `Accept: text/event-stream` (`Last-Event-ID` wins over `afterSeq`).
+pub async fn events(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+    Query(q): Query<EventsQuery>,
+    headers: HeaderMap,
+) -> AppResult<Response> {
+    let wants_sse = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
+    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
+    let after = last_event_id.or(q.after_seq).unwrap_or(0).max(0);
+    if wants_sse {
+        load(&state, &auth, id).await?;
+        return Ok(stream::sse(state, auth, id, after).into_response());
+    }
+    let page = stream::page(&state, &auth, id, after).await?.ok_or(AppError::NotFound)?;
+    Ok(Json(page).into_response())
+}
+
+/// `POST /api/page-ai/runs/{hostRunId}/cancel` → the run (already `cancelled`, or about to be).
+pub async fn cancel(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Value>> {
+    let run = load(&state, &auth, id).await?;
+    if run.actor_id != auth.user_id && !auth.role.is_admin() {
+        return Err(AppError::NotFound);
+    }
+    let mut tx = auth.tx(&state).await?;
+    let outcome = store::request_cancel(&mut tx, auth.tenant_id, id).await?;
+    let run = store::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    let outcome = match outcome {
+        CancelOutcome::Cancelled => "cancelled",
+        CancelOutcome::Requested => "requested",
+        CancelOutcome::AlreadyEnded => "already_ended",
+    };
+    Ok(Json(json!({"cancel": outcome, "run": run.view()})))
+}
+
+/// `GET /api/page-ai/sessions/{sessionId}/active-run` → `mnote.ai_active_run.v1`.
+pub async fn active_run(State(state): State<AppState>, auth: Auth, Path(session): Path<String>) -> AppResult<Json<Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let run = store::active_run(&mut tx, auth.user_id, &session).await?;
+    tx.commit().await?;
+    let resumable = run.as_ref().is_some_and(|r| r.status() == RunStatus::Interrupted);
+    Ok(Json(json!({
+        "schema": "mnote.ai_active_run.v1",
+        "sessionId": session,
+        "run": run.map(|r| r.view()),
+        "resumable": resumable,
+    })))
+}
+
+/// `GET /api/page-ai/sessions/{sessionId}/runs` → the session's runs, newest first.
+pub async fn session_runs(State(state): State<AppState>, auth: Auth, Path(session): Path<String>) -> AppResult<Json<Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let runs = store::session_runs(&mut tx, auth.user_id, &session, 100).await?;
+    tx.commit().await?;
+    Ok(Json(json!({"items": runs.iter().map(|r| r.view()).collect::<Vec<_>>()})))
+}

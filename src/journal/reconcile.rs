@@ -1,0 +1,43 @@
+//! The lease reconciler: a run whose worker died (its lease expired: the process crashed, was
+//! killed, or lost the database for longer than a lease) becomes `interrupted` with reason
+//! `worker_lost`, so no run stays `running` forever. Every replica runs it; the status update
+//! decides which one writes the `run.interrupted` event.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::store;
+use crate::db::{Scope, TenantTx};
+
+/// How often expired leases are looked for.
+pub const INTERVAL: Duration = Duration::from_secs(10);
+
+/// One pass over every tenant; the runs it interrupted.
+pub async fn once(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let mut out = Vec::new();
+    for t in tenants {
+        let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
+        out.extend(store::reconcile_expired(&mut tx, t).await?);
+        tx.commit().await?;
+    }
+    if !out.is_empty() {
+        tracing::warn!(runs = out.len(), "runs interrupted: their worker was lost (lease expired)");
+    }
+    Ok(out)
+}
+
+/// Reconcile every [`INTERVAL`] until `stop` turns true.
+pub async fn run(pool: PgPool, mut stop: tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if let Err(e) = once(&pool).await {
+            tracing::debug!("run reconciler: {e}");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(INTERVAL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,542 @@
+//! The journal's SQL. Every function takes a tenant transaction's connection: RLS decides what
+//! the caller sees (a member their own runs, admins the tenant's, background work all).
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+use super::{ContextRefs, ErrorBody, Event, EventSource, RunStatus};
+
+/// How long a worker's lease lasts without a heartbeat.
+pub const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[derive(Debug, Clone, FromRow)]
+pub struct RunRow {
+    pub tenant_id: Uuid,
+    pub id: Uuid,
+    pub actor_id: Uuid,
+    pub request_id: String,
+    pub session_id: String,
+    pub agent_id: String,
+    pub provider: String,
+    pub provider_run_id: Option<String>,
+    pub provider_note: Option<String>,
+    pub status: String,
+    pub status_reason: Option<String>,
+    pub error_code: Option<String>,
+    pub error_message: Option<String>,
+    pub prompt: String,
+    pub context_refs: Value,
+    pub target_snapshot_hash: String,
+    pub capability_snapshot_hash: String,
+    pub preferences: Value,
+    pub parent_run_id: Option<Uuid>,
+    pub resume_request_id: Option<String>,
+    pub answer: Option<String>,
+    pub receipt: Option<Value>,
+    pub next_seq: i64,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub cancel_requested_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub ended_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl RunRow {
+    pub fn status(&self) -> RunStatus {
+        RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed)
+    }
+
+    pub fn context(&self) -> ContextRefs {
+        serde_json::from_value(self.context_refs.clone()).unwrap_or_default()
+    }
+
+    pub fn last_seq(&self) -> i64 {
+        self.next_seq - 1
+    }
+
+    /// `mnote.ai_run.v1`
+    pub fn view(&self) -> RunView {
+        RunView {
+            schema: "mnote.ai_run.v1",
+            host_run_id: self.id,
+            request_id: self.request_id.clone(),
+            agent_id: self.agent_id.clone(),
+            provider: self.provider.clone(),
+            provider_run_id: self.provider_run_id.clone(),
+            provider_note: self.provider_note.clone(),
+            session_id: self.session_id.clone(),
+            actor_id: self.actor_id,
+            tenant_id: self.tenant_id,
+            status: self.status(),
+            status_reason: self.status_reason.clone(),
+            error: self
+                .error_code
+                .as_ref()
+                .map(|c| ErrorBody { code: c.clone(), message: self.error_message.clone().unwrap_or_default() }),
+            prompt: self.prompt.clone(),
+            context_refs: self.context(),
+            target_snapshot_hash: self.target_snapshot_hash.clone(),
+            capability_snapshot_hash: self.capability_snapshot_hash.clone(),
+            preferences: self.preferences.clone(),
+            parent_run_id: self.parent_run_id,
+            resume_request_id: self.resume_request_id.clone(),
+            answer: self.answer.clone(),
+            receipt: self.receipt.clone(),
+            last_seq: self.last_seq(),
+            lease_expires_at: self.lease_expires_at,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            started_at: self.started_at,
+            ended_at: self.ended_at,
+        }
+    }
+}
+
+/// A run as the API returns it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunView {
+    pub schema: &'static str,
+    pub host_run_id: Uuid,
+    pub request_id: String,
+    pub agent_id: String,
+    pub provider: String,
+    pub provider_run_id: Option<String>,
+    pub provider_note: Option<String>,
+    pub session_id: String,
+    pub actor_id: Uuid,
+    pub tenant_id: Uuid,
+    pub status: RunStatus,
+    pub status_reason: Option<String>,
+    pub error: Option<ErrorBody>,
+    pub prompt: String,
+    pub context_refs: ContextRefs,
+    pub target_snapshot_hash: String,
+    pub capability_snapshot_hash: String,
+    pub preferences: Value,
+    pub parent_run_id: Option<Uuid>,
+    pub resume_request_id: Option<String>,
+    pub answer: Option<String>,
+    pub receipt: Option<Value>,
+    pub last_seq: i64,
+    pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+    pub updated_at: chrono::DateTime<chrono::Utc>,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub ended_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[derive(Debug, Clone, FromRow)]
+pub struct EventRow {
+    pub run_id: Uuid,
+    pub seq: i64,
+    pub kind: String,
+    pub source: String,
+    pub payload: Value,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// `mnote.ai_run_event.v1`
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventView {
+    pub schema: &'static str,
+    pub host_run_id: Uuid,
+    pub seq: i64,
+    pub kind: String,
+    pub source: String,
+    pub payload: Value,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl EventRow {
+    pub fn view(&self) -> EventView {
+        EventView {
+            schema: "mnote.ai_run_event.v1",
+            host_run_id: self.run_id,
+            seq: self.seq,
+            kind: self.kind.clone(),
+            source: self.source.clone(),
+            payload: self.payload.clone(),
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// A run to create.
+pub struct NewRun<'a> {
+    pub tenant_id: Uuid,
+    pub actor_id: Uuid,
+    pub request_id: &'a str,
+    pub session_id: &'a str,
+    pub agent_id: &'a str,
+    pub provider: &'a str,
+    pub provider_note: Option<&'a str>,
+    pub prompt: &'a str,
+    pub context_refs: &'a ContextRefs,
+    pub target_snapshot_hash: &'a str,
+    pub capability_snapshot_hash: &'a str,
+    pub preferences: &'a Value,
+    pub parent_run_id: Option<Uuid>,
+    pub resume_request_id: Option<&'a str>,
+    /// The process that will run it (its lease starts now).
+    pub lease_owner: &'a str,
+}
+
+/// What [`create`] did.
+pub enum Created {
+    New(RunRow),
+    /// The same request again (same user): the run it created the first time.
+    Existing(RunRow),
+    /// The request id (or resume id) belongs to another user's run.
+    Taken,
+}
+
+const RUN_COLUMNS: &str = "tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, \
+    provider_note, status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash, \
+    capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq, lease_owner, \
+    lease_expires_at, cancel_requested_at, created_at, updated_at, started_at, ended_at";
+
+/// Create the run and its `run.created` event, or find the one this request created before.
+/// Concurrent retries are decided by the unique constraints (`ON CONFLICT DO NOTHING`: the
+/// loser waits for the winner's commit, then finds its row).
+pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<Created> {
+    let id = Uuid::new_v4();
+    let lease = LEASE.as_secs() as f64;
+    let inserted: Option<RunRow> = sqlx::query_as(&format!(
+        "insert into ai_run (tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_note, status, \
+             prompt, context_refs, target_snapshot_hash, capability_snapshot_hash, preferences, parent_run_id, \
+             resume_request_id, lease_owner, lease_expires_at) \
+         values ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16, \
+             now() + make_interval(secs => $17)) \
+         on conflict do nothing returning {RUN_COLUMNS}"
+    ))
+    .bind(new.tenant_id)
+    .bind(id)
+    .bind(new.actor_id)
+    .bind(new.request_id)
+    .bind(new.session_id)
+    .bind(new.agent_id)
+    .bind(new.provider)
+    .bind(new.provider_note)
+    .bind(new.prompt)
+    .bind(serde_json::to_value(new.context_refs).unwrap_or_default())
+    .bind(new.target_snapshot_hash)
+    .bind(new.capability_snapshot_hash)
+    .bind(new.preferences)
+    .bind(new.parent_run_id)
+    .bind(new.resume_request_id)
+    .bind(new.lease_owner)
+    .bind(lease)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some(run) = inserted {
+        let created = Event::RunCreated(super::RunCreated {
+            agent_id: run.agent_id.clone(),
+            provider: run.provider.clone(),
+            provider_note: run.provider_note.clone(),
+            parent_run_id: run.parent_run_id,
+            prompt: run.prompt.clone(),
+        });
+        append(conn, run.tenant_id, run.id, &[(EventSource::Mnote, created)]).await?;
+        return Ok(Created::New(get(conn, run.id).await?.unwrap_or(run)));
+    }
+    // Which constraint held: the request id, or (for a resume) the parent's resume id.
+    let existing: Option<RunRow> = match (new.parent_run_id, new.resume_request_id) {
+        (Some(p), Some(r)) => {
+            sqlx::query_as(&format!(
+                "select {RUN_COLUMNS} from ai_run where (parent_run_id = $1 and resume_request_id = $2) or request_id = $3 \
+             order by (request_id = $3) desc limit 1"
+            ))
+            .bind(p)
+            .bind(r)
+            .bind(new.request_id)
+            .fetch_optional(&mut *conn)
+            .await?
+        }
+        _ => {
+            sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where request_id = $1"))
+                .bind(new.request_id)
+                .fetch_optional(&mut *conn)
+                .await?
+        }
+    };
+    Ok(match existing {
+        Some(r) if r.actor_id == new.actor_id => Created::Existing(r),
+        // Another user's run (an admin can see it; a member cannot, and gets here too).
+        _ => Created::Taken,
+    })
+}
+
+pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where id = $1")).bind(id).fetch_optional(conn).await
+}
+
+/// The same, locked for update (status changes).
+async fn get_locked(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where id = $1 for update")).bind(id).fetch_optional(conn).await
+}
+
+/// Events with `seq > after`, oldest first.
+pub async fn events_after(conn: &mut PgConnection, run: Uuid, after: i64, limit: i64) -> sqlx::Result<Vec<EventRow>> {
+    sqlx::query_as(
+        "select run_id, seq, kind, source, payload, created_at from ai_run_event \
+         where run_id = $1 and seq > $2 order by seq limit $3",
+    )
+    .bind(run)
+    .bind(after)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The seq of the run's ending event (terminal or `run.interrupted`), if it has one.
+pub async fn ending_seq(conn: &mut PgConnection, run: Uuid) -> sqlx::Result<Option<i64>> {
+    sqlx::query_scalar(
+        "select min(seq) from ai_run_event where run_id = $1 \
+         and kind in ('run.completed', 'run.failed', 'run.cancelled', 'run.interrupted')",
+    )
+    .bind(run)
+    .fetch_one(conn)
+    .await
+}
+
+/// Append events with the next seqs (taken under the run row's lock: no gaps, no duplicates)
+/// and wake every listener (`NOTIFY mnote_run '<tenant>:<run>:<last seq>'`, delivered at commit).
+pub async fn append(conn: &mut PgConnection, tenant: Uuid, run: Uuid, events: &[(EventSource, Event)]) -> sqlx::Result<i64> {
+    if events.is_empty() {
+        return Ok(0);
+    }
+    let n = events.len() as i64;
+    let first: i64 = sqlx::query_scalar("update ai_run set next_seq = next_seq + $2 where id = $1 returning next_seq - $2")
+        .bind(run)
+        .bind(n)
+        .fetch_one(&mut *conn)
+        .await?;
+    let (mut seqs, mut kinds, mut sources, mut payloads) = (vec![], vec![], vec![], vec![]);
+    for (i, (source, e)) in events.iter().enumerate() {
+        let (kind, payload) = e.split();
+        seqs.push(first + i as i64);
+        kinds.push(kind);
+        sources.push(source.as_str().to_string());
+        payloads.push(payload);
+    }
+    sqlx::query(
+        "insert into ai_run_event (tenant_id, run_id, seq, kind, source, payload) \
+         select $1, $2, s, k, src, p from unnest($3::bigint[], $4::text[], $5::text[], $6::jsonb[]) as t(s, k, src, p)",
+    )
+    .bind(tenant)
+    .bind(run)
+    .bind(&seqs)
+    .bind(&kinds)
+    .bind(&sources)
+    .bind(&payloads)
+    .execute(&mut *conn)
+    .await?;
+    let last = first + n - 1;
+    sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:{last}")).execute(&mut *conn).await?;
+    Ok(last)
+}
+
+/// Take the run for `owner`: `pending` → `running`, lease renewed. `false` when it is no
+/// longer pending (cancelled meanwhile, or another worker has it).
+pub async fn claim(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "update ai_run set status = 'running', started_at = now(), lease_owner = $2, \
+             lease_expires_at = now() + make_interval(secs => $3) \
+         where id = $1 and status = 'pending'",
+    )
+    .bind(run)
+    .bind(owner)
+    .bind(LEASE.as_secs() as f64)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beat {
+    Held,
+    CancelRequested,
+    /// The lease is gone (expired and reconciled, or the run ended).
+    Lost,
+}
+
+/// Renew `owner`'s lease on a live run (pending ones wait for a slot).
+pub async fn heartbeat(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx::Result<Beat> {
+    let row: Option<(bool,)> = sqlx::query_as(
+        "update ai_run set lease_expires_at = now() + make_interval(secs => $3) \
+         where id = $1 and lease_owner = $2 and status in ('pending', 'running') returning cancel_requested_at is not null",
+    )
+    .bind(run)
+    .bind(owner)
+    .bind(LEASE.as_secs() as f64)
+    .fetch_optional(conn)
+    .await?;
+    Ok(match row {
+        Some((true,)) => Beat::CancelRequested,
+        Some((false,)) => Beat::Held,
+        None => Beat::Lost,
+    })
+}
+
+pub async fn set_provider_run_id(conn: &mut PgConnection, run: Uuid, provider_run_id: &str) -> sqlx::Result<()> {
+    sqlx::query("update ai_run set provider_run_id = $2 where id = $1").bind(run).bind(provider_run_id).execute(conn).await?;
+    Ok(())
+}
+
+/// How a run ended.
+pub enum Ending<'a> {
+    Completed { answer: &'a str, receipt: &'a Value, total: usize, verified: usize },
+    Failed { code: &'a str, message: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
+    Cancelled { reason: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
+}
+
+/// Set the terminal status and append the terminal event, in one transaction (the caller's).
+/// `false` when the run had already ended (or is not live and not interrupted).
+pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: Ending<'_>) -> sqlx::Result<bool> {
+    let Some(row) = get_locked(conn, run).await? else { return Ok(false) };
+    if row.status().is_terminal() {
+        return Ok(false);
+    }
+    let (status, code, message, answer, receipt, event) = match ending {
+        Ending::Completed { answer, receipt, total, verified } => (
+            RunStatus::Completed,
+            None,
+            None,
+            Some(answer),
+            Some(receipt),
+            Event::RunCompleted(super::RunCompleted {
+                answer: answer.to_string(),
+                citations_total: total,
+                citations_verified: verified,
+            }),
+        ),
+        Ending::Failed { code, message, answer, receipt } => (
+            RunStatus::Failed,
+            Some(code),
+            Some(message),
+            answer,
+            receipt,
+            Event::RunFailed(ErrorBody { code: code.into(), message: message.into() }),
+        ),
+        Ending::Cancelled { reason, answer, receipt } => {
+            (RunStatus::Cancelled, None, None, answer, receipt, Event::RunCancelled { reason: reason.into() })
+        }
+    };
+    let reason = match &event {
+        Event::RunCancelled { reason } => Some(reason.clone()),
+        _ => None,
+    };
+    sqlx::query(
+        "update ai_run set status = $2, error_code = $3, error_message = $4, answer = coalesce($5, answer), \
+             receipt = coalesce($6, receipt), status_reason = coalesce($7, status_reason), ended_at = now(), \
+             lease_owner = null, lease_expires_at = null \
+         where id = $1",
+    )
+    .bind(run)
+    .bind(status.as_str())
+    .bind(code)
+    .bind(message)
+    .bind(answer)
+    .bind(receipt)
+    .bind(reason)
+    .execute(&mut *conn)
+    .await?;
+    append(conn, tenant, run, &[(EventSource::Mnote, event)]).await?;
+    Ok(true)
+}
+
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// Not running anywhere (pending, interrupted): cancelled now.
+    Cancelled,
+    /// Running: its worker is told (`NOTIFY`) and cancels at once.
+    Requested,
+    AlreadyEnded,
+}
+
+pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) -> sqlx::Result<CancelOutcome> {
+    let Some(row) = get_locked(conn, run).await? else { return Ok(CancelOutcome::AlreadyEnded) };
+    match row.status() {
+        s if s.is_terminal() => Ok(CancelOutcome::AlreadyEnded),
+        RunStatus::Running => {
+            sqlx::query("update ai_run set cancel_requested_at = coalesce(cancel_requested_at, now()) where id = $1")
+                .bind(run)
+                .execute(&mut *conn)
+                .await?;
+            sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:cancel")).execute(&mut *conn).await?;
+            Ok(CancelOutcome::Requested)
+        }
+        _ => {
+            finish(conn, tenant, run, Ending::Cancelled { reason: "user".into(), answer: None, receipt: None }).await?;
+            Ok(CancelOutcome::Cancelled)
+        }
+    }
+}
+
+/// Live runs whose lease expired become `interrupted` (`worker_lost`) with a `run.interrupted`
+/// event. Returns their ids.
+pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
+             lease_expires_at = null \
+         where status in ('pending', 'running') and lease_expires_at < now() returning id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    for id in &ids {
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+    }
+    Ok(ids)
+}
+
+/// The newest run of `session` (of this actor) that has not ended: pending, running, or
+/// interrupted without a resumed child.
+pub async fn active_run(conn: &mut PgConnection, actor: Uuid, session: &str) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!(
+        "select {RUN_COLUMNS} from ai_run r where actor_id = $1 and session_id = $2 \
+             and status in ('pending', 'running', 'interrupted') \
+             and not exists (select 1 from ai_run c where c.tenant_id = r.tenant_id and c.parent_run_id = r.id) \
+         order by created_at desc limit 1"
+    ))
+    .bind(actor)
+    .bind(session)
+    .fetch_optional(conn)
+    .await
+}
+
+/// A session's runs, newest first.
+pub async fn session_runs(conn: &mut PgConnection, actor: Uuid, session: &str, limit: i64) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as(&format!(
+        "select {RUN_COLUMNS} from ai_run where actor_id = $1 and session_id = $2 order by created_at desc limit $3"
+    ))
+    .bind(actor)
+    .bind(session)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
+/// The caller's most recent sessions (for the Page AI history list): `(session, last prompt)`.
+pub async fn recent_sessions(conn: &mut PgConnection, actor: Uuid, limit: i64) -> sqlx::Result<Vec<RunRow>> {
+    sqlx::query_as(&format!(
+        "select distinct on (session_id) {RUN_COLUMNS} from ai_run where actor_id = $1 \
+         order by session_id, created_at desc"
+    ))
+    .bind(actor)
+    .fetch_all(conn)
+    .await
+    .map(|mut v: Vec<RunRow>| {
+        v.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        v.truncate(limit as usize);
+        v
+    })
+}

@@ -1,0 +1,175 @@
+//! Reading a run's journal: a JSON page (`?afterSeq=N`) or a server-sent-event stream of the
+//! same events (`id:` = seq, `Last-Event-ID` honoured, keep-alive comments, ends after the
+//! event that ends the run). Both read under the caller's RLS and apply terminal
+//! reconciliation: a run whose status is terminal but whose journal lacks the terminal event
+//! gets one supplied (marked `reconciled: true`, never stored).
+//!
+//! The stream subscribes to the process's `mnote_run` relay before it reads, then re-reads on
+//! every wake-up for its run (and on a lagged channel): a notification is a wake-up, never
+//! the data, so nothing sent while the listener reconnects is lost.
+
+use std::{convert::Infallible, time::Duration};
+
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use futures_util::Stream;
+use serde::Serialize;
+use serde_json::json;
+use tokio::sync::broadcast::error::RecvError;
+use uuid::Uuid;
+
+use super::{
+    RunStatus,
+    store::{self, EventRow, EventView, RunRow},
+};
+use crate::{auth::Auth, error::AppResult, state::AppState};
+
+/// Most events one page or one read returns.
+pub const PAGE: i64 = 500;
+/// How often an idle stream re-reads anyway (a missed wake-up costs at most this).
+const IDLE_REREAD: Duration = Duration::from_secs(5);
+
+/// `GET …/events?afterSeq=N` as JSON.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EventPage {
+    pub items: Vec<EventView>,
+    pub status: RunStatus,
+    /// The seq to ask after next time.
+    pub last_seq: i64,
+    /// Whether the run's journal is complete (its ending event is in `items` or before).
+    pub ended: bool,
+}
+
+/// The events after `after`, plus a reconciled ending when the run ended without one.
+async fn read(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult<Option<(RunRow, Vec<EventView>, bool)>> {
+    let mut tx = auth.tx(state).await?;
+    let Some(row) = store::get(&mut tx, run).await? else { return Ok(None) };
+    let rows = store::events_after(&mut tx, run, after, PAGE).await?;
+    let ending = store::ending_seq(&mut tx, run).await?;
+    tx.commit().await?;
+    let mut items: Vec<EventView> = rows.iter().map(EventRow::view).collect();
+    let ended = match ending {
+        // Ended in the journal: complete once the page reaches that event.
+        Some(seq) => items.last().map_or(after, |e| e.seq) >= seq,
+        None => {
+            let status = row.status();
+            if status.is_terminal() || status == RunStatus::Interrupted {
+                // The status says it ended; the journal does not show it: supply the ending.
+                let complete_page = (rows.len() as i64) < PAGE;
+                match reconciled(&row) {
+                    Some(e) if complete_page => {
+                        if e.seq > after {
+                            items.push(e);
+                        }
+                        true
+                    }
+                    _ => false,
+                }
+            } else {
+                false
+            }
+        }
+    };
+    Ok(Some((row, items, ended)))
+}
+
+/// The ending event the run's status implies.
+fn reconciled(row: &RunRow) -> Option<EventView> {
+    let (kind, payload) = match row.status() {
+        RunStatus::Completed => (
+            "run.completed",
+            json!({"answer": row.answer.clone().unwrap_or_default(), "citationsTotal": row.receipt.as_ref().and_then(|r| r["total"].as_u64()).unwrap_or(0),
+                   "citationsVerified": row.receipt.as_ref().and_then(|r| r["verified"].as_u64()).unwrap_or(0), "reconciled": true}),
+        ),
+        RunStatus::Failed => (
+            "run.failed",
+            json!({"code": row.error_code.clone().unwrap_or_else(|| "internal".into()), "message": row.error_message.clone().unwrap_or_default(), "reconciled": true}),
+        ),
+        RunStatus::Cancelled => {
+            ("run.cancelled", json!({"reason": row.status_reason.clone().unwrap_or_else(|| "user".into()), "reconciled": true}))
+        }
+        RunStatus::Interrupted => (
+            "run.interrupted",
+            json!({"reason": row.status_reason.clone().unwrap_or_else(|| "worker_lost".into()), "reconciled": true}),
+        ),
+        RunStatus::Pending | RunStatus::Running => return None,
+    };
+    Some(EventView {
+        schema: "mnote.ai_run_event.v1",
+        host_run_id: row.id,
+        seq: row.last_seq() + 1,
+        kind: kind.into(),
+        source: "mnote".into(),
+        payload,
+        created_at: row.ended_at.unwrap_or(row.updated_at),
+    })
+}
+
+/// The JSON page.
+pub async fn page(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult<Option<EventPage>> {
+    let Some((row, items, ended)) = read(state, auth, run, after).await? else { return Ok(None) };
+    let last_seq = items.last().map(|e| e.seq).unwrap_or(after.max(0)).max(after);
+    Ok(Some(EventPage { items, status: row.status(), last_seq, ended }))
+}
+
+fn sse_event(e: &EventView) -> SseEvent {
+    SseEvent::default()
+        .id(e.seq.to_string())
+        .event(e.kind.clone())
+        .json_data(e)
+        .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"))
+}
+
+/// The SSE stream of `run` after `after` (the caller has checked that the run is visible).
+pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let prefix = format!("{}:{}:", auth.tenant_id, run);
+    // Subscribed before the first read: nothing appended after the read is missed.
+    let rx = state.run_events.subscribe();
+    let stream = futures_util::stream::unfold(
+        (state, auth, rx, after, false, Vec::<SseEvent>::new()),
+        move |(state, auth, mut rx, mut last, mut done, mut queue)| {
+            let prefix = prefix.clone();
+            async move {
+                loop {
+                    if let Some(e) = queue.pop() {
+                        return Some((Ok(e), (state, auth, rx, last, done, queue)));
+                    }
+                    if done {
+                        return None;
+                    }
+                    match read(&state, &auth, run, last).await {
+                        Ok(Some((_, items, ended))) => {
+                            if let Some(e) = items.last() {
+                                last = e.seq;
+                            }
+                            done = ended;
+                            queue = items.iter().rev().map(sse_event).collect();
+                            if !queue.is_empty() || done {
+                                continue;
+                            }
+                        }
+                        // The run is gone (or no longer visible): end the stream.
+                        Ok(None) => return None,
+                        Err(e) => tracing::debug!(run = %run, "run stream read failed: {e}"),
+                    }
+                    // Wait for a wake-up for this run (or re-read after a while).
+                    let woke = tokio::time::timeout(IDLE_REREAD, async {
+                        loop {
+                            match rx.recv().await {
+                                Ok(m) if m.starts_with(&prefix) && !m.ends_with(":cancel") => return true,
+                                Ok(_) => continue,
+                                Err(RecvError::Lagged(_)) => return true,
+                                Err(RecvError::Closed) => return false,
+                            }
+                        }
+                    })
+                    .await;
+                    if woke == Ok(false) {
+                        return None;
+                    }
+                }
+            }
+        },
+    );
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keep-alive"))
+}
