@@ -27,6 +27,8 @@ pub struct AppState {
     /// Run journal wake-ups (`<tenant>:<run>:<seq>`, `<tenant>:<run>:cancel`) relayed from
     /// Postgres `LISTEN mnote_run`: one listener per process, shared by every SSE client.
     pub run_events: tokio::sync::broadcast::Sender<String>,
+    /// Live run events fanned out to this process's SSE clients (one reader per run).
+    pub run_hub: Arc<crate::journal::hub::RunHub>,
     /// This process, as the owner of the run leases it holds.
     pub instance_id: Arc<str>,
     /// Runs this process executes at once.
@@ -43,6 +45,7 @@ impl AppState {
         let lexical_mirror = crate::search::memindex::MemIndex::new(pool.clone());
         let vector_health =
             Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
+        let run_hub = Arc::new(crate::journal::hub::RunHub::new(pool.clone(), run_events.clone()));
         let run_slots = Arc::new(tokio::sync::Semaphore::new(config.agents.max_concurrent_runs));
         AppState {
             pool,
@@ -53,6 +56,7 @@ impl AppState {
             lexical_mirror,
             vector_health,
             rag_blocks: Arc::new(crate::rag::blocks::BlockCache::new(256)),
+            run_hub,
             run_events,
             instance_id: format!("{}:{}", std::process::id(), uuid::Uuid::new_v4().simple()).into(),
             run_slots,

@@ -1,10 +1,31 @@
-//! `mnote bench ingest | index | embed | search | rag` (see docs/BENCHMARKS.md).
+//! `mnote bench ingest | index | embed | search | rag | runs` (see docs/BENCHMARKS.md).
 
 use super::BenchCommand;
 use crate::startup;
 
+/// Questions about the demo documents (`./dev up`), in English and Chinese.
+const DEMO_QUESTIONS: &[&str] = &[
+    "What does a scoped thread guarantee about borrowed data?",
+    "When are scoped threads joined?",
+    "How do I spawn threads that borrow from the stack?",
+    "线程作用域是什么？",
+    "作用域线程什么时候结束？",
+];
+
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
+        BenchCommand::Runs { tenant, clients, events, deltas, questions } => {
+            let questions = if questions.is_empty() { DEMO_QUESTIONS.iter().map(|q| q.to_string()).collect() } else { questions };
+            crate::journal::bench::run(crate::journal::bench::BenchArgs {
+                tenant: &tenant,
+                clients,
+                events,
+                deltas,
+                questions,
+                app: startup::build_router,
+            })
+            .await
+        }
         BenchCommand::Rag { tenant, lightrag_url, lightrag_key_file, docs, queries, rounds } => {
             crate::rag::bench::run(crate::rag::bench::BenchArgs {
                 tenant: &tenant,

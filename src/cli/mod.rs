@@ -160,6 +160,22 @@ pub enum RagCommand {
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
+    /// The run journal: append throughput (raw vs coalesced vs batched), SSE fan-out to
+    /// `--clients` clients on one run vs one client, resume latency after a reconnect, the
+    /// built-in agent's answer time vs a plain search (throwaway runs, deleted afterwards).
+    Runs {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 500)]
+        clients: usize,
+        #[arg(long, default_value_t = 100)]
+        events: usize,
+        #[arg(long, default_value_t = 20_000)]
+        deltas: usize,
+        /// A question for the built-in agent (repeatable; default: questions about the demo documents).
+        #[arg(long = "question")]
+        questions: Vec<String>,
+    },
     /// Knowledge RAG against a running LightRAG: sync throughput vs LightRAG's own ingest,
     /// reference → block mapping accuracy, proxy overhead p50/p95 (a throwaway KB of the
     /// tenant, deleted afterwards).

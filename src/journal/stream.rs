@@ -18,15 +18,13 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::{
-    RunStatus,
+    Event, RunStatus,
     store::{self, EventRow, EventView, RunRow},
 };
 use crate::{auth::Auth, error::AppResult, state::AppState};
 
 /// Most events one page or one read returns.
 pub const PAGE: i64 = 500;
-/// How often an idle stream re-reads anyway (a missed wake-up costs at most this).
-const IDLE_REREAD: Duration = Duration::from_secs(5);
 
 /// `GET …/events?afterSeq=N` as JSON.
 #[derive(Debug, Serialize)]
@@ -120,56 +118,76 @@ fn sse_event(e: &EventView) -> SseEvent {
         .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"))
 }
 
+/// How often an open stream re-reads under the caller's RLS (access lost, or an ending the
+/// journal lacks): besides that, it is fed by the process's [`super::hub`].
+const RECHECK: Duration = Duration::from_secs(15);
+
 /// The SSE stream of `run` after `after` (the caller has checked that the run is visible).
 pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
-    let prefix = format!("{}:{}:", auth.tenant_id, run);
     // Subscribed before the first read: nothing appended after the read is missed.
-    let rx = state.run_events.subscribe();
-    let stream = futures_util::stream::unfold(
-        (state, auth, rx, after, false, Vec::<SseEvent>::new()),
-        move |(state, auth, mut rx, mut last, mut done, mut queue)| {
-            let prefix = prefix.clone();
-            async move {
-                loop {
-                    if let Some(e) = queue.pop() {
-                        return Some((Ok(e), (state, auth, rx, last, done, queue)));
-                    }
-                    if done {
-                        return None;
-                    }
-                    match read(&state, &auth, run, last).await {
-                        Ok(Some((_, items, ended))) => {
-                            if let Some(e) = items.last() {
-                                last = e.seq;
-                            }
-                            done = ended;
-                            queue = items.iter().rev().map(sse_event).collect();
-                            if !queue.is_empty() || done {
-                                continue;
-                            }
-                        }
-                        // The run is gone (or no longer visible): end the stream.
-                        Ok(None) => return None,
-                        Err(e) => tracing::debug!(run = %run, "run stream read failed: {e}"),
-                    }
-                    // Wait for a wake-up for this run (or re-read after a while).
-                    let woke = tokio::time::timeout(IDLE_REREAD, async {
-                        loop {
-                            match rx.recv().await {
-                                Ok(m) if m.starts_with(&prefix) && !m.ends_with(":cancel") => return true,
-                                Ok(_) => continue,
-                                Err(RecvError::Lagged(_)) => return true,
-                                Err(RecvError::Closed) => return false,
-                            }
-                        }
-                    })
-                    .await;
-                    if woke == Ok(false) {
-                        return None;
-                    }
-                }
+    let (feed, rx) = state.run_hub.watch(auth.tenant_id, run);
+    let init = Cursor { state, auth, _feed: feed, rx, cursor: after, done: false, reread: true, queue: Default::default() };
+    let stream = futures_util::stream::unfold(init, move |mut c| async move {
+        loop {
+            if let Some(e) = c.queue.pop_front() {
+                return Some((Ok(e), c));
             }
-        },
-    );
+            if c.done {
+                return None;
+            }
+            if c.reread {
+                c.reread = false;
+                match read(&c.state, &c.auth, run, c.cursor).await {
+                    Ok(Some((_, items, ended))) => {
+                        c.take(&items);
+                        c.done = ended;
+                    }
+                    // The run is gone (or no longer visible): end the stream.
+                    Ok(None) => return None,
+                    Err(e) => tracing::debug!(run = %run, "run stream read failed: {e}"),
+                }
+                continue;
+            }
+            tokio::select! {
+                got = c.rx.recv() => match got {
+                    Ok(batch) => {
+                        if batch.first().is_some_and(|e| e.seq > c.cursor + 1) {
+                            c.reread = true; // a gap: read it ourselves
+                        } else {
+                            c.take(&batch);
+                            c.done = batch.iter().any(|e| Event::ends_stream(&e.kind));
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => c.reread = true,
+                },
+                _ = tokio::time::sleep(RECHECK) => c.reread = true,
+            }
+        }
+    });
     Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keep-alive"))
+}
+
+/// One SSE client's position.
+struct Cursor {
+    state: AppState,
+    auth: Auth,
+    /// Keeps the run's feed alive while this client listens.
+    _feed: std::sync::Arc<super::hub::Feed>,
+    rx: tokio::sync::broadcast::Receiver<super::hub::Batch>,
+    cursor: i64,
+    done: bool,
+    reread: bool,
+    queue: std::collections::VecDeque<SseEvent>,
+}
+
+impl Cursor {
+    /// Queue the events past the cursor, in order.
+    fn take(&mut self, items: &[EventView]) {
+        for e in items {
+            if e.seq > self.cursor {
+                self.cursor = e.seq;
+                self.queue.push_back(sse_event(e));
+            }
+        }
+    }
 }

@@ -9,6 +9,9 @@ use uuid::Uuid;
 use crate::helpers::*;
 
 const TENANT_TABLES: &[&str] = &[
+    "agent_config",
+    "ai_run",
+    "ai_run_event",
     "api_token",
     "dir_grant",
     "evidence_block",
@@ -51,6 +54,7 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     app.run_jobs().await;
     seed_vector(app, s.tenant_id).await;
     seed_rag(app, s.tenant_id, kb_id).await;
+    seed_runs(app, s.tenant_id, member).await;
     app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nchanged");
     let (st, _) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::OK);
@@ -77,6 +81,22 @@ async fn seed_rag(app: &TestApp, tenant: Uuid, kb: Uuid) {
     .execute(&mut *tx)
     .await
     .unwrap();
+    tx.commit().await.unwrap();
+}
+
+/// A run of the member with its events, and an agent configuration.
+async fn seed_runs(app: &TestApp, tenant: Uuid, member: Uuid) {
+    let c = app.api(tenant, member).await;
+    let (st, run) = c
+        .post_json("/api/page-ai/runs", json!({"requestId": "iso-1", "sessionId": "s", "agentId": "hermes", "prompt": "hello"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{run}");
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    sqlx::query("insert into agent_config (tenant_id, agent_id, endpoint_url, model) values ($1, 'hermes', 'http://127.0.0.1:9', 'm')")
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 }
 

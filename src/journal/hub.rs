@@ -1,0 +1,132 @@
+//! Fan-out of live run events inside one process. Every SSE client of a run subscribes to the
+//! run's one [`Feed`]: a task that, on each `mnote_run` wake-up for that run, reads the new
+//! events once and broadcasts them to all its subscribers — so 500 browsers watching one run
+//! cost one query per append, not 500. Clients check their access (under RLS) when they
+//! connect and periodically; the feed itself reads as the tenant's background scope.
+//!
+//! A client keeps its own cursor: a batch that starts past `cursor + 1` (it subscribed while
+//! the feed was between reads, or it lagged) makes it read the gap from the database itself,
+//! and seqs at or below the cursor are skipped, so nothing is lost or repeated.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, Weak},
+    time::Duration,
+};
+
+use sqlx::PgPool;
+use tokio::sync::broadcast::{self, error::RecvError};
+use uuid::Uuid;
+
+use super::{
+    Event,
+    store::{self, EventRow, EventView},
+};
+use crate::db::{Scope, TenantTx};
+
+/// A feed re-reads at least this often even without a wake-up (a missed notification).
+const IDLE_REREAD: Duration = Duration::from_secs(5);
+
+/// A batch of consecutive events of one run.
+pub type Batch = Arc<Vec<EventView>>;
+
+pub struct Feed {
+    tx: broadcast::Sender<Batch>,
+}
+
+impl Feed {
+    pub fn subscribe(&self) -> broadcast::Receiver<Batch> {
+        self.tx.subscribe()
+    }
+}
+
+/// The process's feeds, one per watched run.
+pub struct RunHub {
+    pool: PgPool,
+    pings: broadcast::Sender<String>,
+    feeds: Mutex<HashMap<Uuid, Weak<Feed>>>,
+}
+
+impl RunHub {
+    pub fn new(pool: PgPool, pings: broadcast::Sender<String>) -> Self {
+        RunHub { pool, pings, feeds: Mutex::new(HashMap::new()) }
+    }
+
+    /// The run's feed (started if nobody watches it yet) and a receiver of its batches. Keep
+    /// the `Arc<Feed>` while receiving: the feed stops when the last holder lets go.
+    pub fn watch(&self, tenant: Uuid, run: Uuid) -> (Arc<Feed>, broadcast::Receiver<Batch>) {
+        let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
+        feeds.retain(|_, f| f.strong_count() > 0);
+        if let Some(feed) = feeds.get(&run).and_then(Weak::upgrade) {
+            let rx = feed.subscribe();
+            return (feed, rx);
+        }
+        let (tx, rx) = broadcast::channel(256);
+        let feed = Arc::new(Feed { tx });
+        feeds.insert(run, Arc::downgrade(&feed));
+        // Subscribed to the wake-ups before the feed's first read.
+        let pings = self.pings.subscribe();
+        tokio::spawn(follow(self.pool.clone(), tenant, run, Arc::downgrade(&feed), pings));
+        (feed, rx)
+    }
+}
+
+async fn read_after(pool: &PgPool, tenant: Uuid, run: Uuid, after: i64) -> sqlx::Result<Vec<EventRow>> {
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let rows = store::events_after(&mut tx, run, after, super::stream::PAGE).await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+async fn last_seq(pool: &PgPool, tenant: Uuid, run: Uuid) -> sqlx::Result<i64> {
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let n: Option<i64> =
+        sqlx::query_scalar("select max(seq) from ai_run_event where run_id = $1").bind(run).fetch_one(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(n.unwrap_or(0))
+}
+
+/// The feed's task: read what is new on each wake-up, broadcast it, stop when nobody
+/// listens or the run's ending event went out.
+async fn follow(pool: PgPool, tenant: Uuid, run: Uuid, feed: Weak<Feed>, mut pings: broadcast::Receiver<String>) {
+    let prefix = format!("{tenant}:{run}:");
+    let mut last = match last_seq(&pool, tenant, run).await {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::debug!(run = %run, "run feed: {e}");
+            0
+        }
+    };
+    loop {
+        let woke = tokio::time::timeout(IDLE_REREAD, async {
+            loop {
+                match pings.recv().await {
+                    Ok(m) if m.starts_with(&prefix) && !m.ends_with(":cancel") => return true,
+                    Ok(_) => continue,
+                    Err(RecvError::Lagged(_)) => return true,
+                    Err(RecvError::Closed) => return false,
+                }
+            }
+        })
+        .await;
+        if woke == Ok(false) {
+            return;
+        }
+        let Some(f) = feed.upgrade() else { return };
+        if f.tx.receiver_count() == 0 {
+            return;
+        }
+        match read_after(&pool, tenant, run, last).await {
+            Ok(rows) if !rows.is_empty() => {
+                last = rows.last().map_or(last, |r| r.seq);
+                let ended = rows.iter().any(|r| Event::ends_stream(&r.kind));
+                let _ = f.tx.send(Arc::new(rows.iter().map(EventRow::view).collect()));
+                if ended {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!(run = %run, "run feed read: {e}"),
+        }
+    }
+}
