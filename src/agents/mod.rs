@@ -16,6 +16,7 @@ pub mod builtin;
 pub mod config;
 pub mod executor;
 pub mod openai;
+pub mod pages;
 pub mod tools;
 pub mod verify;
 

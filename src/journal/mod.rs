@@ -7,6 +7,7 @@
 //! executor in `agents` drives the lifecycle with [`store`].
 
 pub mod handlers;
+pub mod pages;
 pub mod reconcile;
 pub mod sink;
 pub mod store;
@@ -29,6 +30,21 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/page-ai/runs/{id}/cancel", post(h::cancel))
         .route("/api/page-ai/sessions/{session}/active-run", get(h::active_run))
         .route("/api/page-ai/sessions/{session}/runs", get(h::session_runs))
+}
+
+/// The Page AI pages (`/ai`, `/ai/runs/{id}…`, the script) and the agent settings page.
+pub fn page_router() -> axum::Router<AppState> {
+    use axum::routing::{get, post};
+    use pages as p;
+    axum::Router::new()
+        .route("/ai", get(p::ai_page))
+        .route("/ai/runs", post(p::create_form))
+        .route("/ai/runs/{id}", get(p::run_page))
+        .route("/ai/runs/{id}/result", get(p::result_fragment))
+        .route("/ai/runs/{id}/cancel", post(p::cancel_form))
+        .route("/ai/runs/{id}/resume", post(p::resume_form))
+        .route("/static/ai-run.js", get(p::script))
+        .merge(crate::agents::pages::page_router())
 }
 
 /// `status` of a run.

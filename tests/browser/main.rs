@@ -19,6 +19,7 @@ mod helpers;
 #[path = "../api/lightrag.rs"]
 mod lightrag;
 
+mod ai;
 mod ask;
 mod browser;
 mod viewer;

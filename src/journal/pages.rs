@@ -1,0 +1,745 @@
+//! Page AI in the browser.
+//!
+//! - `/ai`: pick an agent, the knowledge bases in context, ask; the session's earlier runs.
+//!   `static/ai-run.js` streams a run's journal into the page (and picks a live run up again
+//!   after a reload); without JavaScript the form posts to `POST /ai/runs`, which creates the run
+//!   (its `requestId` is a hidden field rendered here) and redirects to `/ai/runs/{id}`.
+//! - `/ai/runs/{id}`: the run rendered on the server from its row and journal (status, plan,
+//!   tool calls, the text so far, and when it ended the answer with its citations checked);
+//!   a reload shows the progress. Cancel and resume are plain forms too.
+//! - `/ai/runs/{id}/result`: the ended run's result block alone, which `ai-run.js` swaps in when
+//!   the ending event arrives, so the final answer is rendered by one renderer ([`answer`]).
+//! - The compact panel of the KB and viewer pages (`templates/ai/panel.html`, [`Panel`]).
+
+mod answer;
+
+use askama::Template;
+use axum::{
+    Form,
+    body::to_bytes,
+    extract::{Path, Query, State},
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::{
+    ContextRefs, ErrorBody, Event, PlanEntry, RunStatus,
+    handlers::{self, CreateRun},
+    store::{self, RunRow},
+};
+use crate::{
+    agents::{AgentId, config as agent_config, pages as agent_pages},
+    auth::Auth,
+    error::{ApiJson, AppError, AppResult},
+    kbs,
+    state::AppState,
+    web::{Lang, Page, PageCtx, flash, render},
+};
+
+/// `ai-run.js`, compiled into the binary like the other assets (served by this feature's router).
+pub const SCRIPT: &str = include_str!("../../static/ai-run.js");
+
+/// Most events the run page reads (a run's journal is far smaller in practice).
+const MAX_EVENTS: usize = 20_000;
+
+/// A fresh id for a form: the `requestId` of the run the form will create, or a resume's id.
+pub fn fresh_id() -> String {
+    Uuid::new_v4().to_string()
+}
+
+/// The agents a panel offers before JavaScript adds what each runs on.
+pub fn agent_names() -> Vec<(&'static str, &'static str)> {
+    AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect()
+}
+
+/// The words `ai-run.js` shows, in the page's language (`data-labels` of the component).
+pub fn labels(lang: impl std::borrow::Borrow<Lang>) -> String {
+    let lang = *lang.borrow();
+    const KEYS: &[&str] = &[
+        "status.pending",
+        "status.running",
+        "status.completed",
+        "status.failed",
+        "status.cancelled",
+        "status.interrupted",
+        "tool.running",
+        "tool.ok",
+        "tool.failed",
+        "plan",
+        "tools",
+        "cancel",
+        "cancelling",
+        "resume",
+        "no_runs",
+        "start_failed",
+        "network",
+        "run_gone",
+        "changed_files",
+        "runs_on.builtin_not_configured",
+        "runs_on.builtin",
+        "runs_on.openai",
+        "runs_on.openai_run",
+        "runs_on.acp",
+        "no_tools",
+        "results",
+    ];
+    let mut map: serde_json::Map<String, serde_json::Value> =
+        KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
+    for a in AgentId::ALL {
+        map.insert(format!("agent.{}", a.as_str()), serde_json::Value::String(a.display_name().into()));
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+/// What the compact panel of another page puts in context.
+pub struct Panel {
+    /// Which page's session this is (`kb:<id>`, `source:<id>`): a run resumes on the page it
+    /// was started from.
+    pub scope: String,
+    pub kb_id: Option<Uuid>,
+    pub source_id: Option<Uuid>,
+    /// Where a form error sends a browser without JavaScript.
+    pub back: String,
+}
+
+impl Panel {
+    /// The KB page: that knowledge base.
+    pub fn for_kb(kb: impl std::borrow::Borrow<Uuid>) -> Panel {
+        let kb = kb.borrow();
+        Panel { scope: format!("kb:{kb}"), kb_id: Some(*kb), source_id: None, back: format!("/kbs/{kb}") }
+    }
+
+    /// The viewer (`/sources/{id}/view`): the open document; its KB is looked up when the run
+    /// is created (the form) or by the script (`/api/sources/{id}`).
+    pub fn for_viewer(path: impl AsRef<str>) -> Option<Panel> {
+        let id = path.as_ref().strip_prefix("/sources/")?.split('/').next()?;
+        let id = Uuid::parse_str(id).ok()?;
+        Some(Panel { scope: format!("source:{id}"), kb_id: None, source_id: Some(id), back: format!("/sources/{id}/view") })
+    }
+}
+
+/// An id a client makes up (the API's rule): 1–200 characters of `[A-Za-z0-9_.:-]`.
+fn valid_client_id(v: &str) -> bool {
+    !v.is_empty() && v.len() <= 200 && v.chars().all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
+}
+
+fn status_label(ctx: &PageCtx, s: RunStatus) -> String {
+    ctx.tk("ai.status", s.as_str())
+}
+
+fn short(s: &str, max: usize) -> String {
+    let s = s.trim();
+    if s.chars().count() <= max { s.to_string() } else { format!("{}…", s.chars().take(max).collect::<String>()) }
+}
+
+// ---------- the result of an ended run ----------
+
+/// The receipt as stored (`mnote.agent_run_receipt.v1`), the parts the page shows.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReceiptDoc {
+    #[serde(default)]
+    citations: Vec<CitationDoc>,
+    #[serde(default)]
+    total: usize,
+    #[serde(default)]
+    verified: usize,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CitationDoc {
+    #[serde(default)]
+    evidence_id: Option<Uuid>,
+    #[serde(default)]
+    label: String,
+    #[serde(default)]
+    sentence: String,
+    #[serde(default)]
+    verified: bool,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A citation that did not verify, listed below the answer.
+pub struct UnverifiedRow {
+    label: String,
+    reason: String,
+    sentence: String,
+}
+
+/// What an ended run shows: its answer (checked), or why there is none.
+pub struct ResultView {
+    run_id: Uuid,
+    status: &'static str,
+    answer_html: Option<String>,
+    /// The answer of a run that did not complete (what it had written).
+    partial: bool,
+    verified_line: Option<String>,
+    all_verified: bool,
+    unverified: Vec<UnverifiedRow>,
+    error: Option<ErrorBody>,
+    cancelled: bool,
+    interrupted: bool,
+    /// The id a resume form sends (a second submit of the same form resumes once).
+    resume_request_id: String,
+}
+
+fn reason_words(ctx: &PageCtx, code: &str) -> String {
+    let key = format!("ai.reason.{code}");
+    let w = ctx.t(&key);
+    if w == key { code.to_string() } else { w }
+}
+
+fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
+    let status = run.status();
+    let receipt: Option<ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
+    let checks: Vec<answer::Check> = receipt
+        .iter()
+        .flat_map(|r| r.citations.iter())
+        .map(|c| answer::Check { evidence_id: c.evidence_id, verified: c.verified, reason: c.reason.clone() })
+        .collect();
+    let tooltip = |verified: bool, reason: &str| {
+        let head = if verified { ctx.t("ai.cite_ok") } else { ctx.t("ai.cite_not_verified") };
+        format!("{head}: {}", reason_words(ctx, reason))
+    };
+    let rendered = run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render(a, &checks, &tooltip));
+    let (total, verified) = receipt.as_ref().map(|r| (r.total, r.verified)).unwrap_or_default();
+    let verified_line = rendered.as_ref().map(|_| {
+        if total == 0 {
+            ctx.t("ai.no_citations")
+        } else {
+            ctx.t("ai.verified").replace("{n}", &verified.to_string()).replace("{m}", &total.to_string())
+        }
+    });
+    let unverified = receipt
+        .iter()
+        .flat_map(|r| r.citations.iter())
+        .filter(|c| !c.verified)
+        .map(|c| UnverifiedRow {
+            label: c.label.clone(),
+            reason: reason_words(ctx, &c.reason),
+            sentence: short(&c.sentence, 240),
+        })
+        .collect();
+    let error = match (&run.error_code, status) {
+        (Some(code), RunStatus::Failed) => {
+            Some(ErrorBody { code: code.clone(), message: run.error_message.clone().unwrap_or_default() })
+        }
+        (None, RunStatus::Failed) => Some(ErrorBody { code: "internal".into(), message: String::new() }),
+        _ => None,
+    };
+    ResultView {
+        run_id: run.id,
+        status: status.as_str(),
+        partial: rendered.is_some() && status != RunStatus::Completed,
+        all_verified: total > 0 && verified == total,
+        answer_html: rendered.map(|r| r.html),
+        verified_line,
+        unverified,
+        error,
+        cancelled: status == RunStatus::Cancelled,
+        interrupted: status == RunStatus::Interrupted,
+        resume_request_id: fresh_id(),
+    }
+}
+
+// ---------- a run as the page shows it ----------
+
+/// One tool call: `tool.started` and, once it returned, its `tool.completed`.
+pub struct ToolCard {
+    call_id: String,
+    name: String,
+    args: String,
+    /// `running | ok | failed`
+    state: &'static str,
+    summary: String,
+}
+
+/// `{"query": "robots", "limit": 5}` → `query: "robots", limit: 5` (one line, capped).
+fn args_summary(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    let one = |v: &Value| match v {
+        Value::String(s) => format!("\"{}\"", short(s, 80)),
+        Value::Array(a) => format!("[{}]", a.len()),
+        Value::Object(_) => "{…}".to_string(),
+        other => other.to_string(),
+    };
+    let s = match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            keys.iter().map(|k| format!("{k}: {}", one(&m[k.as_str()]))).collect::<Vec<_>>().join(", ")
+        }
+        Value::Null => String::new(),
+        other => one(other),
+    };
+    short(&s, 200)
+}
+
+fn tool_summary(ctx: &PageCtx, c: &super::ToolCompleted) -> String {
+    if let Some(e) = &c.error {
+        return format!("{} ({})", e.message, e.code);
+    }
+    match (&c.summary, c.count) {
+        (Some(s), _) if !s.is_empty() => s.clone(),
+        (_, Some(n)) => ctx.t("ai.results").replace("{n}", &n.to_string()),
+        _ => String::new(),
+    }
+}
+
+pub struct RunDetail {
+    id: Uuid,
+    prompt: String,
+    agent_name: String,
+    runs_on: String,
+    status: &'static str,
+    status_label: String,
+    live: bool,
+    created: String,
+    plan: Vec<PlanEntry>,
+    tools: Vec<ToolCard>,
+    changed_files: Vec<String>,
+    /// The answer text streamed so far (shown until the final answer replaces it).
+    stream: String,
+    result: Option<ResultView>,
+}
+
+impl RunDetail {
+    fn title(&self) -> String {
+        short(&self.prompt, 60)
+    }
+
+    fn stream_hidden(&self) -> bool {
+        self.stream.is_empty() || self.result.as_ref().is_some_and(|r| r.answer_html.is_some())
+    }
+}
+
+fn runs_on_words(ctx: &PageCtx, run: &RunRow) -> String {
+    match (run.provider.as_str(), run.provider_note.as_deref()) {
+        ("builtin", Some("not_configured")) => ctx.t("ai.runs_on.builtin_not_configured"),
+        ("builtin", _) => ctx.t("ai.runs_on.builtin"),
+        ("openai", _) => ctx.t("ai.runs_on.openai_run"),
+        ("acp", _) => ctx.t("ai.runs_on.acp"),
+        (other, _) => other.to_string(),
+    }
+}
+
+fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDetail {
+    let mut plan = Vec::new();
+    let mut tools: Vec<ToolCard> = Vec::new();
+    let mut changed_files = Vec::new();
+    let mut stream = String::new();
+    for e in events {
+        match Event::from_parts(&e.kind, &e.payload) {
+            Some(Event::MessageDelta { text }) => stream.push_str(&text),
+            Some(Event::PlanUpdated { entries }) => plan = entries,
+            Some(Event::ToolStarted(t)) => match tools.iter_mut().find(|c| c.call_id == t.call_id) {
+                Some(c) => c.args = args_summary(&t.arguments),
+                None => tools.push(ToolCard {
+                    call_id: t.call_id,
+                    name: t.name,
+                    args: args_summary(&t.arguments),
+                    state: "running",
+                    summary: String::new(),
+                }),
+            },
+            Some(Event::ToolCompleted(t)) => {
+                let summary = tool_summary(ctx, &t);
+                let state = if t.ok { "ok" } else { "failed" };
+                match tools.iter_mut().find(|c| c.call_id == t.call_id) {
+                    Some(c) => {
+                        c.state = state;
+                        c.summary = summary;
+                    }
+                    None => tools.push(ToolCard { call_id: t.call_id, name: t.name, args: String::new(), state, summary }),
+                }
+            }
+            Some(Event::ChangedFiles { files }) => changed_files.extend(files),
+            _ => {}
+        }
+    }
+    let status = run.status();
+    let agent_name = AgentId::parse(&run.agent_id).map(|a| a.display_name().to_string()).unwrap_or_else(|| run.agent_id.clone());
+    RunDetail {
+        id: run.id,
+        prompt: run.prompt.clone(),
+        agent_name,
+        runs_on: runs_on_words(ctx, run),
+        status: status.as_str(),
+        status_label: status_label(ctx, status),
+        live: status.is_live(),
+        created: run.created_at.format("%Y-%m-%d %H:%M").to_string(),
+        plan,
+        tools,
+        changed_files,
+        stream,
+        result: (!status.is_live()).then(|| result_view(ctx, run)),
+    }
+}
+
+/// One earlier run of the session.
+pub struct HistoryItem {
+    id: Uuid,
+    prompt: String,
+    status: &'static str,
+    status_label: String,
+    when: String,
+    current: bool,
+}
+
+fn history(ctx: &PageCtx, runs: &[RunRow], current: Option<Uuid>) -> Vec<HistoryItem> {
+    runs.iter()
+        .map(|r| HistoryItem {
+            id: r.id,
+            prompt: short(&r.prompt, 90),
+            status: r.status().as_str(),
+            status_label: status_label(ctx, r.status()),
+            when: r.created_at.format("%m-%d %H:%M").to_string(),
+            current: Some(r.id) == current,
+        })
+        .collect()
+}
+
+// ---------- the /ai page ----------
+
+pub struct AgentChoice {
+    id: &'static str,
+    name: &'static str,
+    note: String,
+    selected: bool,
+}
+
+pub struct KbChoice {
+    id: Uuid,
+    name: String,
+    checked: bool,
+}
+
+#[derive(Template)]
+#[template(path = "ai/page.html")]
+struct AiPage {
+    ctx: PageCtx,
+    labels: String,
+    agents: Vec<AgentChoice>,
+    agent_note: String,
+    kbs: Vec<KbChoice>,
+    request_id: String,
+    session_id: String,
+    /// The session came from the URL (or the shown run): the script keeps it.
+    session_fixed: bool,
+    history: Vec<HistoryItem>,
+    run: Option<RunDetail>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct AiQuery {
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    kb: Option<Uuid>,
+    #[serde(default)]
+    agent: Option<String>,
+}
+
+/// Everything the page needs besides the run: agents, KBs, the session's runs.
+async fn page_of(
+    state: &AppState,
+    page: Page,
+    session: Option<String>,
+    agent: Option<&str>,
+    kbs_in_context: Option<&[Uuid]>,
+    run: Option<(RunRow, Vec<store::EventRow>)>,
+) -> AppResult<Response> {
+    let views = agent_config::views(state, &page.auth).await?;
+    let mut tx = page.auth.tx(state).await?;
+    let kb_rows = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    let (session_id, session_fixed) = match session {
+        Some(s) => (s, true),
+        None => (fresh_id(), false),
+    };
+    let runs = if session_fixed { store::session_runs(&mut tx, page.auth.user_id, &session_id, 50).await? } else { Vec::new() };
+    tx.commit().await?;
+    let ctx = page.ctx;
+    let picked = agent.and_then(AgentId::parse).unwrap_or(AgentId::Hermes);
+    let agents: Vec<AgentChoice> = views
+        .iter()
+        .map(|v| AgentChoice {
+            id: v.agent_id,
+            name: v.display_name,
+            note: agent_pages::runs_on(&ctx, v),
+            selected: v.agent_id == picked.as_str(),
+        })
+        .collect();
+    let agent_note = agents.iter().find(|a| a.selected).map(|a| a.note.clone()).unwrap_or_default();
+    let kbs = kb_rows
+        .into_iter()
+        .map(|k| KbChoice {
+            checked: kbs_in_context.is_none_or(|ids| ids.is_empty() || ids.contains(&k.id)),
+            id: k.id,
+            name: k.name,
+        })
+        .collect();
+    let current = run.as_ref().map(|(r, _)| r.id);
+    let detail = run.map(|(r, events)| run_detail(&ctx, &r, &events));
+    render(AiPage {
+        labels: labels(ctx.lang),
+        history: history(&ctx, &runs, current),
+        ctx,
+        agents,
+        agent_note,
+        kbs,
+        request_id: fresh_id(),
+        session_id,
+        session_fixed,
+        run: detail,
+    })
+}
+
+/// `GET /ai?session=&kb=&agent=`
+pub async fn ai_page(State(state): State<AppState>, page: Page, Query(q): Query<AiQuery>) -> AppResult<Response> {
+    let session = q.session.filter(|s| valid_client_id(s));
+    let kbs: Option<Vec<Uuid>> = q.kb.map(|k| vec![k]);
+    page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None).await
+}
+
+async fn load_run(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(RunRow, Vec<store::EventRow>)> {
+    let mut tx = auth.tx(state).await?;
+    let run = store::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    let mut events = Vec::new();
+    loop {
+        let after = events.last().map(|e: &store::EventRow| e.seq).unwrap_or(0);
+        let page = store::events_after(&mut tx, id, after, super::stream::PAGE).await?;
+        let n = page.len();
+        events.extend(page);
+        if (n as i64) < super::stream::PAGE || events.len() >= MAX_EVENTS {
+            break;
+        }
+    }
+    tx.commit().await?;
+    Ok((run, events))
+}
+
+/// `GET /ai/runs/{id}`: the run, server-rendered (reload to see progress).
+pub async fn run_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let (run, events) = load_run(&state, &page.auth, id).await?;
+    let session = Some(run.session_id.clone());
+    let agent = run.agent_id.clone();
+    let kbs = run.context().kb_ids;
+    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events))).await
+}
+
+#[derive(Template)]
+#[template(path = "ai/result.html")]
+struct ResultFragment {
+    ctx: PageCtx,
+    result: ResultView,
+}
+
+/// `GET /ai/runs/{id}/result`: the result block of an ended run, for `ai-run.js`.
+pub async fn result_fragment(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let run = store::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    let result = result_view(&page.ctx, &run);
+    render(ResultFragment { ctx: page.ctx, result })
+}
+
+// ---------- forms (no JavaScript) ----------
+
+/// The ask form, read from its pairs (`kb_id` and `source_id` repeat).
+#[derive(Debug, Default)]
+struct AskForm {
+    request_id: String,
+    session_id: String,
+    agent_id: String,
+    prompt: String,
+    kb_ids: Vec<Uuid>,
+    source_ids: Vec<Uuid>,
+    back: Option<String>,
+}
+
+impl AskForm {
+    fn from_pairs(pairs: Vec<(String, String)>) -> AppResult<AskForm> {
+        let mut f = AskForm::default();
+        let uuid = |field: &str, v: &str| Uuid::parse_str(v.trim()).map_err(|_| AppError::invalid(field, "not an id"));
+        for (k, v) in pairs {
+            match k.as_str() {
+                "request_id" => f.request_id = v,
+                "session_id" => f.session_id = v,
+                "agent_id" => f.agent_id = v,
+                "prompt" => f.prompt = v,
+                "kb_id" => f.kb_ids.push(uuid("kb_id", &v)?),
+                "source_id" => f.source_ids.push(uuid("source_id", &v)?),
+                "back" => f.back = Some(v),
+                _ => {}
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// Create a run through the API's handler (the same checks and idempotency); its id.
+async fn start(state: &AppState, auth: &Auth, body: CreateRun) -> AppResult<Uuid> {
+    let resp = handlers::create(State(state.clone()), auth.clone(), ApiJson(body)).await?;
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Created {
+        host_run_id: Uuid,
+    }
+    let bytes = to_bytes(resp.into_body(), 1 << 20).await.map_err(|e| AppError::Internal(anyhow::anyhow!("run body: {e}")))?;
+    let created: Created = serde_json::from_slice(&bytes).map_err(|e| AppError::Internal(anyhow::anyhow!("run body: {e}")))?;
+    Ok(created.host_run_id)
+}
+
+/// A form error goes back to the page it came from as a notice, not an error page.
+async fn back_with(session: &Session, to: String, e: AppError) -> AppResult<Response> {
+    match e {
+        AppError::Invalid { .. } | AppError::Conflict(_) | AppError::Upstream(_) => {
+            flash(session, e.to_string()).await?;
+            Ok(Redirect::to(&to).into_response())
+        }
+        other => Err(other),
+    }
+}
+
+/// `POST /ai/runs` (the ask form without JavaScript) → `/ai/runs/{id}`.
+pub async fn create_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Form(pairs): Form<Vec<(String, String)>>,
+) -> AppResult<Response> {
+    let f = AskForm::from_pairs(pairs)?;
+    let back = match &f.back {
+        Some(b) => crate::web::safe_next(Some(b)),
+        None if valid_client_id(&f.session_id) => format!("/ai?session={}", f.session_id),
+        None => "/ai".to_string(),
+    };
+    let mut kb_ids = f.kb_ids.clone();
+    if kb_ids.is_empty() && !f.source_ids.is_empty() {
+        // The viewer's panel names the document; its KB comes with it.
+        let mut tx = page.auth.tx(&state).await?;
+        for s in &f.source_ids {
+            if let Some(src) = crate::sources::queries::get(&mut tx, *s).await?
+                && !kb_ids.contains(&src.kb_id)
+            {
+                kb_ids.push(src.kb_id);
+            }
+        }
+        tx.commit().await?;
+    }
+    let body = CreateRun {
+        request_id: f.request_id,
+        session_id: f.session_id,
+        agent_id: f.agent_id,
+        prompt: f.prompt,
+        context_refs: ContextRefs { kb_ids, source_ids: f.source_ids, evidence_ids: Vec::new() },
+        preferences: None,
+        parent_run_id: None,
+        resume_request_id: None,
+    };
+    match start(&state, &page.auth, body).await {
+        Ok(id) => Ok(Redirect::to(&format!("/ai/runs/{id}")).into_response()),
+        Err(e) => back_with(&session, back, e).await,
+    }
+}
+
+/// `POST /ai/runs/{id}/cancel`
+pub async fn cancel_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    let _run = handlers::cancel(State(state), page.auth, Path(id)).await?;
+    Ok(Redirect::to(&format!("/ai/runs/{id}")))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ResumeForm {
+    resume_request_id: String,
+}
+
+/// `POST /ai/runs/{id}/resume`: a child run that continues the interrupted one.
+pub async fn resume_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Form(f): Form<ResumeForm>,
+) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let parent = store::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    let body = CreateRun {
+        request_id: fresh_id(),
+        session_id: parent.session_id.clone(),
+        agent_id: parent.agent_id.clone(),
+        prompt: parent.prompt.clone(),
+        context_refs: parent.context(),
+        preferences: None,
+        parent_run_id: Some(id),
+        resume_request_id: Some(f.resume_request_id),
+    };
+    match start(&state, &page.auth, body).await {
+        Ok(child) => Ok(Redirect::to(&format!("/ai/runs/{child}")).into_response()),
+        Err(e) => back_with(&session, format!("/ai/runs/{id}"), e).await,
+    }
+}
+
+/// `GET /static/ai-run.js`
+pub async fn script() -> Response {
+    use axum::http::header;
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], SCRIPT)
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn args_are_one_line() {
+        let v = serde_json::json!({"query": "where do robots charge", "limit": 5, "kbIds": ["a", "b"]});
+        assert_eq!(args_summary(&v), "kbIds: [2], limit: 5, query: \"where do robots charge\"");
+        assert_eq!(args_summary(&serde_json::Value::Null), "");
+        let long = serde_json::json!({"query": "x".repeat(500)});
+        assert!(args_summary(&long).chars().count() <= 201);
+    }
+
+    #[test]
+    fn panels_name_their_context() {
+        let kb = Uuid::new_v4();
+        let p = Panel::for_kb(kb);
+        assert_eq!((p.scope, p.kb_id, p.back), (format!("kb:{kb}"), Some(kb), format!("/kbs/{kb}")));
+        let s = Uuid::new_v4();
+        let v = Panel::for_viewer(format!("/sources/{s}/view")).unwrap();
+        assert_eq!((v.source_id, v.kb_id), (Some(s), None));
+        assert!(Panel::for_viewer("/sources/not-an-id/view").is_none());
+    }
+
+    #[test]
+    fn form_pairs_repeat_kbs_and_reject_bad_ids() {
+        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
+        let f = AskForm::from_pairs(vec![
+            ("prompt".into(), "hi".into()),
+            ("kb_id".into(), a.to_string()),
+            ("kb_id".into(), b.to_string()),
+            ("csrf_token".into(), "t".into()),
+        ])
+        .unwrap();
+        assert_eq!((f.prompt.as_str(), f.kb_ids), ("hi", vec![a, b]));
+        assert!(AskForm::from_pairs(vec![("kb_id".into(), "nope".into())]).is_err());
+    }
+
+    #[test]
+    fn labels_exist_in_both_languages() {
+        for lang in [Lang::En, Lang::ZhCn] {
+            let v: serde_json::Value = serde_json::from_str(&labels(lang)).unwrap();
+            for (k, w) in v.as_object().unwrap() {
+                assert!(
+                    !w.as_str().unwrap().starts_with("ai.") && !w.as_str().unwrap().is_empty(),
+                    "{lang:?}: ai.{k} is missing"
+                );
+            }
+        }
+    }
+}

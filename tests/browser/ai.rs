@@ -1,0 +1,442 @@
+//! Page AI in the browser (`/ai`, the KB and viewer panels, `static/ai-run.js`), in English
+//! and Chinese, each case screenshotted to `target/browser-artifacts/ai-*`:
+//! 1. builtin (nothing configured): the answer completes with citations and "verified n/m",
+//!    a citation opens the viewer highlighted, the KB and viewer panels put their context in
+//!    the run, the page without JavaScript (plain forms) creates and renders a run;
+//! 2. hermes on the scripted OpenAI mock: a slow answer, the page reloaded mid-answer, picked up
+//!    again from the journal: the transcript is exactly the journal's text (nothing rendered
+//!    twice), one tool card per `tool.started`, the final answer as the run has it;
+//! 3. cancel during a slow run → cancelled;
+//! 4. reasonix on the test ACP agent (`scripts/acp_agent.py`) streams and completes.
+
+use std::path::PathBuf;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{
+    browser::Browser,
+    helpers::{Client, PASSWORD, TestApp, spawn_app, spawn_app_with},
+    lightrag,
+};
+
+const EMAIL: &str = "owner@acme.test";
+const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall. Each robot reports its battery level to the fleet controller every minute.\n\n## Safety\n\nPeople wear orange vests on the warehouse floor.\n";
+const HANDBOOK_ZH: &str = "# 仓库手册\n\n## 充电\n\n机器人在北厅过夜充电。每台机器人每分钟向调度系统报告电量。\n\n## 安全\n\n仓库地面上的人员穿橙色背心。\n";
+const QUESTION: &str = "Where do the robots charge overnight?";
+
+/// A tenant whose owner has the KB "Handbook" with the two handbooks indexed.
+struct Seed {
+    api: Client,
+    kb: String,
+    /// `handbook.md`'s source id.
+    source: String,
+}
+
+async fn seed(app: &TestApp) -> Seed {
+    let s = app.bootstrap("acme", EMAIL).await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    app.write_doc("team/handbook.md", HANDBOOK);
+    app.write_doc("team/手册.md", HANDBOOK_ZH);
+    let (st, g) = api
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Handbook"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, r) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let (_, list) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    let items = list["items"].as_array().or(list.as_array()).cloned().unwrap_or_default();
+    assert!(items.iter().all(|i| i["status"] == "indexed"), "{list}");
+    let source =
+        items.iter().find(|i| i["resourcePath"].as_str().unwrap_or("").ends_with("handbook.md")).expect("handbook.md")["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+    Seed { api, kb, source }
+}
+
+/// Every event of a run's journal, oldest first.
+async fn journal(api: &Client, run: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    loop {
+        let after = out.last().map(|e| e["seq"].as_i64().unwrap()).unwrap_or(0);
+        let (st, page) = api.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq={after}")).await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        let items = page["items"].as_array().unwrap().clone();
+        let n = items.len();
+        out.extend(items);
+        if n == 0 || page["ended"] == true {
+            return out;
+        }
+    }
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn deltas(events: &[Value]) -> String {
+    of_kind(events, "message.delta").iter().map(|e| e["payload"]["text"].as_str().unwrap_or("")).collect()
+}
+
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The answer's Markdown as its text reads: every `[label](url)` link as its label.
+fn answer_text(md: &str) -> String {
+    let mut out = String::new();
+    let mut rest = md;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find("](").map(|i| open + i) else { break };
+        let Some(end) = rest[close..].find(')').map(|i| close + i) else { break };
+        out.push_str(&rest[..open]);
+        out.push_str(&rest[open + 1..close]);
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    squash(&out)
+}
+
+async fn run_of(api: &Client, id: &str) -> Value {
+    let (st, run) = api.get_json(&format!("/api/page-ai/runs/{id}")).await;
+    assert_eq!(st, StatusCode::OK, "{run}");
+    run
+}
+
+/// The shown run's id, once the component shows one.
+async fn shown_run(b: &Browser, root: &str) -> String {
+    let v = b.poll("a run to be shown", SHOWN, vec![json!(root)]).await;
+    v.as_str().unwrap().to_string()
+}
+
+/// Wait until the component's run ended and its result is in; how it ended.
+async fn ended(b: &Browser, root: &str) -> String {
+    let v = b
+        .poll(
+            "the run to end",
+            "const t = document.querySelector(arguments[0] + ' .ai-turn[data-ended]'); return t && t.getAttribute('data-ended')",
+            vec![json!(root)],
+        )
+        .await;
+    v.as_str().unwrap().to_string()
+}
+
+async fn text(b: &Browser, css: &str) -> String {
+    let v = b.js("const e = document.querySelector(arguments[0]); return e ? e.textContent : null", vec![json!(css)]).await;
+    v.as_str().unwrap_or_else(|| panic!("{}: no `{css}`", b.name)).to_string()
+}
+
+async fn count(b: &Browser, css: &str) -> usize {
+    b.js("return document.querySelectorAll(arguments[0]).length", vec![json!(css)]).await.as_u64().unwrap() as usize
+}
+
+const SHOWN: &str = "const t = document.querySelector(arguments[0] + ' .ai-turn'); return t && t.getAttribute('data-run-id')";
+
+/// Ask through the component's form; the id of the run it then shows.
+async fn ask(b: &Browser, root: &str, agent: &str, prompt: &str) -> String {
+    let sel = format!("{root} select.ai-agent");
+    b.wait_for(&sel).await.select_by_value(agent).await.unwrap();
+    let before = b.js(SHOWN, vec![json!(root)]).await;
+    b.find(&format!("{root} textarea[name=prompt]")).await.send_keys(prompt).await.unwrap();
+    b.find(&format!("{root} form.ai-ask button[type=submit]")).await.click().await.unwrap();
+    let v = b
+        .poll(
+            "the new run to be shown",
+            "const t = document.querySelector(arguments[0] + ' .ai-turn'); const id = t && t.getAttribute('data-run-id'); \
+             return id && id !== arguments[1] ? id : null",
+            vec![json!(root), before],
+        )
+        .await;
+    v.as_str().unwrap().to_string()
+}
+
+async fn to_chinese(b: &Browser) {
+    b.goto("/").await;
+    b.js("document.querySelector('form.lang button[value=\"zh-CN\"]').click()", vec![]).await;
+    b.poll(
+        "the language switch",
+        "return document.readyState === 'complete' && document.documentElement.lang.startsWith('zh')",
+        vec![],
+    )
+    .await;
+}
+
+/// The run's receipt agrees with the page: "verified n/m" and one marked link per unverified citation.
+async fn check_verified_line(b: &Browser, run: &Value, word: &str) {
+    let total = run["receipt"]["total"].as_u64().unwrap();
+    let verified = run["receipt"]["verified"].as_u64().unwrap();
+    assert!(total >= 1, "{run}");
+    let line = text(b, "#ai-run .ai-verified").await;
+    assert!(line.contains(word) && line.contains(&format!("{verified}/{total}")), "{line} vs {run}");
+    let cites = count(b, "#ai-run .ai-answer .ai-cite").await;
+    let unverified = count(b, "#ai-run .ai-answer .ai-cite-unverified").await;
+    assert_eq!(cites as u64, total, "one marked citation per receipt entry");
+    assert_eq!(unverified as u64, total - verified);
+}
+
+#[tokio::test]
+async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
+    let app = spawn_app().await;
+    let seed = seed(&app).await;
+    let b = Browser::start("ai-builtin", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+
+    b.goto("/ai").await;
+    b.wait_for("#ai-form").await;
+    let note =
+        b.poll("the agent note", "const n = document.querySelector('#ai-agent-note'); return n && n.textContent", vec![]).await;
+    assert_eq!(note, "runs offline (built-in): not configured");
+    let id = ask(&b, "#ai-run", "hermes", QUESTION).await;
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+    let run = run_of(&seed.api, &id).await;
+    assert_eq!((run["provider"].as_str(), run["providerNote"].as_str()), (Some("builtin"), Some("not_configured")));
+    let events = journal(&seed.api, &id).await;
+    assert_eq!(count(&b, "#ai-run .ai-tool").await, of_kind(&events, "tool.started").len());
+    assert!(count(&b, "#ai-run .ai-tool.ok").await >= 1);
+    assert!(!text(&b, "#ai-run .ai-plan").await.is_empty(), "the plan is shown");
+    check_verified_line(&b, &run, "Verified").await;
+    assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
+    // The run is in the session's history.
+    b.poll("the history", "return document.querySelectorAll('#ai-run .ai-history li.current').length === 1", vec![]).await;
+    b.screenshot("en").await;
+
+    // A citation opens the viewer at the cited block.
+    let href = b.js("return document.querySelector('#ai-run .ai-answer a.ai-cite').getAttribute('href')", vec![]).await;
+    let href = href.as_str().unwrap().to_string();
+    assert!(href.starts_with("/sources/") && href.contains("?evidence=") && href.ends_with("#hl"), "{href}");
+    b.find("#ai-run .ai-answer a.ai-cite").await.click().await.unwrap();
+    b.poll("the viewer", "return location.pathname.endsWith('/view') && !!document.getElementById('hl')", vec![]).await;
+    let hl = b.js("return document.getElementById('hl').innerText", vec![]).await;
+    assert!(hl.as_str().unwrap().contains("north hall"), "{hl}");
+    b.screenshot("viewer").await;
+
+    // Back on /ai the ended run is shown again (the snapshot), in its final state.
+    b.goto("/ai").await;
+    assert_eq!(shown_run(&b, "#ai-run").await, id);
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+
+    // The KB page's panel: that KB in context.
+    b.goto(&format!("/kbs/{}", seed.kb)).await;
+    let kb_run = ask(&b, ".ai-panel", "hermes", "What do people wear on the warehouse floor?").await;
+    assert_eq!(ended(&b, ".ai-panel").await, "completed");
+    assert!(count(&b, ".ai-panel .ai-answer a.ai-cite").await >= 1);
+    let r = run_of(&seed.api, &kb_run).await;
+    assert_eq!(r["contextRefs"]["kbIds"], json!([seed.kb]));
+    b.screenshot("kb-panel").await;
+
+    // The viewer's panel: the open document and its KB.
+    b.goto(&format!("/sources/{}/view", seed.source)).await;
+    b.wait_for(".ai-panel textarea").await;
+    b.poll("the document's KB", "return !!document.querySelector('.ai-panel input[name=kb_id]')", vec![]).await;
+    let doc_run = ask(&b, ".ai-panel", "hermes", "How often do robots report their battery level?").await;
+    assert_eq!(ended(&b, ".ai-panel").await, "completed");
+    let r = run_of(&seed.api, &doc_run).await;
+    assert_eq!(
+        (r["contextRefs"]["kbIds"].clone(), r["contextRefs"]["sourceIds"].clone()),
+        (json!([seed.kb]), json!([seed.source]))
+    );
+    b.screenshot("viewer-panel").await;
+
+    // 中文
+    to_chinese(&b).await;
+    b.goto("/ai").await;
+    b.find("#ai-run button.ai-new-session").await.click().await.unwrap();
+    b.poll("a new session", "return !document.querySelector('#ai-run .ai-turn')", vec![]).await;
+    let note = text(&b, "#ai-agent-note").await;
+    assert_eq!(note, "离线运行（内置）：未配置");
+    let zh = ask(&b, "#ai-run", "hermes", "机器人在哪里过夜充电？").await;
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+    let run = run_of(&seed.api, &zh).await;
+    check_verified_line(&b, &run, "已核验").await;
+    assert!(text(&b, "#ai-run .ai-answer").await.contains("北厅"));
+    assert!(text(&b, "#ai-run .ai-status").await.contains("已完成"));
+    b.screenshot("zh").await;
+    b.finish().await;
+
+    // Without JavaScript: the form posts, the server creates the run and renders it.
+    let mut c = app.login(EMAIL).await;
+    let (st, html) = c.page("/ai").await;
+    assert_eq!(st, StatusCode::OK);
+    let doc = scraper::Html::parse_document(&html);
+    let field = |name: &str| {
+        let sel = scraper::Selector::parse(&format!("#ai-form input[name={name}]")).unwrap();
+        doc.select(&sel).next().and_then(|e| e.value().attr("value")).unwrap_or_else(|| panic!("no {name}")).to_string()
+    };
+    let (request_id, session_id) = (field("request_id"), field("session_id"));
+    let form = [
+        ("request_id", request_id.as_str()),
+        ("session_id", session_id.as_str()),
+        ("agent_id", "hermes"),
+        ("prompt", QUESTION),
+        ("kb_id", seed.kb.as_str()),
+    ];
+    let r = c.post_form("/ai/runs", &form).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let to = r.headers()["location"].to_str().unwrap().to_string();
+    assert!(to.starts_with("/ai/runs/"), "{to}");
+    // The same form again (a double submit) is the same run.
+    let again = c.post_form("/ai/runs", &form).await;
+    assert_eq!(again.headers()["location"].to_str().unwrap(), to);
+    let mut page = String::new();
+    for _ in 0..200 {
+        let (st, html) = c.page(&to).await;
+        assert_eq!(st, StatusCode::OK);
+        page = html;
+        if page.contains("data-has-answer=\"true\"") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(page.contains("data-has-answer=\"true\""), "the run page never showed the answer:\n{page}");
+    assert!(page.contains("class=\"ai-cite ai-cite-ok\"") && page.contains("Verified "), "{page}");
+    assert!(page.contains("class=\"ai-tool ok\""), "{page}");
+    assert!(page.contains(&format!("<a href=\"{to}\" data-run-id=")), "the session's history lists the run");
+}
+
+/// An app whose `hermes` runs on the scripted OpenAI mock.
+async fn hermes_app() -> (TestApp, Seed) {
+    let base = lightrag::mock_llm().to_string();
+    let allowed = base.clone();
+    let app = spawn_app_with(move |c| c.agents.allowed_urls = vec![allowed]).await;
+    let seed = seed(&app).await;
+    let (st, v) =
+        seed.api.send_json("PUT", "/api/page-ai/agents/hermes/config", json!({"endpointUrl": base, "model": "scripted"})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["provider"], "openai");
+    (app, seed)
+}
+
+#[tokio::test]
+async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice() {
+    let (app, seed) = hermes_app().await;
+    let b = Browser::start("ai-resume", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    b.goto("/ai").await;
+    b.poll(
+        "the agent note",
+        "const n = document.querySelector('#ai-agent-note'); return n && n.textContent.includes('scripted')",
+        vec![],
+    )
+    .await;
+    let id = ask(&b, "#ai-run", "hermes", &format!("{QUESTION} [[slow]]")).await;
+    b.poll(
+        "some streamed text",
+        "const s = document.querySelector('#ai-run .ai-stream'); return s && s.textContent.length > 20",
+        vec![],
+    )
+    .await;
+    b.screenshot("streaming-en").await;
+    // Still answering when the page goes away.
+    assert_eq!(run_of(&seed.api, &id).await["status"], "running");
+    b.c.refresh().await.unwrap();
+    assert_eq!(shown_run(&b, "#ai-run").await, id);
+    let mid = b
+        .poll("the run to stream again", "const t = document.querySelector('#ai-run .ai-turn'); return t && !t.hasAttribute('data-ended') && t.querySelector('.ai-stream').textContent.length > 0 ? 'live' : (t && t.getAttribute('data-ended'))", vec![])
+        .await;
+    assert_eq!(mid, "live", "the run ended before the reload finished: the test proves nothing");
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+
+    let run = run_of(&seed.api, &id).await;
+    let events = journal(&seed.api, &id).await;
+    // The transcript is the journal's text exactly: nothing twice, nothing missing.
+    assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
+    assert!(of_kind(&events, "message.delta").len() >= 10, "a slow answer comes in many deltas");
+    let rendered = b.js("return document.querySelector('#ai-run .ai-turn').getAttribute('data-rendered-seq')", vec![]).await;
+    assert_eq!(rendered.as_str().unwrap().parse::<i64>().unwrap(), run["lastSeq"].as_i64().unwrap());
+    // One card per tool call.
+    let started = of_kind(&events, "tool.started");
+    assert!(!started.is_empty());
+    assert_eq!(count(&b, "#ai-run .ai-tool").await, started.len());
+    // The final answer replaced the streamed text and reads as the run's answer.
+    assert!(b.js("return document.querySelector('#ai-run .ai-stream').hidden", vec![]).await == true);
+    let shown = b.js("return document.querySelector('#ai-run .ai-answer').innerText", vec![]).await;
+    assert_eq!(squash(shown.as_str().unwrap()), answer_text(run["answer"].as_str().unwrap()));
+    check_verified_line(&b, &run, "Verified").await;
+    assert_eq!(count(&b, &format!("#ai-run .ai-history a[data-run-id='{id}']")).await, 1);
+    b.screenshot("resumed-en").await;
+
+    // 中文: the same run, ended, shown from the snapshot.
+    to_chinese(&b).await;
+    b.goto("/ai").await;
+    assert_eq!(shown_run(&b, "#ai-run").await, id);
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+    assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
+    assert!(text(&b, "#ai-run .ai-verified").await.contains("已核验"));
+    b.screenshot("resumed-zh").await;
+    b.finish().await;
+}
+
+#[tokio::test]
+async fn cancel_during_a_slow_run_shows_it_cancelled() {
+    let (app, seed) = hermes_app().await;
+    let b = Browser::start("ai-cancel", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    for (lang, word) in [("en", "Cancelled"), ("zh", "已取消")] {
+        if lang == "zh" {
+            to_chinese(&b).await;
+        }
+        b.goto("/ai").await;
+        b.wait_for("#ai-form").await;
+        let id = ask(&b, "#ai-run", "hermes", &format!("{QUESTION} [[slow]]")).await;
+        b.poll(
+            "some streamed text",
+            "const s = document.querySelector('#ai-run .ai-stream'); return s && s.textContent.length > 10",
+            vec![],
+        )
+        .await;
+        b.find("#ai-run .ai-cancel").await.click().await.unwrap();
+        assert_eq!(ended(&b, "#ai-run").await, "cancelled");
+        assert!(text(&b, "#ai-run .ai-status").await.contains(word));
+        assert_eq!(count(&b, "#ai-run .ai-cancelled").await, 1);
+        assert_eq!(count(&b, "#ai-run .ai-cancel").await, 0, "no cancel button once it ended");
+        assert_eq!(run_of(&seed.api, &id).await["status"], "cancelled");
+        let events = journal(&seed.api, &id).await;
+        assert_eq!(events.last().unwrap()["kind"], "run.cancelled");
+        b.screenshot(&format!("cancelled-{lang}")).await;
+    }
+    b.finish().await;
+}
+
+/// `scripts/acp_agent.py` (the test ACP agent).
+fn acp_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py")
+}
+
+#[tokio::test]
+async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
+    let agent = acp_agent();
+    assert!(agent.is_file(), "{} is missing", agent.display());
+    let cmd = vec!["python3".to_string(), agent.display().to_string()];
+    let app = spawn_app_with(move |c| c.agents.acp_command = Some(cmd)).await;
+    let seed = seed(&app).await;
+    let b = Browser::start("ai-reasonix", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    for (lang, word, status) in [("en", "Verified", "Completed"), ("zh", "已核验", "已完成")] {
+        if lang == "zh" {
+            to_chinese(&b).await;
+        }
+        b.goto("/ai").await;
+        b.wait_for("#ai-form").await;
+        b.wait_for("#ai-run select.ai-agent").await.select_by_value("reasonix").await.unwrap();
+        let note = text(&b, "#ai-agent-note").await;
+        assert!(!note.contains("built-in") && !note.contains("内置"), "{note}");
+        let id = ask(&b, "#ai-run", "reasonix", QUESTION).await;
+        assert_eq!(ended(&b, "#ai-run").await, "completed");
+        let run = run_of(&seed.api, &id).await;
+        assert_eq!(run["provider"], "acp");
+        let events = journal(&seed.api, &id).await;
+        assert!(!of_kind(&events, "message.delta").is_empty());
+        assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
+        assert!(!text(&b, "#ai-run .ai-plan").await.is_empty(), "the agent's plan is shown");
+        assert!(count(&b, "#ai-run .ai-tool").await >= 1);
+        assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
+        assert!(text(&b, "#ai-run .ai-status").await.contains(status));
+        check_verified_line(&b, &run, word).await;
+        b.screenshot(lang).await;
+    }
+    b.finish().await;
+}
