@@ -13,6 +13,17 @@ Neither can run on these machines, so tests, `./dev lightrag start --mock` and
                                 `stream: true` answers as SSE chunks ending with `data: [DONE]`.
   GET  /v1/models, /health
 
+A model whose name starts with `scripted` gets the scripted agent instead (the agent runtime
+tests): streamed tool calls and cited answers, with directives in the last user message:
+  [[slow]]       answer deltas every 150 ms, at least 40 of them
+  [[hang]]       a few deltas, then the connection stays open and silent
+  [[error]]      a few deltas, then `data: {"error": ...}` and the connection closes without [DONE]
+  [[fabricate]]  the answer cites a random evidence id and a real one beside an unrelated sentence
+With `tools` and no `role: tool` message yet: one `mnote_evidence_search` call (arguments split
+over 3 chunks); after a tool message: one line per top result (<= 3), "<first sentence of its
+quote> [evidence:<evidenceId>]"; without tools: a plain answer. The key `sk-wrong` gets 401 on
+every route.
+
 Tokens: lowercase ASCII words, and every CJK character plus every pair of adjacent CJK
 characters (so a Chinese query matches a chunk). Usage: mock_openai.py --port N [--dim 64].
 """
@@ -25,7 +36,10 @@ import math
 import re
 import struct
 import sys
+import select
+import socket
 import time
+import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIM = 64
@@ -99,6 +113,148 @@ def reply_for(messages, body):
     return f"MOCK ANSWER: the documents answer this [1]. (query: {query})"
 
 
+# ---- the scripted agent (models named scripted*) -------------------------------------------
+
+DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate)\]\]")
+NOTHING = "I found nothing relevant in the knowledge bases."
+
+
+def text_of(content):
+    if isinstance(content, list):  # content parts
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content or ""
+
+
+def first_sentence(quote):
+    quote = " ".join(str(quote).split())
+    m = re.search(r"^(.+?(?:[.!?](?=\s|$)|[\u3002\uff01\uff1f]))", quote)
+    s = m.group(1) if m else quote
+    return s if len(s) <= 200 else s[:200].rstrip() + "\u2026"
+
+
+def script_for(body):
+    """What the scripted agent answers: ("tool", arguments) or ("text", answer), and directives."""
+    messages = body.get("messages") or []
+    users = [text_of(m.get("content")) for m in messages if m.get("role") == "user"]
+    last = users[-1] if users else ""
+    flags = set(DIRECTIVE.findall(last))
+    question = " ".join(DIRECTIVE.sub(" ", last).split())
+    tool_msgs = [m for m in messages if m.get("role") == "tool"]
+    if tool_msgs:
+        try:
+            data = json.loads(text_of(tool_msgs[-1].get("content")) or "{}")
+        except ValueError:
+            data = {}
+        results = [r for r in (data.get("results") or []) if isinstance(r, dict) and r.get("evidenceId")] \
+            if isinstance(data, dict) else []
+        lines = [f"{first_sentence(r.get('quote', ''))} [evidence:{r['evidenceId']}]" for r in results[:3]]
+        if "fabricate" in flags:
+            lines = lines[:1]
+            if results:
+                lines.append(f"The fleet was founded on the Moon in 1802. [evidence:{results[0]['evidenceId']}]")
+            lines.append(f"Penguins supervise the night shift. [evidence:{uuid.uuid4()}]")
+        return ("text", "\n".join(lines) if lines else NOTHING), flags
+    if body.get("tools"):
+        return ("tool", json.dumps({"query": question}, ensure_ascii=False)), flags
+    return ("text", f"This is a scripted answer without tools. You asked: \u201c{question}\u201d. "
+                    "I cannot search your knowledge bases in this conversation. "
+                    "Ask again with an agent that has the MNote tools for cited evidence."), flags
+
+
+def pieces_of(text, at_least):
+    """`text` as streamed deltas: about two words each, and at least `at_least` of them."""
+    words = re.findall(r"\S+\s*", text) or [text]
+    pieces = ["".join(words[i : i + 2]) for i in range(0, len(words), 2)]
+    if len(pieces) < at_least and len(text) >= at_least:  # cut into exactly `at_least` pieces
+        n = len(text)
+        pieces = [text[i * n // at_least : (i + 1) * n // at_least] for i in range(at_least)]
+    while len(pieces) < at_least:  # a very short text: pad at the front
+        pieces.insert(0, "\u2026 ")
+    return pieces
+
+
+def client_gone(sock):
+    try:
+        r, _, _ = select.select([sock], [], [], 0)
+        return bool(r) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+def serve_scripted(handler, body):
+    (kind, payload), flags = script_for(body)
+    model = body.get("model", "scripted")
+    cid = f"chatcmpl-scripted-{uuid.uuid4().hex[:16]}"
+    created = int(time.time())
+
+    def chunk(delta=None, finish=None, **extra):
+        c = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+             "choices": [{"index": 0, "delta": delta or {}, "finish_reason": finish}]}
+        c.update(extra)
+        return c
+
+    if not body.get("stream"):
+        msg = {"role": "assistant", "content": payload if kind == "text" else None}
+        if kind == "tool":
+            msg["tool_calls"] = [{"id": "call_scripted_0", "type": "function",
+                                  "function": {"name": "mnote_evidence_search", "arguments": payload}}]
+        return handler.send_json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
+                                       "choices": [{"index": 0, "message": msg,
+                                                    "finish_reason": "tool_calls" if kind == "tool" else "stop"}],
+                                       "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}})
+
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Cache-Control", "no-cache")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    handler.close_connection = True
+
+    def send(obj):
+        handler.wfile.write(f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode())
+        handler.wfile.flush()
+
+    try:
+        send(chunk({"role": "assistant", "content": ""}))
+        if kind == "tool":
+            n = len(payload)
+            parts = [payload[: n // 3], payload[n // 3 : 2 * n // 3], payload[2 * n // 3 :]]
+            send(chunk({"tool_calls": [{"index": 0, "id": "call_scripted_0", "type": "function",
+                                        "function": {"name": "mnote_evidence_search", "arguments": parts[0]}}]}))
+            for p in parts[1:]:
+                time.sleep(0.02)
+                send(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
+            send(chunk(finish="tool_calls"))
+        else:
+            slow = "slow" in flags
+            pieces = pieces_of(payload, 40 if slow else 1)
+            if "hang" in flags or "error" in flags:
+                for p in pieces[:3]:
+                    send(chunk({"content": p}))
+                    time.sleep(0.03)
+                if "error" in flags:
+                    send({"error": {"message": "the scripted model failed on purpose", "type": "server_error"}})
+                    return None
+                # Hang: silent until the client goes away (at most 10 minutes).
+                for _ in range(6000):
+                    if client_gone(handler.connection):
+                        return None
+                    time.sleep(0.1)
+                return None
+            for p in pieces:
+                send(chunk({"content": p}))
+                time.sleep(0.15 if slow else 0.025)
+            send(chunk(finish="stop"))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            send({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],
+                  "usage": {"prompt_tokens": 12, "completion_tokens": 34, "total_tokens": 46}})
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the client cancelled
+    return None
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -113,7 +269,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def wrong_key(self):
+        """`Bearer sk-wrong` is refused everywhere (and quoted back, as OpenAI does)."""
+        if (self.headers.get("Authorization") or "").strip() == "Bearer sk-wrong":
+            self.send_json(401, {"error": {"message": "Incorrect API key provided: sk-wrong.",
+                                           "type": "invalid_request_error", "code": "invalid_api_key"}})
+            return True
+        return False
+
     def do_GET(self):
+        if self.wrong_key():
+            return None
         if self.path.rstrip("/") in ("/health", "/v1/models"):
             self.send_json(200, {"object": "list", "data": [{"id": "mock-llm", "object": "model"}, {"id": "mock-embed", "object": "model"}]})
         else:
@@ -125,6 +291,10 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(n) or b"{}")
         except ValueError:
             return self.send_json(400, {"error": {"message": "invalid JSON", "type": "invalid_request_error"}})
+        if self.wrong_key():
+            return None
+        if self.path.endswith("/chat/completions") and str(body.get("model", "")).startswith("scripted"):
+            return serve_scripted(self, body)
         if self.path.endswith("/embeddings"):
             inputs = body.get("input")
             inputs = [inputs] if isinstance(inputs, str) else list(inputs or [])

@@ -46,7 +46,7 @@ fn free_port() -> u16 {
 }
 
 /// The mock LLM, once per binary: its base URL.
-fn mock_llm() -> &'static str {
+pub fn mock_llm() -> &'static str {
     static URL: OnceLock<String> = OnceLock::new();
     URL.get_or_init(|| {
         let mut cmd = Command::new("python3");

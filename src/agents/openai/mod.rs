@@ -1,0 +1,256 @@
+//! The `openai` runtime: an OpenAI-compatible `/v1/chat/completions` endpoint, streamed, with
+//! the MNote tools as functions (`hermes`) or without them (`chat_only`).
+//!
+//! A run is a short conversation: the system prompt, the earlier turns, the question; then up
+//! to `max_tool_rounds` rounds in which the model may call our tools (each call goes through
+//! the run's [`ToolBox`](super::tools::ToolBox), which journals it and checks the actor's
+//! rights), and a last request without tools when the rounds are used up. Text streams into
+//! the journal as it arrives; the final answer's `[evidence:<id>]` markers become
+//! `citationMarkdown` links.
+//!
+//! - `wire`: the request and (lenient) response types;
+//! - `accumulate`: chunks → one response (text, tool calls joined by index);
+//! - `stream`: one request, its SSE stream, cancellation and the idle timeout;
+//! - `upstream`: the endpoint URL, error codes, safe messages.
+
+mod accumulate;
+mod stream;
+mod upstream;
+mod wire;
+
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+
+use self::{
+    accumulate::ToolCall,
+    stream::{Endpoint, Streamed},
+    wire::{ChatRequest, FunctionCallOut, FunctionSpec, Message, StreamOptions, ToolCallOut, ToolSpec},
+};
+use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole};
+use crate::platform::{SecretString, http};
+
+/// How long connecting to the endpoint may take (the stream itself has no overall limit: only
+/// the idle timeout between chunks, and the executor's run timeout).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Tool calls one response may make; further ones are answered with an error, unrun.
+const MAX_CALLS_PER_ROUND: usize = 8;
+
+/// How to reach the model.
+#[derive(Debug, Clone)]
+pub struct OpenAiSettings {
+    /// Base URL as configured (`http://host:port/v1` or without `/v1`).
+    pub endpoint: String,
+    pub model: String,
+    pub api_key: Option<SecretString>,
+    /// Offer the MNote tools (`hermes`) or not (`chat_only`).
+    pub with_tools: bool,
+    /// No chunk for this long fails the run (`agent_timeout`).
+    pub idle_timeout: Duration,
+    pub max_tool_rounds: usize,
+}
+
+pub struct OpenAiRuntime {
+    settings: OpenAiSettings,
+}
+
+impl OpenAiRuntime {
+    pub fn new(settings: OpenAiSettings) -> Self {
+        OpenAiRuntime { settings }
+    }
+}
+
+impl AgentRuntime for OpenAiRuntime {
+    fn provider(&self) -> Provider {
+        Provider::OpenAi
+    }
+
+    fn run<'a>(&'a self, input: &'a RunInput, env: &'a RunEnv) -> BoxFuture<'a, Result<RunOutput, AgentError>> {
+        Box::pin(self.converse(input, env))
+    }
+}
+
+const SYSTEM_WITH_TOOLS: &str = "You are the research assistant of MNote. You answer the user's questions from their MNote \
+knowledge bases, which you reach only through the tools you are given (they already search the knowledge bases the user \
+chose). Search before you answer, and base every statement on what the tools returned. Cite every claim: write \
+[evidence:<evidenceId>] right after the sentence it supports, with the evidenceId exactly as a tool result gave it (one \
+marker per piece of evidence). Never invent, shorten or alter an evidence id, and never cite evidence the tools did not \
+return. If the tools find nothing relevant, say plainly that the knowledge bases contain nothing on it instead of \
+guessing. Answer in the language of the question, in Markdown.";
+
+const SYSTEM_CHAT_ONLY: &str = "You are a helpful assistant in MNote. In this conversation you have no access to the \
+user's documents or knowledge bases: do not claim to have read them and do not write citations. Answer in the language \
+of the question, in Markdown.";
+
+const RESUME_NOTE: &str = "Your previous answer in this conversation was cut off. Continue it from where it stopped, \
+without repeating what you already wrote.";
+
+const LAST_ROUND: &str = "You have made all the tool calls you may make for this question. Answer now from the evidence \
+you already have, citing it as instructed; if it does not answer the question, say so.";
+
+/// The conversation a run starts with: instructions, earlier turns, the question.
+fn initial_messages(input: &RunInput, with_tools: bool) -> Vec<Message> {
+    let mut system = if with_tools { SYSTEM_WITH_TOOLS } else { SYSTEM_CHAT_ONLY }.to_string();
+    if input.transcript.last().is_some_and(|t| t.role == TurnRole::Assistant) {
+        system.push_str("\n\n");
+        system.push_str(RESUME_NOTE);
+    }
+    let mut messages = vec![Message::System { content: system }];
+    for turn in &input.transcript {
+        messages.push(match turn.role {
+            TurnRole::User => Message::User { content: turn.text.clone() },
+            TurnRole::Assistant => Message::Assistant { content: Some(turn.text.clone()), tool_calls: Vec::new() },
+        });
+    }
+    messages.push(Message::User { content: input.prompt.clone() });
+    messages
+}
+
+/// The assistant turn that asked for `calls`, as the conversation must repeat it.
+fn assistant_turn(text: &str, calls: &[ToolCall]) -> Message {
+    Message::Assistant {
+        content: (!text.is_empty()).then(|| text.to_string()),
+        tool_calls: calls
+            .iter()
+            .map(|c| ToolCallOut {
+                id: c.id.clone(),
+                kind: "function",
+                function: FunctionCallOut { name: c.name.clone(), arguments: c.raw_arguments.clone() },
+            })
+            .collect(),
+    }
+}
+
+impl OpenAiRuntime {
+    async fn converse(&self, input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
+        let s = &self.settings;
+        let key = s.api_key.as_ref().filter(|k| !k.expose().is_empty());
+        let url = upstream::chat_url(&s.endpoint).map_err(|m| AgentError::upstream(upstream::UNAVAILABLE, m))?;
+        let shown = http::display_url(&url);
+        let client = http::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| AgentError::upstream(upstream::UNAVAILABLE, format!("cannot build the HTTP client: {}", e.message)))?;
+        let ep = Endpoint { client: &client, url: &url, shown: &shown, key, idle: s.idle_timeout };
+        let tools: Vec<ToolSpec> = if s.with_tools {
+            env.tools
+                .offered()
+                .iter()
+                .map(|d| ToolSpec {
+                    kind: "function",
+                    function: FunctionSpec { name: d.function_name, description: d.description, parameters: &d.parameters },
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let mut messages = initial_messages(input, s.with_tools);
+        let mut out = Streamed::new(&env.events);
+        let mut provider_run_id = None;
+        let mut rounds = 0;
+        loop {
+            let offer = !tools.is_empty() && rounds < s.max_tool_rounds;
+            if !tools.is_empty() && !offer {
+                messages.push(Message::User { content: LAST_ROUND.to_string() });
+            }
+            let body = ChatRequest {
+                model: &s.model,
+                messages: &messages,
+                stream: true,
+                stream_options: StreamOptions { include_usage: true },
+                tools: if offer { &tools } else { &[] },
+            };
+            let turn = stream::complete(&ep, &body, &env.cancel, &mut out).await?;
+            if let Some(u) = turn.usage {
+                tracing::debug!(prompt = ?u.prompt_tokens, completion = ?u.completion_tokens, "model usage");
+            }
+            provider_run_id = turn.id.clone().or(provider_run_id);
+            // Calls in a response that was offered no tools (a server that ignores `tools`
+            // being absent) are not run: the text is the answer.
+            if !offer || turn.tool_calls.is_empty() {
+                break;
+            }
+            rounds += 1;
+            messages.push(assistant_turn(&turn.text, &turn.tool_calls));
+            for (i, call) in turn.tool_calls.into_iter().enumerate() {
+                let content = if i < MAX_CALLS_PER_ROUND {
+                    let result = tokio::select! {
+                        biased;
+                        _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+                        r = env.tools.call(&call.id, &call.name, call.arguments.into_value()) => r,
+                    };
+                    serde_json::to_string(&result.content)
+                        .unwrap_or_else(|_| r#"{"error":{"code":"internal","message":"the result could not be encoded"}}"#.into())
+                } else {
+                    format!(
+                        r#"{{"error":{{"code":"too_many_calls","message":"at most {MAX_CALLS_PER_ROUND} tool calls per turn; this one was not run"}}}}"#
+                    )
+                };
+                messages.push(Message::Tool { tool_call_id: call.id, content });
+            }
+            out.next_round();
+        }
+        let text = out.text().to_string();
+        if text.trim().is_empty() {
+            return Err(AgentError::upstream(upstream::BAD_RESPONSE, format!("{shown} returned an empty answer")));
+        }
+        let answer = env.tools.link_citations(&text).await;
+        Ok(RunOutput { answer, provider_run_id })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::{agents::Turn as Said, journal::ContextRefs};
+
+    fn input(transcript: Vec<Said>) -> RunInput {
+        RunInput {
+            host_run_id: Uuid::nil(),
+            agent: crate::agents::AgentId::Hermes,
+            prompt: "Where do the robots charge?".into(),
+            context: ContextRefs::default(),
+            transcript,
+        }
+    }
+
+    #[test]
+    fn the_conversation_starts_with_instructions_earlier_turns_and_the_question() {
+        let m = initial_messages(&input(Vec::new()), true);
+        assert_eq!(m.len(), 2);
+        let Message::System { content } = &m[0] else { panic!("{m:?}") };
+        assert!(content.contains("[evidence:<evidenceId>]") && content.contains("Never invent"), "{content}");
+        assert_eq!(m[1], Message::User { content: "Where do the robots charge?".into() });
+
+        let m = initial_messages(&input(Vec::new()), false);
+        let Message::System { content } = &m[0] else { panic!("{m:?}") };
+        assert!(!content.contains("[evidence:"), "{content}");
+
+        let resumed = input(vec![
+            Said { role: TurnRole::User, text: "Where do the robots charge?".into() },
+            Said { role: TurnRole::Assistant, text: "In the north".into() },
+        ]);
+        let m = initial_messages(&resumed, true);
+        assert_eq!(m.len(), 4);
+        let Message::System { content } = &m[0] else { panic!("{m:?}") };
+        assert!(content.ends_with(RESUME_NOTE));
+        assert_eq!(m[2], Message::Assistant { content: Some("In the north".into()), tool_calls: Vec::new() });
+    }
+
+    #[test]
+    fn a_tool_turn_repeats_the_calls_as_the_model_wrote_them() {
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "mnote_evidence_search".into(),
+            raw_arguments: "{\"query\":\"x\"}".into(),
+            arguments: accumulate::Arguments::Json(serde_json::json!({"query": "x"})),
+        };
+        let Message::Assistant { content, tool_calls } = assistant_turn("", &[call]) else { panic!() };
+        assert_eq!(content, None);
+        assert_eq!(tool_calls[0].function.arguments, "{\"query\":\"x\"}");
+        assert_eq!(tool_calls[0].kind, "function");
+    }
+}

@@ -1,0 +1,279 @@
+//! The `openai` agent runtime end to end: a tenant's `hermes` / `chat_only` agents pointed at
+//! the scripted OpenAI-compatible mock (`scripts/mock_openai.py`, model `scripted`), runs
+//! created and read through the run API, their journals checked event by event.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::{helpers::*, lightrag::mock_llm};
+
+const KEY: &str = "sk-test-1234";
+const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\n\
+The robots charge overnight in the north hall. Each robot reports its battery level every minute.\n";
+
+/// `http://127.0.0.1:<port>`: the mock's root (its API is under `/v1`).
+fn mock_root() -> String {
+    mock_llm().trim_end_matches("/v1").to_string()
+}
+
+struct Ctx {
+    // Kept alive for the server it runs.
+    _app: TestApp,
+    client: Client,
+    kb: String,
+}
+
+/// A tenant whose KB holds the handbook (indexed), on an app that allows the mock (and
+/// `extra_allowed`) as agent endpoints.
+async fn setup(tweak: impl FnOnce(&mut mnote::config::Config), extra_allowed: &[String]) -> Ctx {
+    let mut allowed = vec![mock_root()];
+    allowed.extend_from_slice(extra_allowed);
+    let app = spawn_app_with(|c| {
+        c.agents.allowed_urls = allowed;
+        tweak(c);
+    })
+    .await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    app.write_doc("acme/handbook.md", HANDBOOK);
+    let (st, g) = client
+        .post_json("/api/grants", json!({"path": app.docs_path("acme"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (st, kb) = client.post_json("/api/kbs", json!({"name": "Handbook"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, r) = client.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("acme")})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let (_, list) = client.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    assert_eq!(list["items"][0]["status"], "indexed", "{list}");
+    Ctx { _app: app, client, kb }
+}
+
+/// Point `agent` at `endpoint` with model `scripted` and `key`.
+async fn configure(c: &Ctx, agent: &str, endpoint: &str, key: &str) {
+    let (st, v) = c
+        .client
+        .send_json(
+            "PUT",
+            &format!("/api/page-ai/agents/{agent}/config"),
+            json!({"endpointUrl": endpoint, "model": "scripted", "apiKey": key}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!(v["provider"], "openai", "{v}");
+    assert_eq!(v["hasApiKey"], true, "{v}");
+    assert!(!v.to_string().contains(key), "the key came back: {v}");
+}
+
+/// Start a run of `agent` over the KB; its id.
+async fn start(c: &Ctx, agent: &str, prompt: &str) -> String {
+    let (st, run) = c
+        .client
+        .post_json(
+            "/api/page-ai/runs",
+            json!({
+                "requestId": format!("req-{}", Uuid::new_v4()),
+                "sessionId": "session-1",
+                "agentId": agent,
+                "prompt": prompt,
+                "contextRefs": {"kbIds": [c.kb]},
+            }),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{run}");
+    assert_eq!(run["provider"], "openai", "{run}");
+    run["hostRunId"].as_str().unwrap().to_string()
+}
+
+fn is_terminal(status: &Value) -> bool {
+    matches!(status.as_str(), Some("completed" | "failed" | "cancelled"))
+}
+
+/// Poll the run until it ends (a generous number of rounds, not a time limit).
+async fn finished(c: &Ctx, id: &str) -> Value {
+    for _ in 0..1200 {
+        let (st, run) = c.client.get_json(&format!("/api/page-ai/runs/{id}")).await;
+        assert_eq!(st, StatusCode::OK, "{run}");
+        if is_terminal(&run["status"]) {
+            return run;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("run {id} did not end");
+}
+
+/// Every journal event of the run so far, in order.
+async fn events(c: &Ctx, id: &str) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    let mut after = 0;
+    loop {
+        let (st, page) = c.client.get_json(&format!("/api/page-ai/runs/{id}/events?afterSeq={after}")).await;
+        assert_eq!(st, StatusCode::OK, "{page}");
+        let items = page["items"].as_array().unwrap().clone();
+        if items.is_empty() {
+            return out;
+        }
+        after = items.last().unwrap()["seq"].as_i64().unwrap();
+        let ended = page["ended"] == true;
+        out.extend(items);
+        if ended {
+            return out;
+        }
+    }
+}
+
+fn kinds(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+}
+
+fn streamed(events: &[Value]) -> String {
+    events.iter().filter(|e| e["kind"] == "message.delta").map(|e| e["payload"]["text"].as_str().unwrap()).collect()
+}
+
+/// The run ended as `status`; neither the run nor any event shows the configured key.
+async fn ended(c: &Ctx, id: &str, status: &str, key: &str) -> (Value, Vec<Value>) {
+    let run = finished(c, id).await;
+    assert_eq!(run["status"], status, "{run}");
+    let evs = events(c, id).await;
+    assert!(!run.to_string().contains(key), "the key is in the run: {run}");
+    for e in &evs {
+        assert!(!e.to_string().contains(key), "the key is in an event: {e}");
+    }
+    (run, evs)
+}
+
+#[tokio::test]
+async fn chat_only_streams_its_answer_in_deltas_and_gets_no_tools() {
+    let c = setup(|_| {}, &[]).await;
+    // Configured without `/v1`: the runtime adds it.
+    configure(&c, "chat_only", &mock_root(), KEY).await;
+    let id = start(&c, "chat_only", "What do the robots do at night?").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let answer = run["answer"].as_str().unwrap();
+    // The mock's answer for a request without `tools`.
+    assert!(answer.starts_with("This is a scripted answer without tools."), "{answer}");
+    assert!(answer.contains("You asked: \u{201c}What do the robots do at night?\u{201d}"), "{answer}");
+    let deltas = evs.iter().filter(|e| e["kind"] == "message.delta").count();
+    assert!(deltas >= 2, "one delta event for a streamed answer: {:?}", kinds(&evs));
+    assert_eq!(streamed(&evs), answer);
+    assert!(evs.iter().filter(|e| e["kind"] == "message.delta").all(|e| e["source"] == "chat_only"));
+    assert!(!kinds(&evs).iter().any(|k| k.starts_with("tool.")), "{:?}", kinds(&evs));
+    assert_eq!(kinds(&evs).last(), Some(&"run.completed"));
+    assert!(run["providerRunId"].as_str().unwrap().starts_with("chatcmpl-scripted-"), "{run}");
+}
+
+#[tokio::test]
+async fn hermes_searches_through_the_tool_box_and_answers_with_citation_links() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge?").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let k = kinds(&evs);
+    let started = evs.iter().find(|e| e["kind"] == "tool.started").unwrap_or_else(|| panic!("no tool call: {k:?}"));
+    assert_eq!(started["source"], "tool", "{started}");
+    // The arguments the mock streamed in three pieces arrived whole.
+    assert_eq!(started["payload"]["arguments"]["query"], "Where do the robots charge?", "{started}");
+    let completed = evs.iter().find(|e| e["kind"] == "tool.completed").expect("tool.completed");
+    assert_eq!(completed["payload"]["ok"], true, "{completed}");
+    assert_eq!(completed["payload"]["callId"], started["payload"]["callId"]);
+    let found: Vec<&str> =
+        completed["payload"]["evidenceIds"].as_array().expect("evidence ids").iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(!found.is_empty(), "{completed}");
+    let pos = |kind: &str| k.iter().position(|x| *x == kind).unwrap();
+    assert!(pos("tool.started") < pos("tool.completed") && pos("tool.completed") < pos("run.completed"), "{k:?}");
+
+    // The answer: the mock's cited lines, the markers turned into citationMarkdown links.
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains("The robots charge overnight in the north hall."), "{answer}");
+    assert!(!answer.contains("[evidence:"), "a marker was left unlinked: {answer}");
+    assert!(
+        found.iter().any(|e| answer.contains(&format!("view?evidence={e}"))) && answer.contains("](/sources/"),
+        "no citation link to a found evidence id: {answer}"
+    );
+    // What streamed was the model's text, markers and all.
+    let text = streamed(&evs);
+    assert!(found.iter().any(|e| text.contains(&format!("[evidence:{e}]"))), "{text}");
+}
+
+#[tokio::test]
+async fn an_error_in_the_stream_fails_the_run_with_llm_stream_error() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[error]]").await;
+    let (run, evs) = ended(&c, &id, "failed", KEY).await;
+    assert_eq!(run["error"]["code"], "llm_stream_error", "{run}");
+    assert!(run["error"]["message"].as_str().unwrap().contains("failed on purpose"), "{run}");
+    let failed = evs.last().unwrap();
+    assert_eq!(failed["kind"], "run.failed", "{:?}", kinds(&evs));
+    assert_eq!(failed["payload"]["code"], "llm_stream_error");
+    // The deltas before the error were journaled.
+    assert!(!streamed(&evs).is_empty(), "{:?}", kinds(&evs));
+}
+
+#[tokio::test]
+async fn a_silent_stream_fails_the_run_with_agent_timeout() {
+    let c = setup(|c| c.agents.idle_timeout = std::time::Duration::from_secs(1), &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[hang]]").await;
+    let (run, evs) = ended(&c, &id, "failed", KEY).await;
+    assert_eq!(run["error"]["code"], "agent_timeout", "{run}");
+    assert_eq!(run["error"]["message"], "the model sent nothing for 1 s", "{run}");
+    assert_eq!(evs.last().unwrap()["payload"]["code"], "agent_timeout");
+    assert!(!streamed(&evs).is_empty(), "the few deltas before the silence: {:?}", kinds(&evs));
+}
+
+#[tokio::test]
+async fn a_run_cancelled_while_streaming_ends_cancelled() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[slow]]").await;
+    // Wait until the answer is streaming.
+    let mut streaming = false;
+    for _ in 0..1200 {
+        if events(&c, &id).await.iter().any(|e| e["kind"] == "message.delta") {
+            streaming = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(streaming, "no delta arrived");
+    let (st, v) = c.client.post_json(&format!("/api/page-ai/runs/{id}/cancel"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (run, evs) = ended(&c, &id, "cancelled", KEY).await;
+    let k = kinds(&evs);
+    assert_eq!(k.last(), Some(&"run.cancelled"), "{k:?}");
+    assert!(!k.contains(&"run.completed"), "{k:?}");
+    // Stopped early: the slow answer sends at least 40 deltas 150 ms apart (each its own
+    // event, the journal coalesces only within 75 ms); only the first few arrived.
+    let deltas = evs.iter().filter(|e| e["kind"] == "message.delta").count();
+    assert!((1..40).contains(&deltas), "{deltas} deltas: {k:?}");
+    // The partial answer is kept.
+    assert_eq!(run["answer"].as_str().unwrap_or_default(), streamed(&evs), "{run}");
+}
+
+#[tokio::test]
+async fn a_refused_key_fails_with_llm_unauthorized_and_is_never_shown() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), "sk-wrong").await;
+    let id = start(&c, "hermes", "Where do the robots charge?").await;
+    let (run, evs) = ended(&c, &id, "failed", "sk-wrong").await;
+    assert_eq!(run["error"]["code"], "llm_unauthorized", "{run}");
+    assert!(run["error"]["message"].as_str().unwrap().contains("HTTP 401"), "{run}");
+    assert_eq!(evs.last().unwrap()["payload"]["code"], "llm_unauthorized");
+}
+
+#[tokio::test]
+async fn an_endpoint_that_does_not_answer_fails_with_llm_unavailable() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{closed}/v1");
+    let c = setup(|_| {}, std::slice::from_ref(&url)).await;
+    configure(&c, "hermes", &url, KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge?").await;
+    let (run, _) = ended(&c, &id, "failed", KEY).await;
+    assert_eq!(run["error"]["code"], "llm_unavailable", "{run}");
+    let message = run["error"]["message"].as_str().unwrap();
+    assert!(message.starts_with(&format!("cannot reach http://127.0.0.1:{closed}/v1/chat/completions")), "{message}");
+}
