@@ -73,6 +73,14 @@ async fn finish_completed(app: &TestApp, tenant: Uuid, run: Uuid, answer: &str) 
     tx.commit().await.unwrap();
 }
 
+/// One statement on `run` as the tenant's background scope (RLS applies even to the owner).
+async fn as_system(app: &TestApp, tenant: Uuid, sql: &str, run: Uuid) {
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let n = sqlx::query(sql).bind(run).execute(&mut *tx).await.unwrap().rows_affected();
+    assert_eq!(n, 1, "{sql}");
+    tx.commit().await.unwrap();
+}
+
 fn delta(t: &str) -> Event {
     Event::MessageDelta { text: t.into() }
 }
@@ -173,8 +181,10 @@ async fn the_same_request_id_creates_one_run_even_when_retries_race() {
     // A later retry: still the same run, still one run.created.
     let (st, v) = c.post_json("/api/page-ai/runs", body.clone()).await;
     assert_eq!((st, v["hostRunId"].as_str()), (StatusCode::OK, Some(run.as_str())));
-    let n: i64 = sqlx::query_scalar("select count(*) from ai_run").fetch_one(&app.owner_pool).await.unwrap();
+    let mut tx = TenantTx::begin(&app.pool, s.tenant_id, Scope::System).await.unwrap();
+    let n: i64 = sqlx::query_scalar("select count(*) from ai_run").fetch_one(&mut *tx).await.unwrap();
     assert_eq!(n, 1);
+    drop(tx);
 
     // The same request id from another user of the tenant is a conflict, and reveals nothing.
     let other = app.add_user(s.tenant_id, "member@acme.test", "member").await;
@@ -283,11 +293,7 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     let run = manual_run(&app, s.tenant_id, s.user_id, "s1").await;
     append(&app, s.tenant_id, run, vec![delta("partial")]).await;
     // The status changed behind the journal's back (an older writer, a manual fix).
-    sqlx::query("update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1")
-        .bind(run)
-        .execute(&app.owner_pool)
-        .await
-        .unwrap();
+    as_system(&app, s.tenant_id, "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1", run).await;
     let (_, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
     let items = page["items"].as_array().unwrap();
     let last = items.last().unwrap();
@@ -299,8 +305,10 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     assert_eq!((e.id, e.kind.as_str()), (3, "run.failed"));
     assert!(sse.next().await.is_none(), "the stream ends after the supplied ending");
     // Nothing was stored: the journal still ends at seq 2.
-    let n: i64 = sqlx::query_scalar("select max(seq) from ai_run_event where run_id = $1").bind(run).fetch_one(&app.owner_pool).await.unwrap();
+    let mut tx = TenantTx::begin(&app.pool, s.tenant_id, Scope::System).await.unwrap();
+    let n: i64 = sqlx::query_scalar("select max(seq) from ai_run_event where run_id = $1").bind(run).fetch_one(&mut *tx).await.unwrap();
     assert_eq!(n, 2);
+    drop(tx);
 }
 
 #[tokio::test]
@@ -318,11 +326,7 @@ async fn a_lost_worker_interrupts_the_run_and_a_resume_continues_it_once() {
     // Still leased: the reconciler leaves it alone.
     assert!(reconcile::once(&app.pool).await.unwrap().is_empty());
     // The worker dies: its lease runs out.
-    sqlx::query("update ai_run set lease_expires_at = now() - interval '1 minute' where id = $1")
-        .bind(run)
-        .execute(&app.owner_pool)
-        .await
-        .unwrap();
+    as_system(&app, s.tenant_id, "update ai_run set lease_expires_at = now() - interval '1 minute' where id = $1", run).await;
     assert_eq!(reconcile::once(&app.pool).await.unwrap(), vec![run]);
     assert!(reconcile::once(&app.pool).await.unwrap().is_empty(), "once only");
     let (_, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
