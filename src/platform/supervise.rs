@@ -1,15 +1,24 @@
 //! One supervisor for child processes that may crash, hang or blow up their memory (the
 //! `mnote parse-file` and `mnote render-page` children): an address-space limit
 //! (`RLIMIT_AS`, set between fork and exec), a timeout, kill on drop or timeout, stdout
-//! captured, a bounded tail of stderr kept, and the exit status reported.
+//! captured, a bounded tail of stderr kept, and the exit status reported. Long-lived
+//! children that talk over pipes (ACP agents) start with [`Supervised::spawn_interactive`]:
+//! the same limit and stderr tail, killed with their process group.
 //!
 //! ```ignore
 //! let out = Supervised::new(cmd).memory_limit(2 << 30).timeout(Duration::from_secs(30)).run().await?;
 //! ```
 
-use std::{process::ExitStatus, process::Stdio, time::Duration};
+use std::{
+    process::{ExitStatus, Stdio},
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt, AsyncWriteExt},
+    process::{ChildStdin, ChildStdout},
+};
 
 /// Bytes of stderr kept (the end of it; the beginning is dropped as the child writes more).
 const STDERR_KEEP_BYTES: usize = 8 * 1024;
@@ -94,16 +103,7 @@ impl Supervised {
             .stderr(Stdio::piped())
             .kill_on_drop(true);
         if let Some(mem) = memory_bytes {
-            // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let lim = libc::rlimit { rlim_cur: mem as libc::rlim_t, rlim_max: mem as libc::rlim_t };
-                    if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            limit_address_space(&mut cmd, mem);
         }
         let mut child = cmd.spawn().map_err(SuperviseError::Spawn)?;
         let child_stdin = child.stdin.take();
@@ -134,6 +134,149 @@ impl Supervised {
             Some(t) => tokio::time::timeout(t, run).await.map_err(|_| SuperviseError::Timeout(t))?,
             None => run.await,
         }
+    }
+}
+
+impl Supervised {
+    /// Start a long-lived child that talks over pipes (an ACP agent): its stdin and stdout
+    /// are the caller's to take, the tail of its stderr is kept in the background, the
+    /// memory limit applies, and it runs in a process group of its own, which is killed with
+    /// it (on [`Interactive::kill`] or drop). The one-shot [`timeout`](Self::timeout),
+    /// [`stdin_bytes`](Self::stdin_bytes) and [`discard_stdout`](Self::discard_stdout) do
+    /// not apply: the caller decides when the child has run long enough.
+    pub fn spawn_interactive(self) -> Result<Interactive, SuperviseError> {
+        let Supervised { mut cmd, memory_bytes, .. } = self;
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+        if let Some(mem) = memory_bytes {
+            limit_address_space(&mut cmd, mem);
+        }
+        let mut child = cmd.spawn().map_err(SuperviseError::Spawn)?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let tail = Arc::new(Mutex::new(Vec::new()));
+        let stderr_reader = child.stderr.take().map(|e| tokio::spawn(keep_tail(e, tail.clone())));
+        Ok(Interactive { child, stdin, stdout, tail, stderr_reader, status: None })
+    }
+}
+
+/// A running interactive child (see [`Supervised::spawn_interactive`]). Dropping it kills
+/// the child and its process group.
+pub struct Interactive {
+    child: tokio::process::Child,
+    stdin: Option<ChildStdin>,
+    stdout: Option<ChildStdout>,
+    tail: Arc<Mutex<Vec<u8>>>,
+    stderr_reader: Option<tokio::task::JoinHandle<()>>,
+    /// Set once the child has been waited for (reaped): its pid may be reused after that.
+    status: Option<ExitStatus>,
+}
+
+impl Interactive {
+    /// The child's pid while it has not been reaped.
+    pub fn id(&self) -> Option<u32> {
+        if self.status.is_some() { None } else { self.child.id() }
+    }
+
+    /// The child's stdin (once).
+    pub fn take_stdin(&mut self) -> Option<ChildStdin> {
+        self.stdin.take()
+    }
+
+    /// The child's stdout (once).
+    pub fn take_stdout(&mut self) -> Option<ChildStdout> {
+        self.stdout.take()
+    }
+
+    /// The exit status if the child has ended or ends within `grace`; `None` while it runs.
+    pub async fn exited_within(&mut self, grace: Duration) -> Option<ExitStatus> {
+        if let Some(s) = self.status {
+            return Some(s);
+        }
+        match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(Ok(s)) => {
+                self.status = Some(s);
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+
+    /// Kill the child's process group (the child and whatever it started) and reap the
+    /// child. Idempotent; returns the exit status when it could be read.
+    pub async fn kill(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.kill_group();
+            let _ = self.child.start_kill();
+            if let Ok(s) = self.child.wait().await {
+                self.status = Some(s);
+            }
+        }
+        self.status
+    }
+
+    /// The last `chars` characters of stderr, trimmed. Waits up to `settle` for stderr to
+    /// reach its end first (after the child exited, so its last words are included).
+    pub async fn stderr_tail(&mut self, chars: usize, settle: Duration) -> String {
+        if let Some(reader) = &mut self.stderr_reader
+            && tokio::time::timeout(settle, reader).await.is_ok()
+        {
+            self.stderr_reader = None;
+        }
+        let bytes = self.tail.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let text = String::from_utf8_lossy(&bytes);
+        let tail: Vec<char> = text.chars().rev().take(chars).collect();
+        tail.into_iter().rev().collect::<String>().trim().to_string()
+    }
+
+    fn kill_group(&self) {
+        // Only while the child is not reaped: its pid (the group's id) cannot be reused yet.
+        if self.status.is_none()
+            && let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok())
+        {
+            // SAFETY: kill(2) with a negative pid signals that process group; no memory is touched.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        self.kill_group();
+        if let Some(r) = self.stderr_reader.take() {
+            r.abort();
+        }
+    }
+}
+
+/// Keep the last [`STDERR_KEEP_BYTES`] of `r` in `tail` as they arrive, until its end.
+async fn keep_tail(mut r: impl AsyncRead + Unpin, tail: Arc<Mutex<Vec<u8>>>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = r.read(&mut buf).await {
+        if n == 0 {
+            return;
+        }
+        let mut kept = tail.lock().unwrap_or_else(|e| e.into_inner());
+        kept.extend_from_slice(&buf[..n]);
+        if kept.len() > STDERR_KEEP_BYTES {
+            let excess = kept.len() - STDERR_KEEP_BYTES;
+            kept.drain(..excess);
+        }
+    }
+}
+
+/// Set `RLIMIT_AS` of the child to `bytes`, between fork and exec.
+fn limit_address_space(cmd: &mut tokio::process::Command, bytes: u64) {
+    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: bytes as libc::rlim_t, rlim_max: bytes as libc::rlim_t };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
 }
 
@@ -181,6 +324,47 @@ mod tests {
     async fn a_hanging_child_times_out() {
         let err = Supervised::new(sh("sleep 30")).timeout(Duration::from_millis(200)).run().await.unwrap_err();
         assert!(matches!(err, SuperviseError::Timeout(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_interactive_child_talks_over_pipes_and_leaves_its_status_and_stderr() {
+        let mut child = Supervised::new(sh("ulimit -v; read line; echo \"got $line\"; echo oops >&2; exit 3"))
+            .memory_limit(512 << 20)
+            .spawn_interactive()
+            .unwrap();
+        let (mut stdin, stdout) = (child.take_stdin().unwrap(), child.take_stdout().unwrap());
+        stdin.write_all(b"hello\n").await.unwrap();
+        let mut out = String::new();
+        tokio::io::BufReader::new(stdout).read_to_string(&mut out).await.unwrap();
+        assert_eq!(out, format!("{}\ngot hello\n", 512 * 1024));
+        let status = child.exited_within(Duration::from_secs(10)).await.expect("exited");
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(child.stderr_tail(100, Duration::from_secs(10)).await, "oops");
+        assert_eq!(child.id(), None);
+    }
+
+    #[tokio::test]
+    async fn killing_an_interactive_child_kills_what_it_started() {
+        let mut child = Supervised::new(sh("sleep 60 & echo $!; wait")).spawn_interactive().unwrap();
+        let mut line = String::new();
+        tokio::io::AsyncBufReadExt::read_line(&mut tokio::io::BufReader::new(child.take_stdout().unwrap()), &mut line)
+            .await
+            .unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        assert!(child.exited_within(Duration::from_millis(50)).await.is_none(), "still running");
+        let status = child.kill().await.expect("reaped");
+        assert!(!status.success());
+        // The grandchild is gone too (killed with the group; reaped by init).
+        let mut gone = false;
+        for _ in 0..100 {
+            let stat = std::fs::read_to_string(format!("/proc/{grandchild}/stat")).unwrap_or_default();
+            if stat.is_empty() || stat.split_whitespace().nth(2) == Some("Z") {
+                gone = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(gone, "the grandchild {grandchild} survived");
     }
 
     #[tokio::test]

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""A small offline ACP agent (protocol v1, newline-delimited JSON-RPC 2.0 over stdio) for
+MNote's tests and demo. Python standard library only.
+
+It speaks to MNote's `acp` runtime the way a real agent would, using the `_mnote` extension:
+the tools MNote offers arrive in `session/new` under `_meta.mnote.tools`, and are called with
+the agent -> client request `_mnote/tools/call` `{name, arguments}` -> `{ok, content}`.
+
+On `session/prompt` it
+  1. sends a `plan` (3 entries),
+  2. reports its own `tool_call`, calls `mnote.evidence.search` with the question (without
+     directives), then reports the `tool_call_update` (completed / failed),
+  3. streams the answer as `agent_message_chunk`s of a few words: for the top <= 3 results,
+     "<first sentence of the quote> [evidence:<evidenceId>]", one per line; no results ->
+     "I found nothing relevant in the knowledge bases.",
+  4. answers `{stopReason: "end_turn"}`.
+
+Directives anywhere in the question:
+  [[slow]]   a chunk every 150 ms, at least 40 chunks
+  [[hang]]   one chunk, then silence (until cancelled)
+  [[crash]]  exit(3) mid-answer, after writing to stderr
+  [[write]]  first asks the client for permission and to write a file, and reports both
+             outcomes in the answer (MNote refuses both)
+`session/cancel` stops the turn: the pending prompt is answered `{stopReason: "cancelled"}`.
+
+Options: --pid-file PATH  write this process's pid there at start (tests check it is gone).
+"""
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+import uuid
+
+PROTOCOL_VERSION = 1
+DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write)\]\]")
+SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s")
+
+_write_lock = threading.Lock()
+_pending = {}  # our request id -> {"event": Event, "message": response}
+_pending_lock = threading.Lock()
+_next_id = [0]
+_sessions = {}  # sessionId -> {"tools": [names], "cancel": Event}
+
+
+def send(message):
+    message["jsonrpc"] = "2.0"
+    line = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    with _write_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def respond(req_id, result):
+    send({"id": req_id, "result": result})
+
+
+def respond_error(req_id, code, message):
+    send({"id": req_id, "error": {"code": code, "message": message}})
+
+
+def notify_update(session_id, update):
+    send({"method": "session/update", "params": {"sessionId": session_id, "update": update}})
+
+
+def request(method, params):
+    """Send a request to the client and wait for its response message."""
+    with _pending_lock:
+        _next_id[0] += 1
+        req_id = "agent-%d" % _next_id[0]
+        slot = {"event": threading.Event(), "message": None}
+        _pending[req_id] = slot
+    send({"id": req_id, "method": method, "params": params})
+    slot["event"].wait()
+    return slot["message"]
+
+
+def plan(session_id, statuses):
+    titles = ["Search the knowledge bases", "Pick the best evidence", "Answer with citations"]
+    priorities = ["high", "medium", "medium"]
+    entries = [
+        {"content": t, "priority": p, "status": s} for t, p, s in zip(titles, priorities, statuses)
+    ]
+    notify_update(session_id, {"sessionUpdate": "plan", "entries": entries})
+
+
+def first_sentence(text):
+    text = " ".join(text.split())
+    return SENTENCE_END.split(text, 1)[0].strip()
+
+
+def answer_from(result):
+    content = (result or {}).get("content") or {}
+    results = content.get("results") if isinstance(content, dict) else None
+    lines = []
+    for r in (results or [])[:3]:
+        sentence = first_sentence(r.get("quote") or "")
+        if sentence and r.get("evidenceId"):
+            lines.append("%s [evidence:%s]" % (sentence, r["evidenceId"]))
+    return "\n".join(lines) if lines else "I found nothing relevant in the knowledge bases."
+
+
+def chunks_of(text, slow):
+    """A few words per chunk; with [[slow]] at least 40 chunks (split by characters)."""
+    if slow:
+        n = max(40, len(text.split()))
+        size = max(1, len(text) // n)
+        parts = [text[i:i + size] for i in range(0, len(text), size)]
+        return parts if len(parts) >= 40 else list(text)
+    words = re.findall(r"\S+\s*", text)
+    return ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+
+
+def try_to_write(session_id):
+    """Ask for permission and to write a file; report what the client said."""
+    call = {"sessionId": session_id, "toolCall": {"toolCallId": "write-1", "title": "Write notes.md"},
+            "options": [{"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]}
+    perm = request("session/request_permission", call)
+    outcome = ((perm.get("result") or {}).get("outcome") or {}).get("outcome", "error")
+    wrote = request("fs/write_text_file", {"sessionId": session_id, "path": "/tmp/mnote-acp-should-not-exist.md",
+                                           "content": "x"})
+    written = "error %s" % wrote["error"].get("code") if "error" in wrote else "written"
+    return "Permission: %s. Write: %s. " % (outcome, written)
+
+
+def prompt(req_id, params):
+    session_id = params.get("sessionId")
+    session = _sessions.get(session_id)
+    if session is None:
+        respond_error(req_id, -32602, "unknown session")
+        return
+    cancel = session["cancel"]
+    cancel.clear()
+    blocks = [b for b in params.get("prompt") or [] if b.get("type") == "text"]
+    question = blocks[-1]["text"] if blocks else ""
+    directives = set(DIRECTIVE.findall(question))
+    query = " ".join(DIRECTIVE.sub(" ", question).split())
+
+    prefix = try_to_write(session_id) if "write" in directives else ""
+    plan(session_id, ["in_progress", "pending", "pending"])
+    notify_update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "search-1",
+                               "title": "Search the knowledge bases", "kind": "search", "status": "in_progress"})
+    if "mnote.evidence.search" in session["tools"]:
+        reply = request("_mnote/tools/call", {"name": "mnote.evidence.search", "arguments": {"query": query}})
+        result = reply.get("result") or {}
+        ok = bool(result.get("ok"))
+    else:
+        result, ok = {}, False
+    notify_update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "search-1",
+                               "status": "completed" if ok else "failed"})
+    if cancel.is_set():
+        respond(req_id, {"stopReason": "cancelled"})
+        return
+    plan(session_id, ["completed", "completed", "in_progress"])
+
+    chunks = chunks_of(prefix + answer_from(result), "slow" in directives)
+    for i, chunk in enumerate(chunks):
+        if cancel.is_set():
+            respond(req_id, {"stopReason": "cancelled"})
+            return
+        notify_update(session_id, {"sessionUpdate": "agent_message_chunk",
+                                   "content": {"type": "text", "text": chunk}})
+        if "hang" in directives:
+            cancel.wait()  # silence until cancelled (or killed)
+            respond(req_id, {"stopReason": "cancelled"})
+            return
+        if "crash" in directives and i >= 1:
+            sys.stderr.write("acp_agent: crashing on purpose ([[crash]])\n")
+            sys.stderr.flush()
+            os._exit(3)
+        if "slow" in directives:
+            cancel.wait(0.15)
+    plan(session_id, ["completed", "completed", "completed"])
+    respond(req_id, {"stopReason": "end_turn"})
+
+
+def handle_request(message):
+    req_id, method, params = message.get("id"), message.get("method"), message.get("params") or {}
+    if method == "initialize":
+        respond(req_id, {
+            "protocolVersion": PROTOCOL_VERSION,
+            "agentCapabilities": {"loadSession": False,
+                                  "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}},
+            "authMethods": [],
+            "agentInfo": {"name": "mnote-test-agent", "version": "1.0.0"},
+        })
+    elif method == "session/new":
+        offered = (((params.get("_meta") or {}).get("mnote") or {}).get("tools")) or []
+        session_id = "sess-" + uuid.uuid4().hex
+        _sessions[session_id] = {"tools": [t.get("name") for t in offered], "cancel": threading.Event()}
+        respond(req_id, {"sessionId": session_id})
+    elif method == "session/prompt":
+        threading.Thread(target=prompt, args=(req_id, params), daemon=True).start()
+    else:
+        respond_error(req_id, -32601, "method not found: %s" % method)
+
+
+def handle_notification(message):
+    if message.get("method") == "session/cancel":
+        session = _sessions.get((message.get("params") or {}).get("sessionId"))
+        if session:
+            session["cancel"].set()
+
+
+def main():
+    args = sys.argv[1:]
+    if "--pid-file" in args:
+        with open(args[args.index("--pid-file") + 1], "w") as f:
+            f.write(str(os.getpid()))
+    for line in sys.stdin:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            send({"id": None, "error": {"code": -32700, "message": "parse error"}})
+            continue
+        if "method" in message and "id" in message:
+            handle_request(message)
+        elif "method" in message:
+            handle_notification(message)
+        elif "id" in message:
+            with _pending_lock:
+                slot = _pending.pop(message["id"], None)
+            if slot:
+                slot["message"] = message
+                slot["event"].set()
+    # The client closed our stdin: end.
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,268 @@
+//! The `acp` runtime: an Agent Client Protocol agent process started from the operator's
+//! command (`MNOTE_ACP_REASONIX_COMMAND`; program and arguments, never a shell, never from a
+//! team admin), spoken to over its stdio with the maintained `agent-client-protocol` crate
+//! (protocol v1, newline-delimited JSON-RPC 2.0).
+//!
+//! A run is one process and one prompt turn:
+//! 1. the command starts in a fresh temporary directory (also the session's `cwd`), under
+//!    the supervisor's address-space limit, in its own process group, without the server's
+//!    secrets in its environment (database URLs, the master key, tokens);
+//! 2. `initialize` (protocol version 1; client capabilities: no file system, no terminal),
+//!    `session/new` (`mcpServers: []`, our tools in `_meta`, see below), `session/prompt`
+//!    (earlier turns of a resumed conversation as a text block before the question);
+//! 3. `session/update` notifications are journaled ([`updates`]): answer chunks as
+//!    `message.delta`, the plan as `plan.updated`, the agent's own tool calls as compact
+//!    `tool.started`/`tool.completed` attributed to the agent; thoughts are not journaled;
+//! 4. the prompt's `stopReason` ends the turn: `end_turn` → the answer; `cancelled` → the run
+//!    is cancelled; `max_tokens`, `max_turn_requests`, `refusal` → the answer so far with a
+//!    note. `providerRunId` is the ACP `sessionId`;
+//! 5. the process (and its group) is killed when the run ends, however it ends. A cancelled
+//!    run sends `session/cancel` and gives the agent [`session::CANCEL_WAIT`] to end its turn.
+//!
+//! Failures: nothing from the agent for `idle_timeout` → `agent_timeout`; the process ends or
+//! closes its output mid-run → `acp_failed` with its exit status and the last lines of its
+//! stderr; a broken protocol (stdout that is not JSON-RPC, a line over
+//! [`transport::MAX_LINE_BYTES`], another protocol version, an unknown method) →
+//! `acp_protocol_error`; an error answer to one of our requests → `acp_failed`.
+//!
+//! ## The `_mnote` extension (our tools, offered to the agent)
+//!
+//! `session/new` carries `_meta.mnote = {"callMethod": "_mnote/tools/call", "tools": [{"name":
+//! "mnote.evidence.search", "description": "…", "inputSchema": {…JSON Schema…}}, …]}`: the
+//! tools this run may use (none for `chat_only`). The agent calls one with the agent → client
+//! request `_mnote/tools/call` `{"name": "mnote.evidence.search", "arguments": {…}}` and gets
+//! `{"ok": true, "content": {…the tool's typed output…}}` (or `ok: false` with `content:
+//! {"error": {code, message}}`). Calls run in-process under the run actor's rights and are
+//! journaled (`tool.started`/`tool.completed`, source `tool`) like any runtime's. Evidence the
+//! agent cites as `[evidence:<id>]` becomes our citation links in the final answer.
+//!
+//! Every other agent → client request is refused: `session/request_permission` gets the
+//! `cancelled` outcome, `fs/*` and `terminal/*` (never advertised) and unknown methods a
+//! JSON-RPC "method not found" error. A run never writes files.
+
+mod ext;
+mod session;
+mod transport;
+mod updates;
+
+use std::{path::PathBuf, time::Duration};
+
+use agent_client_protocol::{
+    Client, Lines,
+    v1::{
+        ConnectionTo, Responder,
+        schema::{RequestPermissionOutcome, RequestPermissionRequest, RequestPermissionResponse, SessionNotification},
+    },
+};
+use futures_util::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use self::{
+    ext::{ToolsCallRequest, ToolsCallResponse},
+    session::{Driver, Failure, Finished, Inbound},
+    transport::Activity,
+};
+use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput};
+use crate::platform::supervise::{Interactive, Supervised};
+
+#[derive(Debug, Clone)]
+pub struct AcpSettings {
+    /// Program and arguments (operator config only).
+    pub command: Vec<String>,
+    /// No message from the agent for this long fails the run (`agent_timeout`).
+    pub idle_timeout: Duration,
+    /// Address-space limit of the agent process.
+    pub memory_bytes: u64,
+}
+
+/// Variables of the server's own environment the agent does not inherit (credentials).
+const SERVER_SECRETS: &[&str] = &[
+    "DATABASE_URL",
+    "MNOTE_MIGRATION_DATABASE_URL",
+    "MNOTE_SECRET_KEY",
+    "MNOTE_SECRET_KEY_FILE",
+    "MNOTE_METRICS_TOKEN",
+    "MNOTE_MINERU_TOKEN",
+    "PGPASSWORD",
+];
+
+/// How long an ended agent's exit status and last stderr lines are waited for.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// Characters of the agent's stderr a failure quotes (its last lines).
+const STDERR_QUOTE_CHARS: usize = 600;
+
+pub struct AcpRuntime {
+    settings: AcpSettings,
+}
+
+impl AcpRuntime {
+    pub fn new(settings: AcpSettings) -> Self {
+        AcpRuntime { settings }
+    }
+
+    fn spawn(&self, workdir: &std::path::Path) -> Result<Interactive, AgentError> {
+        let (program, args) = self
+            .settings
+            .command
+            .split_first()
+            .ok_or_else(|| AgentError::upstream("acp_failed", "no ACP agent command is configured"))?;
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args).current_dir(workdir);
+        for name in SERVER_SECRETS {
+            cmd.env_remove(name);
+        }
+        Supervised::new(cmd)
+            .memory_limit(self.settings.memory_bytes)
+            .spawn_interactive()
+            .map_err(|e| AgentError::upstream("acp_failed", format!("the agent process could not be started: {e}")))
+    }
+
+    /// Talk to the started agent until the turn ends; journals as it goes.
+    async fn converse(
+        &self,
+        child: &mut Interactive,
+        workdir: &std::path::Path,
+        input: &RunInput,
+        env: &RunEnv,
+    ) -> Result<Finished, Failure> {
+        let (Some(stdin), Some(stdout)) = (child.take_stdin(), child.take_stdout()) else {
+            return Err(Failure::Closed("the agent's stdio is not available".into()));
+        };
+        let activity = Activity::new();
+        let (violations_tx, violations) = mpsc::unbounded_channel();
+        let transport = Lines::new(transport::outgoing(stdin), transport::incoming(stdout, activity.clone(), violations_tx));
+        let (tx, inbound) = mpsc::unbounded_channel::<Inbound>();
+        let tool_tx = tx.clone();
+        let client = Client
+            .v1()
+            .name("mnote")
+            .on_receive_notification(
+                async move |n: SessionNotification, _cx: ConnectionTo<agent_client_protocol::Agent>| {
+                    let _ = tx.send(Inbound::Update(n));
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_notification!(),
+            )
+            .on_receive_request(
+                async move |req: ToolsCallRequest,
+                            responder: Responder<ToolsCallResponse>,
+                            _cx: ConnectionTo<agent_client_protocol::Agent>| {
+                    if let Err(mpsc::error::SendError(Inbound::ToolCall(_, responder))) =
+                        tool_tx.send(Inbound::ToolCall(req, responder))
+                    {
+                        return responder.respond_with_internal_error("the run has ended");
+                    }
+                    Ok(())
+                },
+                agent_client_protocol::on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |_req: RequestPermissionRequest,
+                            responder: Responder<RequestPermissionResponse>,
+                            _cx: ConnectionTo<agent_client_protocol::Agent>| {
+                    // Runs act on nobody's behalf: nothing is ever permitted.
+                    responder.respond(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled))
+                },
+                agent_client_protocol::on_receive_request!(),
+            );
+        let mut driver = Driver::new(env, inbound, violations, activity, self.settings.idle_timeout);
+        let outcome = client
+            .connect_with(transport, async |cx: ConnectionTo<agent_client_protocol::Agent>| {
+                Ok(driver.converse(&cx, workdir, input).await)
+            })
+            .await;
+        match outcome {
+            Ok(r) => r,
+            Err(e) => {
+                // The connection failed under the conversation: keep what arrived before.
+                driver.drain().await?;
+                match driver.violations.try_recv() {
+                    Ok(v) => Err(Failure::Protocol(v)),
+                    Err(_) => Err(Failure::Closed(e.message.chars().take(300).collect())),
+                }
+            }
+        }
+    }
+
+    /// The run's error for `failure`, with what the process says about it.
+    async fn explain(&self, failure: Failure, child: &mut Interactive) -> AgentError {
+        match failure {
+            Failure::Cancelled => AgentError::Cancelled,
+            Failure::Idle => AgentError::Timeout(format!(
+                "the agent sent nothing for {} s",
+                self.settings.idle_timeout.as_secs_f32().round() as u64
+            )),
+            Failure::Journal(e) => AgentError::Journal(e),
+            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE).await {
+                Some(report) => AgentError::upstream("acp_failed", report),
+                None => AgentError::upstream(
+                    "acp_protocol_error",
+                    format!("the agent closed its connection but kept running ({detail})"),
+                ),
+            },
+            Failure::Protocol(m) => AgentError::upstream("acp_protocol_error", m),
+            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300)).await {
+                Some(report) => AgentError::upstream("acp_failed", report),
+                None => AgentError::upstream("acp_failed", m),
+            },
+        }
+    }
+}
+
+/// `"<exit status>; <last stderr lines>"` once the process has ended (within `grace`).
+async fn exit_report(child: &mut Interactive, grace: Duration) -> Option<String> {
+    let status = child.exited_within(grace).await?;
+    let tail = child.stderr_tail(STDERR_QUOTE_CHARS, EXIT_GRACE).await;
+    let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let last = lines[lines.len().saturating_sub(5)..].join(" | ");
+    Some(if last.is_empty() {
+        format!("the agent process ended ({status}); it wrote nothing on stderr")
+    } else {
+        format!("the agent process ended ({status}); {last}")
+    })
+}
+
+/// The session's working directory: empty, private to the run, removed with it.
+struct WorkDir(PathBuf);
+
+impl WorkDir {
+    fn create(run: uuid::Uuid) -> Result<Self, AgentError> {
+        let path = std::env::temp_dir().join(format!("mnote-acp-{run}-{}", uuid::Uuid::new_v4().simple()));
+        let mut b = std::fs::DirBuilder::new();
+        std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+        b.create(&path).map_err(|e| AgentError::Internal(anyhow::anyhow!("the agent's working directory: {e}")))?;
+        Ok(WorkDir(path))
+    }
+}
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl AgentRuntime for AcpRuntime {
+    fn provider(&self) -> Provider {
+        Provider::Acp
+    }
+
+    fn run<'a>(&'a self, input: &'a RunInput, env: &'a RunEnv) -> BoxFuture<'a, Result<RunOutput, AgentError>> {
+        Box::pin(async move {
+            let workdir = WorkDir::create(input.host_run_id)?;
+            let mut child = self.spawn(&workdir.0)?;
+            let result = match self.converse(&mut child, &workdir.0, input, env).await {
+                Ok(done) => Ok(done),
+                Err(failure) => Err(self.explain(failure, &mut child).await),
+            };
+            // However the turn ended, the agent does not outlive it.
+            child.kill().await;
+            drop(workdir);
+            let done = result?;
+            let mut answer = env.tools.link_citations(&done.text).await;
+            if let Some(note) = done.note {
+                answer.push_str(&format!("\n\n_({note})_"));
+            }
+            Ok(RunOutput { answer, provider_run_id: Some(done.session_id) })
+        })
+    }
+}
