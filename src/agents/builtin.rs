@@ -1,8 +1,351 @@
-//! The `builtin` runtime (offline, no LLM). (Interface first; implementation in progress.)
+//! The `builtin` runtime: offline, no LLM, for a server without a configured model (and as the
+//! reference behaviour of a tool-using agent). It
+//! 1. plans up to [`MAX_SEARCHES`] searches — the question, then its key phrases (the search
+//!    analyzer's terms: jieba for Chinese, stop and question words dropped, adjacent words
+//!    joined back into phrases as written) — and publishes the plan;
+//! 2. runs each through the tool box (so each is journaled and on the receipt);
+//! 3. answers extractively: the quotes' sentences that share enough of the question's terms,
+//!    best first, deduplicated, grouped by document under its title, each followed by a
+//!    numbered citation (`[1 · notes.md · L3–5](…)`), in the question's language; or says
+//!    plainly that nothing relevant was found (no citations then);
+//! 4. streams the answer in small pieces and stops promptly when cancelled.
+
+use std::collections::HashSet;
 
 use futures_util::future::BoxFuture;
+use serde_json::json;
+use uuid::Uuid;
 
-use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput};
+use super::{
+    AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole, citations,
+    tools::{self, EvidenceHit, SearchOutput},
+};
+use crate::{
+    journal::{Event, PlanEntry},
+    search::analyze,
+};
+
+/// Searches per question.
+pub const MAX_SEARCHES: usize = 3;
+/// Sentences in an answer, and from one passage.
+const MAX_SENTENCES: usize = 6;
+const PER_EVIDENCE: usize = 2;
+/// Characters of the question that are searched (a pasted document is not a query).
+const MAX_QUERY_CHARS: usize = 500;
+/// Longest sentence quoted (a paragraph without sentence ends is cut).
+const MAX_SENTENCE_CHARS: usize = 320;
+/// Streamed piece size, in characters.
+const PIECE_CHARS: usize = 24;
+
+/// Words that ask rather than say what is asked about (besides the analyzer's stop words).
+const QUESTION_WORDS: &[&str] = &[
+    "how",
+    "what",
+    "why",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "does",
+    "do",
+    "did",
+    "is",
+    "are",
+    "can",
+    "could",
+    "should",
+    "would",
+    "tell",
+    "explain",
+    "describe",
+    "please",
+    "say",
+    "says",
+    "said",
+    "mention",
+    "mentions",
+    "know",
+    "give",
+    "show",
+    "find",
+    "list",
+    "according",
+    "anything",
+    "something",
+    "如何",
+    "怎么",
+    "怎样",
+    "怎么样",
+    "什么",
+    "为什么",
+    "为何",
+    "哪些",
+    "哪个",
+    "哪里",
+    "哪儿",
+    "是否",
+    "能否",
+    "可否",
+    "请问",
+    "请",
+    "告诉",
+    "我",
+    "我们",
+    "你",
+    "你们",
+    "一下",
+    "里",
+    "用",
+    "关于",
+    "有没有",
+    "有",
+    "吗",
+    "呢",
+    "介绍",
+    "解释",
+    "讲讲",
+    "说说",
+    "多少",
+    "几",
+    "能",
+    "会",
+    "要",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// Chinese when a good share of the question's letters are CJK.
+    pub fn of(question: &str) -> Lang {
+        if analyze::query_terms(question).cjk_ratio >= 0.3 { Lang::Zh } else { Lang::En }
+    }
+
+    fn search_step(self, q: &str) -> String {
+        match self {
+            Lang::En => format!("Search the knowledge bases: “{q}”"),
+            Lang::Zh => format!("检索知识库：“{q}”"),
+        }
+    }
+
+    fn answer_step(self) -> &'static str {
+        match self {
+            Lang::En => "Answer from the evidence, with citations",
+            Lang::Zh => "根据证据作答并标注引用",
+        }
+    }
+
+    fn intro(self) -> &'static str {
+        match self {
+            Lang::En => "Here is what the knowledge bases say:",
+            Lang::Zh => "知识库中的相关内容：",
+        }
+    }
+
+    pub fn nothing_found(self) -> &'static str {
+        match self {
+            Lang::En => "I found nothing relevant to this question in the knowledge bases.",
+            Lang::Zh => "在知识库中没有找到与这个问题相关的内容。",
+        }
+    }
+}
+
+fn is_question_word(w: &str) -> bool {
+    let w = w.to_lowercase();
+    QUESTION_WORDS.contains(&w.as_str())
+}
+
+/// The question's content terms (as the search analyses them).
+pub fn question_terms(question: &str) -> HashSet<String> {
+    analyze::analyze(question)
+        .into_iter()
+        .filter(|t| !is_question_word(&t.term) && !is_question_word(&question[t.start..t.end]))
+        .map(|t| t.term)
+        .collect()
+}
+
+/// The searches for `question`: the question itself, then up to two key phrases (runs of
+/// adjacent content words as written), longest first; none that would search the same terms
+/// as the question.
+pub fn plan_queries(question: &str) -> Vec<String> {
+    let q = question.trim();
+    let q = match q.char_indices().nth(MAX_QUERY_CHARS) {
+        Some((i, _)) => &q[..i],
+        None => q,
+    };
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let all_terms = question_terms(q);
+    // The outermost content words (jieba's search mode also emits the sub-words of long words).
+    let mut words: Vec<(usize, usize)> = analyze::analyze(q)
+        .into_iter()
+        .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
+        .map(|t| (t.start, t.end))
+        .collect();
+    words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut outer: Vec<(usize, usize)> = Vec::new();
+    for w in words {
+        if outer.last().is_none_or(|l| w.0 >= l.1) {
+            outer.push(w);
+        }
+    }
+    // Adjacent words (nothing but spaces or hyphens between them) form a phrase.
+    let mut phrases: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, words)
+    for (s, e) in outer {
+        match phrases.last_mut() {
+            Some(p) if q[p.1..s].chars().all(|c| c == ' ' || c == '-') => {
+                p.1 = e;
+                p.2 += 1;
+            }
+            _ => phrases.push((s, e, 1)),
+        }
+    }
+    phrases.sort_by(|a, b| b.2.cmp(&a.2).then((b.1 - b.0).cmp(&(a.1 - a.0))).then(a.0.cmp(&b.0)));
+    let mut out = vec![q.to_string()];
+    let mut seen: Vec<HashSet<String>> = vec![all_terms];
+    for (s, e, _) in phrases {
+        if out.len() >= MAX_SEARCHES {
+            break;
+        }
+        let phrase = &q[s..e];
+        let terms = question_terms(phrase);
+        if terms.is_empty() || seen.contains(&terms) {
+            continue;
+        }
+        seen.push(terms);
+        out.push(phrase.to_string());
+    }
+    out
+}
+
+/// A sentence of a quote that may go into the answer.
+#[derive(Debug, Clone)]
+struct Candidate {
+    hit: usize,
+    sentence: String,
+    score: f64,
+}
+
+/// Strip what cut quotes carry (`…`) and trim.
+fn tidy(sentence: &str) -> String {
+    let s = sentence.trim().trim_matches('…').trim();
+    match s.char_indices().nth(MAX_SENTENCE_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Comparable text of a sentence (for deduplication).
+fn key(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// The best sentences of `hits` for `question`: `(hit index, sentence)` in answer order —
+/// grouped by document (documents in order of their best sentence), best first within one.
+pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
+    let q = question_terms(question);
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let need = ((q.len() as f64 * 0.34).ceil() as usize).clamp(1, 3);
+    let mut candidates = Vec::new();
+    for (i, h) in hits.iter().enumerate() {
+        // A passage that only repeats its heading (a heading block) says nothing.
+        let heading = h.section.as_deref().map(key).unwrap_or_default();
+        for piece in citations::split_sentences(&h.quote) {
+            let sentence = tidy(&citations::clean_sentence(piece));
+            if !citations::has_content(&sentence) || (!heading.is_empty() && key(&sentence) == heading) {
+                continue;
+            }
+            let terms: HashSet<String> = analyze::analyze(&sentence).into_iter().map(|t| t.term).collect();
+            let overlap = terms.intersection(&q).count();
+            if overlap < need {
+                continue;
+            }
+            let coverage = overlap as f64 / q.len() as f64;
+            let density = overlap as f64 / terms.len().max(1) as f64;
+            let rank = 1.0 / (i as f64 + 1.0);
+            candidates.push(Candidate { hit: i, sentence, score: coverage + 0.2 * density + 0.05 * rank });
+        }
+    }
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
+    let mut picked: Vec<Candidate> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    for c in candidates {
+        if picked.len() >= MAX_SENTENCES {
+            break;
+        }
+        let k = key(&c.sentence);
+        if k.is_empty() || keys.iter().any(|x| x.contains(&k) || k.contains(x.as_str())) {
+            continue;
+        }
+        let id = hits[c.hit].evidence_id;
+        if picked.iter().filter(|p| hits[p.hit].evidence_id == id).count() >= PER_EVIDENCE {
+            continue;
+        }
+        keys.push(k);
+        picked.push(c);
+    }
+    // Group by document, keeping the order of each document's best sentence.
+    let mut docs: Vec<Uuid> = Vec::new();
+    for c in &picked {
+        if !docs.contains(&hits[c.hit].source_id) {
+            docs.push(hits[c.hit].source_id);
+        }
+    }
+    let mut out = Vec::new();
+    for d in docs {
+        for c in picked.iter().filter(|c| hits[c.hit].source_id == d) {
+            out.push((c.hit, c.sentence.clone()));
+        }
+    }
+    out
+}
+
+/// Markdown-escape text that goes into the answer (no stray links, headings or emphasis).
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '[' | ']' | '\\' | '<' | '>' | '#' | '_' | '`') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The answer: sentences under their document's title, each with its numbered citation.
+pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)]) -> String {
+    if picked.is_empty() {
+        return lang.nothing_found().to_string();
+    }
+    let mut out = String::from(lang.intro());
+    let mut numbers: Vec<Uuid> = Vec::new();
+    let mut current: Option<Uuid> = None;
+    for (i, sentence) in picked {
+        let h = &hits[*i];
+        if current != Some(h.source_id) {
+            out.push_str(&format!("\n\n### {}\n", escape(&h.source_title)));
+            current = Some(h.source_id);
+        }
+        let n = match numbers.iter().position(|x| *x == h.evidence_id) {
+            Some(p) => p + 1,
+            None => {
+                numbers.push(h.evidence_id);
+                numbers.len()
+            }
+        };
+        out.push_str(&format!("\n- {} {}", escape(sentence), citations::numbered(&h.citation_markdown, n)));
+    }
+    out.push('\n');
+    out
+}
 
 #[derive(Default)]
 pub struct BuiltinRuntime;
@@ -13,15 +356,182 @@ impl BuiltinRuntime {
     }
 }
 
+async fn publish(env: &RunEnv, entries: &[(String, &'static str)]) -> Result<(), AgentError> {
+    let entries = entries.iter().map(|(c, s)| PlanEntry { content: c.clone(), status: s.to_string() }).collect();
+    env.events.agent(Event::PlanUpdated { entries }).await?;
+    Ok(())
+}
+
+async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
+    let question = input.prompt.trim();
+    let lang = Lang::of(question);
+    let queries = plan_queries(question);
+    let mut plan: Vec<(String, &'static str)> = queries.iter().map(|q| (lang.search_step(q), "pending")).collect();
+    plan.push((lang.answer_step().to_string(), "pending"));
+
+    let mut hits: Vec<EvidenceHit> = Vec::new();
+    let mut failures = Vec::new();
+    for (i, q) in queries.iter().enumerate() {
+        plan[i].1 = "in_progress";
+        publish(env, &plan).await?;
+        let call_id = format!("builtin-search-{}", i + 1);
+        let result = tokio::select! {
+            r = env.tools.call(&call_id, tools::SEARCH, json!({"query": q})) => r,
+            _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+        };
+        plan[i].1 = "completed";
+        match (result.ok, serde_json::from_value::<SearchOutput>(result.content)) {
+            (true, Ok(out)) => {
+                for h in out.results {
+                    if !hits.iter().any(|x| x.evidence_id == h.evidence_id) {
+                        hits.push(h);
+                    }
+                }
+            }
+            _ => failures.push(result.error.map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default()),
+        }
+    }
+    if !queries.is_empty() && failures.len() == queries.len() {
+        return Err(AgentError::upstream("tool_failed", format!("the searches failed ({})", failures.join("; "))));
+    }
+    plan.last_mut().expect("the answer step").1 = "in_progress";
+    publish(env, &plan).await?;
+
+    let picked = select_sentences(question, &hits);
+    let mut answer = compose(lang, &hits, &picked);
+    // A resumed run continues its parent's partial answer instead of repeating it.
+    if let Some(last) = input.transcript.last().filter(|t| t.role == TurnRole::Assistant)
+        && !last.text.is_empty()
+        && let Some(rest) = answer.strip_prefix(last.text.as_str())
+    {
+        answer = rest.to_string();
+    }
+    let chars: Vec<char> = answer.chars().collect();
+    for piece in chars.chunks(PIECE_CHARS) {
+        if env.cancel.is_cancelled() {
+            return Err(AgentError::Cancelled);
+        }
+        env.events.delta(&piece.iter().collect::<String>()).await?;
+        tokio::task::yield_now().await;
+    }
+    plan.last_mut().expect("the answer step").1 = "completed";
+    publish(env, &plan).await?;
+    Ok(RunOutput { answer, provider_run_id: None })
+}
+
 impl AgentRuntime for BuiltinRuntime {
     fn provider(&self) -> Provider {
         Provider::Builtin
     }
 
     fn run<'a>(&'a self, input: &'a RunInput, env: &'a RunEnv) -> BoxFuture<'a, Result<RunOutput, AgentError>> {
-        Box::pin(async move {
-            env.events.delta(&format!("(builtin) {}", input.prompt)).await?;
-            Ok(RunOutput { answer: format!("(builtin) {}", input.prompt), provider_run_id: None })
-        })
+        Box::pin(run(input, env))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::verify::{Support, citations_of, support};
+
+    fn hit(n: u128, source: u128, title: &str, quote: &str) -> EvidenceHit {
+        EvidenceHit {
+            evidence_id: Uuid::from_u128(n),
+            quote: quote.into(),
+            citation_markdown: format!(
+                "[{title} · L{n}](/sources/{}/view?evidence={}&line={n}#hl)",
+                Uuid::from_u128(source),
+                Uuid::from_u128(n)
+            ),
+            source_title: title.into(),
+            source_id: Uuid::from_u128(source),
+            score: 1.0,
+            section: None,
+        }
+    }
+
+    #[test]
+    fn plans_the_question_and_its_key_phrases() {
+        let p = plan_queries("How do scoped threads borrow data from the parent stack?");
+        assert_eq!(p[0], "How do scoped threads borrow data from the parent stack?");
+        assert_eq!(p[1], "scoped threads borrow data");
+        assert_eq!(p[2], "parent stack");
+        assert!(p.len() <= MAX_SEARCHES);
+        // One phrase with every term: searching it again adds nothing.
+        assert_eq!(plan_queries("scoped threads"), ["scoped threads"]);
+        assert!(plan_queries("   ").is_empty());
+        let zh = plan_queries("Rust 里如何用线程作用域借用栈上的数据？");
+        assert_eq!(zh[0], "Rust 里如何用线程作用域借用栈上的数据？");
+        assert!(zh.len() >= 2 && zh.len() <= MAX_SEARCHES, "{zh:?}");
+        assert!(zh[1..].iter().all(|p| !p.contains("如何")), "question words are not searched: {zh:?}");
+        assert!(zh.iter().any(|p| p.contains("线程作用域")), "{zh:?}");
+    }
+
+    #[test]
+    fn the_language_follows_the_question() {
+        assert_eq!(Lang::of("线程作用域是什么？"), Lang::Zh);
+        assert_eq!(Lang::of("What are scoped threads?"), Lang::En);
+        assert_eq!(Lang::of("Rust 的线程作用域怎么用"), Lang::Zh);
+    }
+
+    #[test]
+    fn answers_cite_the_best_sentences_grouped_by_document() {
+        let hits = vec![
+            hit(1, 10, "en.md", "Scoped threads let a closure borrow data from the parent stack frame. Gardening is fun."),
+            hit(2, 20, "other.md", "Channels send messages between threads."),
+            hit(3, 10, "en.md", "…threads can borrow data without an Arc."),
+        ];
+        let q = "How do scoped threads borrow data?";
+        let picked = select_sentences(q, &hits);
+        let sentences: Vec<&str> = picked.iter().map(|(_, s)| s.as_str()).collect();
+        assert!(sentences.contains(&"Scoped threads let a closure borrow data from the parent stack frame."), "{sentences:?}");
+        assert!(!sentences.iter().any(|s| s.contains("Gardening")), "irrelevant sentences are left out");
+        let mut heading = hit(4, 10, "en.md", "Scoped threads");
+        heading.section = Some("Scoped threads".into());
+        assert!(select_sentences(q, &[heading]).is_empty(), "a heading alone is not an answer");
+        let answer = compose(Lang::En, &hits, &picked);
+        assert!(answer.starts_with("Here is what the knowledge bases say:"));
+        assert!(answer.contains("\n\n### en.md\n"), "{answer}");
+        assert!(answer.contains(&format!(
+            "[1 · en.md · L1](/sources/{}/view?evidence={}",
+            Uuid::from_u128(10),
+            Uuid::from_u128(1)
+        )));
+        assert_eq!(answer.matches("### en.md").count(), 1, "one heading per document: {answer}");
+        // Every citation of the answer is attached to the sentence it quotes.
+        for c in citations_of(&answer) {
+            let h = hits.iter().find(|h| Some(h.evidence_id) == c.evidence_id).unwrap();
+            assert_ne!(support(&c.sentence, &h.quote, &[]), Support::Unsupported, "{c:?}");
+        }
+    }
+
+    #[test]
+    fn chinese_answers_and_nothing_found() {
+        let hits = vec![hit(1, 10, "zh.md", "在 Rust 中，使用线程作用域可以借用栈上的数据。另一段话讲的是通道。")];
+        let picked = select_sentences("线程作用域怎么借用数据？", &hits);
+        assert_eq!(picked.len(), 1, "{picked:?}");
+        assert_eq!(picked[0].1, "在 Rust 中，使用线程作用域可以借用栈上的数据。");
+        let answer = compose(Lang::Zh, &hits, &picked);
+        assert!(answer.starts_with("知识库中的相关内容："), "{answer}");
+        assert!(answer.contains("[1 · zh.md · L1]("));
+        assert!(select_sentences("番茄怎么种？", &hits).is_empty());
+        assert_eq!(compose(Lang::Zh, &hits, &[]), "在知识库中没有找到与这个问题相关的内容。");
+        assert!(citations_of(&compose(Lang::En, &hits, &[])).is_empty());
+    }
+
+    #[test]
+    fn quoted_markup_is_escaped_and_not_a_citation() {
+        let hits = vec![hit(
+            1,
+            10,
+            "a_b.md",
+            "See [the guide](/sources/x/view?evidence=00000000-0000-0000-0000-000000000009) for borrowing rules.",
+        )];
+        let picked = select_sentences("borrowing rules", &hits);
+        let answer = compose(Lang::En, &hits, &picked);
+        let cited = citations_of(&answer);
+        assert_eq!(cited.len(), 1, "{answer}");
+        assert_eq!(cited[0].evidence_id, Some(Uuid::from_u128(1)));
+        assert!(answer.contains("### a\\_b.md"));
     }
 }

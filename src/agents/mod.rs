@@ -13,6 +13,7 @@
 
 pub mod acp;
 pub mod builtin;
+pub mod citations;
 pub mod config;
 pub mod executor;
 pub mod openai;

@@ -14,7 +14,7 @@ use uuid::Uuid;
 use super::{Locator, SourceKind};
 
 /// A search mode.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     Lexical,
@@ -234,6 +234,71 @@ pub struct ReadResponse {
     pub section_truncated: bool,
     pub source_title: String,
     pub stale: bool,
+}
+
+/// `mnote.evidence.outline` input: the source whose section tree is wanted.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OutlineRequest {
+    /// The source (document) id, e.g. a search result's `sourceId`.
+    #[schemars(schema_with = "uuid_schema")]
+    pub source_id: Uuid,
+}
+
+/// One heading of a source with what lies under it. Ranges and counts include the
+/// subsections, so an agent can pick a section of a long document before reading it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlineSection {
+    pub title: String,
+    /// 1 = top level (a Markdown `#`, a DOCX "Heading 1", a PDF's outermost heading).
+    pub level: u8,
+    /// Titles from the outermost section to this one.
+    pub path: Vec<String>,
+    /// `[first, last]` page (PDF, images), inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub page_range: Option<[u32; 2]>,
+    /// `[first, last]` line (Markdown, text), 1-based and inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_range: Option<[u32; 2]>,
+    /// Evidence blocks in the section and its subsections.
+    pub block_count: usize,
+    /// The section's first evidence block (read it with `mnote.evidence.read`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_uuid_schema")]
+    pub first_evidence_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<OutlineSection>,
+}
+
+/// `mnote.evidence_outline_response.v1`: a source's section tree as the index stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OutlineResponse {
+    pub schema: String,
+    #[schemars(schema_with = "uuid_schema")]
+    pub source_id: Uuid,
+    pub title: String,
+    #[schemars(with = "String")]
+    pub kind: SourceKind,
+    pub stale: bool,
+    /// Every evidence block of the source (with those before the first heading).
+    pub block_count: usize,
+    /// Blocks before the first heading (a preamble), not in any section.
+    pub unsectioned_block_count: usize,
+    pub sections: Vec<OutlineSection>,
+    /// More sections exist than were returned (a very long document).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+}
+
+/// A UUID in a JSON Schema (`schemars` is built without its `uuid` feature).
+pub fn uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "uuid"})
+}
+
+fn optional_uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "format": "uuid"})
 }
 
 /// Serialize `v` with its object keys in alphabetical order, as a `json!` value has them.

@@ -7,6 +7,7 @@ pub mod eval;
 pub mod handlers;
 pub mod memindex;
 pub mod open;
+pub mod outline;
 pub mod pages;
 pub mod query;
 pub mod vector_health;
