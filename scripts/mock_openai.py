@@ -19,6 +19,7 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[hang]]       a few deltas, then the connection stays open and silent
   [[error]]      a few deltas, then `data: {"error": ...}` and the connection closes without [DONE]
   [[fabricate]]  the answer cites a random evidence id and a real one beside an unrelated sentence
+  [[loop]]       calls the search tool again every time tools are offered
 With `tools` and no `role: tool` message yet: one `mnote_evidence_search` call (arguments split
 over 3 chunks); after a tool message: one line per top result (<= 3), "<first sentence of its
 quote> [evidence:<evidenceId>]"; without tools: a plain answer. The key `sk-wrong` gets 401 on
@@ -115,7 +116,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop)\]\]")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -140,6 +141,8 @@ def script_for(body):
     flags = set(DIRECTIVE.findall(last))
     question = " ".join(DIRECTIVE.sub(" ", last).split())
     tool_msgs = [m for m in messages if m.get("role") == "tool"]
+    if body.get("tools") and "loop" in flags:  # a model that never stops searching
+        return ("tool", json.dumps({"query": question}, ensure_ascii=False)), flags
     if tool_msgs:
         try:
             data = json.loads(text_of(tool_msgs[-1].get("content")) or "{}")
@@ -185,6 +188,7 @@ def serve_scripted(handler, body):
     (kind, payload), flags = script_for(body)
     model = body.get("model", "scripted")
     cid = f"chatcmpl-scripted-{uuid.uuid4().hex[:16]}"
+    call_id = f"call_{uuid.uuid4().hex[:12]}"
     created = int(time.time())
 
     def chunk(delta=None, finish=None, **extra):
@@ -196,7 +200,7 @@ def serve_scripted(handler, body):
     if not body.get("stream"):
         msg = {"role": "assistant", "content": payload if kind == "text" else None}
         if kind == "tool":
-            msg["tool_calls"] = [{"id": "call_scripted_0", "type": "function",
+            msg["tool_calls"] = [{"id": call_id, "type": "function",
                                   "function": {"name": "mnote_evidence_search", "arguments": payload}}]
         return handler.send_json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
                                        "choices": [{"index": 0, "message": msg,
@@ -219,7 +223,7 @@ def serve_scripted(handler, body):
         if kind == "tool":
             n = len(payload)
             parts = [payload[: n // 3], payload[n // 3 : 2 * n // 3], payload[2 * n // 3 :]]
-            send(chunk({"tool_calls": [{"index": 0, "id": "call_scripted_0", "type": "function",
+            send(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
                                         "function": {"name": "mnote_evidence_search", "arguments": parts[0]}}]}))
             for p in parts[1:]:
                 time.sleep(0.02)

@@ -277,3 +277,20 @@ async fn an_endpoint_that_does_not_answer_fails_with_llm_unavailable() {
     let message = run["error"]["message"].as_str().unwrap();
     assert!(message.starts_with(&format!("cannot reach http://127.0.0.1:{closed}/v1/chat/completions")), "{message}");
 }
+
+#[tokio::test]
+async fn tool_rounds_are_bounded_and_the_last_request_asks_for_the_answer() {
+    let c = setup(|c| c.agents.max_tool_rounds = 2, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    // `[[loop]]`: the model calls the search tool every time it is offered tools.
+    let id = start(&c, "hermes", "Where do the robots charge? [[loop]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let calls: Vec<&Value> = evs.iter().filter(|e| e["kind"] == "tool.started").collect();
+    assert_eq!(calls.len(), 2, "{:?}", kinds(&evs));
+    assert_ne!(calls[0]["payload"]["callId"], calls[1]["payload"]["callId"]);
+    assert_eq!(evs.iter().filter(|e| e["kind"] == "tool.completed").count(), 2);
+    // Offered no tools, the model answered from the results it had.
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains("The robots charge overnight in the north hall."), "{answer}");
+    assert!(answer.contains("](/sources/") && !answer.contains("[evidence:"), "{answer}");
+}
