@@ -149,7 +149,7 @@ impl OpenAiRuntime {
         let mut out = Streamed::new(&env.events);
         let mut provider_run_id = None;
         let mut rounds = 0;
-        loop {
+        let answered = loop {
             let offer = !tools.is_empty() && rounds < s.max_tool_rounds;
             if !tools.is_empty() && !offer {
                 messages.push(Message::User { content: LAST_ROUND.to_string() });
@@ -166,10 +166,11 @@ impl OpenAiRuntime {
                 tracing::debug!(prompt = ?u.prompt_tokens, completion = ?u.completion_tokens, "model usage");
             }
             provider_run_id = turn.id.clone().or(provider_run_id);
-            // Calls in a response that was offered no tools (a server that ignores `tools`
-            // being absent) are not run: the text is the answer.
+            // Calls in a response that was offered no tools are not run (some models imitate
+            // the calls of the history): its text is the answer. The last response must say
+            // something: text of earlier rounds alone ("Let me search…") is no answer.
             if !offer || turn.tool_calls.is_empty() {
-                break;
+                break !turn.text.trim().is_empty();
             }
             rounds += 1;
             messages.push(assistant_turn(&turn.text, &turn.tool_calls));
@@ -190,12 +191,11 @@ impl OpenAiRuntime {
                 messages.push(Message::Tool { tool_call_id: call.id, content });
             }
             out.next_round();
-        }
-        let text = out.text().to_string();
-        if text.trim().is_empty() {
+        };
+        if !answered {
             return Err(AgentError::upstream(upstream::BAD_RESPONSE, format!("{shown} returned an empty answer")));
         }
-        let answer = env.tools.link_citations(&text).await;
+        let answer = env.tools.link_citations(out.text()).await;
         Ok(RunOutput { answer, provider_run_id })
     }
 }
