@@ -59,7 +59,7 @@ use tokio::sync::mpsc;
 
 use self::{
     ext::{ToolsCallRequest, ToolsCallResponse},
-    session::{Driver, Failure, Finished, Inbound},
+    session::{Driver, Failure, Finished, Inbound, ToolCall},
     transport::Activity,
 };
 use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput};
@@ -138,7 +138,7 @@ impl AcpRuntime {
             .name("mnote")
             .on_receive_notification(
                 async move |n: SessionNotification, _cx: ConnectionTo<agent_client_protocol::Agent>| {
-                    let _ = tx.send(Inbound::Update(n));
+                    let _ = tx.send(Inbound::Update(Box::new(n)));
                     Ok(())
                 },
                 agent_client_protocol::on_receive_notification!(),
@@ -147,10 +147,9 @@ impl AcpRuntime {
                 async move |req: ToolsCallRequest,
                             responder: Responder<ToolsCallResponse>,
                             _cx: ConnectionTo<agent_client_protocol::Agent>| {
-                    if let Err(mpsc::error::SendError(Inbound::ToolCall(_, responder))) =
-                        tool_tx.send(Inbound::ToolCall(req, responder))
-                    {
-                        return responder.respond_with_internal_error("the run has ended");
+                    let call = Box::new(ToolCall { request: req, responder });
+                    if let Err(mpsc::error::SendError(Inbound::ToolCall(call))) = tool_tx.send(Inbound::ToolCall(call)) {
+                        return call.responder.respond_with_internal_error("the run has ended");
                     }
                     Ok(())
                 },

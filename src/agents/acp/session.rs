@@ -35,10 +35,16 @@ use crate::{
 /// How long a cancelled agent gets to end its turn (`stopReason: cancelled`) before it is killed.
 pub const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
-/// What the crate's handlers forward.
+/// What the crate's handlers forward (boxed: both are large).
 pub enum Inbound {
-    Update(SessionNotification),
-    ToolCall(ToolsCallRequest, Responder<ToolsCallResponse>),
+    Update(Box<SessionNotification>),
+    ToolCall(Box<ToolCall>),
+}
+
+/// An agent's `_mnote/tools/call`, waiting for its answer.
+pub struct ToolCall {
+    pub request: ToolsCallRequest,
+    pub responder: Responder<ToolsCallResponse>,
 }
 
 /// A turn that ended with an answer.
@@ -195,9 +201,9 @@ impl<'a> Driver<'a> {
         while let Ok(item) = self.inbound.try_recv() {
             match item {
                 Inbound::Update(n) => self.updates.apply(&self.env.events, n.update).await?,
-                Inbound::ToolCall(_, responder) => {
-                    let _ =
-                        responder.respond_with_error(agent_client_protocol::Error::invalid_request().data("the turn has ended"));
+                Inbound::ToolCall(call) => {
+                    let ended = agent_client_protocol::Error::invalid_request().data("the turn has ended");
+                    let _ = call.responder.respond_with_error(ended);
                 }
             }
         }
@@ -207,7 +213,8 @@ impl<'a> Driver<'a> {
     async fn serve(&mut self, item: Inbound) -> Result<(), Failure> {
         match item {
             Inbound::Update(n) => self.updates.apply(&self.env.events, n.update).await?,
-            Inbound::ToolCall(req, responder) => {
+            Inbound::ToolCall(call) => {
+                let ToolCall { request: req, responder } = *call;
                 self.calls += 1;
                 let call_id = format!("acp-{}", self.calls);
                 // Boxed: the tool's future is deep (search, knowledge RAG over HTTP), and proving
