@@ -29,6 +29,19 @@ pub async fn once(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
     Ok(out)
 }
 
+/// A stopping process hands its live runs over as `interrupted` (they can be resumed) rather
+/// than leaving them to the lease timeout.
+pub async fn release(pool: &PgPool, owner: &str) -> sqlx::Result<usize> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let mut n = 0;
+    for t in tenants {
+        let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
+        n += store::release_owned(&mut tx, t, owner).await?.len();
+        tx.commit().await?;
+    }
+    Ok(n)
+}
+
 /// Reconcile every [`INTERVAL`] until `stop` turns true.
 pub async fn run(pool: PgPool, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {

@@ -399,10 +399,13 @@ pub enum Ending<'a> {
 }
 
 /// Set the terminal status and append the terminal event, in one transaction (the caller's).
-/// `false` when the run had already ended (or is not live and not interrupted).
+/// `false` when the run had already ended (or was interrupted, for anything but a cancel).
 pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: Ending<'_>) -> sqlx::Result<bool> {
     let Some(row) = get_locked(conn, run).await? else { return Ok(false) };
-    if row.status().is_terminal() {
+    // An interrupted run (its worker was declared lost) can still be cancelled, but a worker
+    // that comes back late does not complete or fail it.
+    let late_worker = row.status() == RunStatus::Interrupted && !matches!(ending, Ending::Cancelled { .. });
+    if row.status().is_terminal() || late_worker {
         return Ok(false);
     }
     let (status, code, message, answer, receipt, event) = match ending {
@@ -490,6 +493,23 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
              lease_expires_at = null \
          where status in ('pending', 'running') and lease_expires_at < now() returning id",
     )
+    .fetch_all(&mut *conn)
+    .await?;
+    for id in &ids {
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+    }
+    Ok(ids)
+}
+
+/// Live runs held by `owner` (a process shutting down) become `interrupted` (`worker_lost`)
+/// at once instead of when their leases run out.
+pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -> sqlx::Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
+             lease_expires_at = null \
+         where status in ('pending', 'running') and lease_owner = $1 returning id",
+    )
+    .bind(owner)
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
