@@ -17,6 +17,7 @@ mod malformed_json;
 mod mineru;
 mod ops;
 mod pages;
+mod runs_builtin;
 mod search;
 mod search_page;
 mod security;

@@ -1,0 +1,397 @@
+//! Runs on the `builtin` runtime (no model configured) through the real HTTP server: planned
+//! searches journaled as tool calls, extractive answers with verified citations in English and
+//! Chinese, the plain "nothing found" answer, citation checks that catch fabrication, the tools
+//! under the actor's rights, and the outline tool.
+
+use mnote::{
+    agents::{AgentError, AgentId, AgentRuntime, RunEnv, RunInput, builtin::BuiltinRuntime, tools::ToolBox, verify},
+    db::{Scope, TenantTx},
+    journal::{ContextRefs, Event, EventSource, sink::EventSink},
+    state::AppState,
+};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+const EN: &str = "# Concurrency notes\n\n## Scoped threads\n\nScoped threads let a closure borrow data from the parent stack frame.\n\n\
+Channels send messages between threads.\n\n## Gardening\n\nA paragraph about gardening tomatoes in summer.\n";
+const ZH: &str = "# 并发\n\n## 作用域线程\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n另一段话讲的是通道和消息传递。\n";
+const THREADS: &str = "# Threads\n\nWith scoped threads you can borrow data without an Arc.\n";
+const NOTHING_EN: &str = "I found nothing relevant to this question in the knowledge bases.";
+
+struct Team {
+    client: Client,
+    tenant: Uuid,
+    user: Uuid,
+    kb: String,
+}
+
+/// Tenant `name`: a granted directory with `files`, a KB holding it, indexed.
+async fn team(app: &TestApp, name: &str, files: &[(&str, &str)]) -> Team {
+    let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    let kb = kb_with(app, &client, name, &format!("{name} kb"), files).await;
+    Team { client, tenant: s.tenant_id, user: s.user_id, kb }
+}
+
+/// A KB named `kb_name` holding the directory `dir` with `files` (granted to every member).
+async fn kb_with(app: &TestApp, client: &Client, dir: &str, kb_name: &str, files: &[(&str, &str)]) -> String {
+    for (rel, text) in files {
+        app.write_doc(&format!("{dir}/{rel}"), text);
+    }
+    let (st, g) = client
+        .post_json("/api/grants", json!({"path": app.docs_path(dir), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (st, kb) = client.post_json("/api/kbs", json!({"name": kb_name})).await;
+    assert!(st.is_success(), "{kb}");
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, r) = client.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path(dir)})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let (_, list) = client.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    for src in list["items"].as_array().unwrap() {
+        assert_eq!(src["status"], "indexed", "{src}");
+    }
+    kb
+}
+
+async fn source_id(client: &Client, kb: &str, path: &str) -> Uuid {
+    let (_, list) = client.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    let s = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == path).unwrap_or_else(|| panic!("{list}"));
+    s["id"].as_str().unwrap().parse().unwrap()
+}
+
+/// Start a run and wait for its end (polling, bounded by a number of rounds, not a clock).
+async fn ask(client: &Client, prompt: &str, context: Value) -> Value {
+    let body = json!({
+        "requestId": format!("req-{}", Uuid::new_v4().simple()),
+        "sessionId": "session-1",
+        "agentId": "hermes",
+        "prompt": prompt,
+        "contextRefs": context,
+    });
+    let (st, run) = client.post_json("/api/page-ai/runs", body).await;
+    assert_eq!(st, StatusCode::CREATED, "{run}");
+    assert_eq!(run["provider"], "builtin", "{run}");
+    assert_eq!(run["providerNote"], "not_configured", "{run}");
+    let id = run["hostRunId"].as_str().unwrap().to_string();
+    for _ in 0..600 {
+        let (st, r) = client.get_json(&format!("/api/page-ai/runs/{id}")).await;
+        assert_eq!(st, StatusCode::OK, "{r}");
+        if matches!(r["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+            return r;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("run {id} did not end");
+}
+
+async fn events(client: &Client, run: &Value) -> Vec<Value> {
+    let (st, page) =
+        client.get_json(&format!("/api/page-ai/runs/{}/events?afterSeq=0", run["hostRunId"].as_str().unwrap())).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert_eq!(page["ended"], true, "{page}");
+    assert_eq!(page["status"], run["status"]);
+    let items = page["items"].as_array().unwrap().clone();
+    assert_eq!(page["lastSeq"], items.last().unwrap()["seq"]);
+    items
+}
+
+fn kinds(items: &[Value]) -> Vec<&str> {
+    items.iter().map(|e| e["kind"].as_str().unwrap()).collect()
+}
+
+/// The run completed on builtin with its searches journaled in order: a plan, then per search
+/// `tool.started` / `tool.completed` from the `tool` source, then `run.completed`.
+fn assert_journal(items: &[Value]) -> Vec<Value> {
+    let k = kinds(items);
+    assert_eq!(k.first(), Some(&"run.created"), "{k:?}");
+    assert_eq!(k.last(), Some(&"run.completed"), "{k:?}");
+    let first_plan = k.iter().position(|x| *x == "plan.updated").expect("a plan");
+    let started: Vec<&Value> = items.iter().filter(|e| e["kind"] == "tool.started").collect();
+    let completed: Vec<Value> = items.iter().filter(|e| e["kind"] == "tool.completed").cloned().collect();
+    assert!(!started.is_empty() && started.len() <= 3, "{k:?}");
+    assert_eq!(started.len(), completed.len());
+    assert!(k.iter().position(|x| *x == "tool.started").unwrap() > first_plan, "the plan comes first: {k:?}");
+    for (s, c) in started.iter().zip(&completed) {
+        assert_eq!(s["source"], "tool");
+        assert_eq!(c["source"], "tool");
+        assert_eq!(s["payload"]["name"], "mnote.evidence.search");
+        assert_eq!(s["payload"]["callId"], c["payload"]["callId"]);
+        assert!(s["payload"]["arguments"]["query"].is_string(), "{s}");
+        assert!(s["seq"].as_i64() < c["seq"].as_i64());
+        assert_eq!(c["payload"]["ok"], true, "{c}");
+    }
+    let plans: Vec<&Value> = items.iter().filter(|e| e["kind"] == "plan.updated").collect();
+    let last_plan = &plans.last().unwrap()["payload"]["entries"];
+    assert_eq!(last_plan.as_array().unwrap().len(), started.len() + 1, "one step per search and the answer: {last_plan}");
+    assert!(last_plan.as_array().unwrap().iter().all(|e| e["status"] == "completed"), "{last_plan}");
+    let streamed: String =
+        items.iter().filter(|e| e["kind"] == "message.delta").map(|e| e["payload"]["text"].as_str().unwrap()).collect();
+    let done = items.last().unwrap();
+    assert_eq!(streamed, done["payload"]["answer"].as_str().unwrap(), "the answer streamed whole");
+    completed
+}
+
+fn assert_all_verified(run: &Value) {
+    let receipt = &run["receipt"];
+    assert_eq!(receipt["schema"], "mnote.agent_run_receipt.v1");
+    let citations = receipt["citations"].as_array().unwrap();
+    assert!(!citations.is_empty(), "{receipt}");
+    for c in citations {
+        assert_eq!(c["verified"], true, "{c}");
+        assert!(matches!(c["reason"].as_str(), Some("quote_found" | "key_terms")), "{c}");
+    }
+    assert_eq!(receipt["total"], citations.len());
+    assert_eq!(receipt["verified"], receipt["total"]);
+    // Every cited evidence id came from a tool call of the run.
+    let returned: Vec<&Value> = receipt["evidenceIds"].as_array().unwrap().iter().collect();
+    for c in citations {
+        assert!(returned.contains(&&c["evidenceId"]), "{c}");
+    }
+}
+
+#[tokio::test]
+async fn builtin_answers_english_and_chinese_questions_with_verified_citations() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN), ("zh.md", ZH), ("threads.md", THREADS)]).await;
+    let en_id = source_id(&t.client, &t.kb, "en.md").await;
+
+    let run = ask(&t.client, "How do scoped threads borrow data from the parent stack?", json!({"kbIds": [t.kb]})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.starts_with("Here is what the knowledge bases say:"), "{answer}");
+    assert!(answer.contains("### en.md"), "the document as a heading: {answer}");
+    assert!(answer.contains("Scoped threads let a closure borrow data from the parent stack frame."), "{answer}");
+    assert!(answer.contains(&format!("[1 · en.md · §Scoped threads](/sources/{en_id}/view?evidence=")), "{answer}");
+    assert!(!answer.contains("tomatoes"), "irrelevant passages stay out: {answer}");
+    // Two documents: each under its own heading once, the citations numbered across them.
+    assert!(answer.contains("### threads.md") && answer.contains("you can borrow data without an Arc."), "{answer}");
+    assert_eq!(answer.matches("### ").count(), 2, "{answer}");
+    assert!(answer.contains("[2 · "), "{answer}");
+    let completed = assert_journal(&events(&t.client, &run).await);
+    let first = &completed[0]["payload"];
+    assert!(first["count"].as_u64().unwrap() >= 1, "{first}");
+    assert!(
+        first["summary"].as_str().unwrap().contains("in 1 document") || first["summary"].as_str().unwrap().contains("documents")
+    );
+    assert!(!first["evidenceIds"].as_array().unwrap().is_empty());
+    assert_all_verified(&run);
+
+    let run = ask(&t.client, "线程作用域怎么借用栈上的数据？", json!({"kbIds": [t.kb]})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.starts_with("知识库中的相关内容："), "{answer}");
+    assert!(answer.contains("在 Rust 中，使用线程作用域可以借用栈上的数据。"), "{answer}");
+    assert!(answer.contains("### zh.md") && answer.contains("[1 · zh.md · §作用域线程](/sources/"), "{answer}");
+    assert_journal(&events(&t.client, &run).await);
+    assert_all_verified(&run);
+}
+
+#[tokio::test]
+async fn a_question_with_nothing_relevant_gets_the_plain_answer_without_citations() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    let run = ask(&t.client, "Which volcano erupted in Iceland?", json!({"kbIds": [t.kb]})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["answer"], NOTHING_EN);
+    assert_eq!(run["receipt"]["total"], 0);
+    assert!(run["receipt"]["citations"].as_array().unwrap().is_empty());
+    let items = events(&t.client, &run).await;
+    assert_journal(&items);
+    let done = items.last().unwrap();
+    assert_eq!(done["payload"]["citationsTotal"], 0);
+
+    let run = ask(&t.client, "冰岛的火山什么时候喷发？", json!({"kbIds": [t.kb]})).await;
+    assert_eq!(run["answer"], "在知识库中没有找到与这个问题相关的内容。");
+    assert_eq!(run["receipt"]["total"], 0);
+}
+
+#[tokio::test]
+async fn fabricated_citations_are_not_verified() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    let (_, v) = t.client.post_json("/api/evidence/search", json!({"query": "scoped threads borrow", "mode": "lexical"})).await;
+    let hit = v["results"].as_array().unwrap().iter().find(|r| r["quote"].as_str().unwrap().contains("closure")).unwrap().clone();
+    let real: Uuid = hit["evidenceId"].as_str().unwrap().parse().unwrap();
+    let fake = Uuid::new_v4();
+    let citation = hit["citationMarkdown"].as_str().unwrap();
+
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
+    let answer = format!(
+        "Scoped threads let a closure borrow data from the parent stack frame. {citation}\n\
+         Closures in scoped threads may borrow stack data [evidence:{real}].\n\
+         The moon is made of green cheese. [evidence:{real}]\n\
+         Volcanoes erupt in Iceland every spring [evidence:{fake}]."
+    );
+    let r = verify::check(&state, &actor, &answer, Vec::new()).await;
+    let got: Vec<(bool, &str)> = r.citations.iter().map(|c| (c.verified, c.reason.as_str())).collect();
+    assert_eq!(got, [(true, "quote_found"), (true, "key_terms"), (false, "unsupported"), (false, "evidence_not_found")], "{r:?}");
+    assert_eq!((r.total, r.verified), (4, 2));
+    assert_eq!(r.citations[2].sentence, "The moon is made of green cheese.");
+    assert_eq!(r.citations[3].evidence_id, Some(fake));
+
+    // Another tenant's actor cannot see the evidence at all.
+    let _other = team(&app, "other", &[("x.md", "# X\n\nnothing\n")]).await;
+    let stranger = mnote::context::act_as(&app.pool, "other", None).await.unwrap();
+    let r = verify::check(&state, &stranger, &answer, Vec::new()).await;
+    assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
+    let _ = (t.tenant, t.user);
+}
+
+#[tokio::test]
+async fn tools_respect_private_knowledge_bases() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    let secret_kb = kb_with(
+        &app,
+        &t.client,
+        "secret",
+        "secret kb",
+        &[("plan.md", "# Plan\n\nThe zebra migration starts in the northern valley.\n")],
+    )
+    .await;
+    let (st, _) = t.client.send_json("PATCH", &format!("/api/kbs/{secret_kb}"), json!({"visibility": "private"})).await;
+    assert_eq!(st, StatusCode::OK);
+    let member = app.add_user(t.tenant, "member@acme.test", "member").await;
+    let m = app.api(t.tenant, member).await;
+
+    // The owner finds it; the member, searching every KB they can read, does not.
+    let run = ask(&t.client, "Where does the zebra migration start?", json!({})).await;
+    assert!(run["answer"].as_str().unwrap().contains("northern valley"), "{run}");
+    let run = ask(&m, "Where does the zebra migration start?", json!({})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["answer"], NOTHING_EN, "{run}");
+    assert!(run["receipt"]["evidenceIds"].as_array().unwrap().is_empty(), "{run}");
+    for c in events(&m, &run).await.iter().filter(|e| e["kind"] == "tool.completed") {
+        assert_eq!(c["payload"]["count"], 0, "{c}");
+    }
+    // Naming the private KB is refused up front.
+    let (st, e) = m
+        .post_json(
+            "/api/page-ai/runs",
+            json!({"requestId": "r-private", "sessionId": "s", "agentId": "hermes", "prompt": "zebra", "contextRefs": {"kbIds": [secret_kb]}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{e}");
+
+    // The tools themselves: read/open/outline of the private source are not found for the member.
+    let plan = source_id(&t.client, &secret_kb, "plan.md").await;
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let as_member = mnote::context::act_as(&app.pool, "acme", Some("member@acme.test")).await.unwrap();
+    let tools =
+        ToolBox::prepare(state.clone(), as_member, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let r = tools.call("c1", "mnote_evidence_outline", json!({"sourceId": plan})).await;
+    assert_eq!(r.error.map(|e| e.code).as_deref(), Some("not_found"));
+    let (_, v) = t.client.post_json("/api/evidence/search", json!({"query": "zebra migration", "mode": "lexical"})).await;
+    let secret_evidence: Uuid = v["results"][0]["evidenceId"].as_str().unwrap().parse().unwrap();
+    let r = tools.call("c2", "mnote.evidence.read", json!({"evidenceId": secret_evidence})).await;
+    assert_eq!(r.error.map(|e| e.code).as_deref(), Some("not_found"));
+    assert!(tools.citation(secret_evidence).await.is_none());
+    let marker = format!("It starts in the valley [evidence:{secret_evidence}].");
+    assert_eq!(tools.link_citations(&marker).await, marker, "an invisible marker stays as written");
+}
+
+#[tokio::test]
+async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    let en = source_id(&t.client, &t.kb, "en.md").await;
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
+    let kb: Uuid = t.kb.parse().unwrap();
+    let context = ContextRefs { kb_ids: vec![kb], ..Default::default() };
+    let sink = EventSink::memory(EventSource::Hermes);
+    let tools = ToolBox::prepare(state.clone(), actor.clone(), context.clone(), sink.clone(), true).await;
+    let names: Vec<&str> = tools.offered().iter().map(|d| d.name).collect();
+    assert_eq!(names, ["mnote.evidence.search", "mnote.evidence.read", "mnote.evidence.open", "mnote.evidence.outline"]);
+
+    // Outline: the headings, nested, with their line ranges and block counts.
+    let r = tools.call("o1", "mnote.evidence.outline", json!({"sourceId": en})).await;
+    assert!(r.ok, "{:?}", r.content);
+    let o = &r.content;
+    assert_eq!(o["title"], "en.md");
+    assert_eq!(o["kind"], "markdown");
+    let top = &o["sections"].as_array().unwrap()[0];
+    assert_eq!(top["title"], "Concurrency notes");
+    assert_eq!(top["level"], 1);
+    assert_eq!(top["lineRange"], json!([1, 11]));
+    let kids: Vec<&str> = top["children"].as_array().unwrap().iter().map(|c| c["title"].as_str().unwrap()).collect();
+    assert_eq!(kids, ["Scoped threads", "Gardening"]);
+    let scoped = &top["children"][0];
+    assert_eq!(scoped["lineRange"], json!([3, 8]));
+    assert_eq!(scoped["path"], json!(["Concurrency notes", "Scoped threads"]));
+    assert_eq!(scoped["blockCount"], 3, "the heading and two paragraphs: {scoped}");
+    assert_eq!(top["blockCount"], 6, "{top}");
+    let first: Uuid = scoped["firstEvidenceId"].as_str().unwrap().parse().unwrap();
+    let read = tools.call("r1", "mnote_evidence_read", json!({"evidenceId": first, "window": 1})).await;
+    assert!(read.ok, "{:?}", read.content);
+    let blocks = read.content["blocks"].as_array().unwrap();
+    let anchor = blocks.iter().find(|b| b["anchor"] == true).unwrap();
+    assert_eq!(anchor["text"], "Scoped threads");
+    assert_eq!(blocks[0]["text"], "Concurrency notes", "in document order, the block before first: {blocks:?}");
+    assert!(anchor["citationMarkdown"].as_str().unwrap().contains(&format!("evidence={first}")));
+
+    // Search content is compact: evidence ids, quotes, citation links.
+    let s = tools.call("s1", "mnote_evidence_search", json!({"query": "closure borrow"})).await;
+    assert!(s.ok, "{:?}", s.content);
+    let hit = &s.content["results"][0];
+    for k in ["evidenceId", "quote", "citationMarkdown", "sourceTitle", "sourceId", "score"] {
+        assert!(!hit[k].is_null(), "{k}: {hit}");
+    }
+    assert!(hit.get("source").is_none() && hit.get("highlights").is_none(), "no raw locator: {hit}");
+    let id: Uuid = hit["evidenceId"].as_str().unwrap().parse().unwrap();
+
+    // Bad arguments and unknown tools fail cleanly, and are journaled and recorded too.
+    let bad = tools.call("b1", "mnote.evidence.search", json!({"query": "x", "kbIds": [kb]})).await;
+    assert_eq!(bad.error.as_ref().map(|e| e.code.as_str()), Some("invalid_arguments"));
+    assert_eq!(bad.content["error"]["code"], "invalid_arguments");
+    let unknown = tools.call("u1", "mnote.knowledge_rag.query", json!({"query": "x"})).await;
+    assert_eq!(unknown.error.map(|e| e.code).as_deref(), Some("unknown_tool"), "not offered without a binding");
+    let recorded = sink.recorded();
+    let started = recorded.iter().filter(|(_, e)| matches!(e, Event::ToolStarted(_))).count();
+    let completed: Vec<_> = recorded
+        .iter()
+        .filter_map(|(src, e)| match e {
+            Event::ToolCompleted(c) => Some((src, c)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!((started, completed.len()), (5, 5));
+    assert!(completed.iter().all(|(src, _)| **src == EventSource::Tool));
+    let search_done = completed.iter().find(|(_, c)| c.call_id == "s1").unwrap().1;
+    assert!(search_done.summary.as_deref().unwrap().ends_with("in 1 document"), "{search_done:?}");
+    assert_eq!(tools.calls().iter().map(|c| c.ok).collect::<Vec<_>>(), [true, true, true, false, false]);
+
+    // Markers become citation links; one naming unknown evidence stays.
+    let fake = Uuid::new_v4();
+    let linked = tools.link_citations(&format!("Closures borrow [evidence: {id}]. Made up 【evidence:{fake}】")).await;
+    let citation = tools.citation(id).await.unwrap();
+    assert_eq!(linked, format!("Closures borrow {citation}. Made up 【evidence:{fake}】"));
+    assert!(citation.contains(&format!("evidence={id}")));
+
+    // The builtin runtime stops when its run is cancelled.
+    let cancel = tokio_util::sync::CancellationToken::new();
+    cancel.cancel();
+    let env = RunEnv { events: EventSink::memory(EventSource::Hermes), tools: std::sync::Arc::new(tools), cancel };
+    let input = RunInput {
+        host_run_id: Uuid::new_v4(),
+        agent: AgentId::Hermes,
+        prompt: "How do scoped threads borrow data?".into(),
+        context: context.clone(),
+        transcript: Vec::new(),
+    };
+    let r = BuiltinRuntime::new().run(&input, &env).await;
+    assert!(matches!(r, Err(AgentError::Cancelled)), "{:?}", r.map(|o| o.answer));
+
+    // A KB bound to LightRAG adds the knowledge-RAG tools.
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::User(t.user)).await.unwrap();
+    mnote::rag::binding::put(&mut tx, t.tenant, kb, "http://127.0.0.1:9/lightrag", None, None, t.user).await.unwrap();
+    tx.commit().await.unwrap();
+    let tools = ToolBox::prepare(state, actor, context, EventSink::memory(EventSource::Hermes), true).await;
+    assert_eq!(tools.offered().len(), 6);
+}
