@@ -14,6 +14,8 @@ On `session/prompt` it
      "<first sentence of the quote> [evidence:<evidenceId>]", one per line; no results ->
      "I found nothing relevant in the knowledge bases.",
   4. answers `{stopReason: "end_turn"}`.
+A prompt with earlier turns before the question (a resumed conversation) gets an answer that
+begins "(Continuing our conversation.) ".
 
 Directives anywhere in the question:
   [[slow]]   a chunk every 150 ms, at least 40 chunks
@@ -140,6 +142,8 @@ def prompt(req_id, params):
     query = " ".join(DIRECTIVE.sub(" ", question).split())
 
     prefix = try_to_write(session_id) if "write" in directives else ""
+    if len(blocks) > 1:  # earlier turns came first: a resumed conversation
+        prefix = "(Continuing our conversation.) " + prefix
     plan(session_id, ["in_progress", "pending", "pending"])
     notify_update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "search-1",
                                "title": "Search the knowledge bases", "kind": "search", "status": "in_progress"})

@@ -216,6 +216,19 @@ async fn an_agent_that_crashes_fails_the_run_with_its_exit_status_and_stderr() {
     assert_eq!((end["kind"].as_str(), end["payload"]["code"].as_str()), (Some("run.failed"), Some("acp_failed")), "{ev:?}");
     // What it streamed before it crashed is kept.
     assert!(!of_kind(&ev, "message.delta", "reasonix").is_empty(), "{ev:?}");
+
+    // Resumed: a new agent process gets the earlier turns before the question, and answers.
+    let body = json!({
+        "requestId": "req-resume", "sessionId": "session-acp", "agentId": "reasonix",
+        "prompt": "Where do the robots charge?", "contextRefs": {"kbIds": [k.kb]},
+        "parentRunId": id, "resumeRequestId": "resume-1",
+    });
+    let (st, child) = k.client.post_json("/api/page-ai/runs", body).await;
+    assert_eq!(st, StatusCode::CREATED, "{child}");
+    let child = finished(&k, &id_of(&child)).await;
+    assert_eq!(child["status"], "completed", "{child}");
+    let answer = child["answer"].as_str().unwrap();
+    assert!(answer.starts_with("(Continuing our conversation.) The robots charge overnight"), "{answer}");
 }
 
 #[tokio::test]

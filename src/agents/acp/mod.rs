@@ -213,12 +213,30 @@ async fn exit_report(child: &mut Interactive, grace: Duration) -> Option<String>
     let status = child.exited_within(grace).await?;
     let tail = child.stderr_tail(STDERR_QUOTE_CHARS, EXIT_GRACE).await;
     let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let last = lines[lines.len().saturating_sub(5)..].join(" | ");
+    let last = redact(&lines[lines.len().saturating_sub(5)..].join(" | "));
     Some(if last.is_empty() {
         format!("the agent process ended ({status}); it wrote nothing on stderr")
     } else {
         format!("the agent process ended ({status}); {last}")
     })
+}
+
+/// `text` without the words that look like credentials: the agent may hold a model API key
+/// we do not know, and its stderr is quoted to the user. A word goes when it is an `sk-…`
+/// key or a long run of key characters mixing letters and digits (tokens, not prose or paths).
+fn redact(text: &str) -> String {
+    let looks_secret = |w: &str| {
+        let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | ':' | '(' | ')' | '[' | ']'));
+        let keyish = w.chars().all(|c| c.is_ascii_alphanumeric() || "-_.=+".contains(c));
+        let mixed = w.chars().any(|c| c.is_ascii_digit()) && w.chars().any(|c| c.is_ascii_alphabetic());
+        keyish && mixed && (w.len() >= 32 || (w.starts_with("sk-") && w.len() >= 12))
+    };
+    text.split_inclusive(char::is_whitespace)
+        .map(|piece| {
+            let word = piece.trim_end();
+            if looks_secret(word) { format!("[redacted]{}", &piece[word.len()..]) } else { piece.to_string() }
+        })
+        .collect()
 }
 
 /// The session's working directory: empty, private to the run, removed with it.
@@ -263,5 +281,21 @@ impl AgentRuntime for AcpRuntime {
             }
             Ok(RunOutput { answer, provider_run_id: Some(done.session_id) })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoted_stderr_keeps_prose_and_paths_but_not_keys() {
+        let line = "openai.AuthenticationError: bad key sk-proj-abc123XYZ (token=9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee) \
+                    File \"/usr/lib/python3.11/site-packages/agent/main.py\", line 42";
+        let out = redact(line);
+        assert!(out.contains("openai.AuthenticationError: bad key [redacted] "), "{out}");
+        assert!(!out.contains("sk-proj") && !out.contains("9f8e7d6c"), "{out}");
+        assert!(out.contains("/usr/lib/python3.11/site-packages/agent/main.py"), "{out}");
+        assert!(out.contains("line 42"), "{out}");
     }
 }
