@@ -181,6 +181,7 @@
     var runId = this.root.getAttribute("data-run-id");
     if (runId) {
       this.runId = runId;
+      this.root.setAttribute("data-checked", "true");
       if (this.root.getAttribute("data-live") === "true") {
         this.show(runId);
       } else {
@@ -218,7 +219,8 @@
         if (!o) return;
         var note = self.runsOn(a);
         o.setAttribute("data-note", note);
-        o.textContent = a.displayName + " — " + note;
+        // The compact panel names the agent only; the note line says what it runs on.
+        o.textContent = self.root.classList.contains("ai-panel") ? a.displayName : a.displayName + " — " + note;
       });
       self.noteAgent();
     });
@@ -377,7 +379,11 @@
         if (r.status === 404) save(SNAPSHOT, null);
         else if (r.ok) self.show(mine.hostRunId);
       });
-    }).then(function () { self.checking = false; }, function () { self.checking = false; });
+    }).then(done, done);
+    function done() {
+      self.checking = false;
+      self.root.setAttribute("data-checked", "true"); // the first check is over (tests wait for it)
+    }
   };
 
   // ---- one run ----

@@ -178,7 +178,8 @@ pub struct ResultView {
     /// The answer of a run that did not complete (what it had written).
     partial: bool,
     verified_line: Option<String>,
-    all_verified: bool,
+    /// `all` (every citation verified), `some` (not every one), `none` (no citations).
+    verified_class: &'static str,
     unverified: Vec<UnverifiedRow>,
     error: Option<ErrorBody>,
     cancelled: bool,
@@ -235,7 +236,11 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
         run_id: run.id,
         status: status.as_str(),
         partial: rendered.is_some() && status != RunStatus::Completed,
-        all_verified: total > 0 && verified == total,
+        verified_class: match (total, verified == total) {
+            (0, _) => "none",
+            (_, true) => "all",
+            (_, false) => "some",
+        },
         answer_html: rendered.map(|r| r.html),
         verified_line,
         unverified,

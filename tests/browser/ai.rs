@@ -140,6 +140,8 @@ const SHOWN: &str = "const t = document.querySelector(arguments[0] + ' .ai-turn'
 async fn ask(b: &Browser, root: &str, agent: &str, prompt: &str) -> String {
     let sel = format!("{root} select.ai-agent");
     b.wait_for(&sel).await.select_by_value(agent).await.unwrap();
+    // The component's first look for a run to resume is over (it may show one).
+    b.wait_for(&format!("{root}[data-checked]")).await;
     let before = b.js(SHOWN, vec![json!(root)]).await;
     b.find(&format!("{root} textarea[name=prompt]")).await.send_keys(prompt).await.unwrap();
     b.find(&format!("{root} form.ai-ask button[type=submit]")).await.click().await.unwrap();
@@ -152,6 +154,17 @@ async fn ask(b: &Browser, root: &str, agent: &str, prompt: &str) -> String {
         )
         .await;
     v.as_str().unwrap().to_string()
+}
+
+/// A screenshot with the component's run in view.
+async fn shot(b: &Browser, root: &str, label: &str) {
+    b.js(
+        "const t = document.querySelector(arguments[0] + ' .ai-turn') || document.querySelector(arguments[0]); \
+         if (t) t.scrollIntoView({block: 'start'});",
+        vec![json!(root)],
+    )
+    .await;
+    b.screenshot(label).await;
 }
 
 async fn to_chinese(b: &Browser) {
@@ -202,7 +215,7 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
     // The run is in the session's history.
     b.poll("the history", "return document.querySelectorAll('#ai-run .ai-history li.current').length === 1", vec![]).await;
-    b.screenshot("en").await;
+    shot(&b, "#ai-run", "en").await;
 
     // A citation opens the viewer at the cited block.
     let href = b.js("return document.querySelector('#ai-run .ai-answer a.ai-cite').getAttribute('href')", vec![]).await;
@@ -226,7 +239,7 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert!(count(&b, ".ai-panel .ai-answer a.ai-cite").await >= 1);
     let r = run_of(&seed.api, &kb_run).await;
     assert_eq!(r["contextRefs"]["kbIds"], json!([seed.kb]));
-    b.screenshot("kb-panel").await;
+    shot(&b, ".ai-panel", "kb-panel").await;
 
     // The viewer's panel: the open document and its KB.
     b.goto(&format!("/sources/{}/view", seed.source)).await;
@@ -239,10 +252,22 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
         (r["contextRefs"]["kbIds"].clone(), r["contextRefs"]["sourceIds"].clone()),
         (json!([seed.kb]), json!([seed.source]))
     );
-    b.screenshot("viewer-panel").await;
+    shot(&b, ".ai-panel", "viewer-panel").await;
+
+    // The agent settings: everything on built-in, reasonix left to the operator.
+    b.goto("/settings/agents").await;
+    b.wait_for("#agent-hermes form.ai-agent-form").await;
+    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("runs offline (built-in): not configured"));
+    assert!(text(&b, "#agent-reasonix .ai-operator-note").await.contains("Not configured by the server operator"));
+    assert_eq!(count(&b, "#agent-reasonix form").await, 0);
+    assert_eq!(text(&b, "#agent-hermes .ai-key-state").await, "no key");
+    b.screenshot("settings-en").await;
 
     // 中文
     to_chinese(&b).await;
+    b.goto("/settings/agents").await;
+    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("离线运行（内置）：未配置"));
+    b.screenshot("settings-zh").await;
     b.goto("/ai").await;
     b.find("#ai-run button.ai-new-session").await.click().await.unwrap();
     b.poll("a new session", "return !document.querySelector('#ai-run .ai-turn')", vec![]).await;
@@ -254,7 +279,12 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     check_verified_line(&b, &run, "已核验").await;
     assert!(text(&b, "#ai-run .ai-answer").await.contains("北厅"));
     assert!(text(&b, "#ai-run .ai-status").await.contains("已完成"));
-    b.screenshot("zh").await;
+    shot(&b, "#ai-run", "zh").await;
+    // The run's own page, rendered by the server.
+    b.goto(&format!("/ai/runs/{zh}")).await;
+    b.wait_for("#ai-run .ai-turn[data-ended=completed] .ai-answer a.ai-cite").await;
+    assert!(text(&b, "#ai-run .ai-verified").await.contains("已核验"));
+    shot(&b, "#ai-run", "run-page-zh").await;
     b.finish().await;
 
     // Without JavaScript: the form posts, the server creates the run and renders it.
@@ -292,7 +322,7 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(page.contains("data-has-answer=\"true\""), "the run page never showed the answer:\n{page}");
-    assert!(page.contains("class=\"ai-cite ai-cite-ok\"") && page.contains("Verified "), "{page}");
+    assert!(page.contains("class=\"ai-cite ai-cite-ok\"") && page.contains("class=\"ai-verified all\""), "{page}");
     assert!(page.contains("class=\"ai-tool ok\""), "{page}");
     assert!(page.contains(&format!("<a href=\"{to}\" data-run-id=")), "the session's history lists the run");
 }
@@ -329,7 +359,7 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
         vec![],
     )
     .await;
-    b.screenshot("streaming-en").await;
+    shot(&b, "#ai-run", "streaming-en").await;
     // Still answering when the page goes away.
     assert_eq!(run_of(&seed.api, &id).await["status"], "running");
     b.c.refresh().await.unwrap();
@@ -357,7 +387,7 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     assert_eq!(squash(shown.as_str().unwrap()), answer_text(run["answer"].as_str().unwrap()));
     check_verified_line(&b, &run, "Verified").await;
     assert_eq!(count(&b, &format!("#ai-run .ai-history a[data-run-id='{id}']")).await, 1);
-    b.screenshot("resumed-en").await;
+    shot(&b, "#ai-run", "resumed-en").await;
 
     // 中文: the same run, ended, shown from the snapshot.
     to_chinese(&b).await;
@@ -366,7 +396,22 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     assert_eq!(ended(&b, "#ai-run").await, "completed");
     assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
     assert!(text(&b, "#ai-run .ai-verified").await.contains("已核验"));
-    b.screenshot("resumed-zh").await;
+    shot(&b, "#ai-run", "resumed-zh").await;
+
+    // The settings page: hermes on the mock; a URL outside the allow-list is refused with the API's reason.
+    b.goto("/settings/agents").await;
+    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("scripted"));
+    let url = b.find("#agent-hermes input[name=endpoint_url]").await;
+    url.clear().await.unwrap();
+    url.send_keys("http://evil.example/v1").await.unwrap();
+    b.find("#agent-hermes form button").await.click().await.unwrap();
+    let flash = b.poll("the notice", "const f = document.querySelector('.flash'); return f && f.textContent", vec![]).await;
+    assert!(flash.as_str().unwrap().contains("未保存"), "{flash}");
+    assert_eq!(run_of(&seed.api, &id).await["provider"], "openai");
+    let (_, agents) = seed.api.get_json("/api/page-ai/agents").await;
+    let hermes = agents["items"].as_array().unwrap().iter().find(|a| a["agentId"] == "hermes").unwrap().clone();
+    assert_eq!(hermes["endpointUrl"].as_str(), Some(lightrag::mock_llm()), "the refused URL was not stored");
+    b.screenshot("settings-refused-zh").await;
     b.finish().await;
 }
 
@@ -396,7 +441,7 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
         assert_eq!(run_of(&seed.api, &id).await["status"], "cancelled");
         let events = journal(&seed.api, &id).await;
         assert_eq!(events.last().unwrap()["kind"], "run.cancelled");
-        b.screenshot(&format!("cancelled-{lang}")).await;
+        shot(&b, "#ai-run", &format!("cancelled-{lang}")).await;
     }
     b.finish().await;
 }
@@ -436,7 +481,7 @@ async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
         assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
         assert!(text(&b, "#ai-run .ai-status").await.contains(status));
         check_verified_line(&b, &run, word).await;
-        b.screenshot(lang).await;
+        shot(&b, "#ai-run", lang).await;
     }
     b.finish().await;
 }

@@ -230,7 +230,8 @@ pub fn render(markdown: &str, checks: &[Check], tooltip: Tooltip<'_>) -> Rendere
             Event::Start(Tag::HtmlBlock) => out.events.push(Event::Start(Tag::Paragraph)),
             Event::End(TagEnd::HtmlBlock) => out.events.push(Event::End(TagEnd::Paragraph)),
             Event::Code(c) => out.events.push(Event::Code(CowStr::from(c.to_string()))),
-            Event::SoftBreak => out.events.push(Event::SoftBreak),
+            // Models write one line per point: a single newline is a line break here.
+            Event::SoftBreak => out.events.push(Event::HardBreak),
             Event::HardBreak => out.events.push(Event::HardBreak),
             Event::Rule => out.events.push(Event::Rule),
             Event::Start(t) => out.events.push(Event::Start(owned_tag(t))),
@@ -373,6 +374,14 @@ mod tests {
         assert!(r.html.contains("<p>First paragraph.</p>"), "{}", r.html);
         assert!(r.html.contains("<ul>") && r.html.contains("<ol>") && r.html.matches("<li>").count() == 4, "{}", r.html);
         assert!(r.html.contains("<strong>bold</strong>") && r.html.contains("<code>code</code>"), "{}", r.html);
+    }
+
+    #[test]
+    fn a_single_newline_breaks_the_line() {
+        let md = format!("First point {}\nSecond point {}", link("1", EV1), link("2", EV2));
+        let r = render(&md, &[check(EV1, true, "quote_found"), check(EV2, true, "quote_found")], &words);
+        assert!(r.html.contains("</a><br />"), "{}", r.html);
+        assert_eq!(r.html.matches("<p>").count(), 1, "{}", r.html);
     }
 
     #[test]
