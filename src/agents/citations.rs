@@ -17,8 +17,9 @@ use uuid::Uuid;
 pub enum Found<'a> {
     /// `[label](url)` whose URL names `evidence=<id>` (`None`: the value is not a UUID).
     Link { span: Range<usize>, label: &'a str, url: &'a str, id: Option<Uuid> },
-    /// `[evidence:<id>, …]`: one entry per comma-separated part (`None`: not a UUID).
-    Marker { span: Range<usize>, ids: Vec<Option<Uuid>> },
+    /// `[evidence:<id>, …]`: one entry per comma-separated part (`None`: not a UUID), and
+    /// the parts as written.
+    Marker { span: Range<usize>, ids: Vec<Option<Uuid>>, parts: Vec<&'a str> },
 }
 
 impl Found<'_> {
@@ -135,19 +136,19 @@ fn marker_at(text: &str, start: usize) -> Option<Found<'_>> {
         return None;
     }
     let close = text[ids_start + close_at..].chars().next()?;
-    let ids: Vec<Option<Uuid>> = body
+    let parts: Vec<&str> = body
         .split([',', '，', ';', '；', '、'])
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
         .map(|p| {
-            let p = p.strip_prefix("evidence:").or_else(|| p.strip_prefix("evidence：")).unwrap_or(p).trim();
-            Uuid::parse_str(p).ok()
+            let p = p.trim();
+            p.strip_prefix("evidence:").or_else(|| p.strip_prefix("evidence：")).unwrap_or(p).trim()
         })
+        .filter(|p| !p.is_empty())
         .collect();
-    if ids.is_empty() {
+    if parts.is_empty() {
         return None;
     }
-    Some(Found::Marker { span: start..ids_start + close_at + close.len_utf8(), ids })
+    let ids = parts.iter().map(|p| Uuid::parse_str(p).ok()).collect();
+    Some(Found::Marker { span: start..ids_start + close_at + close.len_utf8(), ids, parts })
 }
 
 /// The label and URL of a `[label](url)` link (e.g. a `citationMarkdown`).
@@ -297,6 +298,7 @@ mod tests {
         let found = scan("see [evidence:not-a-uuid] and [evidence] and \\[evidence:x] and [other](http://x)");
         assert_eq!(found.len(), 1);
         assert_eq!(ids(&found[0]), [None]);
+        assert!(matches!(&found[0], Found::Marker { parts, .. } if parts == &["not-a-uuid"]));
     }
 
     #[test]

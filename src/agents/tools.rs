@@ -795,17 +795,17 @@ impl ToolBox {
         let mut out = String::with_capacity(text.len());
         let mut last = 0;
         for found in citations::scan(text) {
-            let Found::Marker { span, ids } = found else { continue };
-            let mut parts = Vec::with_capacity(ids.len());
-            for id in &ids {
+            let Found::Marker { span, ids, parts } = found else { continue };
+            let mut linked = Vec::with_capacity(ids.len());
+            for (id, part) in ids.iter().zip(&parts) {
                 let link = match id {
                     Some(id) => self.citation(*id).await,
                     None => None,
                 };
-                parts.push(link.ok_or(*id));
+                linked.push(link.ok_or_else(|| format!("[evidence:{part}]")));
             }
             out.push_str(&text[last..span.start]);
-            out.push_str(&render_marker(&text[span.clone()], ids.len(), &parts));
+            out.push_str(&render_marker(&text[span.clone()], &linked));
             last = span.end;
         }
         out.push_str(&text[last..]);
@@ -818,20 +818,13 @@ impl ToolBox {
     }
 }
 
-/// A marker's replacement: the links of the ids that resolved; an id that did not stays a
-/// marker of its own (the whole marker as written when nothing resolved).
-fn render_marker(raw: &str, n: usize, parts: &[Result<String, Option<Uuid>>]) -> String {
+/// A marker's replacement: the links of the ids that resolved; one that did not stays a
+/// marker of its own (`Err` holds it); the whole marker as written when nothing resolved.
+fn render_marker(raw: &str, parts: &[Result<String, String>]) -> String {
     if parts.iter().all(Result::is_err) {
         return raw.to_string();
     }
-    let mut out: Vec<String> = Vec::with_capacity(n);
-    for p in parts {
-        out.push(match p {
-            Ok(link) => link.clone(),
-            Err(Some(id)) => format!("[evidence:{id}]"),
-            Err(None) => raw.to_string(),
-        });
-    }
+    let mut out: Vec<&str> = parts.iter().map(|p| p.as_deref().unwrap_or_else(|m| m.as_str())).collect();
     out.dedup();
     out.join(" ")
 }
@@ -899,8 +892,9 @@ mod tests {
     fn markers_become_links_except_for_unknown_evidence() {
         let a = Uuid::from_u128(1);
         let raw = format!("[evidence:{a}, {}]", Uuid::from_u128(2));
-        let parts = vec![Ok("[a.md · L1](/u)".to_string()), Err(Some(Uuid::from_u128(2)))];
-        assert_eq!(render_marker(&raw, 2, &parts), format!("[a.md · L1](/u) [evidence:{}]", Uuid::from_u128(2)));
-        assert_eq!(render_marker(&raw, 2, &[Err(Some(a)), Err(None)]), raw);
+        let kept = format!("[evidence:{}]", Uuid::from_u128(2));
+        let parts = vec![Ok("[a.md · L1](/u)".to_string()), Err(kept.clone()), Err("[evidence:junk]".to_string())];
+        assert_eq!(render_marker(&raw, &parts), format!("[a.md · L1](/u) {kept} [evidence:junk]"));
+        assert_eq!(render_marker(&raw, &[Err(format!("[evidence:{a}]")), Err(kept)]), raw);
     }
 }

@@ -94,7 +94,7 @@ pub fn citations_of(answer: &str) -> Vec<Cited> {
             Found::Link { label, id, .. } => {
                 out.push(Cited { evidence_id: *id, label: label.to_string(), sentence });
             }
-            Found::Marker { span, ids } => {
+            Found::Marker { span, ids, .. } => {
                 for id in ids {
                     out.push(Cited { evidence_id: *id, label: answer[span.clone()].to_string(), sentence: sentence.clone() });
                 }

@@ -395,3 +395,77 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
     let tools = ToolBox::prepare(state, actor, context, EventSink::memory(EventSource::Hermes), true).await;
     assert_eq!(tools.offered().len(), 6);
 }
+
+/// A LightRAG stand-in whose `/query/data` returns `data` (only the routes a query uses).
+async fn fake_lightrag(data: Value) -> String {
+    let app = axum::Router::new().route(
+        "/query/data",
+        axum::routing::post(move || {
+            let data = data.clone();
+            async move { axum::Json(data) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn knowledge_rag_tools_map_references_to_citable_evidence() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    let en = source_id(&t.client, &t.kb, "en.md").await;
+    let file_path = format!("mnote-{en}-en.md");
+    let chunk = "Scoped threads let a closure borrow data from the parent stack frame.";
+    let url = fake_lightrag(json!({
+        "status": "success", "message": "ok",
+        "data": {"entities": [], "relationships": [],
+            "chunks": [
+                {"reference_id": "1", "content": chunk, "file_path": file_path, "chunk_id": "c-1"},
+                {"reference_id": "2", "content": "Not ours.", "file_path": "elsewhere.md", "chunk_id": "c-2"}
+            ],
+            "references": [{"reference_id": "1", "file_path": file_path}]},
+        "metadata": {"keywords": {"high_level": [], "low_level": []}}
+    }))
+    .await;
+    let kb: Uuid = t.kb.parse().unwrap();
+    let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::User(t.user)).await.unwrap();
+    mnote::rag::binding::put(&mut tx, t.tenant, kb, &url, None, None, t.user).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
+    let context = ContextRefs { kb_ids: vec![kb], ..Default::default() };
+    let sink = EventSink::memory(EventSource::Hermes);
+    let tools = ToolBox::prepare(state, actor, context, sink.clone(), true).await;
+    assert!(tools.offered().iter().any(|d| d.name == "mnote.knowledge_rag.query"));
+
+    let r = tools.call("k1", "mnote_knowledge_rag_query", json!({"query": "scoped threads borrow", "mode": "naive"})).await;
+    assert!(r.ok, "{:?}", r.content);
+    let refs = r.content["references"].as_array().unwrap();
+    assert_eq!(refs.len(), 1, "only our own source's reference: {refs:?}");
+    assert_eq!(refs[0]["matchQuality"], "exact");
+    assert_eq!(refs[0]["sourceTitle"], "en.md");
+    let id: Uuid = refs[0]["evidenceId"].as_str().unwrap().parse().unwrap();
+    assert_eq!(r.evidence_ids, [id]);
+    assert!(refs[0]["citationMarkdown"].as_str().unwrap().contains(&format!("evidence={id}")));
+    assert!(r.content.get("rawMetadata").is_none(), "no provider bookkeeping for the model");
+    let linked = tools.link_citations(&format!("{chunk} [evidence:{id}]")).await;
+    assert!(linked.ends_with(refs[0]["citationMarkdown"].as_str().unwrap()), "{linked}");
+
+    let o = tools.call("k2", "mnote.knowledge_rag.open_reference", json!({"filePath": file_path, "quote": chunk})).await;
+    assert!(o.ok, "{:?}", o.content);
+    assert_eq!(o.content["evidenceId"], json!(id));
+    let missing = tools.call("k3", "mnote.knowledge_rag.open_reference", json!({"filePath": "elsewhere.md"})).await;
+    assert_eq!(missing.error.map(|e| e.code).as_deref(), Some("not_found"));
+    let done: Vec<_> = sink
+        .recorded()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            Event::ToolCompleted(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done[0].summary.as_deref(), Some("1 reference in 1 document"));
+}
