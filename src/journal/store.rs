@@ -479,7 +479,7 @@ pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) ->
             Ok(CancelOutcome::Requested)
         }
         _ => {
-            finish(conn, tenant, run, Ending::Cancelled { reason: "user".into(), answer: None, receipt: None }).await?;
+            finish(conn, tenant, run, Ending::Cancelled { reason: "user", answer: None, receipt: None }).await?;
             Ok(CancelOutcome::Cancelled)
         }
     }
@@ -543,20 +543,4 @@ pub async fn session_runs(conn: &mut PgConnection, actor: Uuid, session: &str, l
     .bind(limit)
     .fetch_all(conn)
     .await
-}
-
-/// The caller's most recent sessions (for the Page AI history list): `(session, last prompt)`.
-pub async fn recent_sessions(conn: &mut PgConnection, actor: Uuid, limit: i64) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as(&format!(
-        "select distinct on (session_id) {RUN_COLUMNS} from ai_run where actor_id = $1 \
-         order by session_id, created_at desc"
-    ))
-    .bind(actor)
-    .fetch_all(conn)
-    .await
-    .map(|mut v: Vec<RunRow>| {
-        v.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-        v.truncate(limit as usize);
-        v
-    })
 }
