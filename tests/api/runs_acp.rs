@@ -235,7 +235,7 @@ async fn an_agent_that_crashes_fails_the_run_with_its_exit_status_and_stderr() {
 async fn a_silent_agent_times_out_and_is_ended() {
     let tmp = tempfile::tempdir().unwrap();
     let pid_file = tmp.path().join("agent.pid");
-    let app = acp_app(&pid_file, |c| c.agents.idle_timeout = Duration::from_secs(1)).await;
+    let app = acp_app(&pid_file, |c| c.agents.idle_timeout = Duration::from_secs(3)).await;
     let k = seeded(&app).await;
     let id = id_of(&start(&k, "[[hang]] Where do the robots charge?").await);
     let run = finished(&k, &id).await;

@@ -215,12 +215,12 @@ async fn an_error_in_the_stream_fails_the_run_with_llm_stream_error() {
 
 #[tokio::test]
 async fn a_silent_stream_fails_the_run_with_agent_timeout() {
-    let c = setup(|c| c.agents.idle_timeout = std::time::Duration::from_secs(1), &[]).await;
+    let c = setup(|c| c.agents.idle_timeout = std::time::Duration::from_secs(3), &[]).await;
     configure(&c, "hermes", mock_llm(), KEY).await;
     let id = start(&c, "hermes", "Where do the robots charge? [[hang]]").await;
     let (run, evs) = ended(&c, &id, "failed", KEY).await;
     assert_eq!(run["error"]["code"], "agent_timeout", "{run}");
-    assert_eq!(run["error"]["message"], "the model sent nothing for 1 s", "{run}");
+    assert_eq!(run["error"]["message"], "the model sent nothing for 3 s", "{run}");
     assert_eq!(evs.last().unwrap()["payload"]["code"], "agent_timeout");
     assert!(!streamed(&evs).is_empty(), "the few deltas before the silence: {:?}", kinds(&evs));
 }
