@@ -58,6 +58,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(search::page_router())
         .merge(rag::page_router())
         .merge(journal::page_router())
+        .merge(agents::pages::page_router())
         .merge(viewer::page_router())
         .merge(web::page_router())
         .fallback(not_found)

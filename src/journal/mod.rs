@@ -32,7 +32,8 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/page-ai/sessions/{session}/runs", get(h::session_runs))
 }
 
-/// The Page AI pages (`/ai`, `/ai/runs/{id}…`, the script) and the agent settings page.
+/// The Page AI pages (`/ai`, `/ai/runs/{id}…`, the script; the agent settings page is
+/// `agents::pages`).
 pub fn page_router() -> axum::Router<AppState> {
     use axum::routing::{get, post};
     use pages as p;
@@ -44,7 +45,6 @@ pub fn page_router() -> axum::Router<AppState> {
         .route("/ai/runs/{id}/cancel", post(p::cancel_form))
         .route("/ai/runs/{id}/resume", post(p::resume_form))
         .route("/static/ai-run.js", get(p::script))
-        .merge(crate::agents::pages::page_router())
 }
 
 /// `status` of a run.

@@ -27,6 +27,7 @@ const QUESTION: &str = "Where do the robots charge overnight?";
 
 /// A tenant whose owner has the KB "Handbook" with the two handbooks indexed.
 struct Seed {
+    tenant: uuid::Uuid,
     api: Client,
     kb: String,
     /// `handbook.md`'s source id.
@@ -55,7 +56,7 @@ async fn seed(app: &TestApp) -> Seed {
             .as_str()
             .unwrap()
             .to_string();
-    Seed { api, kb, source }
+    Seed { tenant: s.tenant_id, api, kb, source }
 }
 
 /// Every event of a run's journal, oldest first.
@@ -268,6 +269,14 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     b.goto("/settings/agents").await;
     assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("离线运行（内置）：未配置"));
     b.screenshot("settings-zh").await;
+    // A member sees the page read-only and cannot save.
+    app.add_user(seed.tenant, "member@acme.test", "member").await;
+    let mut m = app.login("member@acme.test").await;
+    let (st, html) = m.page("/settings/agents").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("id=\"agent-hermes\"") && !html.contains("ai-agent-form"), "{html}");
+    let r = m.post_form("/settings/agents/hermes", &[("endpoint_url", "http://127.0.0.1:9/v1"), ("model", "m")]).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
     b.goto("/ai").await;
     b.find("#ai-run button.ai-new-session").await.click().await.unwrap();
     b.poll("a new session", "return !document.querySelector('#ai-run .ai-turn')", vec![]).await;
@@ -444,6 +453,33 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
         shot(&b, "#ai-run", &format!("cancelled-{lang}")).await;
     }
     b.finish().await;
+
+    // Without JavaScript: the run page's cancel form.
+    let (st, run) = seed
+        .api
+        .post_json(
+            "/api/page-ai/runs",
+            json!({"requestId": "nojs-cancel", "sessionId": "nojs", "agentId": "hermes", "prompt": format!("{QUESTION} [[slow]]"), "contextRefs": {"kbIds": [seed.kb]}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{run}");
+    let id = run["hostRunId"].as_str().unwrap().to_string();
+    let mut c = app.login(EMAIL).await;
+    let (_, html) = c.page(&format!("/ai/runs/{id}")).await;
+    assert!(html.contains(&format!("action=\"/ai/runs/{id}/cancel\"")), "{html}");
+    let r = c.post_form(&format!("/ai/runs/{id}/cancel"), &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let mut status = Value::Null;
+    for _ in 0..200 {
+        status = run_of(&seed.api, &id).await["status"].clone();
+        if status != "running" && status != "pending" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "cancelled");
+    let (_, html) = c.page(&format!("/ai/runs/{id}")).await;
+    assert!(html.contains("class=\"notice warn ai-cancelled\"") && !html.contains("ai-cancel-form"), "{html}");
 }
 
 /// `scripts/acp_agent.py` (the test ACP agent).
@@ -484,4 +520,81 @@ async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
         shot(&b, "#ai-run", lang).await;
     }
     b.finish().await;
+}
+
+#[tokio::test]
+async fn an_interrupted_run_offers_resume_which_continues_it_as_a_child_run() {
+    let (app, seed) = hermes_app().await;
+    let b = Browser::start("ai-interrupted", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    b.goto("/ai").await;
+    let parent = ask(&b, "#ai-run", "hermes", &format!("{QUESTION} [[slow]]")).await;
+    b.poll(
+        "some streamed text",
+        "const s = document.querySelector('#ai-run .ai-stream'); return s && s.textContent.length > 10",
+        vec![],
+    )
+    .await;
+    // The worker's process "stops": its live runs are handed over as interrupted.
+    let owner: String = {
+        let mut tx = mnote::db::TenantTx::begin(&app.pool, seed.tenant, mnote::db::Scope::System).await.unwrap();
+        let o = sqlx::query_scalar("select lease_owner from ai_run where id = $1::uuid")
+            .bind(&parent)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        o
+    };
+    assert_eq!(mnote::journal::reconcile::release(&app.pool, &owner).await.unwrap(), 1);
+    assert_eq!(ended(&b, "#ai-run").await, "interrupted");
+    assert_eq!(count(&b, "#ai-run .ai-interrupted .ai-resume").await, 1);
+    assert!(text(&b, "#ai-run .ai-status").await.contains("Interrupted"));
+    shot(&b, "#ai-run", "interrupted-en").await;
+
+    // Resume: a child run of the same question, shown and streamed.
+    b.find("#ai-run .ai-resume").await.click().await.unwrap();
+    let child = b
+        .poll(
+            "the child run",
+            "const t = document.querySelector('#ai-run .ai-turn'); const id = t && t.getAttribute('data-run-id'); \
+             return id && id !== arguments[0] ? id : null",
+            vec![json!(parent)],
+        )
+        .await;
+    let child = child.as_str().unwrap().to_string();
+    let run = run_of(&seed.api, &child).await;
+    assert_eq!(run["parentRunId"].as_str(), Some(parent.as_str()));
+    assert_eq!(run["prompt"], run_of(&seed.api, &parent).await["prompt"]);
+    assert_eq!(ended(&b, "#ai-run").await, "completed");
+    let events = journal(&seed.api, &child).await;
+    assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
+    shot(&b, "#ai-run", "resumed-child-en").await;
+
+    // 中文: the interrupted run's own page (server-rendered) still offers Resume, as a plain form.
+    to_chinese(&b).await;
+    b.goto(&format!("/ai/runs/{parent}")).await;
+    b.wait_for("#ai-run .ai-resume-form button").await;
+    assert!(text(&b, "#ai-run .ai-resume").await.contains("继续"));
+    assert!(text(&b, "#ai-run .ai-status").await.contains("已中断"));
+    shot(&b, "#ai-run", "interrupted-zh").await;
+    b.finish().await;
+
+    // Without JavaScript: the resume form creates one child however often it is sent.
+    let mut c = app.login(EMAIL).await;
+    let (_, html) = c.page(&format!("/ai/runs/{parent}")).await;
+    let doc = scraper::Html::parse_document(&html);
+    let sel = scraper::Selector::parse(".ai-resume-form input[name=resume_request_id]").unwrap();
+    let resume_id = doc.select(&sel).next().and_then(|e| e.value().attr("value")).expect("a resume form").to_string();
+    let path = format!("/ai/runs/{parent}/resume");
+    let first = c.post_form(&path, &[("resume_request_id", &resume_id)]).await;
+    assert_eq!(first.status(), StatusCode::SEE_OTHER);
+    let to = first.headers()["location"].to_str().unwrap().to_string();
+    let again = c.post_form(&path, &[("resume_request_id", &resume_id)]).await;
+    assert_eq!(again.headers()["location"].to_str().unwrap(), to);
+    let second = to.trim_start_matches("/ai/runs/");
+    assert!(second != child && second != parent, "{to}");
+    assert_eq!(run_of(&seed.api, second).await["parentRunId"].as_str(), Some(parent.as_str()));
+    let (st, _) = seed.api.post_json(&format!("/api/page-ai/runs/{second}/cancel"), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
 }
