@@ -469,3 +469,31 @@ async fn knowledge_rag_tools_map_references_to_citable_evidence() {
         .collect();
     assert_eq!(done[0].summary.as_deref(), Some("1 reference in 1 document"));
 }
+
+#[tokio::test]
+async fn search_ranks_the_context_sources_first_and_stays_in_the_context_kbs() {
+    let app = spawn_app().await;
+    let t =
+        team(&app, "acme", &[("a.md", "# A\n\nBorrowing rules apply to alpha.\n"), ("b.md", "# B\n\nBorrowing rules.\n")]).await;
+    let other_kb = kb_with(&app, &t.client, "more", "more kb", &[("c.md", "# C\n\nBorrowing rules everywhere.\n")]).await;
+    let (a, b) = (source_id(&t.client, &t.kb, "a.md").await, source_id(&t.client, &t.kb, "b.md").await);
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
+    let kb: Uuid = t.kb.parse().unwrap();
+    let first_sources = |r: &Value| -> Vec<Uuid> {
+        r["results"].as_array().unwrap().iter().map(|h| h["sourceId"].as_str().unwrap().parse().unwrap()).collect()
+    };
+    for prefer in [a, b] {
+        let context = ContextRefs { kb_ids: vec![kb], source_ids: vec![prefer], ..Default::default() };
+        let tools = ToolBox::prepare(state.clone(), actor.clone(), context, EventSink::memory(EventSource::Hermes), true).await;
+        let r = tools.call("s", "mnote.evidence.search", json!({"query": "borrowing rules", "mode": "lexical"})).await;
+        let sources = first_sources(&r.content);
+        assert_eq!(sources.first(), Some(&prefer), "{:?}", r.content);
+        assert!(sources.contains(&a) && sources.contains(&b), "{sources:?}");
+        assert_eq!(sources.len(), 2, "only the context's KB: {sources:?}");
+    }
+    // No KBs in the context: every KB the actor can read.
+    let tools = ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let r = tools.call("s", "mnote.evidence.search", json!({"query": "borrowing rules", "mode": "lexical"})).await;
+    assert_eq!(first_sources(&r.content).len(), 3, "{:?} (and {other_kb})", r.content);
+}
