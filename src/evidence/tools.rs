@@ -302,8 +302,12 @@ fn optional_uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 }
 
 /// Serialize `v` with its object keys in alphabetical order, as a `json!` value has them.
+/// (Sorted explicitly: a dependency turns on serde_json's `preserve_order`, under which a
+/// `Value` keeps insertion order.)
 fn sorted<T: Serialize, S: Serializer>(v: &T, s: S) -> Result<S::Ok, S::Error> {
-    serde_json::to_value(v).map_err(serde::ser::Error::custom)?.serialize(s)
+    let mut v = serde_json::to_value(v).map_err(serde::ser::Error::custom)?;
+    v.sort_all_objects();
+    v.serialize(s)
 }
 
 #[cfg(test)]
@@ -331,7 +335,7 @@ mod tests {
             stale: false,
         };
         let typed = serde_json::to_string(&r).unwrap();
-        let before = serde_json::json!({
+        let mut before = serde_json::json!({
             "ok": true,
             "schema": "mnote.evidence_open_response.v1",
             "openAction": action,
@@ -339,6 +343,7 @@ mod tests {
             "blockFound": true,
             "stale": false,
         });
+        before.sort_all_objects(); // what `json!` gave without `preserve_order`
         assert_eq!(typed, before.to_string());
     }
 }
