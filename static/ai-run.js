@@ -249,7 +249,11 @@
       return Array.prototype.filter.call(this.form.querySelectorAll(sel), function (i) { return i.type !== "checkbox" || i.checked; })
         .map(function (i) { return i.value; });
     }
-    return { kbIds: values.call(this, 'input[name="kb_id"]'), sourceIds: values.call(this, 'input[name="source_id"]') };
+    var boxes = this.form.querySelectorAll('input[type="checkbox"][name="kb_id"]');
+    var kbIds = values.call(this, 'input[name="kb_id"]');
+    // Every box ticked: every KB the user can read (sent as none; the API takes at most 50).
+    if (boxes.length && kbIds.length === boxes.length) kbIds = [];
+    return { kbIds: kbIds, sourceIds: values.call(this, 'input[name="source_id"]') };
   };
 
   AiRun.prototype.problem = function (msg) {

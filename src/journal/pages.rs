@@ -562,6 +562,9 @@ struct AskForm {
     agent_id: String,
     prompt: String,
     kb_ids: Vec<Uuid>,
+    /// How many KB boxes the form had (`/ai`): all of them ticked means every KB the user can
+    /// read, sent as none (the API takes at most 50).
+    kb_choices: Option<usize>,
     source_ids: Vec<Uuid>,
     back: Option<String>,
 }
@@ -579,6 +582,7 @@ impl AskForm {
                 "kb_id" => f.kb_ids.push(uuid("kb_id", &v)?),
                 "source_id" => f.source_ids.push(uuid("source_id", &v)?),
                 "back" => f.back = Some(v),
+                "kb_choices" => f.kb_choices = v.trim().parse().ok(),
                 _ => {}
             }
         }
@@ -623,7 +627,7 @@ pub async fn create_form(
         None if valid_client_id(&f.session_id) => format!("/ai?session={}", f.session_id),
         None => "/ai".to_string(),
     };
-    let mut kb_ids = f.kb_ids.clone();
+    let mut kb_ids = if f.kb_choices.is_some_and(|n| n > 0 && n == f.kb_ids.len()) { Vec::new() } else { f.kb_ids.clone() };
     if kb_ids.is_empty() && !f.source_ids.is_empty() {
         // The viewer's panel names the document; its KB comes with it.
         let mut tx = page.auth.tx(&state).await?;
@@ -733,6 +737,8 @@ mod tests {
         .unwrap();
         assert_eq!((f.prompt.as_str(), f.kb_ids), ("hi", vec![a, b]));
         assert!(AskForm::from_pairs(vec![("kb_id".into(), "nope".into())]).is_err());
+        let all = AskForm::from_pairs(vec![("kb_id".into(), a.to_string()), ("kb_choices".into(), "1".into())]).unwrap();
+        assert_eq!(all.kb_choices, Some(1));
     }
 
     #[test]

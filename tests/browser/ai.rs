@@ -208,6 +208,8 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert_eq!(ended(&b, "#ai-run").await, "completed");
     let run = run_of(&seed.api, &id).await;
     assert_eq!((run["provider"].as_str(), run["providerNote"].as_str()), (Some("builtin"), Some("not_configured")));
+    // Every KB ticked (the default): every KB the user can read, sent as none.
+    assert_eq!(run["contextRefs"]["kbIds"], json!([]));
     let events = journal(&seed.api, &id).await;
     assert_eq!(count(&b, "#ai-run .ai-tool").await, of_kind(&events, "tool.started").len());
     assert!(count(&b, "#ai-run .ai-tool.ok").await >= 1);
