@@ -294,3 +294,40 @@ async fn tool_rounds_are_bounded_and_the_last_request_asks_for_the_answer() {
     assert!(answer.contains("The robots charge overnight in the north hall."), "{answer}");
     assert!(answer.contains("](/sources/") && !answer.contains("[evidence:"), "{answer}");
 }
+
+#[tokio::test]
+async fn a_run_survives_the_database_dropping_its_connections_mid_stream() {
+    // A Postgres restart as the server sees it: every backend of its database is terminated
+    // (57P01) while the run streams. (The cluster is shared with the tests running beside
+    // this one, so it is not restarted itself.) Appends and the terminal write are retried:
+    // the run completes and its journal has every event once, with no gap.
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "chat_only", &mock_root(), KEY).await;
+    let id = start(&c, "chat_only", "Tell me about the robots [[slow]]").await;
+    let mut dropped = 0;
+    for _ in 0..600 {
+        let deltas = events(&c, &id).await.iter().filter(|e| e["kind"] == "message.delta").count();
+        if deltas >= 3 + dropped * 5 {
+            let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url()).await.unwrap();
+            let killed: Vec<bool> = sqlx::query_scalar(
+                "select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()",
+            )
+            .bind(&c._app.db_name)
+            .fetch_all(&mut admin)
+            .await
+            .unwrap();
+            assert!(!killed.is_empty());
+            dropped += 1;
+            if dropped == 2 {
+                break;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(dropped, 2, "the run ended before its connections could be dropped twice");
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let seqs: Vec<i64> = evs.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert_eq!(seqs, (1..=seqs.len() as i64).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert_eq!(streamed(&evs), run["answer"].as_str().unwrap(), "every streamed delta is in the journal once");
+    assert_eq!(kinds(&evs).last(), Some(&"run.completed"));
+}
