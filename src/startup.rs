@@ -109,6 +109,7 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
+    let (pool, instance) = (state.pool.clone(), state.instance_id.clone());
     let app = build_router(state);
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
         .with_graceful_shutdown(shutdown_signal())
@@ -121,6 +122,11 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let _ = watcher.await;
     let _ = rag_sync.await;
     let _ = reconciler.await;
+    match crate::journal::reconcile::release(&pool, &instance).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(runs = n, "live runs handed over as interrupted"),
+        Err(e) => tracing::warn!("could not release this process's runs: {e}"),
+    }
     tracing::info!("server stopped");
     Ok(())
 }

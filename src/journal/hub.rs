@@ -73,7 +73,7 @@ impl RunHub {
 
 async fn read_after(pool: &PgPool, tenant: Uuid, run: Uuid, after: i64) -> sqlx::Result<Vec<EventRow>> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let rows = store::events_after(&mut tx, run, after, super::stream::PAGE).await?;
+    let rows = store::events_after(&mut tx, run, after, store::PAGE).await?;
     tx.commit().await?;
     Ok(rows)
 }

@@ -6,7 +6,9 @@
 //! This module knows nothing about agents: runtimes write through [`sink::EventSink`], the
 //! executor in `agents` drives the lifecycle with [`store`].
 
+pub mod bench;
 pub mod handlers;
+pub mod hub;
 pub mod pages;
 pub mod reconcile;
 pub mod sink;

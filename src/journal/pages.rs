@@ -516,10 +516,10 @@ async fn load_run(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(RunRow,
     let mut events = Vec::new();
     loop {
         let after = events.last().map(|e: &store::EventRow| e.seq).unwrap_or(0);
-        let page = store::events_after(&mut tx, id, after, super::stream::PAGE).await?;
+        let page = store::events_after(&mut tx, id, after, store::PAGE).await?;
         let n = page.len();
         events.extend(page);
-        if (n as i64) < super::stream::PAGE || events.len() >= MAX_EVENTS {
+        if (n as i64) < store::PAGE || events.len() >= MAX_EVENTS {
             break;
         }
     }

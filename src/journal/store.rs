@@ -8,6 +8,9 @@ use uuid::Uuid;
 
 use super::{ContextRefs, ErrorBody, Event, EventSource, RunStatus};
 
+/// Most events one read (a JSON page, an SSE read) returns.
+pub const PAGE: i64 = 500;
+
 /// How long a worker's lease lasts without a heartbeat.
 pub const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
 

@@ -23,8 +23,6 @@ use super::{
 };
 use crate::{auth::Auth, error::AppResult, state::AppState};
 
-/// Most events one page or one read returns.
-pub const PAGE: i64 = 500;
 
 /// `GET …/events?afterSeq=N` as JSON.
 #[derive(Debug, Serialize)]
@@ -42,7 +40,7 @@ pub struct EventPage {
 async fn read(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult<Option<(RunRow, Vec<EventView>, bool)>> {
     let mut tx = auth.tx(state).await?;
     let Some(row) = store::get(&mut tx, run).await? else { return Ok(None) };
-    let rows = store::events_after(&mut tx, run, after, PAGE).await?;
+    let rows = store::events_after(&mut tx, run, after, store::PAGE).await?;
     let ending = store::ending_seq(&mut tx, run).await?;
     tx.commit().await?;
     let mut items: Vec<EventView> = rows.iter().map(EventRow::view).collect();
@@ -53,7 +51,7 @@ async fn read(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult
             let status = row.status();
             if status.is_terminal() || status == RunStatus::Interrupted {
                 // The status says it ended; the journal does not show it: supply the ending.
-                let complete_page = (rows.len() as i64) < PAGE;
+                let complete_page = (rows.len() as i64) < store::PAGE;
                 match reconciled(&row) {
                     Some(e) if complete_page => {
                         if e.seq > after {

@@ -236,7 +236,7 @@ impl Client {
         Client { http, base: base.to_string(), bearer: None, csrf: None }
     }
 
-    fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+    pub fn req(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
         let mut r = self.http.request(method.clone(), format!("{}{path}", self.base));
         if let Some(t) = &self.bearer {
             r = r.bearer_auth(t);
