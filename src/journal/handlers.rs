@@ -105,11 +105,26 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
     Ok(agent)
 }
 
-/// `POST /api/page-ai/runs` → 201 with the new run, 200 with the run this request created
-/// before, 409 when the request id is another user's.
-pub async fn create(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<CreateRun>) -> AppResult<Response> {
-    let agent = validate(&state, &auth, &body).await?;
-    let mut tx = auth.tx(&state).await?;
+/// What [`start`] did.
+pub enum Started {
+    New(store::RunRow),
+    /// The same request again: the run it created the first time.
+    Again(store::RunRow),
+}
+
+impl Started {
+    pub fn run(&self) -> &store::RunRow {
+        match self {
+            Started::New(r) | Started::Again(r) => r,
+        }
+    }
+}
+
+/// Create the run (and start executing it), or find the one this request created before; a
+/// request id of another user's run is a conflict. Used by the API and the page form.
+pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<Started> {
+    let agent = validate(state, auth, body).await?;
+    let mut tx = auth.tx(state).await?;
     let row = agent_config::load(&mut tx, agent).await?;
     let (provider, note) = agent_config::provider_of(&state.config, agent, row.as_ref());
     let tool_names: Vec<&str> = if agent.uses_tools() { tools::registry().iter().map(|t| t.name).collect() } else { Vec::new() };
@@ -138,13 +153,22 @@ pub async fn create(State(state): State<AppState>, auth: Auth, ApiJson(body): Ap
     )
     .await?;
     tx.commit().await?;
-    Ok(match created {
+    match created {
         Created::New(run) => {
             executor::spawn(state.clone(), auth.tenant_id, run.id);
-            (StatusCode::CREATED, Json(run.view())).into_response()
+            Ok(Started::New(run))
         }
-        Created::Existing(run) => (StatusCode::OK, Json(run.view())).into_response(),
-        Created::Taken => return Err(AppError::Conflict("this requestId belongs to another run".into())),
+        Created::Existing(run) => Ok(Started::Again(run)),
+        Created::Taken => Err(AppError::Conflict("this requestId belongs to another run".into())),
+    }
+}
+
+/// `POST /api/page-ai/runs` → 201 with the new run, 200 with the run this request created
+/// before, 409 when the request id is another user's.
+pub async fn create(State(state): State<AppState>, auth: Auth, ApiJson(body): ApiJson<CreateRun>) -> AppResult<Response> {
+    Ok(match start(&state, &auth, &body).await? {
+        Started::New(run) => (StatusCode::CREATED, Json(run.view())).into_response(),
+        Started::Again(run) => (StatusCode::OK, Json(run.view())).into_response(),
     })
 }
 

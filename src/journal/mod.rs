@@ -46,7 +46,6 @@ pub fn page_router() -> axum::Router<AppState> {
         .route("/ai/runs/{id}/result", get(p::result_fragment))
         .route("/ai/runs/{id}/cancel", post(p::cancel_form))
         .route("/ai/runs/{id}/resume", post(p::resume_form))
-        .route("/static/ai-run.js", get(p::script))
 }
 
 /// `status` of a run.

@@ -16,7 +16,6 @@ mod answer;
 use askama::Template;
 use axum::{
     Form,
-    body::to_bytes,
     extract::{Path, Query, State},
     response::{IntoResponse, Redirect, Response},
 };
@@ -32,14 +31,11 @@ use super::{
 use crate::{
     agents::{AgentId, config as agent_config, pages as agent_pages},
     auth::Auth,
-    error::{ApiJson, AppError, AppResult},
+    error::{AppError, AppResult},
     kbs,
     state::AppState,
     web::{Lang, Page, PageCtx, flash, render},
 };
-
-/// `ai-run.js`, compiled into the binary like the other assets (served by this feature's router).
-pub const SCRIPT: &str = include_str!("../../static/ai-run.js");
 
 /// Most events the run page reads (a run's journal is far smaller in practice).
 const MAX_EVENTS: usize = 20_000;
@@ -590,17 +586,9 @@ impl AskForm {
     }
 }
 
-/// Create a run through the API's handler (the same checks and idempotency); its id.
+/// Create a run with the API's checks and idempotency; its id.
 async fn start(state: &AppState, auth: &Auth, body: CreateRun) -> AppResult<Uuid> {
-    let resp = handlers::create(State(state.clone()), auth.clone(), ApiJson(body)).await?;
-    #[derive(Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Created {
-        host_run_id: Uuid,
-    }
-    let bytes = to_bytes(resp.into_body(), 1 << 20).await.map_err(|e| AppError::Internal(anyhow::anyhow!("run body: {e}")))?;
-    let created: Created = serde_json::from_slice(&bytes).map_err(|e| AppError::Internal(anyhow::anyhow!("run body: {e}")))?;
-    Ok(created.host_run_id)
+    Ok(handlers::start(state, auth, &body).await?.run().id)
 }
 
 /// A form error goes back to the page it came from as a notice, not an error page.
@@ -692,13 +680,6 @@ pub async fn resume_form(
         Ok(child) => Ok(Redirect::to(&format!("/ai/runs/{child}")).into_response()),
         Err(e) => back_with(&session, format!("/ai/runs/{id}"), e).await,
     }
-}
-
-/// `GET /static/ai-run.js`
-pub async fn script() -> Response {
-    use axum::http::header;
-    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8"), (header::CACHE_CONTROL, "public, max-age=3600")], SCRIPT)
-        .into_response()
 }
 
 #[cfg(test)]
