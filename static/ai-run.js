@@ -551,7 +551,7 @@
         card.className = "ai-tool " + (p.ok ? "ok" : "failed");
         card.querySelector(".ai-tool-state").textContent = this.t(p.ok ? "tool.ok" : "tool.failed");
         var summary = p.error ? (p.error.message || "") + " (" + (p.error.code || "") + ")"
-          : (p.summary || (typeof p.count === "number" ? this.t("results").replace("{n}", p.count) : ""));
+          : (typeof p.count === "number" ? this.t("results").replace("{n}", p.count) : (p.summary || ""));
         card.querySelector(".ai-tool-summary").textContent = summary;
         break;
       }

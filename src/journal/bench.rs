@@ -79,8 +79,13 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
 async fn finish(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<()> {
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
     let receipt = json!({"total": 0, "verified": 0});
-    store::finish(&mut tx, actor.tenant_id, run, store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0 })
-        .await?;
+    store::finish(
+        &mut tx,
+        actor.tenant_id,
+        run,
+        store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0 },
+    )
+    .await?;
     tx.commit().await?;
     Ok(())
 }
@@ -118,7 +123,10 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     sink.flush().await?;
     let secs = t.elapsed().as_secs_f64();
     let rows = rows_of(pool, actor, run).await? - 1;
-    println!("coalesced, paced at 1/ms:  {paced} deltas over {secs:.2} s → {rows} rows ({:.0} deltas per row)", paced as f64 / rows as f64);
+    println!(
+        "coalesced, paced at 1/ms:  {paced} deltas over {secs:.2} s → {rows} rows ({:.0} deltas per row)",
+        paced as f64 / rows as f64
+    );
     // The same window taking deltas as fast as they come (its capacity).
     let run = bench_run(pool, actor, "coalesced-max").await?;
     let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Hermes);
@@ -134,7 +142,8 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     let t = Instant::now();
     let mut n = 0;
     while n < deltas {
-        let batch: Vec<_> = (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("t{} ", n + i) })).collect();
+        let batch: Vec<_> =
+            (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("t{} ", n + i) })).collect();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         store::append(&mut tx, actor.tenant_id, run, &batch).await?;
         tx.commit().await?;
@@ -340,7 +349,11 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
         let (b50, b95, bmax) = fan_out(&pool, &actor, &base, &auth, 1, a.events).await?;
         println!("1 client (baseline):  p50 {b50:.1} ms, p95 {b95:.1} ms, max {bmax:.1} ms");
         let (p50, p95, max) = fan_out(&pool, &actor, &base, &auth, a.clients, a.events).await?;
-        println!("{} clients:          p50 {p50:.1} ms, p95 {p95:.1} ms, max {max:.1} ms ({:.1}× the baseline p95)", a.clients, p95 / b95);
+        println!(
+            "{} clients:          p50 {p50:.1} ms, p95 {p95:.1} ms, max {max:.1} ms ({:.1}× the baseline p95)",
+            a.clients,
+            p95 / b95
+        );
         println!("\n## Resume after reconnect (Last-Event-ID into a finished 1,000-event run; to the first event)");
         let lat = resume(&pool, &actor, &base, &auth, &http).await?;
         println!("200 reconnects: p50 {:.1} ms, p95 {:.1} ms", pct(lat.clone(), 0.5), pct(lat, 0.95));

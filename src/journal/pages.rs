@@ -284,9 +284,10 @@ fn tool_summary(ctx: &PageCtx, c: &super::ToolCompleted) -> String {
     if let Some(e) = &c.error {
         return format!("{} ({})", e.message, e.code);
     }
-    match (&c.summary, c.count) {
-        (Some(s), _) if !s.is_empty() => s.clone(),
-        (_, Some(n)) => ctx.t("ai.results").replace("{n}", &n.to_string()),
+    // A count reads in the page's language; the tool's own summary (English) otherwise.
+    match (c.count, &c.summary) {
+        (Some(n), _) => ctx.t("ai.results").replace("{n}", &n.to_string()),
+        (None, Some(s)) => s.clone(),
         _ => String::new(),
     }
 }

@@ -23,7 +23,6 @@ use super::{
 };
 use crate::{auth::Auth, error::AppResult, state::AppState};
 
-
 /// `GET …/events?afterSeq=N` as JSON.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -92,11 +92,13 @@ async fn seed_runs(app: &TestApp, tenant: Uuid, member: Uuid) {
         .await;
     assert_eq!(st, StatusCode::CREATED, "{run}");
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    sqlx::query("insert into agent_config (tenant_id, agent_id, endpoint_url, model) values ($1, 'hermes', 'http://127.0.0.1:9', 'm')")
-        .bind(tenant)
-        .execute(&mut *tx)
-        .await
-        .unwrap();
+    sqlx::query(
+        "insert into agent_config (tenant_id, agent_id, endpoint_url, model) values ($1, 'hermes', 'http://127.0.0.1:9', 'm')",
+    )
+    .bind(tenant)
+    .execute(&mut *tx)
+    .await
+    .unwrap();
     tx.commit().await.unwrap();
 }
 

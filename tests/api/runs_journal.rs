@@ -204,8 +204,14 @@ async fn bad_run_requests_get_field_errors() {
         (json!({"requestId": "r 1", "sessionId": "s", "agentId": "hermes", "prompt": "x"}), "requestId"),
         (json!({"requestId": "r1", "sessionId": "s", "agentId": "gpt-9", "prompt": "x"}), "agentId"),
         (json!({"requestId": "r1", "sessionId": "s", "agentId": "hermes", "prompt": "   "}), "prompt"),
-        (json!({"requestId": "r1", "sessionId": "s", "agentId": "hermes", "prompt": "x", "contextRefs": {"kbIds": [Uuid::new_v4()]}}), "contextRefs.kbIds"),
-        (json!({"requestId": "r1", "sessionId": "s", "agentId": "hermes", "prompt": "x", "parentRunId": Uuid::new_v4()}), "resumeRequestId"),
+        (
+            json!({"requestId": "r1", "sessionId": "s", "agentId": "hermes", "prompt": "x", "contextRefs": {"kbIds": [Uuid::new_v4()]}}),
+            "contextRefs.kbIds",
+        ),
+        (
+            json!({"requestId": "r1", "sessionId": "s", "agentId": "hermes", "prompt": "x", "parentRunId": Uuid::new_v4()}),
+            "resumeRequestId",
+        ),
     ] {
         let (st, v) = c.post_json("/api/page-ai/runs", body.clone()).await;
         assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {v}");
@@ -259,9 +265,14 @@ async fn events_resume_after_seq_and_last_event_id_without_duplicates_or_gaps() 
             sink.flush().await.unwrap();
             let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await.unwrap();
             let receipt = json!({"total": 0, "verified": 0});
-            store::finish(&mut tx, tenant, run, store::Ending::Completed { answer: "done", receipt: &receipt, total: 0, verified: 0 })
-                .await
-                .unwrap();
+            store::finish(
+                &mut tx,
+                tenant,
+                run,
+                store::Ending::Completed { answer: "done", receipt: &receipt, total: 0, verified: 0 },
+            )
+            .await
+            .unwrap();
             tx.commit().await.unwrap();
         })
     };
@@ -274,7 +285,8 @@ async fn events_resume_after_seq_and_last_event_id_without_duplicates_or_gaps() 
     assert_eq!(ids, expected, "every seq once, in order");
     let last = got.last().unwrap();
     assert_eq!((last.kind.as_str(), &last.data["payload"]["answer"]), ("run.completed", &json!("done")));
-    let text: String = got.iter().filter(|e| e.kind == "message.delta").map(|e| e.data["payload"]["text"].as_str().unwrap()).collect();
+    let text: String =
+        got.iter().filter(|e| e.kind == "message.delta").map(|e| e.data["payload"]["text"].as_str().unwrap()).collect();
     assert!(text.starts_with("part1 part2 part3 part4 part5 late live0 "), "{text}");
     assert!(text.contains("live2"), "{text}");
 
@@ -293,12 +305,21 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     let run = manual_run(&app, s.tenant_id, s.user_id, "s1").await;
     append(&app, s.tenant_id, run, vec![delta("partial")]).await;
     // The status changed behind the journal's back (an older writer, a manual fix).
-    as_system(&app, s.tenant_id, "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1", run).await;
+    as_system(
+        &app,
+        s.tenant_id,
+        "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1",
+        run,
+    )
+    .await;
     let (_, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
     let items = page["items"].as_array().unwrap();
     let last = items.last().unwrap();
     assert_eq!(last["kind"], "run.failed", "{page}");
-    assert_eq!((last["seq"].as_i64(), &last["payload"]["code"], &last["payload"]["reconciled"]), (Some(3), &json!("llm_unavailable"), &json!(true)));
+    assert_eq!(
+        (last["seq"].as_i64(), &last["payload"]["code"], &last["payload"]["reconciled"]),
+        (Some(3), &json!("llm_unavailable"), &json!(true))
+    );
     assert_eq!(page["ended"], true);
     let mut sse = SseReader::open(&c, &format!("/api/page-ai/runs/{run}/events"), Some(2)).await;
     let e = sse.next().await.unwrap();
@@ -306,7 +327,8 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     assert!(sse.next().await.is_none(), "the stream ends after the supplied ending");
     // Nothing was stored: the journal still ends at seq 2.
     let mut tx = TenantTx::begin(&app.pool, s.tenant_id, Scope::System).await.unwrap();
-    let n: i64 = sqlx::query_scalar("select max(seq) from ai_run_event where run_id = $1").bind(run).fetch_one(&mut *tx).await.unwrap();
+    let n: i64 =
+        sqlx::query_scalar("select max(seq) from ai_run_event where run_id = $1").bind(run).fetch_one(&mut *tx).await.unwrap();
     assert_eq!(n, 2);
     drop(tx);
 }
@@ -486,7 +508,8 @@ async fn appends_survive_the_database_dropping_every_connection() {
     }
     let c = app.api(s.tenant_id, s.user_id).await;
     let (_, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=1")).await;
-    let texts: Vec<String> = page["items"].as_array().unwrap().iter().map(|e| e["payload"]["text"].as_str().unwrap().to_string()).collect();
+    let texts: Vec<String> =
+        page["items"].as_array().unwrap().iter().map(|e| e["payload"]["text"].as_str().unwrap().to_string()).collect();
     assert_eq!(texts, acknowledged, "every acknowledged event is there, once, in order");
     assert_eq!(seqs(&page), (2..=31).collect::<Vec<i64>>());
 }
@@ -511,7 +534,8 @@ async fn runs_are_private_to_their_user_admins_see_the_tenant_and_other_tenants_
     for (who, c) in [("bob", &b), ("another tenant", &stranger)] {
         assert_eq!(c.get_json(&path).await.0, StatusCode::NOT_FOUND, "{who}");
         assert_eq!(c.get_json(&format!("{path}/events?afterSeq=0")).await.0, StatusCode::NOT_FOUND, "{who}");
-        let r = c.req(reqwest::Method::GET, &format!("{path}/events")).header("accept", "text/event-stream").send().await.unwrap();
+        let r =
+            c.req(reqwest::Method::GET, &format!("{path}/events")).header("accept", "text/event-stream").send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{who}");
         assert_eq!(c.post_json(&format!("{path}/cancel"), json!({})).await.0, StatusCode::NOT_FOUND, "{who}");
         let (_, act) = c.get_json("/api/page-ai/sessions/sa/active-run").await;
