@@ -19,7 +19,10 @@ use crate::{
     db::TenantTx,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
-    tenants::queries::{self as tq, TenantChoice},
+    tenants::{
+        invitations::{self, MyInvitation},
+        queries::{self as tq, TenantChoice},
+    },
     web::{AnonCtx, Lang, PageCtx, render, safe_next},
 };
 
@@ -122,11 +125,15 @@ pub async fn login(
     }
     let mut tx = TenantTx::begin_user_only(&state.pool, user.id).await?;
     let tenants = tq::tenants_of_user(&mut tx, user.id).await?;
+    let invited = !invitations::pending_for_user(&mut tx).await?.is_empty();
     tx.commit().await?;
     tracing::info!(user.id = %user.id, "login succeeded for {email}");
     if let [only] = tenants.as_slice() {
         session.insert(TENANT_ID, only.id).await.map_err(session_err)?;
-        return Ok(Redirect::to(&next).into_response());
+        // Open invitations are shown on the team picker, so the person sees them at once.
+        if !invited {
+            return Ok(Redirect::to(&next).into_response());
+        }
     }
     Ok(Redirect::to(&format!("/tenants?next={}", crate::web::urlencode(&next))).into_response())
 }
@@ -141,6 +148,7 @@ pub async fn logout(session: Session) -> AppResult<Redirect> {
 struct TenantsPage {
     ctx: PageCtx,
     tenants: Vec<TenantChoice>,
+    invitations: Vec<MyInvitation>,
     current: Option<Uuid>,
     next: String,
 }
@@ -159,8 +167,9 @@ pub async fn tenants_page(
 ) -> AppResult<Response> {
     let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
     let tenants = tq::tenants_of_user(&mut tx, who.user_id).await?;
+    let invitations = invitations::pending_for_user(&mut tx).await?;
     tx.commit().await?;
-    render(TenantsPage { ctx, tenants, current: who.tenant_id, next: safe_next(q.next.as_deref()) })
+    render(TenantsPage { ctx, tenants, invitations, current: who.tenant_id, next: safe_next(q.next.as_deref()) })
 }
 
 #[derive(Deserialize)]

@@ -91,6 +91,27 @@ pub struct SignedIn {
     pub tenant_id: Option<Uuid>,
 }
 
+/// The calling account, with or without a chosen tenant: a valid bearer token's user, or the
+/// session's signed-in user. For what belongs to the person rather than to one team (their
+/// invitations), so a new account with no team yet can use it.
+#[derive(Clone, Copy, Debug)]
+pub struct Account {
+    pub user_id: Uuid,
+}
+
+impl FromRequestParts<AppState> for Account {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        if has_bearer(parts) {
+            let a = <Auth as FromRequestParts<AppState>>::from_request_parts(parts, state).await?;
+            return Ok(Account { user_id: a.user_id });
+        }
+        let s = <SignedIn as FromRequestParts<AppState>>::from_request_parts(parts, state).await?;
+        Ok(Account { user_id: s.user_id })
+    }
+}
+
 fn bearer(parts: &Parts) -> Option<&str> {
     bearer_token(&parts.headers)
 }

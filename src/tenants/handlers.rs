@@ -13,11 +13,13 @@ use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{
+    invitations::{self, Answer, TeamInvitation},
     queries::{self as q, Member, Role},
     settings::{self, TenantSettings},
 };
 use crate::{
-    auth::{Auth, LOGIN_AT, TENANT_ID, USER_ID, session_err},
+    auth::{Account, Auth, LOGIN_AT, SignedIn, TENANT_ID, USER_ID, session_err},
+    db::TenantTx,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
     web::{AnonCtx, Page, PageCtx, flash, render},
@@ -86,6 +88,8 @@ pub struct NewMember {
     email: String,
     role: Role,
     password: Option<String>,
+    /// How long the invitation stays open (default 14 days, at most 90).
+    expires_in_days: Option<i64>,
 }
 
 /// Only an owner may make owners; admins manage admins and members.
@@ -97,13 +101,72 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
     Ok(())
 }
 
+/// `POST /api/members`: invite an email. The answer is `202 {"status": "invited", "email"}`
+/// whether the email has an account, gets one now (a `password` was given) or has none, so
+/// it tells nobody which emails have accounts; the person joins by accepting.
 pub async fn add_member(State(state): State<AppState>, auth: Auth, ApiJson(m): ApiJson<NewMember>) -> AppResult<Response> {
     check_can_assign(&auth, m.role)?;
-    let (user_id, _) = super::add_user(&state.pool, auth.tenant_id, &m.email, m.role, m.password.as_deref()).await?;
+    let email = invitations::invite(
+        &state.pool,
+        auth.tenant_id,
+        auth.user_id,
+        &m.email,
+        m.role,
+        m.password.as_deref(),
+        m.expires_in_days,
+    )
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "invited", "email": email }))).into_response())
+}
+
+/// `GET /api/members/invitations`: the team's open invitations (admins).
+pub async fn list_team_invitations(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    auth.require_admin()?;
     let mut tx = auth.tx(&state).await?;
-    let member = q::member(&mut tx, user_id).await?.ok_or(AppError::NotFound)?;
+    let items = invitations::pending_for_team(&mut tx).await?;
     tx.commit().await?;
-    Ok((StatusCode::CREATED, Json(member)).into_response())
+    Ok(Json(json!({ "items": items })))
+}
+
+/// `GET /api/invitations`: the caller's own open invitations, from every team.
+pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
+    let items = invitations::pending_for_user(&mut tx).await?;
+    tx.commit().await?;
+    Ok(Json(json!({ "items": items })))
+}
+
+/// `POST /api/invitations/{id}/accept`: join the inviting team.
+pub async fn accept_invitation(
+    State(state): State<AppState>,
+    who: Account,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<serde_json::Value>> {
+    let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept).await?;
+    Ok(Json(json!({ "status": "accepted", "tenantId": tenant, "role": role })))
+}
+
+/// `POST /api/invitations/{id}/decline`.
+pub async fn decline_invitation(State(state): State<AppState>, who: Account, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
+    invitations::answer(&state.pool, who.user_id, id, Answer::Decline).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The team picker's accept button: join, and switch to the new team.
+pub async fn invitation_accept_form(
+    State(state): State<AppState>,
+    session: Session,
+    who: SignedIn,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
+    let (tenant, _) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept).await?;
+    session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
+    Ok(Redirect::to("/"))
+}
+
+pub async fn invitation_decline_form(State(state): State<AppState>, who: SignedIn, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    invitations::answer(&state.pool, who.user_id, id, Answer::Decline).await?;
+    Ok(Redirect::to("/tenants"))
 }
 
 #[derive(Deserialize)]
@@ -160,6 +223,7 @@ pub async fn delete_member(State(state): State<AppState>, auth: Auth, Path(user)
 struct MembersPage {
     ctx: PageCtx,
     members: Vec<Member>,
+    invitations: Vec<TeamInvitation>,
     me: Uuid,
     i_am_owner: bool,
 }
@@ -168,8 +232,9 @@ pub async fn members_page(State(state): State<AppState>, page: Page) -> AppResul
     page.auth.require_admin()?;
     let mut tx = page.auth.tx(&state).await?;
     let members = q::members(&mut tx).await?;
+    let invitations = invitations::pending_for_team(&mut tx).await?;
     tx.commit().await?;
-    render(MembersPage { ctx: page.ctx, members, me: page.auth.user_id, i_am_owner: page.auth.role == Role::Owner })
+    render(MembersPage { ctx: page.ctx, members, invitations, me: page.auth.user_id, i_am_owner: page.auth.role == Role::Owner })
 }
 
 #[derive(Deserialize)]
@@ -187,9 +252,10 @@ pub async fn members_add(
 ) -> AppResult<Redirect> {
     check_can_assign(&page.auth, f.role)?;
     let pw = f.password.filter(|p| !p.is_empty());
-    let (_, created) = super::add_user(&state.pool, page.auth.tenant_id, &f.email, f.role, pw.as_deref()).await?;
-    let key = if created { "members.added_new" } else { "members.added_existing" };
-    flash(&session, format!("{} {}", page.ctx.t(key), f.email.trim())).await?;
+    let email =
+        invitations::invite(&state.pool, page.auth.tenant_id, page.auth.user_id, &f.email, f.role, pw.as_deref(), None).await?;
+    // One message for every case: the page must not tell which emails have accounts.
+    flash(&session, format!("{} {email}", page.ctx.t("members.invited"))).await?;
     Ok(Redirect::to("/admin/members"))
 }
 

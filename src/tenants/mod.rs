@@ -2,6 +2,7 @@
 //! and the member administration API and pages.
 
 pub mod handlers;
+pub mod invitations;
 pub mod queries;
 pub mod settings;
 
@@ -17,10 +18,14 @@ use queries::{self as q, Role};
 
 /// Members and tenant settings (API and admin pages) and first-run `/setup`.
 pub fn api_router() -> axum::Router<crate::state::AppState> {
-    use axum::routing::{get, patch};
+    use axum::routing::{get, patch, post};
     use handlers as t;
     axum::Router::new()
         .route("/api/members", get(t::list_members).post(t::add_member))
+        .route("/api/members/invitations", get(t::list_team_invitations))
+        .route("/api/invitations", get(t::my_invitations))
+        .route("/api/invitations/{id}/accept", post(t::accept_invitation))
+        .route("/api/invitations/{id}/decline", post(t::decline_invitation))
         .route("/api/members/{id}", patch(t::update_member).delete(t::delete_member))
         .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
 }
@@ -33,6 +38,8 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/admin/members", get(t::members_page).post(t::members_add))
         .route("/admin/members/{id}/role", post(t::members_role))
         .route("/admin/members/{id}/remove", post(t::members_remove))
+        .route("/invitations/{id}/accept", post(t::invitation_accept_form))
+        .route("/invitations/{id}/decline", post(t::invitation_decline_form))
         .route("/admin/settings", get(t::settings_page).post(t::settings_save))
 }
 
@@ -100,8 +107,10 @@ pub async fn first_run_setup(pool: &PgPool, tenant: &str, email: &str, pw: &str)
     bootstrap(pool, tenant, email, pw).await
 }
 
-/// Add an account to a tenant (creating the account when new) with the given role. An
-/// existing account keeps its password and gets the role.
+/// Add an account to a tenant directly (creating the account when new) with the given role.
+/// An existing account keeps its password and gets the role. Operator-only (`mnote user add`,
+/// tests): the API and pages invite instead ([`invitations::invite`]), because this path
+/// needs no consent and its error for a missing password reveals whether an account exists.
 pub async fn add_user(pool: &PgPool, tenant_id: Uuid, email: &str, role: Role, pw: Option<&str>) -> AppResult<(Uuid, bool)> {
     let email = validate_email(email)?;
     let (user_id, created) = match q::user_by_email(pool, &email).await? {

@@ -277,10 +277,8 @@ async fn members_and_roles_are_managed_by_admins_only() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let owner = app.api(s.tenant_id, s.user_id).await;
-    let (st, m) =
-        owner.post_json("/api/members", json!({"email": "new@acme.test", "role": "member", "password": PASSWORD})).await;
-    assert_eq!(st, StatusCode::CREATED, "{m}");
-    let member_id: uuid::Uuid = m["id"].as_str().unwrap().parse().unwrap();
+    // Adding invites; the new account joins by accepting (tests/api/invitations.rs).
+    let member_id = crate::invitations::invite_and_accept(&app, &owner, "new@acme.test", "member").await;
     let member = app.api(s.tenant_id, member_id).await;
     let (st, e) = member.post_json("/api/members", json!({"email": "x@acme.test", "role": "admin", "password": PASSWORD})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"));

@@ -9,6 +9,7 @@ mod fixtures;
 mod grants;
 mod hostile;
 mod ingest;
+mod invitations;
 mod isolation;
 mod kbs_sources;
 mod knowledge_rag;

@@ -1,0 +1,198 @@
+//! Invitations (issue #14 item 5): a team admin invites an *email*; the person joins only by
+//! accepting after signing in.
+//!
+//! Two things this protects: consent (a team cannot make another team's member its own
+//! without them agreeing) and account privacy (what an admin sees when inviting an email
+//! is the same whether or not an account exists: [`invite`] always ends in one pending
+//! invitation, and creates the account only as an `insert … on conflict do nothing`). The
+//! operator's CLI (`mnote user add`, [`super::add_user`]) still adds members directly.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use super::queries::Role;
+use crate::{
+    auth::password,
+    db::{Scope, TenantTx},
+    error::{AppError, AppResult},
+};
+
+/// How long an invitation can be accepted when the inviter does not say.
+pub const DEFAULT_TTL_DAYS: i64 = 14;
+/// The longest an invitation may stay open.
+pub const MAX_TTL_DAYS: i64 = 90;
+
+/// A pending invitation as its invitee sees it (`GET /api/invitations`, the team picker).
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct MyInvitation {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub tenant_name: String,
+    pub role: Role,
+    pub invited_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A pending invitation as the inviting team's admins see it (members page).
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct TeamInvitation {
+    pub id: Uuid,
+    pub email: String,
+    pub role: Role,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Invite `email` into the inviter's tenant with `role`, valid for `ttl_days`.
+///
+/// With a `password`, an account is created for the email if none exists (and the password
+/// is ignored if one does); it is validated and hashed in both cases, so neither the answer
+/// nor the work done depends on whether the account existed. The account, new or old, joins
+/// only by accepting. Returns the normalised (lowercased) email.
+pub async fn invite(
+    pool: &PgPool,
+    tenant_id: Uuid,
+    inviter: Uuid,
+    email: &str,
+    role: Role,
+    pw: Option<&str>,
+    ttl_days: Option<i64>,
+) -> AppResult<String> {
+    let email = super::validate_email(email)?;
+    let ttl = ttl_days.unwrap_or(DEFAULT_TTL_DAYS);
+    if !(1..=MAX_TTL_DAYS).contains(&ttl) {
+        return Err(AppError::invalid("expiresInDays", format!("1–{MAX_TTL_DAYS} days")));
+    }
+    if let Some(pw) = pw.filter(|p| !p.is_empty()) {
+        password::validate_new_password(pw)?;
+        let hash = password::hash(pw.to_string()).await?;
+        // One statement whatever the case: an existing account keeps its password.
+        sqlx::query(
+            "insert into app_user (id, email, password_hash) values ($1, $2, $3)
+             on conflict ((lower(email))) do nothing",
+        )
+        .bind(Uuid::new_v4())
+        .bind(&email)
+        .bind(&hash)
+        .execute(pool)
+        .await?;
+    }
+    let lower = email.to_lowercase();
+    let mut tx = TenantTx::begin(pool, tenant_id, Scope::User(inviter)).await?;
+    // A current member needs no invitation (role changes go through PATCH /api/members/{id}).
+    if super::queries::member_by_email(&mut tx, &lower).await?.is_none() {
+        sqlx::query(
+            "insert into invitation (tenant_id, id, email, role, invited_by, expires_at)
+             values ($1, $2, $3, $4, $5, now() + make_interval(days => $6))
+             on conflict (tenant_id, email) where accepted_at is null and declined_at is null
+             do update set role = excluded.role, invited_by = excluded.invited_by,
+                           created_at = now(), expires_at = excluded.expires_at",
+        )
+        .bind(tenant_id)
+        .bind(Uuid::new_v4())
+        .bind(&lower)
+        .bind(role)
+        .bind(inviter)
+        .bind(ttl as i32)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(lower)
+}
+
+/// The signed-in user's open invitations, across teams (the `own_invitations` policy).
+pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
+    sqlx::query_as(
+        "select i.id, i.tenant_id, t.name as tenant_name, i.role, u.email as invited_by, i.created_at, i.expires_at
+         from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
+         where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
+           and i.email = (select lower(email) from app_user
+                          where id = nullif(current_setting('app.user_id', true), '')::uuid)
+         order by i.created_at desc",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// The transaction tenant's open invitations. The tenant filter matters: `own_invitations`
+/// also shows an admin the invitations *they* received from other teams.
+pub async fn pending_for_team(conn: &mut PgConnection) -> sqlx::Result<Vec<TeamInvitation>> {
+    sqlx::query_as(
+        "select id, email, role, created_at, expires_at from invitation
+         where tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+           and accepted_at is null and declined_at is null and expires_at > now()
+         order by created_at desc",
+    )
+    .fetch_all(conn)
+    .await
+}
+
+/// What the invitee does with an invitation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answer {
+    Accept,
+    Decline,
+}
+
+/// Accept or decline invitation `id` as `user`. Someone else's invitation, or none, is
+/// `not_found`; one already answered or expired is `conflict`. Accepting creates the
+/// membership in the inviting tenant's transaction (an existing membership keeps its role).
+pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppResult<(Uuid, Role)> {
+    // Which tenant: readable here only through `own_invitations`, i.e. only for the invitee.
+    let mut tx = TenantTx::begin_user_only(pool, user).await?;
+    let tenant: Option<Uuid> =
+        sqlx::query_scalar("select tenant_id from invitation where id = $1").bind(id).fetch_optional(&mut *tx).await?;
+    tx.commit().await?;
+    let tenant = tenant.ok_or(AppError::NotFound)?;
+
+    let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
+    let row: Option<(Role, bool, bool, bool)> = sqlx::query_as(
+        "select role, accepted_at is not null, declined_at is not null, expires_at <= now()
+         from invitation
+         where tenant_id = $1 and id = $2 and email = (select lower(email) from app_user where id = $3)
+         for update",
+    )
+    .bind(tenant)
+    .bind(id)
+    .bind(user)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let (role, accepted, declined, expired) = row.ok_or(AppError::NotFound)?;
+    if accepted {
+        return Err(AppError::Conflict("this invitation was already accepted".into()));
+    }
+    if declined {
+        return Err(AppError::Conflict("this invitation was declined".into()));
+    }
+    if expired {
+        return Err(AppError::Conflict("this invitation has expired".into()));
+    }
+    let column = match answer {
+        Answer::Accept => {
+            sqlx::query(
+                "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
+                 on conflict (tenant_id, user_id) do nothing",
+            )
+            .bind(tenant)
+            .bind(user)
+            .bind(role)
+            .execute(&mut *tx)
+            .await?;
+            "accepted_at"
+        }
+        Answer::Decline => "declined_at",
+    };
+    sqlx::query(&format!("update invitation set {column} = now() where tenant_id = $1 and id = $2"))
+        .bind(tenant)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok((tenant, role))
+}

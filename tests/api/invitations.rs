@@ -1,0 +1,240 @@
+//! Invitations (issue #14 item 5): adding an email to a team invites it; the person joins only
+//! by accepting after signing in, and the answer never tells whether the email has an account.
+
+use mnote::db::{Scope, TenantTx};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+/// A session client signed in as `email`, with the CSRF token of the team picker.
+async fn signed_in(app: &TestApp, email: &str) -> Client {
+    let mut c = app.login(email).await;
+    c.page("/tenants").await;
+    assert!(c.csrf.is_some(), "no CSRF token on /tenants");
+    c
+}
+
+/// The open invitations the client sees.
+async fn my_invitations(c: &Client) -> Vec<Value> {
+    let (st, v) = c.get_json("/api/invitations").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    v["items"].as_array().unwrap().clone()
+}
+
+async fn member_emails(owner: &Client) -> Vec<String> {
+    let (st, v) = owner.get_json("/api/members").await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    v["items"].as_array().unwrap().iter().map(|m| m["email"].as_str().unwrap().to_lowercase()).collect()
+}
+
+/// Invite `email` through the API (as `admin`) and accept as that person; the new member's id.
+/// For tests that need a member added the way the API does it.
+pub async fn invite_and_accept(app: &TestApp, admin: &Client, email: &str, role: &str) -> Uuid {
+    let (st, v) = admin.post_json("/api/members", json!({"email": email, "role": role, "password": PASSWORD})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let person = signed_in(app, email).await;
+    let inv = my_invitations(&person).await;
+    let id = inv[0]["id"].as_str().unwrap();
+    let (st, v) = person.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, list) = admin.get_json("/api/members").await;
+    let m = list["items"].as_array().unwrap().iter().find(|m| m["email"] == email).expect("member after accepting").clone();
+    m["id"].as_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn another_teams_member_is_only_invited_until_they_accept() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    let a_id = app.add_user(alpha.tenant_id, "a@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let beta_owner = app.api(beta.tenant_id, beta.user_id).await;
+
+    let (st, v) = beta_owner.post_json("/api/members", json!({"email": "A@Alpha.test", "role": "admin"})).await;
+    assert_eq!((st, &v), (StatusCode::ACCEPTED, &json!({"status": "invited", "email": "a@alpha.test"})));
+    // No membership: beta does not list them, and they cannot act in beta.
+    assert!(!member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
+    let (st, list) = beta_owner.get_json("/api/members/invitations").await;
+    assert_eq!((st, list["items"][0]["email"].as_str()), (StatusCode::OK, Some("a@alpha.test")));
+    let mut tx = TenantTx::begin_user_only(&app.pool, a_id).await.unwrap();
+    let n: i64 =
+        sqlx::query_scalar("select count(*) from membership where user_id = $1").bind(a_id).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(n, 1, "only alpha");
+
+    // Signing in shows the invitation on the team picker.
+    let c = app.client();
+    let r = c.login("a@alpha.test", PASSWORD).await;
+    assert_eq!(r.headers()["location"].to_str().unwrap(), "/tenants?next=%2F", "open invitations are shown after sign-in");
+    let mut a = signed_in(&app, "a@alpha.test").await;
+    let (_, html) = a.page("/tenants").await;
+    assert!(html.contains("beta") && html.contains("/accept"), "{html}");
+    let r = a.post_form("/tenants/switch", &[("tenant_id", &beta.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "not a member of beta before accepting");
+    let inv = my_invitations(&a).await;
+    assert_eq!(inv.len(), 1);
+    assert_eq!((inv[0]["tenantName"].as_str(), inv[0]["role"].as_str()), (Some("beta"), Some("admin")));
+    assert_eq!(inv[0]["invitedBy"].as_str(), Some("owner@beta.test"));
+
+    // Accepting (here with alpha's token: the invitation belongs to the person) joins beta.
+    let a_token = app.api(alpha.tenant_id, a_id).await;
+    let id = inv[0]["id"].as_str().unwrap();
+    let (st, v) = a_token.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    assert_eq!((v["tenantId"].as_str(), v["role"].as_str()), (Some(beta.tenant_id.to_string().as_str()), Some("admin")));
+    assert!(member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
+    let r = a.post_form("/tenants/switch", &[("tenant_id", &beta.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, s) = a.get_json("/api/session").await;
+    assert_eq!((s["tenant"]["name"].as_str(), s["role"].as_str()), (Some("beta"), Some("admin")));
+    assert!(my_invitations(&a).await.is_empty());
+}
+
+#[tokio::test]
+async fn declined_expired_or_accepted_invitations_cannot_be_accepted() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    app.add_user(alpha.tenant_id, "a@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let owner = app.api(beta.tenant_id, beta.user_id).await;
+    let a = signed_in(&app, "a@alpha.test").await;
+
+    // Declined (through the page form).
+    owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    let id = my_invitations(&a).await[0]["id"].as_str().unwrap().to_string();
+    let r = a.post_form(&format!("/invitations/{id}/decline"), &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(my_invitations(&a).await.is_empty());
+    let (st, e) = a.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"));
+
+    // Expired.
+    owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    let id = my_invitations(&a).await[0]["id"].as_str().unwrap().to_string();
+    let mut tx = TenantTx::begin(&app.pool, beta.tenant_id, Scope::System).await.unwrap();
+    let r = sqlx::query("update invitation set expires_at = now() - interval '1 minute' where id = $1")
+        .bind(id.parse::<Uuid>().unwrap())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(r.rows_affected(), 1);
+    assert!(my_invitations(&a).await.is_empty(), "an expired invitation is not offered");
+    let (st, e) = a.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"));
+    let r = a.post_form(&format!("/invitations/{id}/accept"), &[]).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(!member_emails(&owner).await.contains(&"a@alpha.test".to_string()));
+
+    // Accepted once, not twice; the default expiry is 14 days.
+    let (st, v) = owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let inv = my_invitations(&a).await;
+    let mut tx = TenantTx::begin(&app.pool, beta.tenant_id, Scope::System).await.unwrap();
+    let days: f64 =
+        sqlx::query_scalar("select (extract(epoch from expires_at - created_at) / 86400)::float8 from invitation where id = $1")
+            .bind(inv[0]["id"].as_str().unwrap().parse::<Uuid>().unwrap())
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(days.round() as i64, 14);
+    let id = inv[0]["id"].as_str().unwrap();
+    let r = a.post_form(&format!("/invitations/{id}/accept"), &[]).await;
+    assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/"));
+    let (st, e) = a.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"));
+    // The form switched the session to the team just joined.
+    let (_, s) = a.get_json("/api/session").await;
+    assert_eq!(s["tenant"]["name"].as_str(), Some("beta"));
+}
+
+#[tokio::test]
+async fn the_answer_is_the_same_whether_or_not_the_email_has_an_account() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    app.add_user(alpha.tenant_id, "known@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let owner = app.api(beta.tenant_id, beta.user_id).await;
+    let without_email = |mut v: Value| {
+        v.as_object_mut().unwrap().remove("email");
+        v
+    };
+    for body in [json!({"role": "member"}), json!({"role": "member", "password": PASSWORD})] {
+        let mut answers = Vec::new();
+        for email in ["known@alpha.test", "unknown@nowhere.test"] {
+            let mut b = body.clone();
+            b["email"] = json!(email);
+            let (st, v) = owner.post_json("/api/members", b).await;
+            assert_eq!(v["email"].as_str(), Some(email));
+            answers.push((st, without_email(v)));
+        }
+        assert_eq!(answers[0], answers[1], "{body}");
+        assert_eq!(answers[0], (StatusCode::ACCEPTED, json!({"status": "invited"})));
+    }
+    // A password too weak is refused the same way for both (it is checked either way).
+    let mut answers = Vec::new();
+    for email in ["known@alpha.test", "other@nowhere.test"] {
+        let (st, v) = owner.post_json("/api/members", json!({"email": email, "role": "member", "password": "short"})).await;
+        answers.push((st, v));
+    }
+    assert_eq!(answers[0], answers[1]);
+    assert_eq!(answers[0].0, StatusCode::UNPROCESSABLE_ENTITY);
+    // The same through the members page: one flash message.
+    let mut page = signed_in(&app, "owner@beta.test").await;
+    let mut flashes = Vec::new();
+    for email in ["known@alpha.test", "third@nowhere.test"] {
+        page.page("/admin/members").await;
+        let r = page.post_form("/admin/members", &[("email", email), ("role", "member"), ("password", "")]).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER);
+        let (_, html) = page.page("/admin/members").await;
+        let flash = html.split("Invitation sent to").nth(1).map(|s| s.split('<').next().unwrap().trim().to_string());
+        flashes.push(flash);
+    }
+    assert_eq!(flashes, [Some("known@alpha.test".to_string()), Some("third@nowhere.test".to_string())]);
+
+    // The known account kept its password; the new one was created with the given one and
+    // is still in no team until it accepts.
+    app.login("known@alpha.test").await;
+    let newbie = signed_in(&app, "unknown@nowhere.test").await;
+    let (st, e) = newbie.get_json("/api/kbs").await;
+    assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "no team yet");
+    let inv = my_invitations(&newbie).await;
+    assert_eq!(inv.len(), 1);
+    let (st, _) = newbie.post_json(&format!("/api/invitations/{}/accept", inv[0]["id"].as_str().unwrap()), json!({})).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(member_emails(&owner).await.contains(&"unknown@nowhere.test".to_string()));
+}
+
+#[tokio::test]
+async fn nobody_else_can_accept_or_see_an_invitation() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    app.add_user(alpha.tenant_id, "a@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    app.add_user(beta.tenant_id, "b@beta.test", "member").await;
+    let owner = app.api(beta.tenant_id, beta.user_id).await;
+    owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "owner"})).await;
+    let a = signed_in(&app, "a@alpha.test").await;
+    let id = my_invitations(&a).await[0]["id"].as_str().unwrap().to_string();
+
+    // Neither another user nor the inviting owner can see, accept or decline it.
+    for email in ["b@beta.test", "owner@beta.test", "owner@alpha.test"] {
+        let other = signed_in(&app, email).await;
+        assert!(my_invitations(&other).await.is_empty(), "{email} sees a's invitation");
+        let (st, e) = other.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "{email}");
+        let (st, _) = other.post_json(&format!("/api/invitations/{id}/decline"), json!({})).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{email}");
+    }
+    let (st, _) = owner.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND, "the inviter's token");
+    // Still open for a.
+    assert_eq!(my_invitations(&a).await.len(), 1);
+    // Only admins invite, and only owners invite owners.
+    let member = app.api(beta.tenant_id, app.add_user(beta.tenant_id, "m@beta.test", "admin").await).await;
+    let (st, e) = member.post_json("/api/members", json!({"email": "x@y.test", "role": "owner"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"));
+}
