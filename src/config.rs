@@ -12,6 +12,12 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Canonical directories admins may grant (MNOTE_GRANTABLE_ROOTS).
     pub grantable_roots: Vec<PathBuf>,
+    /// What a tenant without `tenant_root` rows may grant (MNOTE_TENANT_ROOTS): `strict`
+    /// (nothing) unless the operator opts back into the shared allow-list with `open`.
+    pub tenant_roots: TenantRootsMode,
+    /// Serve/parse files with several hard links outside the data dir (MNOTE_ALLOW_HARD_LINKS).
+    /// Off by default: a hard link inside a granted root can name a secret elsewhere.
+    pub allow_hard_links: bool,
     pub public_url: Option<String>,
     pub cookie_secure: bool,
     pub session_idle: Duration,
@@ -199,6 +205,27 @@ impl std::str::FromStr for LexicalMirror {
     }
 }
 
+/// MNOTE_TENANT_ROOTS: how grants are limited for a tenant the operator gave no roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TenantRootsMode {
+    /// A tenant without `tenant_root` rows may grant nothing (the default).
+    Strict,
+    /// A tenant without rows may grant anything under MNOTE_GRANTABLE_ROOTS (the old,
+    /// shared allow-list; only for single-team installations).
+    Open,
+}
+
+impl std::str::FromStr for TenantRootsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "strict" => Ok(TenantRootsMode::Strict),
+            "open" => Ok(TenantRootsMode::Open),
+            _ => Err("expected strict or open".into()),
+        }
+    }
+}
+
 /// Secrets from the environment (tokens, keys); `Debug` and `Display` print `[redacted]`.
 pub use crate::platform::SecretString;
 
@@ -261,6 +288,8 @@ impl Config {
             bind: parse("MNOTE_BIND", "127.0.0.1:8080".parse()?)?,
             data_dir,
             grantable_roots,
+            tenant_roots: parse("MNOTE_TENANT_ROOTS", TenantRootsMode::Strict)?,
+            allow_hard_links: parse("MNOTE_ALLOW_HARD_LINKS", false)?,
             public_url,
             cookie_secure: parse("MNOTE_COOKIE_SECURE", https)?,
             session_idle: Duration::from_secs(60 * parse("MNOTE_SESSION_IDLE_MINUTES", 120u64)?),
@@ -302,6 +331,8 @@ impl Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             data_dir,
             grantable_roots,
+            tenant_roots: TenantRootsMode::Strict,
+            allow_hard_links: false,
             public_url: None,
             cookie_secure: false,
             session_idle: Duration::from_secs(3600),

@@ -23,6 +23,14 @@ pub enum AppError {
     NoTenant,
     #[error("path is outside every directory granted to you")]
     PathOutsideGrant,
+    /// `path_outside_grant` (403) for a team the operator gave no grantable roots yet
+    /// (MNOTE_TENANT_ROOTS=strict): the message names the command that fixes it.
+    #[error("this team has no grantable roots; the operator adds one with `mnote tenant roots add --tenant <team> --path <dir>`")]
+    NoTenantRoots,
+    /// `hard_link_refused` (403): a granted file with several hard links outside the data
+    /// directory could be a second name of a file outside the grant (MNOTE_ALLOW_HARD_LINKS).
+    #[error("the file has several hard links; the server refuses to read it")]
+    HardLinkRefused,
     #[error("not found")]
     NotFound,
     #[error("{0}")]
@@ -74,7 +82,8 @@ impl AppError {
             AppError::Unauthorized => "unauthorized",
             AppError::Forbidden(_) | AppError::NoTenant => "forbidden",
             AppError::CsrfFailed => "csrf_failed",
-            AppError::PathOutsideGrant => "path_outside_grant",
+            AppError::PathOutsideGrant | AppError::NoTenantRoots => "path_outside_grant",
+            AppError::HardLinkRefused => "hard_link_refused",
             AppError::NotFound => "not_found",
             AppError::Conflict(_) => "conflict",
             AppError::Invalid { .. } => "invalid_input",
@@ -91,9 +100,12 @@ impl AppError {
     pub fn status(&self) -> StatusCode {
         match self {
             AppError::Unauthorized => StatusCode::UNAUTHORIZED,
-            AppError::Forbidden(_) | AppError::NoTenant | AppError::CsrfFailed | AppError::PathOutsideGrant => {
-                StatusCode::FORBIDDEN
-            }
+            AppError::Forbidden(_)
+            | AppError::NoTenant
+            | AppError::CsrfFailed
+            | AppError::PathOutsideGrant
+            | AppError::NoTenantRoots
+            | AppError::HardLinkRefused => StatusCode::FORBIDDEN,
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,

@@ -1,10 +1,10 @@
-//! `mnote admin bootstrap`, `user add`, `token create`, `grant add`, `kb create`.
+//! `mnote admin bootstrap`, `user add`, `token create`, `tenant roots`, `grant add`, `kb create`.
 
 use std::{io::Read, path::Path};
 
 use anyhow::{Context, bail};
 
-use super::{TenantActor, app_err};
+use super::{TenantActor, TenantRootsCommand, app_err};
 use crate::{
     auth::tokens,
     context::{act_as, app_pool},
@@ -59,6 +59,39 @@ pub async fn create_token(tenant: &str, email: &str, name: &str) -> anyhow::Resu
     tx.commit().await?;
     println!("token {} ({}) for {email} in {tenant}; it is shown only once:", rec.id, rec.name);
     println!("{plain}");
+    Ok(())
+}
+
+/// `mnote tenant roots add|remove|list`: the operator's per-tenant grantable roots, written
+/// in the background scope (the only scope the table's policies let write).
+pub async fn tenant_roots(command: TenantRootsCommand) -> anyhow::Result<()> {
+    let (cfg, pool) = app_pool().await?;
+    let tenant_of = async |name: &str| -> anyhow::Result<uuid::Uuid> {
+        tq::tenant_by_name(&pool, name).await?.with_context(|| format!("no tenant named {name:?}"))
+    };
+    match command {
+        TenantRootsCommand::Add { tenant, path } => {
+            let id = tenant_of(&tenant).await?;
+            let abs = std::path::absolute(&path).with_context(|| format!("{}", path.display()))?;
+            let (root, added) = grants::roots::add(&pool, &cfg, id, &abs.to_string_lossy()).await.map_err(app_err)?;
+            println!("tenant {tenant}: root {root} {}", if added { "added" } else { "exists" });
+        }
+        TenantRootsCommand::Remove { tenant, path } => {
+            let id = tenant_of(&tenant).await?;
+            let abs = std::path::absolute(&path).with_context(|| format!("{}", path.display()))?;
+            let removed = grants::roots::remove(&pool, id, &abs.to_string_lossy()).await.map_err(app_err)?;
+            if !removed {
+                bail!("tenant {tenant} has no root {}", abs.display());
+            }
+            println!("tenant {tenant}: root {} removed", abs.display());
+        }
+        TenantRootsCommand::List { tenant } => {
+            let id = tenant_of(&tenant).await?;
+            for r in grants::roots::list(&pool, id).await.map_err(app_err)? {
+                println!("{r}");
+            }
+        }
+    }
     Ok(())
 }
 

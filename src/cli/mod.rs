@@ -41,6 +41,11 @@ pub enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// Tenant settings only the operator may change (per-tenant grantable roots).
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
     /// Directory grants.
     Grant {
         #[command(subcommand)]
@@ -287,6 +292,38 @@ pub enum TokenCommand {
 }
 
 #[derive(Subcommand)]
+pub enum TenantCommand {
+    /// The directories this tenant's admins may grant (inside MNOTE_GRANTABLE_ROOTS).
+    Roots {
+        #[command(subcommand)]
+        command: TenantRootsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum TenantRootsCommand {
+    /// Let the tenant grant directories under PATH.
+    Add {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        path: std::path::PathBuf,
+    },
+    /// Take PATH away (grants under it stop working at once).
+    Remove {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long)]
+        path: std::path::PathBuf,
+    },
+    /// The tenant's roots.
+    List {
+        #[arg(long)]
+        tenant: String,
+    },
+}
+
+#[derive(Subcommand)]
 pub enum GrantCommand {
     /// Grant a server directory to one member or to all members.
     Add {
@@ -345,6 +382,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token { command: TokenCommand::Create { tenant, email, name } } => {
             admin::create_token(&tenant, &email, &name).await
         }
+        Command::Tenant { command: TenantCommand::Roots { command } } => admin::tenant_roots(command).await,
         Command::Grant { command: GrantCommand::Add { who, path, email, all_members, permission } } => {
             admin::add_grant(&who, &path, email, all_members, &permission).await
         }

@@ -5,6 +5,7 @@
 pub mod handlers;
 pub mod paths;
 pub mod queries;
+pub mod roots;
 
 use std::path::PathBuf;
 
@@ -77,6 +78,8 @@ pub async fn create(
 ) -> AppResult<(Grant, bool)> {
     auth.require_admin()?;
     let root = paths::grantable_dir(path, &cfg.grantable_roots, &cfg.data_dir)?;
+    // The operator's per-tenant roots, not only the shared MNOTE_GRANTABLE_ROOTS.
+    roots::check(conn, cfg, &root).await?;
     let root = root.to_str().ok_or_else(|| AppError::invalid("path", "path is not valid UTF-8"))?;
     let user = match grantee {
         Grantee::AllMembers => None,
@@ -104,8 +107,10 @@ pub struct GrantedPath {
 
 /// Resolve a path the caller wants to register: `grant_id` + root-relative path, or an
 /// absolute path inside one of their `read_index` grants (the most specific grant wins).
+/// A grant whose root is no longer one of the tenant's roots ([`roots::check`]) is skipped.
 pub async fn resolve_for_index(
     conn: &mut PgConnection,
+    cfg: &Config,
     user: Uuid,
     grant_id: Option<Uuid>,
     path: &str,
@@ -127,13 +132,18 @@ pub async fn resolve_for_index(
             grants.iter().collect()
         }
     };
+    let mut refused = None;
     for g in candidates {
         let root = PathBuf::from(&g.root_path);
+        if let Err(e) = roots::check(conn, cfg, &root).await {
+            refused = Some(e);
+            continue;
+        }
         match paths::confine(&root, path) {
             Ok(c) => return Ok(GrantedPath { grant: g.clone(), root, abs: c.abs, rel: c.rel }),
             Err(AppError::PathOutsideGrant) => continue,
             Err(e) => return Err(e),
         }
     }
-    Err(AppError::PathOutsideGrant)
+    Err(refused.unwrap_or(AppError::PathOutsideGrant))
 }

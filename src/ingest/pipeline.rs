@@ -52,6 +52,12 @@ pub async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::
                 return Ok(Err(("grant_revoked", "the directory grant for this file was revoked".into())));
             };
             let root = PathBuf::from(&grant.root_path);
+            // The grant's root must still be one of the tenant's roots (operator-controlled).
+            match crate::grants::roots::check(conn, cfg, &root).await {
+                Ok(()) => {}
+                Err(crate::error::AppError::Sqlx(e)) => return Err(e),
+                Err(e) => return Ok(Err(("path_outside_grant", e.to_string()))),
+            }
             Ok(match paths::confine(&root, &s.resource_path) {
                 Ok(c) if c.abs.is_file() => Ok(c.abs),
                 Ok(_) | Err(_) => Err(("file_missing", format!("{} is no longer in {}", s.resource_path, grant.root_path))),

@@ -37,6 +37,7 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
             let abs = std::path::absolute(p)?;
             let r = sources::register(
                 &mut tx,
+                &cfg,
                 &actor,
                 RegisterRequest { kb_id: kb.id, grant_id: None, path: &abs.to_string_lossy(), include: &[], exclude: &[] },
             )

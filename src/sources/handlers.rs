@@ -50,6 +50,7 @@ pub async fn register_source(
     let mut tx = auth.tx(&state).await?;
     let r = super::register(
         &mut tx,
+        &state.config,
         &auth,
         RegisterRequest { kb_id: kb, grant_id: b.grant_id, path: &b.path, include: &b.include, exclude: &b.exclude },
     )
@@ -209,6 +210,7 @@ pub async fn register_form(
     let mut tx = page.auth.tx(&state).await?;
     let r = super::register(
         &mut tx,
+        &state.config,
         &page.auth,
         RegisterRequest { kb_id: kb, grant_id, path: &f.path, include: &include, exclude: &exclude },
     )

@@ -164,9 +164,14 @@ pub struct RegisterRequest<'a> {
 
 /// Register a file or a directory (recursively) from one of the caller's `read_index`
 /// grants into a KB they manage.
-pub async fn register(conn: &mut PgConnection, auth: &Auth, r: RegisterRequest<'_>) -> AppResult<Registered> {
+pub async fn register(
+    conn: &mut PgConnection,
+    cfg: &crate::config::Config,
+    auth: &Auth,
+    r: RegisterRequest<'_>,
+) -> AppResult<Registered> {
     let kb = kbs::managed(conn, auth, r.kb_id).await?;
-    let gp = grants::resolve_for_index(conn, auth.user_id, r.grant_id, r.path).await?;
+    let gp = grants::resolve_for_index(conn, cfg, auth.user_id, r.grant_id, r.path).await?;
     let directory = gp.abs.is_dir();
     let (root, abs, rel) = (gp.root.clone(), gp.abs.clone(), gp.rel.clone());
     let (include, exclude) = (r.include.to_vec(), r.exclude.to_vec());

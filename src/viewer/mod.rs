@@ -52,6 +52,8 @@ pub async fn original_path(conn: &mut PgConnection, cfg: &Config, s: &Source) ->
                 .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
+            // The grant's root must still be one of the tenant's roots (operator-controlled).
+            crate::grants::roots::check(conn, cfg, &root).await?;
             let rel = s.resource_path.clone();
             let found = tokio::task::spawn_blocking(move || match paths::confine(&root, &rel) {
                 Ok(c) if c.abs.is_file() => Some(c.abs),

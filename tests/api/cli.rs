@@ -66,6 +66,13 @@ async fn bootstrap_user_token_grant_and_kb_commands() {
 
     std::fs::create_dir_all(app.docs.join("shared")).unwrap();
     let shared = app.docs_path("shared");
+    // A tenant the operator gave no roots may grant nothing (MNOTE_TENANT_ROOTS=strict).
+    let (ok, _, err) =
+        mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--all-members", "--permission", "read_index"], None);
+    assert!(!ok && err.contains("path_outside_grant") && err.contains("mnote tenant roots add"), "{err}");
+    let docs = app.docs.to_string_lossy().into_owned();
+    let (ok, out, err) = mnote(&app, &["tenant", "roots", "add", "--tenant", "ops", "--path", &docs], None);
+    assert!(ok && out.contains("added"), "{out}{err}");
     let (ok, out, err) =
         mnote(&app, &["grant", "add", "--tenant", "ops", "--path", &shared, "--all-members", "--permission", "read_index"], None);
     assert!(ok && out.contains("created"), "{out}{err}");

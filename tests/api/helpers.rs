@@ -148,6 +148,10 @@ pub struct Seeded {
 impl TestApp {
     pub async fn bootstrap(&self, tenant: &str, email: &str) -> Seeded {
         let b = tenants::bootstrap(&self.pool, tenant, email, PASSWORD).await.expect("bootstrap");
+        // The operator lets every test tenant grant under `docs` (as `mnote tenant roots add`).
+        mnote::grants::roots::add(&self.pool, &self.config, b.tenant_id, &self.docs.to_string_lossy())
+            .await
+            .expect("tenant root");
         Seeded { tenant_id: b.tenant_id, user_id: b.user_id }
     }
 

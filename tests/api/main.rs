@@ -25,4 +25,5 @@ mod runs_openai;
 mod search;
 mod search_page;
 mod security;
+mod tenant_roots;
 mod viewer;

@@ -280,3 +280,44 @@ async fn signing_in_rotates_the_csrf_token() {
         .unwrap();
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
 }
+
+/// Item 7: the CSRF token is no longer taken from the query string (URLs reach logs, history
+/// and `Referer`); the upload form sends it as the first multipart field.
+#[tokio::test]
+async fn the_upload_form_sends_its_csrf_token_in_the_body_not_the_url() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await.with_csrf().await;
+    let (st, kb) = c.post_json("/api/kbs", json!({"name": "uploads"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (_, html) = c.page(&format!("/kbs/{kb}")).await;
+    let csrf = c.csrf.clone().unwrap();
+    assert!(!html.contains("?csrf_token="), "the form's action carries no token");
+    let file = || reqwest::multipart::Part::bytes(b"# Notes\n\nhello\n".to_vec()).file_name("notes.md");
+    let post = |form: reqwest::multipart::Form, query: &str| {
+        c.http.post(format!("{}/kbs/{kb}/uploads{query}", app.base)).multipart(form).send()
+    };
+
+    let r = post(reqwest::multipart::Form::new().part("file", file()), &format!("?csrf_token={csrf}")).await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "a token in the query string is refused");
+    let r = post(reqwest::multipart::Form::new().part("file", file()).text("csrf_token", csrf.clone()), "").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "the token must be the first part");
+    let r = post(reqwest::multipart::Form::new().text("csrf_token", "forged").part("file", file()), "").await.unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN, "a wrong token");
+    let (_, list) = c.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "nothing was stored: {list}");
+
+    // The form as the page renders it: the token first, then the files.
+    let form = reqwest::multipart::Form::new().text("csrf_token", csrf.clone()).part("file", file());
+    let r = post(form, "").await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // The header still works (scripts), and a large upload after the token streams through.
+    let big = vec![b'a'; 200 * 1024];
+    let form = reqwest::multipart::Form::new().part("file", reqwest::multipart::Part::bytes(big).file_name("big.txt"));
+    let r =
+        c.http.post(format!("{}/kbs/{kb}/uploads", app.base)).header("x-csrf-token", &csrf).multipart(form).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, list) = c.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
+}
