@@ -1,13 +1,18 @@
 //! Page AI in the browser (`/ai`, the KB and viewer panels, `static/ai-run.js`), in English
-//! and Chinese, each case screenshotted to `target/browser-artifacts/ai-*`:
-//! 1. builtin (nothing configured): the answer completes with citations and "verified n/m",
-//!    a citation opens the viewer highlighted, the KB and viewer panels put their context in
-//!    the run, the page without JavaScript (plain forms) creates and renders a run;
-//! 2. hermes on the scripted OpenAI mock: a slow answer, the page reloaded mid-answer, picked up
-//!    again from the journal: the transcript is exactly the journal's text (nothing rendered
-//!    twice), one tool card per `tool.started`, the final answer as the run has it;
-//! 3. cancel during a slow run → cancelled;
-//! 4. reasonix on the test ACP agent (`scripts/acp_agent.py`) streams and completes.
+//! and Chinese, each case screenshotted to `target/browser-artifacts/ai-*`, on each runtime:
+//! builtin (hermes with nothing configured), openai (hermes on the scripted OpenAI mock) and acp
+//! (reasonix on the test ACP agent, `scripts/acp_agent.py`):
+//! 1. builtin: the answer completes with citations and "verified n/m", a citation opens the
+//!    viewer highlighted, the KB and viewer panels put their context in the run, the page
+//!    without JavaScript (plain forms) creates and renders a run;
+//! 2. builtin, the page reloaded right after asking (the run has usually ended by then): the
+//!    final state, shown once: the answer as the run has it, one tool card per `tool.started`;
+//! 3. hermes on the mock and reasonix: a slow answer, the page reloaded mid-answer (the run still
+//!    live), picked up again from the journal: the transcript is exactly the journal's text
+//!    (nothing rendered twice), one tool card per `tool.started`, the final answer as the run has it;
+//! 4. hermes on the mock and reasonix: cancel during a slow run → cancelled (also without JavaScript);
+//! 5. reasonix streams and completes;
+//! 6. an interrupted run offers Resume, which continues it as a child run.
 
 use std::path::PathBuf;
 
@@ -87,18 +92,27 @@ fn squash(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The answer's Markdown as its text reads: every `[label](url)` link as its label.
+/// The answer's Markdown as its text reads on the page: links as their label, no block markers
+/// (headings, list items) or escapes, whitespace squashed.
 fn answer_text(md: &str) -> String {
+    use pulldown_cmark::{Event, Options, Parser, TagEnd};
     let mut out = String::new();
-    let mut rest = md;
-    while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find("](").map(|i| open + i) else { break };
-        let Some(end) = rest[close..].find(')').map(|i| close + i) else { break };
-        out.push_str(&rest[..open]);
-        out.push_str(&rest[open + 1..close]);
-        rest = &rest[end + 1..];
+    for e in Parser::new_ext(md, Options::ENABLE_STRIKETHROUGH) {
+        match e {
+            Event::Text(t) | Event::Code(t) | Event::Html(t) | Event::InlineHtml(t) => out.push_str(&t),
+            Event::SoftBreak | Event::HardBreak | Event::Rule => out.push(' '),
+            Event::End(
+                TagEnd::Paragraph
+                | TagEnd::Heading(_)
+                | TagEnd::Item
+                | TagEnd::List(_)
+                | TagEnd::BlockQuote(_)
+                | TagEnd::CodeBlock
+                | TagEnd::HtmlBlock,
+            ) => out.push(' '),
+            _ => {}
+        }
     }
-    out.push_str(rest);
     squash(&out)
 }
 
@@ -190,6 +204,36 @@ async fn check_verified_line(b: &Browser, run: &Value, word: &str) {
     let unverified = count(b, "#ai-run .ai-answer .ai-cite-unverified").await;
     assert_eq!(cites as u64, total, "one marked citation per receipt entry");
     assert_eq!(unverified as u64, total - verified);
+}
+
+/// The ended run `id` is on the page (`#ai-run`) once, in its final state: the streamed text is
+/// exactly the journal's deltas, every event up to the run's last seq rendered, one tool card per
+/// `tool.started` (no call twice), the final answer in place of the stream reading as the run's
+/// answer, the verified line right, and the run once in the session's history.
+async fn check_shown_once(b: &Browser, id: &str, run: &Value, events: &[Value], word: &str) {
+    assert_eq!(text(b, "#ai-run .ai-stream").await, deltas(events));
+    let rendered = b.js("return document.querySelector('#ai-run .ai-turn').getAttribute('data-rendered-seq')", vec![]).await;
+    assert_eq!(rendered.as_str().unwrap().parse::<i64>().unwrap(), run["lastSeq"].as_i64().unwrap());
+    assert_eq!(events.last().unwrap()["seq"], run["lastSeq"], "the journal read to its end");
+    let started = of_kind(events, "tool.started");
+    assert!(!started.is_empty(), "{events:?}");
+    assert_eq!(count(b, "#ai-run .ai-tool").await, started.len());
+    let calls = b
+        .js("return Array.from(document.querySelectorAll('#ai-run .ai-tool')).map(c => c.getAttribute('data-call-id'))", vec![])
+        .await;
+    let mut calls: Vec<String> = calls.as_array().unwrap().iter().map(|c| c.as_str().unwrap_or("").to_string()).collect();
+    let mut expected: Vec<String> = started.iter().map(|e| e["payload"]["callId"].as_str().unwrap_or("").to_string()).collect();
+    calls.sort();
+    expected.sort();
+    assert_eq!(calls, expected, "one card per tool call");
+    assert_eq!(b.js("return document.querySelector('#ai-run .ai-stream').hidden", vec![]).await, true);
+    assert_eq!(count(b, "#ai-run .ai-answer").await, 1);
+    let shown = b.js("return document.querySelector('#ai-run .ai-answer').innerText", vec![]).await;
+    assert_eq!(squash(shown.as_str().unwrap()), answer_text(run["answer"].as_str().unwrap()));
+    check_verified_line(b, run, word).await;
+    let in_history = format!("#ai-run .ai-history a[data-run-id='{id}']");
+    b.poll("the run in the history", "return document.querySelectorAll(arguments[0]).length > 0", vec![json!(in_history)]).await;
+    assert_eq!(count(b, &in_history).await, 1);
 }
 
 #[tokio::test]
@@ -338,6 +382,45 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert!(page.contains(&format!("<a href=\"{to}\" data-run-id=")), "the session's history lists the run");
 }
 
+#[tokio::test]
+async fn builtin_a_reload_right_after_asking_shows_the_final_state_once() {
+    let app = spawn_app().await;
+    let seed = seed(&app).await;
+    let b = Browser::start("ai-builtin-reload", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    for (lang, word, question) in [("en", "Verified", QUESTION), ("zh", "已核验", "机器人在哪里过夜充电？")] {
+        if lang == "zh" {
+            to_chinese(&b).await;
+        }
+        b.goto("/ai").await;
+        b.wait_for("#ai-form").await;
+        let id = ask(&b, "#ai-run", "hermes", question).await;
+        // Reloaded as soon as the run is shown: it ends about now (before, during or after the reload).
+        b.c.refresh().await.unwrap();
+        assert_eq!(shown_run(&b, "#ai-run").await, id);
+        assert_eq!(ended(&b, "#ai-run").await, "completed");
+        let run = run_of(&seed.api, &id).await;
+        assert_eq!((run["provider"].as_str(), run["status"].as_str()), (Some("builtin"), Some("completed")));
+        let events = journal(&seed.api, &id).await;
+        assert_eq!(events.last().unwrap()["kind"], "run.completed");
+        check_shown_once(&b, &id, &run, &events, word).await;
+        assert!(text(&b, "#ai-run .ai-answer").await.contains(if lang == "zh" { "北厅" } else { "north hall" }));
+        shot(&b, "#ai-run", &format!("reloaded-{lang}")).await;
+    }
+    b.finish().await;
+}
+
+/// A runtime to run on in the browser: the app, the agent to pick, what its runs are on.
+struct Runtime {
+    app: TestApp,
+    seed: Seed,
+    agent: &'static str,
+    /// The run's `provider`.
+    provider: &'static str,
+    /// Part of the (English) agent note once the agent is picked.
+    note: &'static str,
+}
+
 /// An app whose `hermes` runs on the scripted OpenAI mock.
 async fn hermes_app() -> (TestApp, Seed) {
     let base = lightrag::mock_llm().to_string();
@@ -351,19 +434,46 @@ async fn hermes_app() -> (TestApp, Seed) {
     (app, seed)
 }
 
-#[tokio::test]
-async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice() {
+async fn hermes_runtime() -> Runtime {
     let (app, seed) = hermes_app().await;
-    let b = Browser::start("ai-resume", &app.base).await;
+    Runtime { app, seed, agent: "hermes", provider: "openai", note: "scripted" }
+}
+
+/// `scripts/acp_agent.py` (the test ACP agent).
+fn acp_agent() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py")
+}
+
+/// An app whose `reasonix` runs on the test ACP agent.
+async fn reasonix_app() -> (TestApp, Seed) {
+    let agent = acp_agent();
+    assert!(agent.is_file(), "{} is missing", agent.display());
+    let cmd = vec!["python3".to_string(), agent.display().to_string()];
+    let app = spawn_app_with(move |c| c.agents.acp_command = Some(cmd)).await;
+    let seed = seed(&app).await;
+    (app, seed)
+}
+
+async fn reasonix_runtime() -> Runtime {
+    let (app, seed) = reasonix_app().await;
+    Runtime { app, seed, agent: "reasonix", provider: "acp", note: "ACP agent" }
+}
+
+/// Ask `rt.agent` a slow question, reload the page while the run is still live, and check the
+/// run is picked up again and ends shown once (in English, then from the snapshot in Chinese).
+/// The browser (in Chinese) and the run's id.
+async fn reload_mid_answer(rt: &Runtime, name: &str) -> (Browser, String) {
+    let b = Browser::start(name, &rt.app.base).await;
     b.login(EMAIL, PASSWORD).await;
     b.goto("/ai").await;
+    b.wait_for("#ai-run select.ai-agent").await.select_by_value(rt.agent).await.unwrap();
     b.poll(
         "the agent note",
-        "const n = document.querySelector('#ai-agent-note'); return n && n.textContent.includes('scripted')",
-        vec![],
+        "const n = document.querySelector('#ai-agent-note'); return n && n.textContent.includes(arguments[0])",
+        vec![json!(rt.note)],
     )
     .await;
-    let id = ask(&b, "#ai-run", "hermes", &format!("{QUESTION} [[slow]]")).await;
+    let id = ask(&b, "#ai-run", rt.agent, &format!("{QUESTION} [[slow]]")).await;
     b.poll(
         "some streamed text",
         "const s = document.querySelector('#ai-run .ai-stream'); return s && s.textContent.length > 20",
@@ -372,32 +482,27 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     .await;
     shot(&b, "#ai-run", "streaming-en").await;
     // Still answering when the page goes away.
-    assert_eq!(run_of(&seed.api, &id).await["status"], "running");
+    assert_eq!(run_of(&rt.seed.api, &id).await["status"], "running");
     b.c.refresh().await.unwrap();
     assert_eq!(shown_run(&b, "#ai-run").await, id);
     let mid = b
-        .poll("the run to stream again", "const t = document.querySelector('#ai-run .ai-turn'); return t && !t.hasAttribute('data-ended') && t.querySelector('.ai-stream').textContent.length > 0 ? 'live' : (t && t.getAttribute('data-ended'))", vec![])
+        .poll(
+            "the run to stream again",
+            "const t = document.querySelector('#ai-run .ai-turn'); \
+             return t && !t.hasAttribute('data-ended') && t.querySelector('.ai-stream').textContent.length > 0 ? 'live' : (t && t.getAttribute('data-ended'))",
+            vec![],
+        )
         .await;
     assert_eq!(mid, "live", "the run ended before the reload finished: the test proves nothing");
     assert_eq!(ended(&b, "#ai-run").await, "completed");
 
-    let run = run_of(&seed.api, &id).await;
-    let events = journal(&seed.api, &id).await;
-    // The transcript is the journal's text exactly: nothing twice, nothing missing.
-    assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
+    let run = run_of(&rt.seed.api, &id).await;
+    assert_eq!(run["provider"], rt.provider);
+    let events = journal(&rt.seed.api, &id).await;
     assert!(of_kind(&events, "message.delta").len() >= 10, "a slow answer comes in many deltas");
-    let rendered = b.js("return document.querySelector('#ai-run .ai-turn').getAttribute('data-rendered-seq')", vec![]).await;
-    assert_eq!(rendered.as_str().unwrap().parse::<i64>().unwrap(), run["lastSeq"].as_i64().unwrap());
-    // One card per tool call.
-    let started = of_kind(&events, "tool.started");
-    assert!(!started.is_empty());
-    assert_eq!(count(&b, "#ai-run .ai-tool").await, started.len());
-    // The final answer replaced the streamed text and reads as the run's answer.
-    assert!(b.js("return document.querySelector('#ai-run .ai-stream').hidden", vec![]).await == true);
-    let shown = b.js("return document.querySelector('#ai-run .ai-answer').innerText", vec![]).await;
-    assert_eq!(squash(shown.as_str().unwrap()), answer_text(run["answer"].as_str().unwrap()));
-    check_verified_line(&b, &run, "Verified").await;
-    assert_eq!(count(&b, &format!("#ai-run .ai-history a[data-run-id='{id}']")).await, 1);
+    // The transcript is the journal's text exactly (nothing twice, nothing missing), one card
+    // per tool call, the final answer in place of the streamed text.
+    check_shown_once(&b, &id, &run, &events, "Verified").await;
     shot(&b, "#ai-run", "resumed-en").await;
 
     // 中文: the same run, ended, shown from the snapshot.
@@ -405,9 +510,15 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     b.goto("/ai").await;
     assert_eq!(shown_run(&b, "#ai-run").await, id);
     assert_eq!(ended(&b, "#ai-run").await, "completed");
-    assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
-    assert!(text(&b, "#ai-run .ai-verified").await.contains("已核验"));
+    check_shown_once(&b, &id, &run, &events, "已核验").await;
     shot(&b, "#ai-run", "resumed-zh").await;
+    (b, id)
+}
+
+#[tokio::test]
+async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice() {
+    let rt = hermes_runtime().await;
+    let (b, id) = reload_mid_answer(&rt, "ai-resume").await;
 
     // The settings page: hermes on the mock; a URL outside the allow-list is refused with the API's reason.
     b.goto("/settings/agents").await;
@@ -418,8 +529,8 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     b.find("#agent-hermes form button").await.click().await.unwrap();
     let flash = b.poll("the notice", "const f = document.querySelector('.flash'); return f && f.textContent", vec![]).await;
     assert!(flash.as_str().unwrap().contains("未保存"), "{flash}");
-    assert_eq!(run_of(&seed.api, &id).await["provider"], "openai");
-    let (_, agents) = seed.api.get_json("/api/page-ai/agents").await;
+    assert_eq!(run_of(&rt.seed.api, &id).await["provider"], "openai");
+    let (_, agents) = rt.seed.api.get_json("/api/page-ai/agents").await;
     let hermes = agents["items"].as_array().unwrap().iter().find(|a| a["agentId"] == "hermes").unwrap().clone();
     assert_eq!(hermes["endpointUrl"].as_str(), Some(lightrag::mock_llm()), "the refused URL was not stored");
     b.screenshot("settings-refused-zh").await;
@@ -427,9 +538,17 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
 }
 
 #[tokio::test]
-async fn cancel_during_a_slow_run_shows_it_cancelled() {
-    let (app, seed) = hermes_app().await;
-    let b = Browser::start("ai-cancel", &app.base).await;
+async fn a_reload_mid_answer_on_reasonix_picks_the_run_up_without_rendering_anything_twice() {
+    let rt = reasonix_runtime().await;
+    let (b, _) = reload_mid_answer(&rt, "ai-resume-reasonix").await;
+    b.finish().await;
+}
+
+/// Cancel a slow run of `rt.agent` from the page (in English, then in Chinese), then without
+/// JavaScript from the run page's cancel form.
+async fn cancel_during_a_slow_run(rt: &Runtime, name: &str) {
+    let (app, seed) = (&rt.app, &rt.seed);
+    let b = Browser::start(name, &app.base).await;
     b.login(EMAIL, PASSWORD).await;
     for (lang, word) in [("en", "Cancelled"), ("zh", "已取消")] {
         if lang == "zh" {
@@ -437,7 +556,7 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
         }
         b.goto("/ai").await;
         b.wait_for("#ai-form").await;
-        let id = ask(&b, "#ai-run", "hermes", &format!("{QUESTION} [[slow]]")).await;
+        let id = ask(&b, "#ai-run", rt.agent, &format!("{QUESTION} [[slow]]")).await;
         b.poll(
             "some streamed text",
             "const s = document.querySelector('#ai-run .ai-stream'); return s && s.textContent.length > 10",
@@ -449,9 +568,11 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
         assert!(text(&b, "#ai-run .ai-status").await.contains(word));
         assert_eq!(count(&b, "#ai-run .ai-cancelled").await, 1);
         assert_eq!(count(&b, "#ai-run .ai-cancel").await, 0, "no cancel button once it ended");
-        assert_eq!(run_of(&seed.api, &id).await["status"], "cancelled");
+        let run = run_of(&seed.api, &id).await;
+        assert_eq!((run["status"].as_str(), run["provider"].as_str()), (Some("cancelled"), Some(rt.provider)));
         let events = journal(&seed.api, &id).await;
         assert_eq!(events.last().unwrap()["kind"], "run.cancelled");
+        assert_eq!(text(&b, "#ai-run .ai-stream").await, deltas(&events));
         shot(&b, "#ai-run", &format!("cancelled-{lang}")).await;
     }
     b.finish().await;
@@ -461,7 +582,7 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
         .api
         .post_json(
             "/api/page-ai/runs",
-            json!({"requestId": "nojs-cancel", "sessionId": "nojs", "agentId": "hermes", "prompt": format!("{QUESTION} [[slow]]"), "contextRefs": {"kbIds": [seed.kb]}}),
+            json!({"requestId": format!("nojs-cancel-{}", rt.agent), "sessionId": "nojs", "agentId": rt.agent, "prompt": format!("{QUESTION} [[slow]]"), "contextRefs": {"kbIds": [seed.kb]}}),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{run}");
@@ -484,18 +605,19 @@ async fn cancel_during_a_slow_run_shows_it_cancelled() {
     assert!(html.contains("class=\"notice warn ai-cancelled\"") && !html.contains("ai-cancel-form"), "{html}");
 }
 
-/// `scripts/acp_agent.py` (the test ACP agent).
-fn acp_agent() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py")
+#[tokio::test]
+async fn cancel_during_a_slow_run_shows_it_cancelled() {
+    cancel_during_a_slow_run(&hermes_runtime().await, "ai-cancel").await;
+}
+
+#[tokio::test]
+async fn cancel_during_a_slow_reasonix_run_shows_it_cancelled() {
+    cancel_during_a_slow_run(&reasonix_runtime().await, "ai-cancel-reasonix").await;
 }
 
 #[tokio::test]
 async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
-    let agent = acp_agent();
-    assert!(agent.is_file(), "{} is missing", agent.display());
-    let cmd = vec!["python3".to_string(), agent.display().to_string()];
-    let app = spawn_app_with(move |c| c.agents.acp_command = Some(cmd)).await;
-    let seed = seed(&app).await;
+    let (app, seed) = reasonix_app().await;
     let b = Browser::start("ai-reasonix", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
     for (lang, word, status) in [("en", "Verified", "Completed"), ("zh", "已核验", "已完成")] {
