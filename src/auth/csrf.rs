@@ -1,5 +1,11 @@
 //! CSRF protection (synchroniser token kept in the session).
 //!
+//! An anonymous visitor with nothing in their session (the sign-in and setup forms) gets no
+//! session row just for a form token (issue #14 item 11: every idle `GET /login` wrote one):
+//! their token is a random value in the `mnote_csrf` cookie (HttpOnly, SameSite=Strict), set
+//! when a page first uses it, and their forms are checked against that cookie (double submit:
+//! another site can neither read nor set it). A signed-in session always uses its stored token.
+//!
 //! Every state-changing request authenticated by cookie must carry the session's token, in the
 //! `x-csrf-token` header, a `csrf_token` form field, or — for multipart forms (uploads) — a
 //! `csrf_token` field that is the body's *first* part (read from the start of the stream; the
@@ -13,12 +19,17 @@ use axum::{
     body::{Body, to_bytes},
     extract::{Request, State},
     http::{
-        HeaderMap, Method,
-        header::{CONTENT_TYPE, HOST, ORIGIN},
+        HeaderMap, HeaderValue, Method,
+        header::{CONTENT_TYPE, COOKIE as COOKIE_HEADER, HOST, ORIGIN, SET_COOKIE},
     },
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
+
 use base64::Engine;
 use tower_sessions::Session;
 
@@ -31,16 +42,58 @@ const MAX_FORM_BYTES: usize = 1024 * 1024;
 /// How far into a multipart body the `csrf_token` part must have ended.
 const MAX_MULTIPART_PREFIX: usize = 16 * 1024;
 
-/// The session's CSRF token, created on first use.
+/// The cookie holding an anonymous visitor's token.
+pub const COOKIE: &str = "mnote_csrf";
+
+/// The browser token of the request being served: the `mnote_csrf` cookie's value, or a new
+/// one that is set as the cookie if a page uses it. Set by [`guard`] around every request.
+struct BrowserToken {
+    value: String,
+    from_cookie: bool,
+    used: AtomicBool,
+}
+
+tokio::task_local! {
+    static BROWSER: Arc<BrowserToken>;
+}
+
+fn random_token() -> Result<String, AppError> {
+    let mut raw = [0u8; 24];
+    getrandom::fill(&mut raw).map_err(|e| AppError::Internal(anyhow::anyhow!("OS random source: {e}")))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw))
+}
+
+/// The CSRF token for the forms of the page being rendered: the session's (created on first
+/// use), or — while the session holds nothing and is not stored — the browser cookie's, so an
+/// anonymous page view writes no session row (an anonymous error page gets no token at all).
 pub async fn token(session: &Session) -> Result<String, AppError> {
     if let Some(t) = session.get::<String>(KEY).await.map_err(super::session_err)? {
         return Ok(t);
     }
-    let mut raw = [0u8; 24];
-    getrandom::fill(&mut raw).expect("OS random source");
-    let t = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw);
+    if session.id().is_none() && session.is_empty().await {
+        let browser = BROWSER.try_with(|b| {
+            b.used.store(true, Ordering::Relaxed);
+            b.value.clone()
+        });
+        // Outside the guard (the HTML error pages render after it): no token rather than a
+        // stored one, which would replace the token the visitor's open sign-in form carries.
+        return Ok(browser.unwrap_or_default());
+    }
+    let t = random_token()?;
     session.insert(KEY, &t).await.map_err(super::session_err)?;
     Ok(t)
+}
+
+/// The value of the `mnote_csrf` cookie, if it looks like one of ours.
+fn browser_cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(COOKIE_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(k, v)| (k == COOKIE).then(|| v.trim().to_string()))
+        .filter(|v| v.len() == 32 && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
 }
 
 fn from_pairs(raw: &str) -> Option<String> {
@@ -160,7 +213,30 @@ fn cross_site(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Check the request (see the module docs) and serve it with its browser token in scope; set
+/// the `mnote_csrf` cookie when a page used a token the browser does not have yet.
 pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let cookie = browser_cookie(req.headers());
+    let value = match &cookie {
+        Some(v) => v.clone(),
+        None => match random_token() {
+            Ok(v) => v,
+            Err(e) => return e.into_response(),
+        },
+    };
+    let browser = Arc::new(BrowserToken { value, from_cookie: cookie.is_some(), used: AtomicBool::new(false) });
+    let secure = if state.config.cookie_secure { "; Secure" } else { "" };
+    let mut resp = BROWSER.scope(browser.clone(), check(state, req, next, cookie)).await;
+    if browser.used.load(Ordering::Relaxed) && !browser.from_cookie {
+        let c = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{secure}", browser.value);
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            resp.headers_mut().append(SET_COOKIE, v);
+        }
+    }
+    resp
+}
+
+async fn check(state: AppState, req: Request, next: Next, cookie: Option<String>) -> Response {
     if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return next.run(req).await;
     }
@@ -180,7 +256,13 @@ pub async fn guard(State(state): State<AppState>, req: Request, next: Next) -> R
     };
     let expected = match session.get::<String>(KEY).await {
         Ok(Some(t)) => t,
-        Ok(None) => return AppError::CsrfFailed.into_response(),
+        // No stored token: an anonymous visitor's forms carry the browser cookie's. Never for
+        // a signed-in session (its token is in the session, rotated at sign-in).
+        Ok(None) => match (session.get::<serde_json::Value>(super::USER_ID).await, cookie) {
+            (Ok(None), Some(c)) => c,
+            (Err(e), _) => return super::session_err(e).into_response(),
+            _ => return AppError::CsrfFailed.into_response(),
+        },
         Err(e) => return super::session_err(e).into_response(),
     };
     let mut provided = req.headers().get(HEADER).and_then(|v| v.to_str().ok()).map(str::to_string);

@@ -6,12 +6,20 @@ use serde_json::json;
 use crate::helpers::*;
 
 fn session_cookie(r: &reqwest::Response) -> Option<String> {
-    r.headers()
-        .get_all("set-cookie")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("mnote_session="))
-        .map(String::from)
+    cookie(r, "mnote_session=")
+}
+
+fn cookie(r: &reqwest::Response, prefix: &str) -> Option<String> {
+    r.headers().get_all("set-cookie").iter().filter_map(|v| v.to_str().ok()).find(|v| v.starts_with(prefix)).map(String::from)
+}
+
+/// An anonymous session: a visitor who chose a language (the login page alone stores none).
+async fn anonymous_session(c: &Client) -> reqwest::Response {
+    let csrf = csrf_from_html(&c.get("/login").await.text().await.unwrap()).unwrap();
+    let r = c.http.post(format!("{}/language", c.base)).form(&[("lang", "en"), ("next", "/login"), ("csrf_token", &csrf)]);
+    let r = r.send().await.unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::SEE_OTHER);
+    r
 }
 
 #[tokio::test]
@@ -20,10 +28,15 @@ async fn login_sets_a_hardened_cookie_and_rotates_the_session_id() {
     app.bootstrap("acme", "owner@acme.test").await;
     let c = app.client();
     let r = c.get("/login").await;
-    let before = session_cookie(&r).expect("login page starts a session for its CSRF token");
+    assert_eq!(session_cookie(&r), None, "an anonymous page view starts no session (#14 item 11)");
+    let token_cookie = cookie(&r, "mnote_csrf=").expect("the form's token travels in a cookie");
+    assert!(token_cookie.contains("HttpOnly") && token_cookie.contains("SameSite=Strict"), "{token_cookie}");
+    assert!(!token_cookie.contains("Secure"), "plain HTTP test server must not set Secure: {token_cookie}");
+    let r = anonymous_session(&c).await;
+    let before = session_cookie(&r).expect("a stored preference starts a session");
     assert!(before.contains("HttpOnly") && before.contains("SameSite=Lax"), "{before}");
     assert!(!before.contains("Secure"), "plain HTTP test server must not set Secure: {before}");
-    let csrf = csrf_from_html(&r.text().await.unwrap()).unwrap();
+    let csrf = csrf_from_html(&c.get("/login").await.text().await.unwrap()).unwrap();
     let r = c
         .http
         .post(format!("{}/login", app.base))
@@ -51,7 +64,22 @@ async fn login_sets_a_hardened_cookie_and_rotates_the_session_id() {
 #[tokio::test]
 async fn secure_cookie_when_configured_for_tls() {
     let app = spawn_app_with(|c| c.cookie_secure = true).await;
-    let r = app.client().get("/login").await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.client();
+    let r = c.get("/login").await;
+    let token_cookie = cookie(&r, "mnote_csrf=").unwrap();
+    assert!(token_cookie.contains("Secure"), "{token_cookie}");
+    // The client's cookie store keeps Secure cookies off plain HTTP: send the cookie by hand.
+    let csrf = csrf_from_html(&r.text().await.unwrap()).unwrap();
+    let r = c
+        .http
+        .post(format!("{}/login", app.base))
+        .header("cookie", token_cookie.split(';').next().unwrap())
+        .form(&[("email", "owner@acme.test"), ("password", PASSWORD), ("csrf_token", &csrf)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert!(session_cookie(&r).unwrap().contains("Secure"));
 }
 

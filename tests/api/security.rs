@@ -321,3 +321,53 @@ async fn the_upload_form_sends_its_csrf_token_in_the_body_not_the_url() {
     let (_, list) = c.get_json(&format!("/api/kbs/{kb}/sources")).await;
     assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
 }
+
+/// Item 11: idle anonymous visits to the sign-in page store nothing (each used to write a
+/// session row just for the form's CSRF token); the form is still CSRF-protected, by the
+/// `mnote_csrf` browser cookie.
+#[tokio::test]
+async fn anonymous_sign_in_page_views_write_no_session_rows() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let rows = || async {
+        sqlx::query_scalar::<_, i64>("select count(*) from tower_sessions.session").fetch_one(&app.owner_pool).await.unwrap()
+    };
+    let before = rows().await;
+    let returning = app.client();
+    for i in 0..20 {
+        let fresh = app.client();
+        let c = if i % 2 == 0 { &fresh } else { &returning };
+        let r = c.get("/login").await;
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(csrf_from_html(&r.text().await.unwrap()).is_some(), "the form still has a token");
+    }
+    assert_eq!(rows().await, before, "anonymous GET /login wrote session rows");
+
+    // Sign-in still needs the token, and the token only works with its cookie.
+    let c = app.client();
+    let csrf = csrf_from_html(&c.get("/login").await.text().await.unwrap()).unwrap();
+    let post = |c: &Client, token: &str| {
+        c.http
+            .post(format!("{}/login", app.base))
+            .form(&[("email", "owner@acme.test"), ("password", PASSWORD), ("csrf_token", token)])
+            .send()
+    };
+    assert_eq!(post(&c, "forged-forged-forged-forged-1234").await.unwrap().status(), StatusCode::FORBIDDEN);
+    let r = c.http.post(format!("{}/login", app.base)).form(&[("email", "owner@acme.test"), ("password", PASSWORD)]).send();
+    assert_eq!(r.await.unwrap().status(), StatusCode::FORBIDDEN, "no token");
+    let stranger = app.client();
+    assert_eq!(post(&stranger, &csrf).await.unwrap().status(), StatusCode::FORBIDDEN, "someone else's token, without its cookie");
+    assert_eq!(rows().await, before, "refused attempts (and their error pages) store nothing either");
+    let r = post(&c, &csrf).await.unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER, "the form still works after a refused attempt");
+    assert_eq!(rows().await, before + 1, "signing in stores the session");
+    // The browser token does not stand in for a signed-in session's own token.
+    let r = c
+        .http
+        .post(format!("{}/language", app.base))
+        .form(&[("lang", "en"), ("next", "/"), ("csrf_token", csrf.as_str())])
+        .send();
+    assert_eq!(r.await.unwrap().status(), StatusCode::FORBIDDEN);
+    let c = c.with_csrf().await;
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+}
