@@ -21,6 +21,7 @@ const TENANT_TABLES: &[&str] = &[
     "evidence_section",
     "evidence_term_stat",
     "ingest_job",
+    "invitation",
     "kb",
     "kb_folder",
     "kb_member",
@@ -29,6 +30,7 @@ const TENANT_TABLES: &[&str] = &[
     "rag_doc",
     "source",
     "source_artifact",
+    "tenant_root",
     "tenant_setting",
 ];
 
@@ -55,6 +57,9 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     seed_vector(app, s.tenant_id).await;
     seed_rag(app, s.tenant_id, kb_id).await;
     seed_runs(app, s.tenant_id, member).await;
+    // A pending invitation (tenant_root has its row from `bootstrap`).
+    let (st, inv) = c.post_json("/api/members", json!({"email": format!("invitee@{name}.test"), "role": "member"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{inv}");
     app.write_doc(&format!("{name}/notes.md"), "# Notes\n\nchanged");
     let (st, _) = c.post_json(&format!("/api/kbs/{kb_id}/sources"), json!({"path": app.docs_path(name)})).await;
     assert_eq!(st, StatusCode::OK);
