@@ -66,6 +66,74 @@ pub async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::
     }
 }
 
+/// Open the bytes of a source for ingest: the upload blob, or the file under its grant's
+/// root through [`paths::open_beneath`] (the kernel keeps the resolution inside the root, so
+/// a directory swapped for a symlink out of it cannot be read). Everything afterwards (hash,
+/// size, the parser child, MinerU) uses this descriptor only. `Err((code, message))` makes the
+/// source stale.
+pub async fn open_source(
+    conn: &mut PgConnection,
+    cfg: &Config,
+    s: &Source,
+) -> sqlx::Result<Result<std::fs::File, (&'static str, String)>> {
+    let gone = |s: &Source, where_: &str| ("file_missing", format!("{} is no longer in {where_}", s.resource_path));
+    match s.grant_id {
+        None => {
+            let p = sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256);
+            Ok(std::fs::File::open(&p).map_err(|_| gone(s, "the upload store")))
+        }
+        Some(g) => {
+            let grant = crate::grants::queries::get(conn, g).await?;
+            let Some(grant) = grant.filter(|g| g.revoked_at.is_none()) else {
+                return Ok(Err(("grant_revoked", "the directory grant for this file was revoked".into())));
+            };
+            let root = PathBuf::from(&grant.root_path);
+            match crate::grants::roots::check(conn, cfg, &root).await {
+                Ok(()) => {}
+                Err(crate::error::AppError::Sqlx(e)) => return Err(e),
+                Err(e) => return Ok(Err(("path_outside_grant", e.to_string()))),
+            }
+            let (rel, allow) = (s.resource_path.clone(), cfg.allow_hard_links);
+            let opened = tokio::task::spawn_blocking(move || paths::open_beneath(&root, &rel, allow))
+                .await
+                .map_err(|e| sqlx::Error::Io(std::io::Error::other(e)))?;
+            Ok(opened.map_err(|e| match e {
+                paths::OpenError::Missing | paths::OpenError::Io(_) => gone(s, &grant.root_path),
+                paths::OpenError::Outside => {
+                    ("path_outside_grant", format!("{} now leads outside {}", s.resource_path, grant.root_path))
+                }
+                paths::OpenError::HardLink => (
+                    "hard_link_refused",
+                    format!("{} has several hard links (set MNOTE_ALLOW_HARD_LINKS=true to allow)", s.resource_path),
+                ),
+            }))
+        }
+    }
+}
+
+/// Size, mtime and sha256 of an open file, read with `pread` (the offset stays at 0).
+fn facts_of(file: &std::fs::File) -> std::io::Result<sources::FileFacts> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::FileExt;
+    let meta = file.metadata()?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut at = 0u64;
+    loop {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(sources::FileFacts {
+        size: at as i64,
+        mtime: meta.modified().ok().map(chrono::DateTime::<chrono::Utc>::from),
+        sha256: format!("sha256:{}", hex::encode(h.finalize())),
+    })
+}
+
 /// Run one claimed job. An unexpected error (the database refusing a write, a lost
 /// connection) is recorded like a transient parse error: retried with backoff, and after
 /// [`jobs::MAX_ATTEMPTS`] the job fails with `index_failed` (the previous version, if any, is
@@ -122,8 +190,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         tx.commit().await?;
         return Ok(Outcome::Gone);
     };
-    let path = match locate(&mut tx, cfg, &source).await? {
-        Ok(p) => p,
+    let file = match open_source(&mut tx, cfg, &source).await? {
+        Ok(f) => Arc::new(f),
         Err((code, msg)) => {
             set_status(&mut tx, source.id, "stale", Some((code, &msg))).await?;
             jobs::finish(&mut tx, job.id).await?;
@@ -133,8 +201,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     };
     tx.commit().await?;
 
-    let p = path.clone();
-    let facts = tokio::task::spawn_blocking(move || sources::file_facts(&p)).await??;
+    let f = file.clone();
+    let facts = tokio::task::spawn_blocking(move || facts_of(&f)).await??;
     if facts.size as u64 > cfg.parse_max_bytes {
         let err = ParseError::new(
             "file_too_large",
@@ -156,7 +224,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     }
     let limits =
         worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
-    match parse(pool, cfg, tenant, &source, &path, &limits).await? {
+    match parse(pool, cfg, tenant, &source, &file, &limits).await? {
         Ok(art) if art.source_hash != facts.sha256 => {
             // The file changed while it was parsed: parse again.
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
@@ -198,15 +266,16 @@ async fn parse(
     cfg: &Config,
     tenant: Uuid,
     source: &Source,
-    path: &std::path::Path,
+    file: &std::fs::File,
     limits: &worker::Limits,
 ) -> anyhow::Result<Result<super::ParsedArtifact, ParseError>> {
+    let name = source.file_name();
     if matches!(source.kind.as_str(), "pdf" | "image") {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let settings = crate::tenants::settings::get(&mut tx).await?;
         tx.commit().await?;
         if settings.external_parsing_upload {
-            let probe = match worker::probe_supervised(&cfg.parser_exe, path, &source.kind, limits).await {
+            let probe = match worker::probe_supervised(&cfg.parser_exe, file, name, &source.kind, limits).await {
                 Ok(p) => p,
                 Err(e) => return Ok(Err(e)),
             };
@@ -217,11 +286,12 @@ async fn parse(
                         "external parsing (MinerU) is enabled for this team, but the server has no MinerU token (MNOTE_MINERU_TOKEN)",
                     )));
                 };
-                return Ok(mineru::parse_file(cfg, token, path, &probe).await);
+                // `/proc/self/fd/N`: the descriptor opened above, not the original name.
+                return Ok(mineru::parse_file(cfg, token, &paths::fd_path(file), &probe).await);
             }
         }
     }
-    Ok(worker::parse_supervised(&cfg.parser_exe, path, &source.kind, limits).await)
+    Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, &source.kind, limits).await)
 }
 
 async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &Source, e: ParseError) -> anyhow::Result<Outcome> {

@@ -20,6 +20,9 @@ pub struct Limits {
 }
 
 const MAX_PAGES_ENV: &str = "MNOTE_PARSE_MAX_PAGES";
+/// The original file name, for a child that reads the file from an inherited descriptor
+/// ([`crate::grants::paths::CHILD_FILE`]), whose own path says nothing.
+const FILE_NAME_ENV: &str = "MNOTE_PARSE_FILE_NAME";
 
 /// The page limit inside the parser child (passed down by the supervisor).
 pub fn max_pages() -> u64 {
@@ -66,28 +69,60 @@ fn emit<T: Serialize>(result: Result<T, ParseError>) -> i32 {
 /// Parse in the current process (the child, or tests).
 pub fn parse_in_process(path: &Path, kind: &str) -> Result<ParsedArtifact, ParseError> {
     let bytes = std::fs::read(path).map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = std::env::var(FILE_NAME_ENV)
+        .ok()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     let provider = providers::for_kind(kind)?;
     let art = provider.parse(&ParseInput { bytes: &bytes, file_name: &name, kind })?;
     art.validate().map_err(|e| ParseError::new("artifact_invalid", e))?;
     Ok(art)
 }
 
-/// Run `mnote parse-file` as a supervised child.
+/// Run `mnote parse-file` as a supervised child on a path this process trusts (tests, the
+/// benchmark). Ingest uses [`parse_supervised_file`] with the descriptor it opened.
 pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<ParsedArtifact, ParseError> {
-    let out = run_child(exe, path, kind, false, limits).await?;
+    let file = std::fs::File::open(path).map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    parse_supervised_file(exe, &file, &name, kind, limits).await
+}
+
+/// Run `mnote parse-file` as a supervised child that reads `file` (inherited as a descriptor,
+/// so the child never resolves a path: nothing can be swapped in between).
+pub async fn parse_supervised_file(
+    exe: &Path,
+    file: &std::fs::File,
+    name: &str,
+    kind: &str,
+    limits: &Limits,
+) -> Result<ParsedArtifact, ParseError> {
+    let out = run_child(exe, file, name, kind, false, limits).await?;
     serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad parser output: {e}")))
 }
 
-/// Run `mnote parse-file --probe` as a supervised child (same limits as a parse).
-pub async fn probe_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<super::mineru::Probe, ParseError> {
-    let out = run_child(exe, path, kind, true, limits).await?;
+/// Run `mnote parse-file --probe` as a supervised child on `file` (same limits as a parse).
+pub async fn probe_supervised(
+    exe: &Path,
+    file: &std::fs::File,
+    name: &str,
+    kind: &str,
+    limits: &Limits,
+) -> Result<super::mineru::Probe, ParseError> {
+    let out = run_child(exe, file, name, kind, true, limits).await?;
     serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad probe output: {e}")))
 }
 
-/// Run the parser child and return its stdout when it succeeded.
-async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Limits) -> Result<Vec<u8>, ParseError> {
+/// Run the parser child on `file` and return its stdout when it succeeded.
+async fn run_child(
+    exe: &Path,
+    file: &std::fs::File,
+    name: &str,
+    kind: &str,
+    probe: bool,
+    limits: &Limits,
+) -> Result<Vec<u8>, ParseError> {
     let mut cmd = tokio::process::Command::new(exe);
+    let path = crate::grants::paths::pass_to_child(&mut cmd, file);
     cmd.arg("parse-file");
     if probe {
         cmd.arg("--probe");
@@ -97,6 +132,7 @@ async fn run_child(exe: &Path, path: &Path, kind: &str, probe: bool, limits: &Li
         .arg(path)
         .env("OMP_THREAD_LIMIT", "1")
         .env(MAX_PAGES_ENV, limits.max_pages.to_string())
+        .env(FILE_NAME_ENV, name)
         .env("RUST_LOG", "error")
         // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
         .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() });

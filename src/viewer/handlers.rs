@@ -9,7 +9,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::Deserialize;
-use tower::ServiceExt;
 use uuid::Uuid;
 
 use super::{FlowBlock, Hints, Target, render};
@@ -114,7 +113,7 @@ pub async fn view(
     };
     let missing = evidence.is_some() && block_key.is_none();
     let art = index::load_artifact(&mut tx, id).await?;
-    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
 
     let hints = Hints {
@@ -258,8 +257,11 @@ pub struct DownloadParams {
     inline: Option<String>,
 }
 
-/// `GET /sources/{id}/download`: the original bytes (range requests and conditional GETs via
-/// `ServeFile`); `?inline=1` shows an image inline (other kinds are always attachments).
+/// `GET /sources/{id}/download`: the original bytes, streamed from the descriptor
+/// [`super::original_file`] opened (never re-opened by name, see
+/// [`crate::grants::paths::open_beneath`]), with `Content-Length`, `Content-Type` and a
+/// single `Range: bytes=…` (206, or 416 when unsatisfiable); `?inline=1` shows an image inline
+/// (other kinds are always attachments).
 pub async fn download(
     State(state): State<AppState>,
     auth: Auth,
@@ -269,23 +271,40 @@ pub async fn download(
 ) -> AppResult<Response> {
     let mut tx = auth.tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
-    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
     let Some(file) = file else { return Err(file_missing(&source)) };
+    let len = file.metadata().map_err(|e| AppError::Internal(e.into()))?.len();
     let mime = mime_of(&source);
     let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == "image";
-    let mut resp = tower_http::services::ServeFile::new_with_mime(
-        &file,
-        &mime.parse().unwrap_or(mime_guess::mime::APPLICATION_OCTET_STREAM),
-    )
-    .oneshot(req)
-    .await
-    .map_err(|e| AppError::Internal(anyhow::anyhow!("serving {}: {e}", file.display())))?
-    .map(Body::new);
-    if resp.status() == StatusCode::NOT_FOUND {
-        return Err(file_missing(&source));
+    let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(|v| byte_range(v, len));
+    let (status, start, count) = match range {
+        Some(Some((a, b))) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
+        Some(None) => {
+            let mut r = StatusCode::RANGE_NOT_SATISFIABLE.into_response();
+            if let Ok(v) = HeaderValue::from_str(&format!("bytes */{len}")) {
+                r.headers_mut().insert(header::CONTENT_RANGE, v);
+            }
+            return Ok(r);
+        }
+        None => (StatusCode::OK, 0, len),
+    };
+    let mut file = tokio::fs::File::from_std(file);
+    if start > 0 {
+        use tokio::io::AsyncSeekExt;
+        file.seek(std::io::SeekFrom::Start(start)).await.map_err(|e| AppError::Internal(e.into()))?;
     }
+    let body = Body::from_stream(chunks(file, count));
+    let mut resp = (status, body).into_response();
     let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_str(&mime).unwrap_or(HeaderValue::from_static("application/octet-stream")));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(count));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if status == StatusCode::PARTIAL_CONTENT
+        && let Ok(v) = HeaderValue::from_str(&format!("bytes {start}-{}/{len}", start + count - 1))
+    {
+        h.insert(header::CONTENT_RANGE, v);
+    }
     let disposition = super::content_disposition(if inline { "inline" } else { "attachment" }, source.file_name());
     if let Ok(v) = HeaderValue::from_str(&disposition) {
         h.insert(header::CONTENT_DISPOSITION, v);
@@ -294,6 +313,48 @@ pub async fn download(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
     h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("default-src 'none'; sandbox"));
     Ok(resp)
+}
+
+/// One `bytes=` range of a `len`-byte body: `Some((first, last))` inclusive, `None` when
+/// unsatisfiable. Several ranges are not supported (treated as unsatisfiable).
+fn byte_range(v: &str, len: u64) -> Option<(u64, u64)> {
+    let spec = v.trim().strip_prefix("bytes=")?.trim();
+    if spec.contains(',') || len == 0 {
+        return None;
+    }
+    let (a, b) = spec.split_once('-')?;
+    let (a, b) = (a.trim(), b.trim());
+    let (first, last) = if a.is_empty() {
+        let n: u64 = b.parse().ok()?;
+        if n == 0 {
+            return None;
+        }
+        (len.saturating_sub(n), len - 1)
+    } else {
+        let first: u64 = a.parse().ok()?;
+        let last = if b.is_empty() { len - 1 } else { b.parse::<u64>().ok()?.min(len - 1) };
+        (first, last)
+    };
+    (first <= last && first < len).then_some((first, last))
+}
+
+/// `count` bytes of `file` from its current offset, in 64 KiB chunks (fewer if it shrank).
+fn chunks(file: tokio::fs::File, count: u64) -> impl futures_util::Stream<Item = std::io::Result<Vec<u8>>> {
+    futures_util::stream::unfold((file, count), |(mut file, left)| async move {
+        use tokio::io::AsyncReadExt;
+        if left == 0 {
+            return None;
+        }
+        let mut buf = vec![0u8; left.min(64 * 1024) as usize];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(buf), (file, left - n as u64)))
+            }
+            Err(e) => Some((Err(e), (file, 0))),
+        }
+    })
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -326,7 +387,7 @@ pub async fn page_png(
     .bind(n as i32)
     .fetch_optional(&mut *tx)
     .await?;
-    let file = super::original_path(&mut tx, &state.config, &source).await?;
+    let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
     let (w, h) = match size {
         Some((Some(w), Some(h))) => (w, h),
@@ -362,7 +423,7 @@ pub async fn page_png(
             Some(f) if source.indexed_hash.as_deref().is_none_or(|h| h == source.sha256) => f,
             _ => return Err(file_missing(&source)),
         };
-        render::render_supervised(&state.config.parser_exe, &source.kind, &file, n, px, &path).await.map_err(|e| {
+        render::render_supervised(&state.config.parser_exe, &source.kind, file, n, px, &path).await.map_err(|e| {
             tracing::warn!(source.id = %id, page = n, "page render failed: {e}");
             AppError::Internal(anyhow::anyhow!("{e}"))
         })?;

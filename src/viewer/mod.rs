@@ -9,7 +9,7 @@ pub mod handlers;
 pub mod markdown;
 pub mod render;
 
-use std::path::PathBuf;
+use std::{fs::File, path::PathBuf};
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -37,13 +37,15 @@ pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Sour
     sources::queries::readable(conn, id).await?.ok_or(AppError::NotFound)
 }
 
-/// Where the original bytes of a source are: the upload blob, or the file under its grant's
-/// root (confined, still a regular file). `None` when it is gone.
-pub async fn original_path(conn: &mut PgConnection, cfg: &Config, s: &Source) -> AppResult<Option<PathBuf>> {
+/// The original bytes of a source, opened: the upload blob, or the file under its grant's
+/// root opened with [`paths::open_beneath`] (so a symlink swapped in after registration can
+/// never lead outside the root). `None` when it is gone. Callers serve, render or hash only
+/// this descriptor, never the path again.
+pub async fn original_file(conn: &mut PgConnection, cfg: &Config, s: &Source) -> AppResult<Option<File>> {
     match s.grant_id {
         None => {
             let p = sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256);
-            Ok(p.is_file().then_some(p))
+            Ok(File::open(&p).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file())))
         }
         Some(g) => {
             let root: Option<String> = sqlx::query_scalar("select root_path from dir_grant where id = $1 and revoked_at is null")
@@ -55,13 +57,15 @@ pub async fn original_path(conn: &mut PgConnection, cfg: &Config, s: &Source) ->
             // The grant's root must still be one of the tenant's roots (operator-controlled).
             crate::grants::roots::check(conn, cfg, &root).await?;
             let rel = s.resource_path.clone();
-            let found = tokio::task::spawn_blocking(move || match paths::confine(&root, &rel) {
-                Ok(c) if c.abs.is_file() => Some(c.abs),
-                _ => None,
-            })
-            .await
-            .map_err(|e| AppError::Internal(e.into()))?;
-            Ok(found)
+            let allow = cfg.allow_hard_links;
+            let opened = tokio::task::spawn_blocking(move || paths::open_beneath(&root, &rel, allow))
+                .await
+                .map_err(|e| AppError::Internal(e.into()))?;
+            match opened {
+                Ok(f) => Ok(Some(f)),
+                Err(paths::OpenError::Missing) => Ok(None),
+                Err(e) => Err(e.into()),
+            }
         }
     }
 }

@@ -61,11 +61,12 @@ pub enum RenderError {
 
 /// Render `page` of `src` (a PDF, or any image for `kind == "image"`) into `out` as PNG of
 /// `width`×`height` pixels (images keep their own size), in a supervised child. The file
-/// appears atomically (written next to `out`, then renamed).
+/// appears atomically (written next to `out`, then renamed). `src` is the open original
+/// (see [`crate::grants::paths::open_beneath`]): the child gets the descriptor, never a path.
 pub async fn render_supervised(
     exe: &Path,
     kind: &str,
-    src: &Path,
+    src: std::fs::File,
     page: u32,
     size: (u32, u32),
     out: &Path,
@@ -78,6 +79,7 @@ pub async fn render_supervised(
     tokio::fs::create_dir_all(dir).await.map_err(|e| RenderError::Failed(format!("cache directory: {e}")))?;
     let tmp = dir.join(format!(".tmp-{}.png", uuid::Uuid::new_v4().simple()));
     let mut cmd = tokio::process::Command::new(exe);
+    let src_path = crate::grants::paths::pass_to_child(&mut cmd, &src);
     cmd.arg("render-page")
         .arg("--kind")
         .arg(kind)
@@ -87,10 +89,11 @@ pub async fn render_supervised(
         .arg(size.0.to_string())
         .arg("--height")
         .arg(size.1.to_string())
-        .arg(src)
+        .arg(src_path)
         .arg(&tmp)
         .env("RUST_LOG", "error");
     let run = Supervised::new(cmd).memory_limit(MEMORY_BYTES).timeout(TIMEOUT).discard_stdout().run().await;
+    drop(src);
     let result = match run {
         Err(SuperviseError::Timeout(t)) => Err(RenderError::Timeout(t)),
         Err(SuperviseError::Spawn(e)) => Err(RenderError::Failed(format!("starting the renderer: {e}"))),

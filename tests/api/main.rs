@@ -25,5 +25,6 @@ mod runs_openai;
 mod search;
 mod search_page;
 mod security;
+mod symlink_race;
 mod tenant_roots;
 mod viewer;
