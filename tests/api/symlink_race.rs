@@ -180,3 +180,38 @@ async fn hard_links_inside_a_grant_are_refused_unless_the_operator_allows_them()
         }
     }
 }
+
+#[tokio::test]
+async fn downloads_stream_from_the_descriptor_with_length_and_single_ranges() {
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    app.write_doc("team/r.md", "0123456789");
+    register(&k, &app, "team/r.md").await;
+    let id = sources_by_path(&k).await["r.md"]["id"].as_str().unwrap().to_string();
+    let url = format!("/sources/{id}/download");
+    let r = k.client.get(&url).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        (r.headers()["content-length"].to_str().unwrap(), r.headers()["accept-ranges"].to_str().unwrap()),
+        ("10", "bytes")
+    );
+    assert_eq!(r.headers()["content-type"], "text/markdown");
+    assert_eq!(r.text().await.unwrap(), "0123456789");
+    for (range, body, content_range) in [
+        ("bytes=2-5", "2345", "bytes 2-5/10"),
+        ("bytes=7-", "789", "bytes 7-9/10"),
+        ("bytes=-3", "789", "bytes 7-9/10"),
+        ("bytes=8-99", "89", "bytes 8-9/10"),
+    ] {
+        let r = k.client.req(reqwest::Method::GET, &url).header("range", range).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::PARTIAL_CONTENT, "{range}");
+        assert_eq!(r.headers()["content-range"], content_range, "{range}");
+        assert_eq!(r.headers()["content-length"].to_str().unwrap(), body.len().to_string(), "{range}");
+        assert_eq!(r.text().await.unwrap(), body, "{range}");
+    }
+    for range in ["bytes=10-", "bytes=5-2", "bytes=0-1,4-5", "bytes=-0"] {
+        let r = k.client.req(reqwest::Method::GET, &url).header("range", range).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::RANGE_NOT_SATISFIABLE, "{range}");
+        assert_eq!(r.headers()["content-range"], "bytes */10", "{range}");
+    }
+}
