@@ -42,31 +42,7 @@ async fn set_status(conn: &mut PgConnection, id: Uuid, status: &str, error: Opti
     Ok(())
 }
 
-/// Where the bytes of a source are, if they are still reachable under its grant.
-pub async fn locate(conn: &mut PgConnection, cfg: &Config, s: &Source) -> sqlx::Result<Result<PathBuf, (&'static str, String)>> {
-    match s.grant_id {
-        None => Ok(Ok(sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256))),
-        Some(g) => {
-            let grant = crate::grants::queries::get(conn, g).await?;
-            let Some(grant) = grant.filter(|g| g.revoked_at.is_none()) else {
-                return Ok(Err(("grant_revoked", "the directory grant for this file was revoked".into())));
-            };
-            let root = PathBuf::from(&grant.root_path);
-            // The grant's root must still be one of the tenant's roots (operator-controlled).
-            match crate::grants::roots::check(conn, cfg, &root).await {
-                Ok(()) => {}
-                Err(crate::error::AppError::Sqlx(e)) => return Err(e),
-                Err(e) => return Ok(Err(("path_outside_grant", e.to_string()))),
-            }
-            Ok(match paths::confine(&root, &s.resource_path) {
-                Ok(c) if c.abs.is_file() => Ok(c.abs),
-                Ok(_) | Err(_) => Err(("file_missing", format!("{} is no longer in {}", s.resource_path, grant.root_path))),
-            })
-        }
-    }
-}
-
-/// Open the bytes of a source for ingest: the upload blob, or the file under its grant's
+/// Open the bytes of a source for ingest (and the LightRAG sync): the upload blob, or the file under its grant's
 /// root through [`paths::open_beneath`] (the kernel keeps the resolution inside the root, so
 /// a directory swapped for a symlink out of it cannot be read). Everything afterwards (hash,
 /// size, the parser child, MinerU) uses this descriptor only. `Err((code, message))` makes the

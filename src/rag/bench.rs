@@ -201,7 +201,8 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         let text = super::docs::artifact_text(&mut tx, w.id, &w.indexed_hash).await?;
         let source = crate::sources::queries::get(&mut tx, w.id).await?.context("source")?;
-        let path = crate::ingest::pipeline::locate(&mut tx, cfg, &source).await?.map_err(|e| anyhow::anyhow!("{}", e.1))?;
+        let mut file =
+            crate::ingest::pipeline::open_source(&mut tx, cfg, &source).await?.map_err(|e| anyhow::anyhow!("{}", e.1))?;
         let scanned = super::docs::has_ocr(&mut tx, w.id, &w.indexed_hash).await?;
         tx.commit().await?;
         let name = format!("bench-direct-{stamp}-{}", w.resource_path.rsplit('/').next().unwrap_or("x"), stamp = kb_id.simple());
@@ -209,7 +210,9 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
         if is_text {
             lr.insert_text(&name, text.as_deref().unwrap_or(" ")).await?;
         } else {
-            lr.upload(&name, std::fs::read(&path)?).await?;
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes)?;
+            lr.upload(&name, bytes).await?;
         }
         direct_ids.push(doc_id_of(&name));
     }

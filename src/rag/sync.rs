@@ -211,17 +211,26 @@ async fn payload(
         return Ok(Ok(Payload::Text { text, ocr: has_ocr || kind == SourceKind::Image }));
     }
     let source = crate::sources::queries::get(&mut tx, w.id).await?;
-    let located = match &source {
-        Some(s) => crate::ingest::pipeline::locate(&mut tx, cfg, s).await?,
+    // Opened under the root by descriptor (like ingest), never re-opened by path.
+    let opened = match &source {
+        Some(s) => crate::ingest::pipeline::open_source(&mut tx, cfg, s).await?,
         None => Err(("file_missing", "the source is gone".into())),
     };
     tx.commit().await?;
-    let path = match located {
-        Ok(p) => p,
+    let file = match opened {
+        Ok(f) => f,
         Err(e) => return Ok(Err(e)),
     };
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(b) => b,
+    let read = tokio::task::spawn_blocking(move || {
+        use std::io::Read as _;
+        let mut bytes = Vec::new();
+        let mut file = file;
+        file.read_to_end(&mut bytes).map(|_| bytes)
+    })
+    .await;
+    let bytes = match read {
+        Ok(Ok(b)) => b,
+        Ok(Err(e)) => return Ok(Err(("file_missing", format!("cannot read the file: {e}")))),
         Err(e) => return Ok(Err(("file_missing", format!("cannot read the file: {e}")))),
     };
     use sha2::Digest as _;
