@@ -128,6 +128,15 @@ pub async fn list_team_invitations(State(state): State<AppState>, auth: Auth) ->
     Ok(Json(json!({ "items": items })))
 }
 
+/// `DELETE /api/members/invitations/{id}`: (admins) withdraw an open invitation → 204.
+pub async fn withdraw_invitation(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
+    auth.require_admin()?;
+    let mut tx = auth.tx(&state).await?;
+    let gone = invitations::withdraw(&mut tx, id).await?;
+    tx.commit().await?;
+    if gone { Ok(StatusCode::NO_CONTENT) } else { Err(AppError::NotFound) }
+}
+
 /// `GET /api/invitations`: the caller's own open invitations, from every team.
 pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<serde_json::Value>> {
     let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;

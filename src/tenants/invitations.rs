@@ -133,6 +133,21 @@ pub async fn pending_for_team(conn: &mut PgConnection) -> sqlx::Result<Vec<TeamI
     .await
 }
 
+/// Withdraw the transaction tenant's open invitation `id` (an admin's call): it can no longer
+/// be accepted. `false` when there is no such open invitation in this tenant.
+pub async fn withdraw(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
+    let n = sqlx::query(
+        "delete from invitation where id = $1
+           and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+           and accepted_at is null and declined_at is null",
+    )
+    .bind(id)
+    .execute(conn)
+    .await?
+    .rows_affected();
+    Ok(n == 1)
+}
+
 /// What the invitee does with an invitation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer {

@@ -23,6 +23,7 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
     axum::Router::new()
         .route("/api/members", get(t::list_members).post(t::add_member))
         .route("/api/members/invitations", get(t::list_team_invitations))
+        .route("/api/members/invitations/{id}", axum::routing::delete(t::withdraw_invitation))
         .route("/api/invitations", get(t::my_invitations))
         .route("/api/invitations/{id}/accept", post(t::accept_invitation))
         .route("/api/invitations/{id}/decline", post(t::decline_invitation))

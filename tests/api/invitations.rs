@@ -238,3 +238,33 @@ async fn nobody_else_can_accept_or_see_an_invitation() {
     let (st, e) = member.post_json("/api/members", json!({"email": "x@y.test", "role": "owner"})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"));
 }
+
+#[tokio::test]
+async fn an_admin_can_withdraw_an_open_invitation_and_it_can_no_longer_be_accepted() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    app.add_user(alpha.tenant_id, "a@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let beta_owner = app.api(beta.tenant_id, beta.user_id).await;
+    let beta_member_id = app.add_user(beta.tenant_id, "m@beta.test", "member").await;
+    let beta_member = app.api(beta.tenant_id, beta_member_id).await;
+    let alpha_owner = app.api(alpha.tenant_id, alpha.user_id).await;
+
+    let (st, _) = beta_owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED);
+    let (_, list) = beta_owner.get_json("/api/members/invitations").await;
+    let id = list["items"][0]["id"].as_str().unwrap().to_string();
+    let path = format!("/api/members/invitations/{id}");
+    // Members may not withdraw; another team's owner does not even see it.
+    let (st, v) = beta_member.delete_json(&path).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::FORBIDDEN, "forbidden"), "{v}");
+    assert_eq!(alpha_owner.delete_json(&path).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(beta_owner.delete(&path).await, StatusCode::NO_CONTENT);
+    assert_eq!(beta_owner.delete(&path).await, StatusCode::NOT_FOUND, "already withdrawn");
+    // The person no longer sees it and cannot accept it.
+    let person = signed_in(&app, "a@alpha.test").await;
+    assert!(my_invitations(&person).await.is_empty());
+    let (st, _) = person.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(!member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
+}
