@@ -37,3 +37,25 @@ pub async fn act_as(pool: &PgPool, tenant: &str, email: Option<&str>) -> anyhow:
     tx.commit().await?;
     Ok(Auth { user_id: member.user_id, tenant_id, role: member.role, email: member.email, via: Via::Token })
 }
+
+/// The server (`app`, i.e. `startup::build_router`, passed in by `cli`) on a loopback port of
+/// this process, and an API token of `actor` for it: what the benchmarks drive through HTTP.
+/// Returns the base URL, the `Authorization` value and the token's id (revoke it afterwards).
+pub async fn serve_in_process(
+    state: crate::state::AppState,
+    app: fn(crate::state::AppState) -> axum::Router,
+    actor: &Auth,
+    label: &str,
+) -> anyhow::Result<(String, String, uuid::Uuid)> {
+    let pool = state.pool.clone();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}", listener.local_addr()?);
+    let router = app(state);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
+    });
+    let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
+    let (token, plain) = crate::auth::tokens::create(&mut tx, actor.tenant_id, actor.user_id, label).await?;
+    tx.commit().await?;
+    Ok((base, format!("Bearer {plain}"), token.id))
+}

@@ -15,7 +15,7 @@ use crate::{
     auth::{Auth, Via},
     db::{Scope, TenantTx},
     journal::{
-        sink::{self, EventSink},
+        sink::{EventSink, retrying},
         store::{self, Beat, Ending, LEASE, RunRow},
     },
     state::AppState,
@@ -43,25 +43,6 @@ enum Stop {
 
 async fn system_tx(state: &AppState, tenant: Uuid) -> sqlx::Result<TenantTx> {
     TenantTx::begin(&state.pool, tenant, Scope::System).await
-}
-
-/// Retry `f` on connection failures for up to [`sink::RETRY_FOR`] (a Postgres restart).
-async fn retrying<T, F, Fut>(mut f: F) -> sqlx::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = sqlx::Result<T>>,
-{
-    let started = std::time::Instant::now();
-    let mut wait = Duration::from_millis(100);
-    loop {
-        match f().await {
-            Err(e) if sink::is_transient(&e) && started.elapsed() < sink::RETRY_FOR => {
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(2));
-            }
-            r => return r,
-        }
-    }
 }
 
 async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result<()> {

@@ -331,16 +331,7 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let actor = act_as(&pool, a.tenant, None).await?;
     let state = AppState::new(pool.clone(), cfg.clone());
     let state = state.with_embedder(crate::state::load_embedder(&pool).await);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let app = (a.app)(state);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
-    });
-    let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-    let (token_id, token) = crate::auth::tokens::create(&mut tx, actor.tenant_id, actor.user_id, "bench runs").await?;
-    tx.commit().await?;
-    let auth = format!("Bearer {token}");
+    let (base, auth, token_id) = crate::context::serve_in_process(state, a.app, &actor, "bench runs").await?;
     let http = crate::platform::http::Client::builder().build()?.reqwest().clone();
 
     let result = async {
@@ -366,7 +357,7 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
         .bind(actor.user_id)
         .execute(&mut *tx)
         .await?;
-    crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id.id).await?;
+    crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id).await?;
     tx.commit().await?;
     result
 }

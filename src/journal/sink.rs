@@ -145,21 +145,28 @@ impl EventSink {
                 m.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(batch);
                 Ok(())
             }
-            Target::Db { pool, tenant, run } => {
-                let started = Instant::now();
-                let mut wait = Duration::from_millis(100);
-                loop {
-                    match append_once(pool, *tenant, *run, batch).await {
-                        Ok(()) => return Ok(()),
-                        Err(e) if is_transient(&e) && started.elapsed() < RETRY_FOR => {
-                            tracing::warn!(run = %run, "journal append failed, retrying: {e}");
-                            tokio::time::sleep(wait).await;
-                            wait = (wait * 2).min(Duration::from_secs(2));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
+            Target::Db { pool, tenant, run } => Ok(retrying(|| append_once(pool, *tenant, *run, batch)).await?),
+        }
+    }
+}
+
+/// Run `f` again on connection failures ([`is_transient`]: a Postgres restart) for up to
+/// [`RETRY_FOR`], backing off from 100 ms to 2 s. Every journal write goes through this.
+pub async fn retrying<T, F, Fut>(mut f: F) -> sqlx::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = sqlx::Result<T>>,
+{
+    let started = Instant::now();
+    let mut wait = Duration::from_millis(100);
+    loop {
+        match f().await {
+            Err(e) if is_transient(&e) && started.elapsed() < RETRY_FOR => {
+                tracing::warn!("journal write failed, retrying: {e}");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
             }
+            r => return r,
         }
     }
 }

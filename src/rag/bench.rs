@@ -118,23 +118,14 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
 
     // The server in-process, and an API token of the tenant's owner.
     let state = AppState::new(pool.clone(), cfg.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let base = format!("http://{}", listener.local_addr()?);
-    let app = (a.app)(state);
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
-    });
-    let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-    let (token_id, token) = crate::auth::tokens::create(&mut tx, actor.tenant_id, actor.user_id, "bench rag").await?;
-    tx.commit().await?;
+    let (base, auth, token_id) = crate::context::serve_in_process(state, a.app, &actor, "bench rag").await?;
     let http = crate::platform::http::Client::builder().build()?.reqwest().clone();
-    let auth = format!("Bearer {token}");
 
     let ctx =
         Ctx { a: &a, cfg: &cfg, pool: &pool, actor: &actor, lr: &lr, http: &http, base: &base, auth: &auth, key: key.as_deref() };
     let result = bench(&ctx).await;
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-    crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id.id).await?;
+    crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id).await?;
     tx.commit().await?;
     result
 }
