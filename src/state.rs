@@ -94,11 +94,13 @@ pub async fn load_embedder(pool: &PgPool) -> Option<Arc<dyn crate::search::embed
     };
     match embed::from_config(&cfg) {
         Ok(Some(e)) => {
-            let space = vectors::Space::of(e.as_ref());
-            if !vectors::index_exists(pool, &space).await.unwrap_or(false) {
-                tracing::warn!(model = %space.model, dim = space.dim, "no HNSW index for the embedder's model; run `mnote migrate`");
+            // A language router has two models, each with its own index.
+            for space in vectors::Space::all_of(e.as_ref()) {
+                if !vectors::index_exists(pool, &space).await.unwrap_or(false) {
+                    tracing::warn!(model = %space.model, dim = space.dim, "no HNSW index for the embedder's model; run `mnote migrate`");
+                }
+                tracing::info!(model = %space.model, dim = space.dim, "embedder ready");
             }
-            tracing::info!(model = %space.model, dim = space.dim, "embedder ready");
             Some(e)
         }
         Ok(None) => {

@@ -246,6 +246,13 @@ pub enum BenchCommand {
         /// mirror), as the baseline the mirror is compared with.
         #[arg(long, default_value_t = 10)]
         sql_baseline: usize,
+        /// Open-loop arrival rates (req/s, comma-separated) for vector and hybrid, with fresh
+        /// query vectors; empty: closed loop only.
+        #[arg(long, value_delimiter = ',', default_value = "20,50")]
+        rates: Vec<f64>,
+        /// Seconds each open-loop rate runs.
+        #[arg(long, default_value_t = 15.0)]
+        open_loop_secs: f64,
     },
 }
 

@@ -20,8 +20,11 @@ pub async fn migrate() -> anyhow::Result<()> {
     db::migrate(&owner, app_role.as_deref()).await?;
     println!("migrations applied{}", app_role.map(|r| format!("; app role {r} granted")).unwrap_or_default());
     let embed = crate::search::embed::EmbedConfig::from_env()?;
-    if let Some(space) = crate::search::vectors::space_of_config(&embed) {
-        crate::search::vectors::ensure_index(&owner, &space).await?;
+    let spaces = crate::search::vectors::spaces_of_config(&embed);
+    if !spaces.is_empty() {
+        crate::search::vectors::ensure_indexes(&owner, &spaces).await?;
+    }
+    for space in &spaces {
         println!("vector index ready for {} ({} dimensions)", space.model, space.dim);
     }
     Ok(())

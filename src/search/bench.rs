@@ -9,7 +9,6 @@
 
 use std::{net::SocketAddr, path::Path, sync::Arc, time::Instant};
 
-use anyhow::Context;
 use uuid::Uuid;
 
 use pgvector::Vector;
@@ -37,6 +36,10 @@ pub struct BenchArgs<'a> {
     pub modes: &'a str,
     /// Queries run in-process with SQL ranking (no mirror) per mode, as the baseline.
     pub sql_baseline: usize,
+    /// Open-loop arrival rates (req/s) for the vector modes, each for `open_loop_secs`, with
+    /// fresh query vectors; empty: closed loop only.
+    pub rates: Vec<f64>,
+    pub open_loop_secs: f64,
     /// The whole application router (the server's `build_router`), served on an ephemeral port;
     /// passed in by the CLI because features do not depend on `startup`.
     pub app: fn(crate::state::AppState) -> axum::Router,
@@ -87,10 +90,13 @@ const SEED_NOISE: f64 = 0.02;
 /// random one of the existing vectors plus Gaussian noise, renormalised. Embedding 100k blocks
 /// on these CPUs takes hours; perturbed real vectors keep the neighbourhood structure HNSW
 /// sees on real data (uniform random vectors are a needlessly hard worst case).
+///
+/// With a language router the perturbed copies go to the English model's space (the
+/// benchmark collection is SciFact, English; the seeds are embedded as the workers would).
 async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn Embedder>) -> anyhow::Result<(i64, i64)> {
-    let space = Space::of(embedder.as_ref());
+    let space = Space::of(super::embed::routed(embedder, "").as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let pending = super::vectors::pending_count(&mut tx, &space).await?;
+    let pending = super::vectors::pending_count_any(&mut tx, &Space::all_of(embedder.as_ref())).await?;
     let have: i64 = sqlx::query_scalar("select count(*) from evidence_embedding where model = $1")
         .bind(&space.model)
         .fetch_one(&mut *tx)
@@ -144,10 +150,10 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let rows: Vec<(Uuid, Uuid, Uuid)> = sqlx::query_as(
             "select b.id, b.source_id, b.kb_id from evidence_block b
-             where not exists (select 1 from evidence_embedding e where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)
+             where not exists (select 1 from evidence_embedding e where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
              limit 2000",
         )
-        .bind(&space.model)
+        .bind(embedder.spaces().into_iter().map(|(m, _)| m).collect::<Vec<_>>())
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
@@ -292,12 +298,79 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
             let suffix = if pass == "distinct" { "" } else { "_repeated" };
             println!("{m}_p95_ms{suffix}: {:.1}", p(&lat, 95.0));
         }
+        // Open loop: requests arrive at a fixed rate whether or not earlier ones are done,
+        // and each latency counts from its scheduled start (no coordinated omission). Every
+        // request is a query text not seen before (so its vector is computed, not cached).
+        if matches!(mode, Mode::Vector | Mode::Hybrid) {
+            for (k, &rate) in a.rates.iter().enumerate() {
+                let n = (rate * a.open_loop_secs).ceil() as usize;
+                let fresh: Vec<String> = (0..n).map(|i| fresh_query(&texts, i, k + 1)).collect();
+                let (lat, wall) = open_loop(&http, &url, &token, fresh, mode, rate).await?;
+                println!(
+                    "{m} (open loop {rate} req/s, fresh vectors): p50/p95/p99 ms {:.1} / {:.1} / {:.1} · {} requests in {:.1} s",
+                    p(&lat, 50.0),
+                    p(&lat, 95.0),
+                    p(&lat, 99.0),
+                    lat.len(),
+                    wall
+                );
+                println!("{m}_open_{rate}_p95_ms: {:.1}", p(&lat, 95.0));
+            }
+        }
     }
     if let Some(rss) = peak_rss() {
         println!("peak RSS of this process (server + load generator): {rss}");
     }
     server.abort();
     Ok(())
+}
+
+/// Query `i` of open-loop pass `pass`: a benchmark query made textually new (a variant mark
+/// the analyser drops), so neither the query-vector cache nor an earlier pass has seen it.
+fn fresh_query(texts: &[String], i: usize, pass: usize) -> String {
+    let t = &texts[i % texts.len()];
+    let round = pass * 1000 + i / texts.len();
+    format!("{t} {}", "?".repeat(round % 7 + 1)) + &" ".repeat(round / 7 + 1)
+}
+
+/// `texts` sent at `rate` per second (each on its own task at its scheduled time). Latencies
+/// (sorted, ms, from the scheduled start) and the wall time (s).
+async fn open_loop(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    texts: Vec<String>,
+    mode: Mode,
+    rate: f64,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let started = tokio::time::Instant::now();
+    let tasks: Vec<_> = texts
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let (http, url, token) = (http.clone(), url.to_string(), token.to_string());
+            let at = started + std::time::Duration::from_secs_f64(i as f64 / rate);
+            tokio::spawn(async move {
+                tokio::time::sleep_until(at).await;
+                let r = http
+                    .post(&url)
+                    .bearer_auth(&token)
+                    .json(&serde_json::json!({"query": t, "mode": mode.as_str()}))
+                    .send()
+                    .await?;
+                anyhow::ensure!(r.status().is_success(), "HTTP {}", r.status());
+                r.bytes().await?;
+                anyhow::Ok(at.elapsed().as_secs_f64() * 1000.0)
+            })
+        })
+        .collect();
+    let mut lat = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        lat.push(t.await??);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    lat.sort_by(|x, y| x.total_cmp(y));
+    Ok((lat, wall))
 }
 
 /// Every text once through `POST /api/evidence/search`, by `clients` concurrent clients.
@@ -344,13 +417,18 @@ async fn http_pass(
     Ok((lat, wall))
 }
 
-/// `mnote bench embed`: passage-embedding throughput of the configured embedder on `limit`
-/// blocks of a tenant (a random sample), in the workers' batch size and with the text the
-/// workers embed. Nothing is written.
+/// `mnote bench embed`: passage-embedding throughput of the local models on `limit` blocks of
+/// a tenant (a random sample), split into English and CJK blocks, with the text and the batch
+/// size the workers use; candle and ONNX Runtime on the same English blocks in the same run;
+/// and the machine's fp32 bound (an FMA loop in registers and ONNX Runtime's sgemm), so the
+/// throughput reads as a share of what the cores can do. Nothing is written.
 pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
+    use super::embed::{CandleMiniLm, E5_SMALL, EmbedConfig, MINILM, OnnxEmbedder, has_cjk, local::candle_model_dir};
     let (_cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, tenant, None).await?;
-    let embedder = crate::state::load_embedder(&pool).await.context("no embedder is configured or provisioned")?;
+    let EmbedConfig::Local(lc) = EmbedConfig::from_env()? else {
+        anyhow::bail!("`mnote bench embed` measures the local models (MNOTE_EMBEDDER=local)");
+    };
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
@@ -362,28 +440,169 @@ pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
     tx.commit().await?;
     anyhow::ensure!(!rows.is_empty(), "tenant {tenant} has no blocks");
     let texts: Vec<String> = rows.iter().map(super::vectors::embed_text).collect();
-    let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
-    embedder.embed(&texts[..texts.len().min(8)], super::embed::EmbedKind::Passage).await?; // warm up
-    let b = eval::bar(texts.len() as u64, "embedding");
-    let started = Instant::now();
-    for batch in texts.chunks(super::vectors::BACKLOG_BATCH as usize) {
-        embedder.embed(batch, super::embed::EmbedKind::Passage).await?;
-        b.inc(batch.len() as u64);
+    let (zh, en): (Vec<String>, Vec<String>) = texts.into_iter().partition(|t| has_cjk(t));
+    println!("{} blocks sampled: {} English, {} with CJK text; {} passage threads", rows.len(), en.len(), zh.len(), lc.threads);
+
+    // The bound: what these cores sustain on fp32 FMA.
+    let fma = tokio::task::spawn_blocking(move || fma_gflops(lc.threads)).await?;
+    let graph = lc.ort_library.parent().and_then(|p| p.parent()).map(|m| m.join("bench/sgemm-1024.onnx")).unwrap_or_default();
+    let (lib, threads) = (lc.ort_library.clone(), lc.threads);
+    let sgemm = tokio::task::spawn_blocking(move || super::embed::onnx::sgemm_gflops(&lib, &graph, threads, 10)).await??;
+    println!("fp32 bound: FMA peak {fma:.1} GFLOP/s (registers only) · ONNX Runtime sgemm 2048×1024×1024 {sgemm:.1} GFLOP/s");
+    println!("fma_peak_gflops: {fma:.1}");
+    println!("sgemm_gflops: {sgemm:.1}");
+
+    let minilm = OnnxEmbedder::load(&MINILM, &lc.minilm_dir, &lc.ort_library, lc.threads)?;
+    let e5 = OnnxEmbedder::load(&E5_SMALL, &lc.e5_dir, &lc.ort_library, lc.threads)?;
+    let report = |tag: &str, what: &str, texts: &[String], r: &Run, bound: f64| {
+        let chars: usize = texts.iter().map(|t| t.chars().count()).sum();
+        println!(
+            "{what}: {} blocks ({:.0} characters, {:.0} tokens on average) in {:.1} s = {:.2} blocks/s · {:.1} useful GFLOP/s = {:.0} % of the FMA peak, {:.0} % of sgemm",
+            texts.len(),
+            chars as f64 / texts.len() as f64,
+            r.tokens as f64 / texts.len() as f64,
+            r.secs,
+            texts.len() as f64 / r.secs,
+            r.flops / r.secs / 1e9,
+            100.0 * r.flops / r.secs / 1e9 / fma,
+            100.0 * r.flops / r.secs / 1e9 / bound,
+        );
+        println!("embedding_blocks_per_s_{tag}: {:.2}", texts.len() as f64 / r.secs);
+    };
+    if !en.is_empty() {
+        let ort = time_embed(&minilm, &en, |t| windows_of(&minilm, t, 6)).await?;
+        report("en_ort", "all-MiniLM-L6-v2, ONNX Runtime", &en, &ort, sgemm);
+        match CandleMiniLm::load(&candle_model_dir()) {
+            Ok(candle) => {
+                // candle cuts at 256 tokens (one window): its work is counted as it is done.
+                let c = time_embed(&candle, &en, |t| {
+                    windows_of(&minilm, t, 6).into_iter().take(1).map(|(len, f)| (len.min(256), f.min(bert_flops(256, 6))))
+                })
+                .await?;
+                report("en_candle", "all-MiniLM-L6-v2, candle", &en, &c, sgemm);
+                println!(
+                    "onnxruntime_vs_candle: {:.2}× blocks/s, {:.2}× tokens/s (same blocks, same batches, in this run)",
+                    c.secs / ort.secs,
+                    (ort.tokens as f64 / ort.secs) / (c.tokens as f64 / c.secs)
+                );
+            }
+            Err(e) => println!("candle: not measured ({e})"),
+        }
+        let sample = &en[..en.len().min(200)];
+        let r = time_embed(&e5, sample, |t| windows_of(&e5, t, 12)).await?;
+        report("en_e5", "multilingual-e5-small on English blocks (the all-e5 option)", sample, &r, sgemm);
     }
-    b.finish();
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "{} blocks ({:.0} characters on average) in {secs:.1} s with {} (batches of {})",
-        texts.len(),
-        chars as f64 / texts.len() as f64,
-        embedder.model_id(),
-        super::vectors::BACKLOG_BATCH
-    );
-    println!("embedding_blocks_per_s: {:.2}", texts.len() as f64 / secs);
+    if !zh.is_empty() {
+        let r = time_embed(&e5, &zh, |t| windows_of(&e5, t, 12)).await?;
+        report("zh_e5", "multilingual-e5-small, ONNX Runtime, CJK blocks", &zh, &r, sgemm);
+    }
     if let Some(rss) = peak_rss() {
         println!("peak RSS: {rss}");
     }
     Ok(())
+}
+
+/// One timed pass: seconds, tokens and useful FLOPs (padding not counted).
+struct Run {
+    secs: f64,
+    tokens: usize,
+    flops: f64,
+}
+
+/// Forward-pass FLOPs of one BERT window of `len` tokens (hidden 384, FFN 1536, `layers`):
+/// the four projections and the FFN (2 × multiply-adds per weight per token) plus attention
+/// (QKᵀ and PV: 2 × 2 × len × hidden per token).
+fn bert_flops(len: usize, layers: usize) -> f64 {
+    let (h, ff) = (384.0, 1536.0);
+    let per_token = 2.0 * (4.0 * h * h + 2.0 * h * ff) + 4.0 * len as f64 * h;
+    layers as f64 * len as f64 * per_token
+}
+
+/// (tokens, FLOPs) of each window `m` embeds `text` in.
+fn windows_of(m: &super::embed::OnnxEmbedder, text: &str, layers: usize) -> Vec<(usize, f64)> {
+    m.windows(text, super::embed::EmbedKind::Passage)
+        .unwrap_or_default()
+        .iter()
+        .map(|w| (w.len(), bert_flops(w.len(), layers)))
+        .collect()
+}
+
+/// Embed `texts` in the workers' batches (after a warm-up) and count the work.
+async fn time_embed<E, W, I>(e: &E, texts: &[String], work: W) -> anyhow::Result<Run>
+where
+    E: Embedder,
+    W: Fn(&str) -> I,
+    I: IntoIterator<Item = (usize, f64)>,
+{
+    let (mut tokens, mut flops) = (0, 0.0);
+    for t in texts {
+        for (n, f) in work(t) {
+            tokens += n;
+            flops += f;
+        }
+    }
+    e.embed(&texts[..texts.len().min(8)], super::embed::EmbedKind::Passage).await?; // warm up
+    let b = eval::bar(texts.len() as u64, "embedding");
+    let started = Instant::now();
+    for batch in texts.chunks(super::vectors::BACKLOG_BATCH as usize) {
+        e.embed(batch, super::embed::EmbedKind::Passage).await?;
+        b.inc(batch.len() as u64);
+    }
+    b.finish();
+    Ok(Run { secs: started.elapsed().as_secs_f64(), tokens, flops })
+}
+
+/// The fp32 FMA peak of `threads` cores: independent fused multiply-adds on 8-wide registers
+/// (AVX2 + FMA; scalar `mul_add` elsewhere), so no memory traffic limits it. GFLOP/s.
+fn fma_gflops(threads: usize) -> f64 {
+    const ITERS: u64 = 100_000_000;
+    let started = Instant::now();
+    let flops: f64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads.max(1)).map(|_| s.spawn(|| fma_loop(ITERS))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(0.0)).sum()
+    });
+    flops / started.elapsed().as_secs_f64() / 1e9
+}
+
+/// FLOPs done by `iters` rounds of the FMA loop on this thread.
+fn fma_loop(iters: u64) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked above).
+        let sink = unsafe { fma_avx2(iters) };
+        std::hint::black_box(sink);
+        return iters as f64 * 10.0 * 8.0 * 2.0;
+    }
+    let mut acc = [0.0f32; 10];
+    for _ in 0..iters / 8 {
+        for a in acc.iter_mut() {
+            *a = a.mul_add(1.000_000_1, 1e-7);
+        }
+    }
+    std::hint::black_box(acc);
+    (iters / 8) as f64 * 10.0 * 2.0
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn fma_avx2(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    // Ten independent accumulators hide the FMA latency (4–5 cycles, 2 ports).
+    let (a, b) = (_mm256_set1_ps(1.000_000_1), _mm256_set1_ps(1e-7));
+    let mut acc = [_mm256_setzero_ps(); 10];
+    for _ in 0..iters {
+        for x in acc.iter_mut() {
+            *x = _mm256_fmadd_ps(*x, a, b);
+        }
+    }
+    let mut sum = _mm256_setzero_ps();
+    for x in acc {
+        sum = _mm256_add_ps(sum, x);
+    }
+    let mut out = [0f32; 8];
+    // SAFETY: `out` holds 8 floats.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), sum) };
+    out.iter().sum()
 }
 
 /// Each text through `query::search` in process, one at a time. Latencies (sorted, ms).

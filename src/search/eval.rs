@@ -184,9 +184,8 @@ pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, 
 
 /// Embed every block of the tenant lacking a vector of the embedder's model.
 pub(crate) async fn embed_all(pool: &PgPool, tenant: Uuid, embedder: &Arc<dyn Embedder>) -> anyhow::Result<(usize, Duration)> {
-    let space = Space::of(embedder.as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let pending = vectors::pending_count(&mut tx, &space).await?;
+    let pending = vectors::pending_count_any(&mut tx, &Space::all_of(embedder.as_ref())).await?;
     tx.commit().await?;
     let started = Instant::now();
     if pending == 0 {
@@ -338,6 +337,9 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
     } else if needs_vectors {
         eprintln!("note: no embedder available; vector and hybrid run degraded (lexical)");
     }
+    if let (Some(e), true) = (&embedder, modes.contains(&Mode::Vector)) {
+        calibrate(&pool, &actor, e, kb, &queries, &qrels).await?;
+    }
     let mut engine = Engine::new(embedder, None);
     if !a.lexical_sql {
         engine = engine.with_mem(super::memindex::MemIndex::new(pool.clone()), true);
@@ -362,6 +364,114 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
         println!("MRR@10{tag}: {:.4}", m.mrr10);
     }
     Ok(())
+}
+
+/// Queries sampled for the similarity-floor calibration.
+const CALIBRATION_QUERIES: usize = 300;
+
+/// What a similarity floor has to separate, per model: the cosine of each judged query's best
+/// relevant block among its 50 nearest (matches the floor must keep) against the top-1 cosine
+/// of nonsense queries in the same script (noise it must drop). Printed, not applied: the
+/// floors live in `embed::onnx` (`ModelSpec::min_similarity`) and `docs/BENCHMARKS.md` records
+/// the run they come from.
+async fn calibrate(
+    pool: &PgPool,
+    actor: &Auth,
+    embedder: &Arc<dyn Embedder>,
+    kb: Uuid,
+    queries: &[Q],
+    qrels: &HashMap<String, HashMap<String, f64>>,
+) -> anyhow::Result<()> {
+    use super::embed::{EmbedKind, routed};
+    async fn nearest(
+        pool: &PgPool,
+        actor: &Auth,
+        kb: Uuid,
+        e: &Arc<dyn Embedder>,
+        text: &str,
+    ) -> anyhow::Result<(String, Vec<(f64, String)>)> {
+        let model = routed(e, text);
+        let v = model.embed(&[text.to_string()], EmbedKind::Query).await?.remove(0);
+        let space = Space::of(model.as_ref());
+        let vt = space.vector_type();
+        let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
+        sqlx::query("select set_config('hnsw.ef_search', '100', true)").execute(&mut *tx).await?;
+        let rows: Vec<(f64, String)> = sqlx::query_as(&format!(
+            "select 1 - (e.embedding::{vt} <=> $1::{vt}), s.resource_path
+             from evidence_embedding e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
+             where e.model = {m} and e.kb_id = $2
+             order by e.embedding::{vt} <=> $1::{vt} limit 50",
+            m = space.model_literal()
+        ))
+        .bind(pgvector::Vector::from(v))
+        .bind(kb)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        let rows =
+            rows.into_iter().map(|(s, p)| (s, p.trim_start_matches("uploads/").trim_end_matches(".md").to_string())).collect();
+        Ok((space.model, rows))
+    }
+    let mut relevant: HashMap<String, Vec<f64>> = HashMap::new();
+    let mut noise: HashMap<String, Vec<f64>> = HashMap::new();
+    let b = bar(queries.len().min(CALIBRATION_QUERIES) as u64 * 2, "calibrate");
+    for (i, q) in queries.iter().take(CALIBRATION_QUERIES).enumerate() {
+        let Some(rel) = qrels.get(&q.id) else { continue };
+        let (model, rows) = nearest(pool, actor, kb, embedder, &q.text).await?;
+        if let Some((s, _)) = rows.iter().find(|(_, d)| rel.contains_key(d)) {
+            relevant.entry(model).or_default().push(*s);
+        }
+        // A nonsense query of the same script and length class: letters or Han characters
+        // drawn from a fixed generator.
+        let nonsense = nonsense_like(&q.text, i);
+        let (model, rows) = nearest(pool, actor, kb, embedder, &nonsense).await?;
+        if let Some((s, _)) = rows.first() {
+            noise.entry(model).or_default().push(*s);
+        }
+        b.inc(2);
+    }
+    b.finish();
+    for (model, mut rel) in relevant {
+        rel.sort_by(|a, b| a.total_cmp(b));
+        let mut n = noise.remove(&model).unwrap_or_default();
+        n.sort_by(|a, b| a.total_cmp(b));
+        let max_noise = n.last().copied().unwrap_or(f64::NAN);
+        let kept = rel.iter().filter(|&&s| s > max_noise).count();
+        println!(
+            "similarity floor calibration ({model}): relevant best p1/p5/p50 {:.3} / {:.3} / {:.3} ({} queries) · \
+             nonsense top-1 p50/p95/max {:.3} / {:.3} / {:.3} ({} queries) · above the nonsense max: {:.1} % of relevant",
+            percentile(&rel, 1.0),
+            percentile(&rel, 5.0),
+            percentile(&rel, 50.0),
+            rel.len(),
+            percentile(&n, 50.0),
+            percentile(&n, 95.0),
+            max_noise,
+            n.len(),
+            100.0 * kept as f64 / rel.len().max(1) as f64
+        );
+    }
+    Ok(())
+}
+
+/// A deterministic nonsense string shaped like `text`: as many Han characters (for a CJK
+/// text) or as many letter groups (otherwise), from a fixed generator.
+fn nonsense_like(text: &str, seed: usize) -> String {
+    let mut x = (seed as u64).wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = move || {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) as u32
+    };
+    if super::embed::has_cjk(text) {
+        let n = text.chars().filter(|c| super::embed::has_cjk(&c.to_string())).count().clamp(3, 12);
+        (0..n).filter_map(|_| char::from_u32(0x4E00 + next() % 0x5000)).collect()
+    } else {
+        let words = text.split_whitespace().count().clamp(1, 8);
+        (0..words)
+            .map(|_| (0..3 + next() % 6).map(|_| char::from(b'a' + (next() % 26) as u8)).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@
 //! compares vectors of two spaces. Changing the model leaves the old rows alone (unused),
 //! the backlog fills the new model's rows block by block, and `mnote migrate` drops the
 //! rows and indexes of models no longer configured.
+//!
+//! A language router writes two spaces (MiniLM for English, e5 for CJK text): each block is
+//! embedded once, by the model its text routes to ([`crate::search::embed::routed`]), and a
+//! block counts as embedded when it has a vector of any of the router's models.
 
 use std::sync::Arc;
 
@@ -24,20 +28,39 @@ use crate::db::{Scope, TenantTx};
 
 /// Blocks embedded per backlog step (one forward pass of sorted, similar-length texts).
 pub const BACKLOG_BATCH: i64 = 64;
-/// Characters of a block passed to the embedder; the model truncates at 256 tokens anyway.
-const MAX_EMBED_CHARS: usize = 2000;
+/// Characters of a block passed to the embedder. Longer texts are embedded in 256-token
+/// windows (up to `onnx::MAX_WINDOWS` of them), so this only bounds pathological blocks.
+const MAX_EMBED_CHARS: usize = 8000;
 
 /// The vector space in SQL: literals for the model and the dimension, so the planner can
 /// match the partial index (bind parameters would hide them).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Space {
     pub model: String,
     pub dim: usize,
+    /// Cosine below which a nearest neighbour is noise (the model's calibrated floor);
+    /// vector candidates under it are dropped.
+    pub min_similarity: Option<f64>,
 }
 
 impl Space {
+    /// The space of one model (route a router first: [`crate::search::embed::routed`]).
     pub fn of(e: &dyn Embedder) -> Self {
-        Space { model: e.model_id().to_string(), dim: e.dimension() }
+        Space { model: e.model_id().to_string(), dim: e.dimension(), min_similarity: e.min_similarity() }
+    }
+
+    pub fn new(model: impl Into<String>, dim: usize) -> Self {
+        Space { model: model.into(), dim, min_similarity: None }
+    }
+
+    /// Every space `e` writes (one per model of a router), for indexes and the backlog.
+    pub fn all_of(e: &dyn Embedder) -> Vec<Self> {
+        e.spaces().into_iter().map(|(m, d)| Space::new(m, d)).collect()
+    }
+
+    /// The largest cosine distance a vector candidate may have (`None`: no floor).
+    pub fn max_distance(&self) -> Option<f64> {
+        self.min_similarity.map(|s| 1.0 - s)
     }
 
     /// `'model'` as a SQL string literal.
@@ -60,14 +83,9 @@ impl Space {
     }
 }
 
-/// The space a configuration will produce, without loading the model (for `mnote migrate`).
-pub fn space_of_config(cfg: &super::embed::EmbedConfig) -> Option<Space> {
-    use super::embed::{EmbedConfig, MINILM_DIMENSION, MINILM_MODEL_ID};
-    match cfg {
-        EmbedConfig::None => None,
-        EmbedConfig::Local { .. } => Some(Space { model: MINILM_MODEL_ID.into(), dim: MINILM_DIMENSION }),
-        EmbedConfig::OpenAi(c) => Some(Space { model: c.model.clone(), dim: c.dimension }),
-    }
+/// The spaces a configuration will produce, without loading a model (for `mnote migrate`).
+pub fn spaces_of_config(cfg: &super::embed::EmbedConfig) -> Vec<Space> {
+    super::embed::spaces_of_config(cfg).into_iter().map(|(m, d)| Space::new(m, d)).collect()
 }
 
 /// A small stable hash for index names (FNV-1a; not security relevant).
@@ -78,33 +96,48 @@ fn fnv1a(s: &str) -> u64 {
 /// Create the HNSW index of `space` if missing, and drop the vectors and indexes of other
 /// models (a model change re-embeds; old vectors are never mixed in). Runs as the owner.
 pub async fn ensure_index(owner: &PgPool, space: &Space) -> anyhow::Result<()> {
-    let name = space.index_name();
-    let ddl = format!(
-        "create index if not exists {name} on evidence_embedding using hnsw (((embedding::{vt})) vector_cosine_ops)
-         where model = {model}",
-        vt = space.vector_type(),
-        model = space.model_literal()
-    );
-    sqlx::query(&ddl).execute(owner).await.with_context(|| ddl.clone())?;
+    ensure_indexes(owner, std::slice::from_ref(space)).await
+}
+
+/// [`ensure_index`] for every space of a configuration (a router has two).
+pub async fn ensure_indexes(owner: &PgPool, spaces: &[Space]) -> anyhow::Result<()> {
+    let mut names = Vec::new();
+    for space in spaces {
+        let name = space.index_name();
+        let ddl = format!(
+            "create index if not exists {name} on evidence_embedding using hnsw (((embedding::{vt})) vector_cosine_ops)
+             where model = {model}",
+            vt = space.vector_type(),
+            model = space.model_literal()
+        );
+        sqlx::query(&ddl).execute(owner).await.with_context(|| ddl.clone())?;
+        names.push(name);
+    }
     let stale: Vec<String> = sqlx::query_scalar(
         "select indexname::text from pg_indexes
-         where tablename = 'evidence_embedding' and indexname like 'evidence_embedding_hnsw_%' and indexname <> $1",
+         where tablename = 'evidence_embedding' and indexname like 'evidence_embedding_hnsw_%' and indexname <> all($1)",
     )
-    .bind(&name)
+    .bind(&names)
     .fetch_all(owner)
     .await?;
     for idx in stale {
         sqlx::query(&format!("drop index if exists \"{}\"", idx.replace('"', "\"\""))).execute(owner).await?;
     }
     // RLS is forced even for the owner, so old vectors are deleted tenant by tenant.
+    let models: Vec<String> = spaces.iter().map(|s| s.model.clone()).collect();
+    let dims: Vec<i32> = spaces.iter().map(|s| s.dim as i32).collect();
     let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(owner).await?;
     for t in tenants {
         let mut tx = TenantTx::begin(owner, t, Scope::System).await?;
-        sqlx::query("delete from evidence_embedding where model <> $1 or vector_dims(embedding) <> $2")
-            .bind(&space.model)
-            .bind(space.dim as i32)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "delete from evidence_embedding e
+             where not exists (select 1 from unnest($1::text[], $2::int4[]) s(model, dim)
+                               where s.model = e.model and s.dim = vector_dims(e.embedding))",
+        )
+        .bind(&models)
+        .bind(&dims)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
     }
     Ok(())
@@ -120,12 +153,18 @@ pub async fn index_exists(pool: &PgPool, space: &Space) -> sqlx::Result<bool> {
 
 /// Blocks of the tenant that still lack a vector of `space` (for progress and the eval).
 pub async fn pending_count(conn: &mut PgConnection, space: &Space) -> sqlx::Result<i64> {
+    pending_count_any(conn, std::slice::from_ref(space)).await
+}
+
+/// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog).
+pub async fn pending_count_any(conn: &mut PgConnection, spaces: &[Space]) -> sqlx::Result<i64> {
+    let models: Vec<&str> = spaces.iter().map(|s| s.model.as_str()).collect();
     sqlx::query_scalar(
         "select count(*) from evidence_block b
          where not exists (select 1 from evidence_embedding e
-                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)",
+                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))",
     )
-    .bind(&space.model)
+    .bind(&models)
     .fetch_one(conn)
     .await
 }
@@ -134,17 +173,17 @@ pub async fn pending_count(conn: &mut PgConnection, space: &Space) -> sqlx::Resu
 /// model. Returns how many were embedded (0 = nothing to do). Concurrent workers take
 /// different blocks (`skip locked`); the row locks are held only while writing.
 pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, tenant: Uuid) -> anyhow::Result<usize> {
-    let space = Space::of(embedder.as_ref());
+    let models: Vec<String> = embedder.spaces().into_iter().map(|(m, _)| m).collect();
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
          where not exists (select 1 from evidence_embedding e
-                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = $1)
+                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
          order by b.source_id, b.ordinal
          limit $2
          for update of b skip locked",
     )
-    .bind(&space.model)
+    .bind(&models)
     .bind(BACKLOG_BATCH)
     .fetch_all(&mut *tx)
     .await?;
@@ -162,23 +201,41 @@ pub fn embed_text(r: &BlockText) -> String {
     truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)
 }
 
-/// Embed these blocks and store their vectors (in the caller's transaction).
+/// Embed these blocks and store their vectors (in the caller's transaction); each block with
+/// the model its text routes to.
 pub async fn embed_rows(
     conn: &mut PgConnection,
     embedder: &Arc<dyn Embedder>,
     tenant: Uuid,
     rows: &[BlockText],
 ) -> anyhow::Result<usize> {
-    if rows.is_empty() {
-        return Ok(0);
+    for (model, group) in route_rows(embedder, rows) {
+        let space = Space::of(model.as_ref());
+        let texts: Vec<String> = group.iter().map(|r| embed_text(r)).collect();
+        let vectors = model.embed(&texts, EmbedKind::Passage).await?;
+        anyhow::ensure!(
+            vectors.len() == group.len(),
+            "the embedder returned {} vectors for {} texts",
+            vectors.len(),
+            group.len()
+        );
+        let blocks: Vec<(Uuid, Uuid, Uuid)> = group.iter().map(|r| (r.0, r.1, r.2)).collect();
+        store_vectors(conn, tenant, &space, &blocks, vectors.into_iter().map(Vector::from).collect()).await?;
     }
-    let space = Space::of(embedder.as_ref());
-    let texts: Vec<String> = rows.iter().map(embed_text).collect();
-    let vectors = embedder.embed(&texts, EmbedKind::Passage).await?;
-    anyhow::ensure!(vectors.len() == rows.len(), "the embedder returned {} vectors for {} texts", vectors.len(), rows.len());
-    let blocks: Vec<(Uuid, Uuid, Uuid)> = rows.iter().map(|r| (r.0, r.1, r.2)).collect();
-    store_vectors(conn, tenant, &space, &blocks, vectors.into_iter().map(Vector::from).collect()).await?;
     Ok(rows.len())
+}
+
+/// `rows` grouped by the model that embeds them (one group unless `embedder` routes).
+pub fn route_rows<'r>(embedder: &Arc<dyn Embedder>, rows: &'r [BlockText]) -> Vec<(Arc<dyn Embedder>, Vec<&'r BlockText>)> {
+    let mut groups: Vec<(Arc<dyn Embedder>, Vec<&BlockText>)> = Vec::new();
+    for r in rows {
+        let model = super::embed::routed(embedder, &embed_text(r));
+        match groups.iter_mut().find(|(m, _)| m.model_id() == model.model_id()) {
+            Some((_, g)) => g.push(r),
+            None => groups.push((model, vec![r])),
+        }
+    }
+    groups
 }
 
 /// Store one vector of `space` per (block, source, KB) (an existing one is kept).
@@ -256,7 +313,7 @@ pub async fn guarded_round(pool: &PgPool, embedder: &Arc<dyn Embedder>, health: 
     if !health.try_begin() {
         return Ok(None);
     }
-    let space = Space::of(embedder.as_ref());
+    let space = Space::new(embedder.model_id(), embedder.dimension());
     if !health.is_healthy()
         && let Err(e) = probe(pool, &space).await
     {

@@ -27,4 +27,5 @@ mod search_page;
 mod security;
 mod symlink_race;
 mod tenant_roots;
+mod vectors;
 mod viewer;

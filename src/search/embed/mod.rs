@@ -1,8 +1,11 @@
 //! Text embeddings for vector and hybrid search (SPEC §5 "Vector").
 //!
-//! Two [`Embedder`]s: [`LocalMiniLm`] (all-MiniLM-L6-v2 on candle, offline, the default;
-//! [`local`]) and [`OpenAiEmbedder`] (any OpenAI-compatible `/v1/embeddings` endpoint;
-//! [`openai`]). [`from_config`] builds the configured one; `None` means "no embedder", and
+//! The local embedders run on ONNX Runtime ([`onnx`]): all-MiniLM-L6-v2 for English and
+//! multilingual-e5-small for text with Chinese, Japanese or Korean, behind a
+//! [`LanguageRouter`] ([`route`]) that picks the model per text (the default, offline);
+//! [`OpenAiEmbedder`] calls any OpenAI-compatible `/v1/embeddings` endpoint ([`openai`]).
+//! [`local`] keeps the candle MiniLM that `mnote bench embed` compares ONNX Runtime with.
+//! [`from_config`] builds the configured one; `None` means "no embedder", and
 //! search then falls back to lexical with `degraded: true, degradedReason:
 //! "embedder_unavailable"`. [`CachedQueries`] ([`cache`]) keeps recent query vectors in front
 //! of either.
@@ -27,21 +30,20 @@
 
 pub mod cache;
 pub mod local;
+pub mod onnx;
 pub mod openai;
+pub mod route;
 
-use std::{
-    fmt,
-    path::{Path, PathBuf},
-    sync::Arc,
-    time::Duration,
-};
+use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 
 use futures_util::future::BoxFuture;
 
 pub use cache::CachedQueries;
-pub use local::{LocalMiniLm, MINILM_DIMENSION, MINILM_MODEL_ID};
+pub use local::CandleMiniLm;
+pub use onnx::{E5_SMALL, LocalMiniLm, MINILM, ModelSpec, OnnxEmbedder};
 pub use openai::{ApiKey, OpenAiConfig, OpenAiEmbedder};
 use openai::{HTTP_BATCH, HTTP_DEFAULT_TIMEOUT, embeddings_url};
+pub use route::{LanguageRouter, has_cjk};
 
 use crate::platform::SecretString;
 
@@ -94,8 +96,28 @@ pub trait Embedder: Send + Sync + fmt::Debug {
         true
     }
     /// One L2-normalised vector per text, in input order. Batching happens inside, so callers
-    /// may pass any number of texts. Needs a tokio runtime.
+    /// may pass any number of texts. Needs a tokio runtime. A router embeds only texts that
+    /// all take the same route ([`routed`] first).
     fn embed<'a>(&'a self, texts: &'a [String], kind: EmbedKind) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>>;
+    /// Cosine below which a nearest neighbour is noise, not a match (calibrated per model);
+    /// `None`: no floor known (remote models).
+    fn min_similarity(&self) -> Option<f64> {
+        None
+    }
+    /// The model that embeds `text`: a router picks one of its models; `None` = this one.
+    fn route(&self, _text: &str) -> Option<Arc<dyn Embedder>> {
+        None
+    }
+    /// Every vector space (model, dimension) this embedder writes: one, or one per model of a
+    /// router.
+    fn spaces(&self) -> Vec<(String, usize)> {
+        vec![(self.model_id().to_string(), self.dimension())]
+    }
+}
+
+/// The model of `e` that embeds `text` (`e` itself unless it is a router).
+pub fn routed(e: &Arc<dyn Embedder>, text: &str) -> Arc<dyn Embedder> {
+    e.route(text).unwrap_or_else(|| Arc::clone(e))
 }
 
 /// Scale `v` to unit length, so every stored vector supports inner product as cosine. A zero
@@ -114,15 +136,52 @@ pub(crate) fn normalize(v: &mut [f32]) {
 pub enum EmbedConfig {
     /// No vectors: vector and hybrid search fall back to lexical.
     None,
-    Local {
-        model_dir: PathBuf,
-    },
+    Local(LocalConfig),
     OpenAi(OpenAiConfig),
 }
 
-/// Where `./dev provision` puts the model.
+/// Which local models embed what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// Text with CJK letters → multilingual-e5-small, the rest → all-MiniLM-L6-v2 (default).
+    Language,
+    /// Everything → multilingual-e5-small (one cross-lingual space, ~2.2× the CPU per
+    /// English block).
+    E5,
+    /// Everything → all-MiniLM-L6-v2 (English only: CJK queries skip the vector side).
+    MiniLm,
+}
+
+/// The local (ONNX Runtime) embedders' files and threads.
+#[derive(Clone, Debug)]
+pub struct LocalConfig {
+    /// all-MiniLM-L6-v2 (ONNX) directory.
+    pub minilm_dir: PathBuf,
+    /// multilingual-e5-small (ONNX) directory.
+    pub e5_dir: PathBuf,
+    /// `libonnxruntime.so` (from the PyPI wheel onnxruntime).
+    pub ort_library: PathBuf,
+    pub routing: Routing,
+    /// Intra-op threads for passage batches (queries run on their own single-threaded sessions).
+    pub threads: usize,
+}
+
+impl LocalConfig {
+    /// The provisioned layout (`./dev provision`), routing by language, one thread per core.
+    pub fn provisioned() -> Self {
+        LocalConfig {
+            minilm_dir: default_model_dir(),
+            e5_dir: onnx::default_models_dir().join(E5_SMALL.dir),
+            ort_library: onnx::default_ort_library(),
+            routing: Routing::Language,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
+
+/// Where `./dev provision` puts all-MiniLM-L6-v2 (ONNX).
 pub fn default_model_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(".local/models/all-MiniLM-L6-v2")
+    onnx::default_models_dir().join(MINILM.dir)
 }
 
 /// Native dimensions of OpenAI's own models, so `MNOTE_EMBED_DIM` can be left out for them.
@@ -139,8 +198,15 @@ impl EmbedConfig {
     /// `config.rs`; tests pass a map):
     ///
     /// * `MNOTE_EMBEDDER` = `local` (default) | `openai` | `none`
-    /// * `MNOTE_EMBED_MODEL_DIR`: the all-MiniLM-L6-v2 directory (default
-    ///   `<checkout>/.local/models/all-MiniLM-L6-v2`, provisioned by `./dev`)
+    /// * `MNOTE_EMBED_MODEL_DIR`: the all-MiniLM-L6-v2 ONNX directory (default
+    ///   `<checkout>/.local/models/all-MiniLM-L6-v2-onnx`, provisioned by `./dev`)
+    /// * `MNOTE_EMBED_E5_DIR`: the multilingual-e5-small ONNX directory (default
+    ///   `<checkout>/.local/models/multilingual-e5-small-onnx`)
+    /// * `MNOTE_ORT_LIB`: `libonnxruntime.so` (default
+    ///   `<checkout>/.local/models/onnxruntime-1.32.0/libonnxruntime.so.1.32.0`)
+    /// * `MNOTE_EMBED_ROUTING` = `language` (default: CJK → e5, the rest → MiniLM) | `e5` |
+    ///   `minilm`
+    /// * `MNOTE_EMBED_THREADS`: intra-op threads for passage batches (default: the cores)
     /// * `MNOTE_EMBED_URL`, `MNOTE_EMBED_MODEL`: the endpoint base (`…/v1`) and model (openai)
     /// * `MNOTE_EMBED_DIM`: the model's vector dimension; required unless the model is one of
     ///   OpenAI's own
@@ -166,9 +232,22 @@ impl EmbedConfig {
         let kind = var("MNOTE_EMBEDDER").unwrap_or_else(|| "local".into()).to_ascii_lowercase();
         match kind.as_str() {
             "none" => Ok(EmbedConfig::None),
-            "local" => Ok(EmbedConfig::Local {
-                model_dir: var("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or_else(default_model_dir),
-            }),
+            "local" => {
+                let d = LocalConfig::provisioned();
+                let routing = match var("MNOTE_EMBED_ROUTING").map(|v| v.to_ascii_lowercase()).as_deref() {
+                    None | Some("language") => Routing::Language,
+                    Some("e5") => Routing::E5,
+                    Some("minilm") => Routing::MiniLm,
+                    Some(other) => bail!("MNOTE_EMBED_ROUTING={other:?}: expected language, e5 or minilm"),
+                };
+                Ok(EmbedConfig::Local(LocalConfig {
+                    minilm_dir: var("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or(d.minilm_dir),
+                    e5_dir: var("MNOTE_EMBED_E5_DIR").map(PathBuf::from).unwrap_or(d.e5_dir),
+                    ort_library: var("MNOTE_ORT_LIB").map(PathBuf::from).unwrap_or(d.ort_library),
+                    routing,
+                    threads: number("MNOTE_EMBED_THREADS")?.unwrap_or(d.threads),
+                }))
+            }
             "openai" => {
                 let base_url = var("MNOTE_EMBED_URL")
                     .context("MNOTE_EMBEDDER=openai needs MNOTE_EMBED_URL (e.g. https://api.openai.com/v1)")?;
@@ -212,19 +291,44 @@ impl EmbedConfig {
 
 /// Build the configured embedder. `Ok(None)` when embeddings are turned off; a local model that
 /// is not provisioned is `embedder_unavailable` (the caller decides whether to run degraded).
-/// Loading the local model reads ~90 MB, so call this at startup, not per request.
+/// Loading the local models reads ~300 MB, so call this at startup, not per request.
 pub fn from_config(cfg: &EmbedConfig) -> Result<Option<Arc<dyn Embedder>>, EmbedError> {
     Ok(match cfg {
         EmbedConfig::None => None,
-        EmbedConfig::Local { model_dir } => Some(Arc::new(LocalMiniLm::load(model_dir)?)),
+        EmbedConfig::Local(c) => Some(load_local(c)?),
         EmbedConfig::OpenAi(c) => Some(Arc::new(OpenAiEmbedder::new(c.clone())?)),
     })
+}
+
+/// The local models of `c`: one model, or the language router over both.
+pub fn load_local(c: &LocalConfig) -> Result<Arc<dyn Embedder>, EmbedError> {
+    let minilm = || OnnxEmbedder::load(&MINILM, &c.minilm_dir, &c.ort_library, c.threads);
+    let e5 = || OnnxEmbedder::load(&E5_SMALL, &c.e5_dir, &c.ort_library, c.threads);
+    Ok(match c.routing {
+        Routing::MiniLm => Arc::new(minilm()?),
+        Routing::E5 => Arc::new(e5()?),
+        Routing::Language => Arc::new(LanguageRouter::new(Arc::new(minilm()?), Arc::new(e5()?))),
+    })
+}
+
+/// The vector spaces a configuration writes, without loading a model (for `mnote migrate`).
+pub fn spaces_of_config(cfg: &EmbedConfig) -> Vec<(String, usize)> {
+    let space = |s: &ModelSpec| (s.id.to_string(), s.dim);
+    match cfg {
+        EmbedConfig::None => Vec::new(),
+        EmbedConfig::Local(c) => match c.routing {
+            Routing::MiniLm => vec![space(&MINILM)],
+            Routing::E5 => vec![space(&E5_SMALL)],
+            Routing::Language => vec![space(&MINILM), space(&E5_SMALL)],
+        },
+        EmbedConfig::OpenAi(c) => vec![(c.model.clone(), c.dimension)],
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use std::{collections::HashMap, path::Path};
 
     const KEY: &str = "sk-test-0123456789abcdef";
 
@@ -238,18 +342,40 @@ mod tests {
     #[test]
     fn config_defaults_to_the_local_model() {
         match config_from(&[]).unwrap() {
-            EmbedConfig::Local { model_dir } => assert_eq!(model_dir, default_model_dir()),
+            EmbedConfig::Local(c) => {
+                assert_eq!(c.minilm_dir, default_model_dir());
+                assert_eq!(c.routing, Routing::Language);
+                assert!(c.threads >= 1);
+            }
             other => panic!("{other:?}"),
         }
-        match config_from(&[("MNOTE_EMBED_MODEL_DIR", "/models/minilm")]).unwrap() {
-            EmbedConfig::Local { model_dir } => assert_eq!(model_dir, Path::new("/models/minilm")),
+        let vars = [
+            ("MNOTE_EMBED_MODEL_DIR", "/models/minilm"),
+            ("MNOTE_EMBED_E5_DIR", "/models/e5"),
+            ("MNOTE_ORT_LIB", "/opt/ort.so"),
+            ("MNOTE_EMBED_ROUTING", "E5"),
+            ("MNOTE_EMBED_THREADS", "3"),
+        ];
+        match config_from(&vars).unwrap() {
+            EmbedConfig::Local(c) => {
+                assert_eq!((c.minilm_dir.as_path(), c.e5_dir.as_path()), (Path::new("/models/minilm"), Path::new("/models/e5")));
+                assert_eq!((c.ort_library.as_path(), c.routing, c.threads), (Path::new("/opt/ort.so"), Routing::E5, 3));
+                assert_eq!(spaces_of_config(&EmbedConfig::Local(c)), vec![(E5_SMALL.id.to_string(), 384)]);
+            }
             other => panic!("{other:?}"),
         }
+        let both = config_from(&[]).unwrap();
+        assert_eq!(spaces_of_config(&both).len(), 2);
+        assert!(config_from(&[("MNOTE_EMBED_ROUTING", "fastest")]).unwrap_err().to_string().contains("MNOTE_EMBED_ROUTING"));
+        assert!(config_from(&[("MNOTE_EMBED_THREADS", "0")]).is_err());
         let none = config_from(&[("MNOTE_EMBEDDER", "none")]).unwrap();
         assert!(from_config(&none).unwrap().is_none());
+        assert!(spaces_of_config(&none).is_empty());
         assert!(config_from(&[("MNOTE_EMBEDDER", "bert")]).is_err());
-        let missing = EmbedConfig::Local { model_dir: "/nonexistent".into() };
-        assert_eq!(from_config(&missing).unwrap_err().code, EmbedError::UNAVAILABLE);
+        let missing = EmbedConfig::Local(LocalConfig { minilm_dir: "/nonexistent".into(), ..LocalConfig::provisioned() });
+        let err = from_config(&missing).unwrap_err();
+        assert_eq!(err.code, EmbedError::UNAVAILABLE);
+        assert!(err.message.contains("/nonexistent") && err.message.contains("./dev provision"), "{}", err.message);
     }
 
     #[test]

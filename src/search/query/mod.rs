@@ -279,13 +279,17 @@ pub async fn run(
                 resp.degraded = true;
                 resp.degraded_reason = Some("embedder_unavailable".into());
             }
-            Some(e) => match e.embed(&[query.to_string()], EmbedKind::Query).await {
-                Ok(mut v) if v.len() == 1 => qvec = Some((Space::of(e.as_ref()), e.multilingual(), v.remove(0))),
-                Ok(_) | Err(_) => {
-                    resp.degraded = true;
-                    resp.degraded_reason = Some("embedder_unavailable".into());
+            // A language router: the query searches the vectors of the model its text routes to.
+            Some(e) => {
+                let e = crate::search::embed::routed(e, query);
+                match e.embed(&[query.to_string()], EmbedKind::Query).await {
+                    Ok(mut v) if v.len() == 1 => qvec = Some((Space::of(e.as_ref()), e.multilingual(), v.remove(0))),
+                    Ok(_) | Err(_) => {
+                        resp.degraded = true;
+                        resp.degraded_reason = Some("embedder_unavailable".into());
+                    }
                 }
-            },
+            }
         }
     }
     // Candidates per side for fusion. With RRF k = 20, a block ranked below 4·topK in both

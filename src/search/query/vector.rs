@@ -9,18 +9,25 @@ use uuid::Uuid;
 use super::*;
 
 /// The vector CTE (`vec(id, dist)`): the `limit` blocks nearest to `v` among those `filter`
-/// allows.
+/// allows, without those farther than the model's similarity floor (noise, not matches: a
+/// nonsense query has nearest neighbours too). The floor applies after the nearest `limit`
+/// are found, so the index scan stays bounded when nothing passes it.
 pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: Vec<f32>, limit: i64) -> String {
     let (v, l) = (b.push(Vector::from(v)), b.push(limit));
     let vt = space.vector_type();
     let BlockFilter { kb_ids: kb, sql: filter } = filter;
+    let floor = match space.max_distance() {
+        Some(d) => format!("where n.dist <= {}", b.push(d)),
+        None => String::new(),
+    };
     format!(
-        "vec as materialized (select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
+        "vec as materialized (select n.id, n.dist from (
+                select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
                 from evidence_embedding e
                 where e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
                   and exists (select 1 from evidence_block b, source s
                               where b.tenant_id = e.tenant_id and b.id = e.block_id and {filter})
-                order by e.embedding::{vt} <=> {v}::{vt} limit {l})",
+                order by e.embedding::{vt} <=> {v}::{vt} limit {l}) n {floor})",
         model = space.model_literal()
     )
 }
