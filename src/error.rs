@@ -14,6 +14,9 @@ use serde_json::json;
 pub enum AppError {
     #[error("authentication required")]
     Unauthorized,
+    /// `token_expired` (401): an API token past its `expires_at`.
+    #[error("this API token has expired; create a new one")]
+    TokenExpired,
     #[error("{0}")]
     Forbidden(String),
     #[error("CSRF token missing or invalid")]
@@ -80,6 +83,7 @@ impl AppError {
     pub fn code(&self) -> &'static str {
         match self {
             AppError::Unauthorized => "unauthorized",
+            AppError::TokenExpired => "token_expired",
             AppError::Forbidden(_) | AppError::NoTenant => "forbidden",
             AppError::CsrfFailed => "csrf_failed",
             AppError::PathOutsideGrant | AppError::NoTenantRoots => "path_outside_grant",
@@ -99,7 +103,7 @@ impl AppError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            AppError::Unauthorized => StatusCode::UNAUTHORIZED,
+            AppError::Unauthorized | AppError::TokenExpired => StatusCode::UNAUTHORIZED,
             AppError::Forbidden(_)
             | AppError::NoTenant
             | AppError::CsrfFailed

@@ -1,18 +1,37 @@
 // Viewer niceties (the page works without them): ← / → (or j / k) turn PDF pages,
-// + / − zoom the page image, 0 resets the zoom.
+// + / − zoom the page image, 0 resets the zoom; on a narrow screen the page opens zoomed to
+// the highlight.
 (function () {
   "use strict";
   var frame = document.querySelector(".page-frame");
   var zoomBox = document.querySelector(".pager .zoom");
   var key = "mnote.viewer.zoom";
   var zoom = 1;
-  try { zoom = parseFloat(sessionStorage.getItem(key)) || 1; } catch (e) { /* storage off */ }
-  function apply() {
+  var stored = null;
+  try { stored = parseFloat(sessionStorage.getItem(key)); } catch (e) { /* storage off */ }
+  if (stored) zoom = stored;
+  function apply(save) {
     if (!frame) return;
     zoom = Math.min(4, Math.max(0.5, zoom));
     frame.style.width = zoom === 1 ? "" : (zoom * 100) + "%";
     frame.style.maxWidth = zoom === 1 ? "" : "none";
-    try { sessionStorage.setItem(key, String(zoom)); } catch (e) { /* ignore */ }
+    if (save !== false) {
+      try { sessionStorage.setItem(key, String(zoom)); } catch (e) { /* ignore */ }
+    }
+  }
+  // Narrow screen, a box on the page, no zoom chosen yet: zoom so the box fills most of the
+  // width and bring it to the middle of the view.
+  function zoomToHighlight() {
+    var hl = frame && frame.querySelector(".hl-box");
+    if (!hl || stored || window.innerWidth > 720) return;
+    var frac = hl.offsetWidth / Math.max(1, frame.offsetWidth);
+    if (!(frac > 0) || frac > 0.6) return;
+    zoom = Math.min(3, 0.85 / frac);
+    apply(false);
+    var scroller = frame.parentElement;
+    var target = hl.offsetLeft + hl.offsetWidth / 2 - scroller.clientWidth / 2;
+    scroller.scrollLeft = Math.max(0, target);
+    hl.scrollIntoView({ block: "center", inline: "nearest" });
   }
   if (frame && zoomBox) {
     zoomBox.hidden = false;
@@ -22,7 +41,10 @@
       zoom = zoom * (b.getAttribute("data-zoom") === "1" ? 1.25 : 0.8);
       apply();
     });
-    apply();
+    apply(false);
+    var img = frame.querySelector("img");
+    if (img && !img.complete) img.addEventListener("load", zoomToHighlight, { once: true });
+    else zoomToHighlight();
   }
   document.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;

@@ -14,7 +14,7 @@ use serde_json::json;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::{Auth, LOCALE, LOGIN_AT, SignedIn, TENANT_ID, USER_ID, password, rate_limit, session_err};
+use super::{Auth, LOCALE, SignedIn, TENANT_ID, password, rate_limit, session_err};
 use crate::{
     db::TenantTx,
     error::{ApiJson, AppError, AppResult},
@@ -60,23 +60,31 @@ struct LoginPage {
     next: String,
     email: String,
     error: Option<String>,
+    /// A notice above the form (e.g. `/setup` was already done).
+    notice: Option<String>,
 }
 
 #[derive(Deserialize)]
 pub struct NextQuery {
     next: Option<String>,
+    /// `done`: the visitor came from `/setup`, which is finished.
+    #[serde(default)]
+    setup: Option<String>,
 }
 
 pub async fn login_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Query(q): Query<NextQuery>) -> AppResult<Response> {
     if !tq::any_users(&state.pool).await? {
         return Ok(Redirect::to("/setup").into_response());
     }
-    render(LoginPage { ctx, next: safe_next(q.next.as_deref()), email: String::new(), error: None })
+    let notice = q.setup.as_deref().filter(|s| *s == "done").map(|_| ctx.t("setup.already_done"));
+    render(LoginPage { ctx, next: safe_next(q.next.as_deref()), email: String::new(), error: None, notice })
 }
 
 #[derive(Deserialize)]
 pub struct LoginForm {
+    #[serde(default)]
     email: String,
+    #[serde(default)]
     password: String,
     next: Option<String>,
 }
@@ -92,7 +100,13 @@ pub async fn login(
     let ip = client_ip(state.config.trust_proxy, &headers, peer.0);
     let email = f.email.trim().to_string();
     let next = safe_next(f.next.as_deref());
-    let page = |ctx: PageCtx, error: String| LoginPage { ctx, next: next.clone(), email: email.clone(), error: Some(error) };
+    let page = |ctx: PageCtx, error: String| LoginPage {
+        ctx,
+        next: next.clone(),
+        email: email.clone(),
+        error: Some(error),
+        notice: None,
+    };
     let attempt = match rate_limit::reserve(&state.pool, &state.config, &email, &ip).await {
         Ok(a) => a,
         Err(e) => {
@@ -116,10 +130,7 @@ pub async fn login(
     };
     // New session id and a new CSRF token at privilege change (session fixation; a token
     // seen before sign-in is worth nothing after it).
-    session.cycle_id().await.map_err(session_err)?;
-    session.remove::<String>(super::csrf::KEY).await.map_err(session_err)?;
-    session.insert(USER_ID, user.id).await.map_err(session_err)?;
-    session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
+    super::account::start_session(&session, &state.pool, user.id).await?;
     if let Some(l) = user.locale.as_deref() {
         session.insert(LOCALE, l).await.map_err(session_err)?;
     }
@@ -250,8 +261,12 @@ pub async fn session_info(State(state): State<AppState>, session: Session, auth:
 // ---------------------------------------------------------------- API tokens
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NewToken {
     name: String,
+    /// Days until the token stops working (`null` / absent: never).
+    #[serde(default)]
+    expires_in_days: Option<i64>,
 }
 
 fn token_name(raw: &str) -> AppResult<String> {
@@ -262,11 +277,20 @@ fn token_name(raw: &str) -> AppResult<String> {
     Ok(n.to_string())
 }
 
-/// `POST /api/tokens`: the plaintext is in the response once and never again.
+fn token_expiry(days: Option<i64>) -> AppResult<Option<i64>> {
+    match days {
+        None => Ok(None),
+        Some(d) if (1..=super::tokens::MAX_EXPIRY_DAYS).contains(&d) => Ok(Some(d)),
+        Some(_) => Err(AppError::invalid("expiresInDays", format!("1–{} days, or none", super::tokens::MAX_EXPIRY_DAYS))),
+    }
+}
+
+/// `POST /api/tokens` `{name, expiresInDays?}`: the plaintext is in the response once and never again.
 pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<NewToken>) -> AppResult<Response> {
     let name = token_name(&b.name)?;
+    let days = token_expiry(b.expires_in_days)?;
     let mut tx = auth.tx(&state).await?;
-    let (rec, plain) = super::tokens::create(&mut tx, auth.tenant_id, auth.user_id, &name).await?;
+    let (rec, plain) = super::tokens::create_expiring(&mut tx, auth.tenant_id, auth.user_id, &name, days).await?;
     tx.commit().await?;
     let mut body = serde_json::to_value(&rec).map_err(|e| AppError::Internal(e.into()))?;
     body["token"] = json!(plain);
@@ -299,29 +323,66 @@ struct TokensPage {
     ctx: PageCtx,
     tokens: Vec<super::tokens::ApiToken>,
     new_token: Option<String>,
+    error: Option<String>,
+    name: String,
+}
+
+async fn tokens_page_for(
+    state: &AppState,
+    page: crate::web::Page,
+    new_token: Option<String>,
+    error: Option<String>,
+    name: String,
+) -> AppResult<Response> {
+    let mut tx = page.auth.tx(state).await?;
+    let tokens = super::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
+    tx.commit().await?;
+    render(TokensPage { ctx: page.ctx, tokens, new_token, error, name })
 }
 
 pub async fn tokens_page(State(state): State<AppState>, session: Session, page: crate::web::Page) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
-    let tokens = super::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
-    tx.commit().await?;
     // Shown once: the plaintext travels through the session only until this page renders.
     let new_token = session.remove::<String>("new_token").await.map_err(session_err)?;
-    render(TokensPage { ctx: page.ctx, tokens, new_token })
+    tokens_page_for(&state, page, new_token, None, String::new()).await
+}
+
+/// The tokens form: `expires` is a number of days or `never` (the default).
+#[derive(Deserialize)]
+pub struct TokenForm {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    expires: String,
 }
 
 pub async fn tokens_create_form(
     State(state): State<AppState>,
     session: Session,
     page: crate::web::Page,
-    Form(b): Form<NewToken>,
-) -> AppResult<Redirect> {
-    let name = token_name(&b.name)?;
+    Form(b): Form<TokenForm>,
+) -> AppResult<Response> {
+    let parsed = token_name(&b.name).and_then(|name| {
+        let days = match b.expires.trim() {
+            "" | "never" => None,
+            d => Some(d.parse::<i64>().map_err(|_| AppError::invalid("expiresInDays", "a number of days"))?),
+        };
+        Ok((name, token_expiry(days)?))
+    });
+    let (name, days) = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = crate::web::form_error(page.ctx.lang, &e);
+            let status = e.status();
+            let mut r = tokens_page_for(&state, page, None, Some(msg), b.name).await?;
+            *r.status_mut() = status;
+            return Ok(r);
+        }
+    };
     let mut tx = page.auth.tx(&state).await?;
-    let (_, plain) = super::tokens::create(&mut tx, page.auth.tenant_id, page.auth.user_id, &name).await?;
+    let (_, plain) = super::tokens::create_expiring(&mut tx, page.auth.tenant_id, page.auth.user_id, &name, days).await?;
     tx.commit().await?;
     session.insert("new_token", plain).await.map_err(session_err)?;
-    Ok(Redirect::to("/settings/tokens"))
+    Ok(Redirect::to("/settings/tokens").into_response())
 }
 
 pub async fn tokens_revoke_form(

@@ -4,6 +4,7 @@
 //! cookie. Either way the result is an [`Auth`]: user, tenant and role, re-read from the
 //! membership table on every request so a removed member loses access at once.
 
+pub mod account;
 pub mod csrf;
 pub mod handlers;
 pub mod password;
@@ -32,6 +33,7 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/session", get(a::session_info))
         .route("/api/tokens", get(a::list_tokens).post(a::create_token))
         .route("/api/tokens/{id}", delete(a::revoke_token))
+        .route("/api/account/password", axum::routing::post(account::change_password_api))
 }
 
 pub fn page_router() -> axum::Router<AppState> {
@@ -45,6 +47,8 @@ pub fn page_router() -> axum::Router<AppState> {
         .route("/language", post(a::set_language))
         .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
         .route("/settings/tokens/{id}/revoke", post(a::tokens_revoke_form))
+        .route("/settings/account", get(account::account_page))
+        .route("/settings/account/password", post(account::change_password_form))
 }
 
 /// Session keys.
@@ -52,6 +56,8 @@ pub const USER_ID: &str = "uid";
 pub const TENANT_ID: &str = "tid";
 pub const LOGIN_AT: &str = "login_at";
 pub const LOCALE: &str = "locale";
+/// The account's `session_epoch` when this session signed in (a password change bumps it).
+pub const EPOCH: &str = "epoch";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Via {
@@ -144,6 +150,12 @@ async fn signed_in(session: &Session, state: &AppState) -> Result<Option<SignedI
         session.flush().await.map_err(session_err)?;
         return Ok(None);
     }
+    // Signed out by a password change made in another session.
+    let epoch = session.get::<i32>(EPOCH).await.map_err(session_err)?.unwrap_or(0);
+    if account::session_epoch(&state.pool, user_id).await?.is_none_or(|current| current != epoch) {
+        session.flush().await.map_err(session_err)?;
+        return Ok(None);
+    }
     let tenant_id = session.get::<Uuid>(TENANT_ID).await.map_err(session_err)?;
     Ok(Some(SignedIn { user_id, tenant_id }))
 }
@@ -170,7 +182,11 @@ impl FromRequestParts<AppState> for Auth {
             let tenant_id = tokens::tenant_of(token).ok_or(AppError::Unauthorized)?;
             // One statement: the token and its user's membership of the token's tenant.
             let mut tx = TenantTx::begin(&state.pool, tenant_id, Scope::System).await?;
-            let m = tokens::authenticate(&mut tx, token).await?.ok_or(AppError::Unauthorized)?;
+            let m = match tokens::authenticate(&mut tx, token).await? {
+                Some(tokens::Authenticated::Member(m)) => m,
+                Some(tokens::Authenticated::Expired) => return Err(AppError::TokenExpired),
+                None => return Err(AppError::Unauthorized),
+            };
             tx.commit().await?;
             return Ok(Auth { user_id: m.user_id, tenant_id, role: m.role, email: m.email, via: Via::Token });
         }

@@ -42,6 +42,24 @@ pub struct ApiToken {
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub last_used_at: Option<chrono::DateTime<chrono::Utc>>,
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// `None`: never expires.
+    pub expires_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl ApiToken {
+    pub fn is_expired(&self) -> bool {
+        self.expires_at.is_some_and(|e| e <= chrono::Utc::now())
+    }
+}
+
+/// The longest expiry a token may be given, in days.
+pub const MAX_EXPIRY_DAYS: i64 = 3650;
+
+/// What [`authenticate`] found for a plaintext.
+pub enum Authenticated {
+    Member(crate::tenants::queries::Member),
+    /// The token exists and is not revoked, but its expiry has passed.
+    Expired,
 }
 
 /// Create a token for `user_id` in the transaction's tenant; returns the record and the
@@ -52,17 +70,29 @@ pub async fn create(
     user_id: Uuid,
     name: &str,
 ) -> Result<(ApiToken, String), sqlx::Error> {
+    create_expiring(conn, tenant_id, user_id, name, None).await
+}
+
+/// [`create`] with an expiry `expires_in_days` from now (`None`: never).
+pub async fn create_expiring(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    user_id: Uuid,
+    name: &str,
+    expires_in_days: Option<i64>,
+) -> Result<(ApiToken, String), sqlx::Error> {
     let plain = generate(tenant_id);
     let rec = sqlx::query_as::<_, ApiToken>(
-        "insert into api_token (tenant_id, id, user_id, name, token_hash)
-         values ($1, $2, $3, $4, $5)
-         returning id, user_id, name, created_at, last_used_at, revoked_at",
+        "insert into api_token (tenant_id, id, user_id, name, token_hash, expires_at)
+         values ($1, $2, $3, $4, $5, now() + make_interval(days => $6))
+         returning id, user_id, name, created_at, last_used_at, revoked_at, expires_at",
     )
     .bind(tenant_id)
     .bind(Uuid::new_v4())
     .bind(user_id)
     .bind(name)
     .bind(hash(&plain))
+    .bind(expires_in_days.map(|d| d as i32))
     .fetch_one(conn)
     .await?;
     Ok((rec, plain))
@@ -70,7 +100,7 @@ pub async fn create(
 
 pub async fn list_for_user(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
     sqlx::query_as(
-        "select id, user_id, name, created_at, last_used_at, revoked_at from api_token
+        "select id, user_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
          where user_id = $1 order by created_at desc",
     )
     .bind(user_id)
@@ -90,20 +120,45 @@ pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<
 
 /// Find the active token with this plaintext in the transaction's tenant and its user's
 /// membership there, in one statement; touches `last_used_at` at most once a minute (a read
-/// otherwise: no write per request).
-pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<crate::tenants::queries::Member>, sqlx::Error> {
-    sqlx::query_as(
-        "with t as (select id, user_id, last_used_at from api_token where token_hash = $1 and revoked_at is null),
+/// otherwise: no write per request). An expired token is [`Authenticated::Expired`] (and not
+/// touched).
+pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
+    #[derive(sqlx::FromRow)]
+    struct Row {
+        expired: bool,
+        user_id: Option<Uuid>,
+        email: Option<String>,
+        display_name: Option<String>,
+        role: Option<crate::tenants::queries::Role>,
+        created_at: Option<chrono::DateTime<chrono::Utc>>,
+    }
+    let row: Option<Row> = sqlx::query_as(
+        "with t as (select id, user_id, last_used_at, coalesce(expires_at <= now(), false) as expired
+                    from api_token where token_hash = $1 and revoked_at is null),
               touched as (update api_token a set last_used_at = now() from t
-                          where a.id = t.id and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
-         select u.id as user_id, u.email, u.display_name, m.role, m.created_at
-         from t join membership m on m.user_id = t.user_id
+                          where a.id = t.id and not t.expired
+                            and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
+         select t.expired, u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         from t left join membership m on m.user_id = t.user_id
                                  and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
-                join app_user u on u.id = t.user_id",
+                left join app_user u on u.id = m.user_id",
     )
     .bind(hash(plain))
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(match row {
+        None => None,
+        Some(r) if r.expired => Some(Authenticated::Expired),
+        Some(Row {
+            user_id: Some(user_id),
+            email: Some(email),
+            display_name,
+            role: Some(role),
+            created_at: Some(created_at),
+            ..
+        }) => Some(Authenticated::Member(crate::tenants::queries::Member { user_id, email, display_name, role, created_at })),
+        Some(_) => None, // no longer a member of the token's tenant
+    })
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use crate::{
     error::{ApiJson, AppError, AppResult},
     state::AppState,
     tenants::queries::{self as tq, Member},
-    web::{Page, PageCtx, flash, render},
+    web::{Page, PageCtx, flash, form_error, render},
 };
 
 /// Admins see every grant; members see the active grants that apply to them.
@@ -90,54 +90,180 @@ pub async fn revoke_grant(State(state): State<AppState>, auth: Auth, Path(id): P
     Ok(Json(json!({ "id": id, "revoked": true, "staleSources": stale })))
 }
 
+/// `GET /api/grants/{id}/impact` (admins): what revoking would do, before doing it.
+pub async fn grant_impact(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<queries::RevokeImpact>> {
+    auth.require_admin()?;
+    let mut tx = auth.tx(&state).await?;
+    let impact = queries::revoke_impact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(Json(impact))
+}
+
 // ---------------------------------------------------------------- page
+
+/// The sentence a revoke confirmation shows, counted by the server.
+fn revoke_sentence(ctx: &PageCtx, i: &queries::RevokeImpact) -> String {
+    ctx.t("grants.revoke_consequence")
+        .replace("{n}", &i.stale_sources.to_string())
+        .replace("{kbs}", &i.kbs.to_string())
+        .replace("{path}", &i.root_path)
+}
+
+/// An active grant with what revoking it would do.
+pub struct GrantRow {
+    pub grant: Grant,
+    /// The confirmation text (active grants only).
+    pub confirm: Option<String>,
+}
 
 #[derive(Template)]
 #[template(path = "admin/grants.html")]
 struct GrantsPage {
     ctx: PageCtx,
-    grants: Vec<Grant>,
+    grants: Vec<GrantRow>,
     members: Vec<Member>,
     roots: Vec<String>,
+    /// The add form's error (inline), and what was typed.
+    error: Option<String>,
+    path: String,
 }
 
-pub async fn grants_page(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+async fn grants_page_for(state: &AppState, page: Page, error: Option<String>, path: String) -> AppResult<Response> {
     page.auth.require_admin()?;
-    let mut tx = page.auth.tx(&state).await?;
-    let grants = queries::list_all(&mut tx).await?;
+    let mut tx = page.auth.tx(state).await?;
+    let all = queries::list_all(&mut tx).await?;
+    let mut grants = Vec::with_capacity(all.len());
+    for g in all {
+        let confirm = match g.revoked_at {
+            Some(_) => None,
+            None => queries::revoke_impact(&mut tx, g.id).await?.map(|i| revoke_sentence(&page.ctx, &i)),
+        };
+        grants.push(GrantRow { grant: g, confirm });
+    }
     let members = tq::members(&mut tx).await?;
     tx.commit().await?;
     let roots = state.config.grantable_roots.iter().map(|r| r.display().to_string()).collect();
-    render(GrantsPage { ctx: page.ctx, grants, members, roots })
+    render(GrantsPage { ctx: page.ctx, grants, members, roots, error, path })
 }
 
+pub async fn grants_page(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+    grants_page_for(&state, page, None, String::new()).await
+}
+
+/// The add form. Missing fields are empty, so they get the inline message, not a bare 422.
 #[derive(Deserialize)]
 pub struct GrantForm {
+    #[serde(default)]
     path: String,
     /// "all" or a user id
+    #[serde(default)]
     grantee: String,
+    #[serde(default)]
     permission: String,
 }
 
+async fn add_from_form(state: &AppState, page: &Page, f: &GrantForm) -> AppResult<Grant> {
+    page.auth.require_admin()?;
+    if f.path.trim().is_empty() {
+        return Err(AppError::invalid("path", "give the directory to grant"));
+    }
+    let grantee = match f.grantee.as_str() {
+        "all" | "" => Grantee::AllMembers,
+        id => Grantee::User(Uuid::parse_str(id).map_err(|_| AppError::invalid("grantee", "choose a member"))?),
+    };
+    let permission = Permission::parse(&f.permission)?;
+    let mut tx = page.auth.tx(state).await?;
+    let (g, _) = super::create(&mut tx, &state.config, &page.auth, f.path.trim(), grantee, permission).await?;
+    tx.commit().await?;
+    Ok(g)
+}
+
+/// Adding a grant: done → back to the list with a notice; refused (a path outside the
+/// roots, a bad field) → the same page with the message inline and the path kept.
 pub async fn grants_add(
     State(state): State<AppState>,
     session: Session,
     page: Page,
     Form(f): Form<GrantForm>,
-) -> AppResult<Redirect> {
-    let grantee = match f.grantee.as_str() {
-        "all" => Grantee::AllMembers,
-        id => Grantee::User(Uuid::parse_str(id).map_err(|_| AppError::invalid("grantee", "choose a member"))?),
-    };
-    let permission = Permission::parse(&f.permission)?;
-    let mut tx = page.auth.tx(&state).await?;
-    let (g, _) = super::create(&mut tx, &state.config, &page.auth, &f.path, grantee, permission).await?;
-    tx.commit().await?;
-    flash(&session, format!("{} {}", page.ctx.t("grants.created"), g.root_path)).await?;
-    Ok(Redirect::to("/admin/grants"))
+) -> AppResult<Response> {
+    match add_from_form(&state, &page, &f).await {
+        Ok(g) => {
+            flash(&session, format!("{} {}", page.ctx.t("grants.created"), g.root_path)).await?;
+            Ok(Redirect::to("/admin/grants").into_response())
+        }
+        Err(e) if e.status().is_client_error() && !matches!(e, AppError::Unauthorized | AppError::NoTenant) => {
+            let status = e.status();
+            let msg = form_error(page.ctx.lang, &e);
+            let mut r = grants_page_for(&state, page, Some(msg), f.path).await?;
+            *r.status_mut() = status;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    }
 }
 
-pub async fn grants_revoke(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    revoke(&state, &page.auth, id).await?;
-    Ok(Redirect::to("/admin/grants"))
+#[derive(Template)]
+#[template(path = "admin/confirm.html")]
+pub struct ConfirmPage {
+    pub ctx: PageCtx,
+    pub title: String,
+    pub lines: Vec<String>,
+    pub action: String,
+    pub ok_label: String,
+    pub cancel_url: String,
+}
+
+async fn revoke_confirmation(state: &AppState, page: Page, id: Uuid) -> AppResult<Response> {
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(state).await?;
+    let impact = queries::revoke_impact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    let grantee = impact.user_email.clone().unwrap_or_else(|| page.ctx.t("grants.all_members"));
+    let lines = vec![revoke_sentence(&page.ctx, &impact), page.ctx.t("grants.revoke_grantee").replace("{who}", &grantee)];
+    render(ConfirmPage {
+        title: page.ctx.t("grants.revoke_title"),
+        lines,
+        action: format!("/admin/grants/{id}/revoke"),
+        ok_label: page.ctx.t("grants.revoke"),
+        cancel_url: "/admin/grants".into(),
+        ctx: page.ctx,
+    })
+}
+
+/// `GET /admin/grants/{id}/revoke`: the confirmation page.
+pub async fn grants_revoke_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    revoke_confirmation(&state, page, id).await
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmForm {
+    #[serde(default)]
+    confirm: Option<String>,
+}
+
+impl ConfirmForm {
+    pub fn confirmed(&self) -> bool {
+        self.confirm.as_deref() == Some("yes")
+    }
+}
+
+/// `POST /admin/grants/{id}/revoke`: with `confirm=yes` (the dialog or the confirmation
+/// page) it revokes; without, it shows the confirmation page (no JavaScript).
+pub async fn grants_revoke(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Form(f): Form<ConfirmForm>,
+) -> AppResult<Response> {
+    if !f.confirmed() {
+        return revoke_confirmation(&state, page, id).await;
+    }
+    let stale = revoke(&state, &page.auth, id).await?;
+    flash(&session, page.ctx.t("grants.revoked_notice").replace("{n}", &stale.to_string())).await?;
+    Ok(Redirect::to("/admin/grants").into_response())
 }

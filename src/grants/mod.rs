@@ -27,14 +27,15 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
     axum::Router::new()
         .route("/api/grants", get(g::list_grants).post(g::create_grant))
         .route("/api/grants/{id}", get(g::get_grant).delete(g::revoke_grant))
+        .route("/api/grants/{id}/impact", get(g::grant_impact))
 }
 
 pub fn page_router() -> axum::Router<crate::state::AppState> {
-    use axum::routing::{get, post};
+    use axum::routing::get;
     use handlers as g;
     axum::Router::new()
         .route("/admin/grants", get(g::grants_page).post(g::grants_add))
-        .route("/admin/grants/{id}/revoke", post(g::grants_revoke))
+        .route("/admin/grants/{id}/revoke", get(g::grants_revoke_page).post(g::grants_revoke))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

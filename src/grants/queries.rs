@@ -101,3 +101,28 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u6
     .await?;
     Ok(Some(stale.rows_affected()))
 }
+
+/// What revoking grant `id` does (the confirmation says it): the sources that become stale
+/// and leave search, and the KBs they are in. `None`: no such active grant.
+#[derive(Clone, Debug, serde::Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct RevokeImpact {
+    pub root_path: String,
+    pub user_email: Option<String>,
+    /// Sources under the grant that are not stale yet.
+    pub stale_sources: i64,
+    pub kbs: i64,
+}
+
+pub async fn revoke_impact(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RevokeImpact>> {
+    sqlx::query_as(
+        "select g.root_path, u.email as user_email,
+                (select count(*) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as stale_sources,
+                (select count(distinct s.kb_id) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as kbs
+         from dir_grant g left join app_user u on u.id = g.user_id
+         where g.id = $1 and g.revoked_at is null",
+    )
+    .bind(id)
+    .fetch_optional(conn)
+    .await
+}

@@ -4,7 +4,7 @@ use askama::Template;
 use axum::{
     Form, Json,
     extract::{Path, State},
-    http::StatusCode,
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
@@ -18,11 +18,11 @@ use super::{
     settings::{self, TenantSettings},
 };
 use crate::{
-    auth::{Account, Auth, LOGIN_AT, SignedIn, TENANT_ID, USER_ID, session_err},
+    auth::{Account, Auth, SignedIn, TENANT_ID, account::start_session, session_err},
     db::TenantTx,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
-    web::{AnonCtx, Page, PageCtx, flash, render},
+    web::{AnonCtx, Page, PageCtx, flash, form_error, render},
 };
 
 #[derive(Template)]
@@ -34,17 +34,24 @@ struct SetupPage {
     error: Option<String>,
 }
 
+/// Where `/setup` sends a visitor once the server has its first account: sign-in, which says so.
+const SETUP_DONE: &str = "/login?setup=done";
+
 pub async fn setup_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx) -> AppResult<Response> {
     if q::any_users(&state.pool).await? {
-        return Err(AppError::NotFound);
+        return Ok(Redirect::to(SETUP_DONE).into_response());
     }
     render(SetupPage { ctx, tenant: String::new(), email: String::new(), error: None })
 }
 
+/// Missing fields are empty strings: the page says what is wrong instead of a bare 422.
 #[derive(Deserialize)]
 pub struct SetupForm {
+    #[serde(default)]
     tenant: String,
+    #[serde(default)]
     email: String,
+    #[serde(default)]
     password: String,
 }
 
@@ -56,13 +63,13 @@ pub async fn setup(
 ) -> AppResult<Response> {
     match super::first_run_setup(&state.pool, &f.tenant, &f.email, &f.password).await {
         Ok(b) => {
-            session.cycle_id().await.map_err(session_err)?;
-            session.insert(USER_ID, b.user_id).await.map_err(session_err)?;
-            session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
+            start_session(&session, &state.pool, b.user_id).await?;
             session.insert(TENANT_ID, b.tenant_id).await.map_err(session_err)?;
             Ok(Redirect::to("/").into_response())
         }
-        Err(AppError::Invalid { message, .. }) => {
+        Err(AppError::NotFound) => Ok(Redirect::to(SETUP_DONE).into_response()),
+        Err(e @ AppError::Invalid { .. }) => {
+            let message = form_error(ctx.lang, &e);
             let mut r = render(SetupPage { ctx, tenant: f.tenant, email: f.email, error: Some(message) })?;
             *r.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
             Ok(r)
@@ -104,9 +111,14 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
 /// `POST /api/members`: invite an email. The answer is `202 {"status": "invited", "email"}`
 /// whether the email has an account, gets one now (a `password` was given) or has none, so
 /// it tells nobody which emails have accounts; the person joins by accepting.
-pub async fn add_member(State(state): State<AppState>, auth: Auth, ApiJson(m): ApiJson<NewMember>) -> AppResult<Response> {
+pub async fn add_member(
+    State(state): State<AppState>,
+    auth: Auth,
+    headers: HeaderMap,
+    ApiJson(m): ApiJson<NewMember>,
+) -> AppResult<Response> {
     check_can_assign(&auth, m.role)?;
-    let email = invitations::invite(
+    let (email, link) = invitations::invite(
         &state.pool,
         auth.tenant_id,
         auth.user_id,
@@ -116,7 +128,22 @@ pub async fn add_member(State(state): State<AppState>, auth: Auth, ApiJson(m): A
         m.expires_in_days,
     )
     .await?;
-    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "invited", "email": email }))).into_response())
+    let url = link.map(|t| link_url(&state, &headers, &t));
+    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "invited", "email": email, "inviteUrl": url }))).into_response())
+}
+
+/// The absolute invitation link: under `MNOTE_PUBLIC_URL`, else this request's host.
+pub fn link_url(state: &AppState, headers: &HeaderMap, token: &str) -> String {
+    let path = invitations::link_path(token);
+    if let Some(base) = state.config.public_url.as_deref() {
+        return format!("{base}{path}");
+    }
+    match headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()) {
+        Some(host) if !host.contains(['/', '\\', ' ']) => {
+            format!("{}://{host}{path}", if state.config.cookie_secure { "https" } else { "http" })
+        }
+        _ => path,
+    }
 }
 
 /// `GET /api/members/invitations`: the team's open invitations (admins).
@@ -227,44 +254,144 @@ pub async fn delete_member(State(state): State<AppState>, auth: Auth, Path(user)
 
 // ---------------------------------------------------------------- pages
 
+/// A member row with what removing them would do.
+pub struct MemberRow {
+    pub m: Member,
+    pub confirm: String,
+}
+
 #[derive(Template)]
 #[template(path = "admin/members.html")]
 struct MembersPage {
     ctx: PageCtx,
-    members: Vec<Member>,
+    members: Vec<MemberRow>,
     invitations: Vec<TeamInvitation>,
     me: Uuid,
     i_am_owner: bool,
+    /// A just-made invitation link (shown once) and its email.
+    new_link: Option<(String, String)>,
+    /// The invite form's error (inline), and what was typed.
+    error: Option<String>,
+    email: String,
 }
 
-pub async fn members_page(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+/// The sentence a removal confirmation shows, counted by the server.
+fn removal_sentence(ctx: &PageCtx, email: &str, i: &q::RemovalImpact) -> String {
+    let mut s = ctx.t("members.remove_consequence").replace("{email}", email);
+    let parts = [
+        (i.tokens, "members.remove_tokens"),
+        (i.kbs, "members.remove_kbs"),
+        (i.grants, "members.remove_grants"),
+        (i.sources, "members.remove_sources"),
+    ];
+    for (n, key) in parts {
+        if n > 0 {
+            s.push(' ');
+            s.push_str(&ctx.t(key).replace("{n}", &n.to_string()));
+        }
+    }
+    s
+}
+
+async fn members_page_for(
+    state: &AppState,
+    session: &Session,
+    page: Page,
+    error: Option<String>,
+    email: String,
+) -> AppResult<Response> {
     page.auth.require_admin()?;
-    let mut tx = page.auth.tx(&state).await?;
-    let members = q::members(&mut tx).await?;
+    let mut tx = page.auth.tx(state).await?;
+    let list = q::members(&mut tx).await?;
+    let mut members = Vec::with_capacity(list.len());
+    for m in list {
+        let impact = q::removal_impact(&mut tx, m.user_id).await?;
+        members.push(MemberRow { confirm: removal_sentence(&page.ctx, &m.email, &impact), m });
+    }
     let invitations = invitations::pending_for_team(&mut tx).await?;
     tx.commit().await?;
-    render(MembersPage { ctx: page.ctx, members, invitations, me: page.auth.user_id, i_am_owner: page.auth.role == Role::Owner })
+    // Shown once, like a new API token.
+    let new_link = session.remove::<(String, String)>("invite_link").await.map_err(session_err)?;
+    render(MembersPage {
+        ctx: page.ctx,
+        members,
+        invitations,
+        me: page.auth.user_id,
+        i_am_owner: page.auth.role == Role::Owner,
+        new_link,
+        error,
+        email,
+    })
 }
 
+pub async fn members_page(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
+    members_page_for(&state, &session, page, None, String::new()).await
+}
+
+/// The invite form (no password: the person sets their own through the link).
 #[derive(Deserialize)]
 pub struct MemberForm {
+    #[serde(default)]
     email: String,
-    role: Role,
-    password: Option<String>,
+    #[serde(default)]
+    role: Option<Role>,
 }
 
 pub async fn members_add(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    headers: HeaderMap,
     Form(f): Form<MemberForm>,
+) -> AppResult<Response> {
+    let role = f.role.unwrap_or(Role::Member);
+    let result = match check_can_assign(&page.auth, role) {
+        Ok(()) => invitations::invite(&state.pool, page.auth.tenant_id, page.auth.user_id, &f.email, role, None, None).await,
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok((email, link)) => {
+            // One message for every case: the page must not tell which emails have accounts.
+            flash(&session, format!("{} {email}", page.ctx.t("members.invited"))).await?;
+            if let Some(t) = link {
+                session.insert("invite_link", (email, link_url(&state, &headers, &t))).await.map_err(session_err)?;
+            }
+            Ok(Redirect::to("/admin/members").into_response())
+        }
+        Err(e @ AppError::Invalid { .. }) | Err(e @ AppError::Forbidden(_)) => {
+            let status = e.status();
+            let msg = form_error(page.ctx.lang, &e);
+            let mut r = members_page_for(&state, &session, page, Some(msg), f.email).await?;
+            *r.status_mut() = status;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `POST /admin/members/invitations/{id}/link`: a new link for an open invitation (the old
+/// one stops working), shown once.
+pub async fn invitation_link_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    headers: HeaderMap,
+    Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
-    check_can_assign(&page.auth, f.role)?;
-    let pw = f.password.filter(|p| !p.is_empty());
-    let email =
-        invitations::invite(&state.pool, page.auth.tenant_id, page.auth.user_id, &f.email, f.role, pw.as_deref(), None).await?;
-    // One message for every case: the page must not tell which emails have accounts.
-    flash(&session, format!("{} {email}", page.ctx.t("members.invited"))).await?;
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(&state).await?;
+    let (email, token) = invitations::renew_link(&mut tx, page.auth.tenant_id, id).await?;
+    tx.commit().await?;
+    session.insert("invite_link", (email, link_url(&state, &headers, &token))).await.map_err(session_err)?;
+    Ok(Redirect::to("/admin/members"))
+}
+
+/// `POST /admin/members/invitations/{id}/withdraw`.
+pub async fn invitation_withdraw_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(&state).await?;
+    invitations::withdraw(&mut tx, id).await?;
+    tx.commit().await?;
     Ok(Redirect::to("/admin/members"))
 }
 
@@ -278,9 +405,120 @@ pub async fn members_role(
     Ok(Redirect::to("/admin/members"))
 }
 
-pub async fn members_remove(State(state): State<AppState>, page: Page, Path(user): Path<Uuid>) -> AppResult<Redirect> {
+async fn removal_confirmation(state: &AppState, page: Page, user: Uuid) -> AppResult<Response> {
+    page.auth.require_admin()?;
+    let mut tx = page.auth.tx(state).await?;
+    let m = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
+    let impact = q::removal_impact(&mut tx, user).await?;
+    tx.commit().await?;
+    render(crate::grants::handlers::ConfirmPage {
+        title: page.ctx.t("members.remove_title"),
+        lines: vec![removal_sentence(&page.ctx, &m.email, &impact)],
+        action: format!("/admin/members/{user}/remove"),
+        ok_label: page.ctx.t("common.remove"),
+        cancel_url: "/admin/members".into(),
+        ctx: page.ctx,
+    })
+}
+
+/// `GET /admin/members/{id}/remove`: the confirmation page.
+pub async fn members_remove_page(State(state): State<AppState>, page: Page, Path(user): Path<Uuid>) -> AppResult<Response> {
+    removal_confirmation(&state, page, user).await
+}
+
+/// `POST /admin/members/{id}/remove`: with `confirm=yes` it removes; without, it shows the
+/// confirmation page (no JavaScript).
+pub async fn members_remove(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(user): Path<Uuid>,
+    Form(f): Form<crate::grants::handlers::ConfirmForm>,
+) -> AppResult<Response> {
+    if !f.confirmed() {
+        return removal_confirmation(&state, page, user).await;
+    }
     remove(&state, &page.auth, user).await?;
-    Ok(Redirect::to("/admin/members"))
+    flash(&session, page.ctx.t("members.removed")).await?;
+    Ok(Redirect::to("/admin/members").into_response())
+}
+
+// ---------------------------------------------------------------- joining by link
+
+#[derive(Template)]
+#[template(path = "auth/join.html")]
+struct JoinPage {
+    ctx: PageCtx,
+    token: String,
+    invitation: Option<invitations::LinkInvitation>,
+    /// Why the link cannot be used (translated), when it cannot.
+    problem: Option<String>,
+    error: Option<String>,
+}
+
+fn link_problem(ctx: &PageCtx, p: invitations::LinkProblem) -> String {
+    match p {
+        invitations::LinkProblem::Unknown => ctx.t("join.unknown"),
+        invitations::LinkProblem::Expired => ctx.t("join.expired"),
+    }
+}
+
+/// `GET /join/{token}`: who invites, for which email; a password form for a person without
+/// an account (one with an account signs in and accepts). A used, withdrawn or unknown link
+/// is 404, an expired one 410, each with its explanation.
+pub async fn join_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Path(token): Path<String>) -> AppResult<Response> {
+    let (invitation, problem, status) = match invitations::by_link(&state.pool, &token).await? {
+        Ok(i) => (Some(i), None, StatusCode::OK),
+        Err(p) => {
+            let status = if p == invitations::LinkProblem::Expired { StatusCode::GONE } else { StatusCode::NOT_FOUND };
+            (None, Some(link_problem(&ctx, p)), status)
+        }
+    };
+    let mut r = render(JoinPage { ctx, token, invitation, problem, error: None })?;
+    *r.status_mut() = status;
+    Ok(r)
+}
+
+#[derive(Deserialize)]
+pub struct JoinForm {
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    confirm_password: String,
+}
+
+/// `POST /join/{token}`: create the account, join, sign in, go to the dashboard.
+pub async fn join(
+    State(state): State<AppState>,
+    session: Session,
+    AnonCtx(ctx): AnonCtx,
+    Path(token): Path<String>,
+    Form(f): Form<JoinForm>,
+) -> AppResult<Response> {
+    let result = if f.password != f.confirm_password {
+        Err(AppError::invalid("confirm_password", "the two passwords differ"))
+    } else {
+        invitations::join_by_link(&state.pool, &token, &f.password).await
+    };
+    match result {
+        Ok((user, tenant)) => {
+            start_session(&session, &state.pool, user).await?;
+            session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
+            Ok(Redirect::to("/").into_response())
+        }
+        Err(e) if e.status().is_client_error() => {
+            let status = e.status();
+            let (invitation, problem) = match invitations::by_link(&state.pool, &token).await? {
+                Ok(i) => (Some(i), None),
+                Err(p) => (None, Some(link_problem(&ctx, p))),
+            };
+            let error = invitation.is_some().then(|| form_error(ctx.lang, &e));
+            let mut r = render(JoinPage { ctx, token, invitation, problem, error })?;
+            *r.status_mut() = status;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 // ---------------------------------------------------------------- team settings

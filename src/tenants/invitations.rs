@@ -48,7 +48,31 @@ pub struct TeamInvitation {
     pub expires_at: DateTime<Utc>,
 }
 
+/// The secret of an invitation link: `<tenant>.<random>` (the tenant part picks the tenant
+/// transaction the hash is looked up in, like API tokens).
+pub fn new_link_token(tenant_id: Uuid) -> String {
+    let plain = crate::auth::tokens::generate(tenant_id);
+    // `mnote_<tenant>_<secret>` → `<tenant>.<secret>`: a different shape from API tokens.
+    plain.trim_start_matches(crate::auth::tokens::PREFIX).replacen('_', ".", 1)
+}
+
+/// The tenant an invitation link token claims (verified only by finding its hash there).
+pub fn tenant_of_link(token: &str) -> Option<Uuid> {
+    let (tenant, secret) = token.split_once('.')?;
+    if secret.len() < 20 {
+        return None;
+    }
+    Uuid::try_parse(tenant).ok()
+}
+
+/// The path of an invitation link.
+pub fn link_path(token: &str) -> String {
+    format!("/join/{token}")
+}
+
 /// Invite `email` into the inviter's tenant with `role`, valid for `ttl_days`.
+/// Returns the normalised email and the invitation link's token (shown once; `None` when
+/// the email is already a member, so there is nothing to join).
 ///
 /// With a `password`, an account is created for the email if none exists (and the password
 /// is ignored if one does); it is validated and hashed in both cases, so neither the answer
@@ -62,7 +86,7 @@ pub async fn invite(
     role: Role,
     pw: Option<&str>,
     ttl_days: Option<i64>,
-) -> AppResult<String> {
+) -> AppResult<(String, Option<String>)> {
     let email = super::validate_email(email)?;
     let ttl = ttl_days.unwrap_or(DEFAULT_TTL_DAYS);
     if !(1..=MAX_TTL_DAYS).contains(&ttl) {
@@ -85,13 +109,15 @@ pub async fn invite(
     let lower = email.to_lowercase();
     let mut tx = TenantTx::begin(pool, tenant_id, Scope::User(inviter)).await?;
     // A current member needs no invitation (role changes go through PATCH /api/members/{id}).
+    let mut link = None;
     if super::queries::member_by_email(&mut tx, &lower).await?.is_none() {
+        let token = new_link_token(tenant_id);
         sqlx::query(
-            "insert into invitation (tenant_id, id, email, role, invited_by, expires_at)
-             values ($1, $2, $3, $4, $5, now() + make_interval(days => $6))
+            "insert into invitation (tenant_id, id, email, role, invited_by, expires_at, link_hash)
+             values ($1, $2, $3, $4, $5, now() + make_interval(days => $6), $7)
              on conflict (tenant_id, email) where accepted_at is null and declined_at is null
              do update set role = excluded.role, invited_by = excluded.invited_by,
-                           created_at = now(), expires_at = excluded.expires_at",
+                           created_at = now(), expires_at = excluded.expires_at, link_hash = excluded.link_hash",
         )
         .bind(tenant_id)
         .bind(Uuid::new_v4())
@@ -99,11 +125,131 @@ pub async fn invite(
         .bind(role)
         .bind(inviter)
         .bind(ttl as i32)
+        .bind(crate::auth::tokens::hash(&token))
         .execute(&mut *tx)
         .await?;
+        link = Some(token);
     }
     tx.commit().await?;
-    Ok(lower)
+    Ok((lower, link))
+}
+
+/// A new link for the transaction tenant's open invitation `id` (the old link stops working).
+pub async fn renew_link(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> AppResult<(String, String)> {
+    let token = new_link_token(tenant_id);
+    let email: Option<String> = sqlx::query_scalar(
+        "update invitation set link_hash = $3 where tenant_id = $1 and id = $2
+           and accepted_at is null and declined_at is null and expires_at > now()
+         returning email",
+    )
+    .bind(tenant_id)
+    .bind(id)
+    .bind(crate::auth::tokens::hash(&token))
+    .fetch_optional(conn)
+    .await?;
+    Ok((email.ok_or(AppError::NotFound)?, token))
+}
+
+/// An invitation as its link shows it.
+#[derive(Clone, Debug, sqlx::FromRow)]
+pub struct LinkInvitation {
+    pub tenant_id: Uuid,
+    pub id: Uuid,
+    pub email: String,
+    pub role: Role,
+    pub tenant_name: String,
+    pub expires_at: DateTime<Utc>,
+    /// An account with this email exists already (it signs in and accepts instead).
+    pub has_account: bool,
+}
+
+/// Why a link cannot be used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkProblem {
+    /// No such link (wrong, withdrawn, renewed, or already used).
+    Unknown,
+    Expired,
+}
+
+/// The open invitation behind a link token.
+pub async fn by_link(pool: &PgPool, token: &str) -> AppResult<Result<LinkInvitation, LinkProblem>> {
+    let Some(tenant) = tenant_of_link(token) else { return Ok(Err(LinkProblem::Unknown)) };
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let row = link_row(&mut tx, tenant, token, false).await?;
+    tx.commit().await?;
+    Ok(row)
+}
+
+async fn link_row(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    token: &str,
+    lock: bool,
+) -> sqlx::Result<Result<LinkInvitation, LinkProblem>> {
+    let row: Option<(LinkInvitation, bool)> =
+        sqlx::query_as::<_, (Uuid, Uuid, String, Role, String, DateTime<Utc>, bool, bool)>(&format!(
+            "select i.tenant_id, i.id, i.email, i.role, t.name, i.expires_at,
+                    exists (select 1 from app_user u where lower(u.email) = i.email), i.expires_at <= now()
+             from invitation i join tenant t on t.id = i.tenant_id
+             where i.tenant_id = $1 and i.link_hash = $2 and i.accepted_at is null and i.declined_at is null{}",
+            if lock { " for update of i" } else { "" }
+        ))
+        .bind(tenant)
+        .bind(crate::auth::tokens::hash(token))
+        .fetch_optional(conn)
+        .await?
+        .map(|(tenant_id, id, email, role, tenant_name, expires_at, has_account, expired)| {
+            (LinkInvitation { tenant_id, id, email, role, tenant_name, expires_at, has_account }, expired)
+        });
+    Ok(match row {
+        None => Err(LinkProblem::Unknown),
+        Some((_, true)) => Err(LinkProblem::Expired),
+        Some((i, false)) => Ok(i),
+    })
+}
+
+/// Join through a link: create the account for the invitation's email with `pw`, make it a
+/// member with the invited role and use the link up, in one transaction. Returns the new
+/// user and the tenant. An email that has an account already is `conflict` (that person
+/// signs in and accepts).
+pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uuid, Uuid)> {
+    password::validate_new_password(pw)?;
+    let tenant = tenant_of_link(token).ok_or(AppError::NotFound)?;
+    let hash = password::hash(pw.to_string()).await?;
+    let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    let inv = match link_row(&mut tx, tenant, token, true).await? {
+        Ok(i) => i,
+        Err(LinkProblem::Unknown) => return Err(AppError::NotFound),
+        Err(LinkProblem::Expired) => return Err(AppError::Conflict("this invitation has expired".into())),
+    };
+    let user: Option<Uuid> = sqlx::query_scalar(
+        "insert into app_user (id, email, password_hash) values ($1, $2, $3)
+         on conflict ((lower(email))) do nothing returning id",
+    )
+    .bind(Uuid::new_v4())
+    .bind(&inv.email)
+    .bind(&hash)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(user) = user else {
+        return Err(AppError::Conflict("an account with this email exists; sign in to accept the invitation".into()));
+    };
+    sqlx::query(
+        "insert into membership (tenant_id, user_id, role) values ($1, $2, $3) on conflict (tenant_id, user_id) do nothing",
+    )
+    .bind(tenant)
+    .bind(user)
+    .bind(inv.role)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("update invitation set accepted_at = now(), link_hash = null where tenant_id = $1 and id = $2")
+        .bind(tenant)
+        .bind(inv.id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    tracing::info!(tenant.id = %tenant, user.id = %user, "joined through an invitation link");
+    Ok((user, tenant))
 }
 
 /// The signed-in user's open invitations, across teams (the `own_invitations` policy).
@@ -203,7 +349,7 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppR
         }
         Answer::Decline => "declined_at",
     };
-    sqlx::query(&format!("update invitation set {column} = now() where tenant_id = $1 and id = $2"))
+    sqlx::query(&format!("update invitation set {column} = now(), link_hash = null where tenant_id = $1 and id = $2"))
         .bind(tenant)
         .bind(id)
         .execute(&mut *tx)

@@ -215,3 +215,33 @@ pub async fn count_owners(conn: &mut PgConnection) -> sqlx::Result<i64> {
     .fetch_one(conn)
     .await
 }
+
+/// What removing `user` from the transaction's tenant takes away (the confirmation says it).
+#[derive(Clone, Debug, Default, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct RemovalImpact {
+    /// Their API tokens for this team that work now (they stop working).
+    pub tokens: i64,
+    /// Knowledge bases they are a member of (they leave them).
+    pub kbs: i64,
+    /// Directory grants made to them personally (deleted with the membership).
+    pub grants: i64,
+    /// Sources registered through those grants (deleted with them, so they leave search).
+    pub sources: i64,
+}
+
+pub async fn removal_impact(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<RemovalImpact> {
+    sqlx::query_as(
+        "with me as (select nullif(current_setting('app.tenant_id', true), '')::uuid as t)
+         select
+           (select count(*) from api_token a, me where a.tenant_id = me.t and a.user_id = $1 and a.revoked_at is null
+              and (a.expires_at is null or a.expires_at > now())) as tokens,
+           (select count(*) from kb_member k, me where k.tenant_id = me.t and k.user_id = $1) as kbs,
+           (select count(*) from dir_grant g, me where g.tenant_id = me.t and g.user_id = $1) as grants,
+           (select count(*) from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id, me
+              where s.tenant_id = me.t and g.user_id = $1) as sources",
+    )
+    .bind(user)
+    .fetch_one(conn)
+    .await
+}

@@ -11,9 +11,9 @@ use axum::{
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{FlowBlock, Hints, Target, render};
+use super::{FlowBlock, Hints, Target, aids, render};
 use crate::{
-    auth::Auth,
+    auth::{Auth, Via},
     error::{AppError, AppResult},
     ingest::{
         artifact::{Block, Page as ArtPage, ParsedArtifact},
@@ -21,7 +21,7 @@ use crate::{
     },
     sources::Source,
     state::AppState,
-    web::{Page, PageCtx, render as render_page},
+    web::{Page, PageCtx, render as render_page, safe_next},
 };
 
 /// Image types every browser shows inline; others (TIFF) are converted to PNG.
@@ -47,10 +47,67 @@ pub struct ViewParams {
     fp: Option<String>,
     #[serde(default)]
     ordinal: Option<String>,
+    /// Find in document.
+    #[serde(default)]
+    find: Option<String>,
+    /// Where the breadcrumb returns to (the search results the viewer was opened from).
+    #[serde(default)]
+    back: Option<String>,
 }
 
 fn num_param(v: &Option<String>) -> Option<u32> {
     v.as_deref().and_then(|s| s.trim().parse::<u32>().ok()).filter(|n| *n >= 1)
+}
+
+/// A search-results URL (path and query only) to return to: the `back` parameter, else the
+/// `Referer` when it is this site's `/search`. Anything else is `None`.
+fn back_target(param: Option<&str>, headers: &HeaderMap) -> Option<String> {
+    let ok =
+        |p: &str| (p == "/search" || p.starts_with("/search?")).then(|| safe_next(Some(p))).filter(|p| p.starts_with("/search"));
+    if let Some(p) = param.filter(|p| !p.is_empty()) {
+        return ok(p);
+    }
+    let referer = headers.get(header::REFERER)?.to_str().ok()?;
+    let u = reqwest::Url::parse(referer).ok()?;
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok())?;
+    let same = u.host_str().is_some_and(|h| match u.port() {
+        Some(p) => format!("{h}:{p}") == host,
+        None => h == host,
+    });
+    if !same || u.path() != "/search" {
+        return None;
+    }
+    ok(&match u.query() {
+        Some(q) => format!("/search?{q}"),
+        None => "/search".into(),
+    })
+}
+
+/// What every link inside the viewer keeps: the citation and the way back to the results.
+struct Carry {
+    id: Uuid,
+    evidence: Option<String>,
+    back: Option<String>,
+}
+
+impl Carry {
+    fn url(&self, page: Option<u32>, find: Option<&str>) -> String {
+        let mut q: Vec<(&str, String)> = Vec::new();
+        if let Some(e) = &self.evidence {
+            q.push(("evidence", e.clone()));
+        }
+        if let Some(p) = page {
+            q.push(("page", p.to_string()));
+        }
+        if let Some(f) = find.filter(|f| !f.is_empty()) {
+            q.push(("find", f.to_string()));
+        }
+        if let Some(b) = &self.back {
+            q.push(("back", b.clone()));
+        }
+        let query = serde_urlencoded::to_string(&q).unwrap_or_default();
+        if query.is_empty() { format!("/sources/{}/view", self.id) } else { format!("/sources/{}/view?{query}", self.id) }
+    }
 }
 
 pub struct HlBox {
@@ -75,6 +132,22 @@ pub struct PagedView {
     pub next_url: Option<String>,
     /// The file is gone and no rendering is cached: the page's text instead.
     pub text: Vec<FlowBlock>,
+    /// The page's words as selectable (transparent) text over the image.
+    pub text_layer: Vec<aids::TextSpan>,
+}
+
+/// An outline entry with its link.
+pub struct OutlineLink {
+    pub title: String,
+    pub level: u8,
+    pub href: String,
+}
+
+/// A find result with its link.
+pub struct FoundLink {
+    pub snippet_html: String,
+    pub page: Option<u32>,
+    pub href: String,
 }
 
 #[derive(Template)]
@@ -88,25 +161,38 @@ struct ViewerPage {
     approx: bool,
     stale: Option<String>,
     not_indexed: bool,
+    /// The citation link names a passage this document does not have (`not_found`).
+    citation_missing: bool,
     download_url: String,
     cited_url: Option<String>,
+    /// The breadcrumb: the search results the viewer was opened from, else `/search`.
+    back_url: String,
+    from_results: bool,
+    /// Hidden fields the page-jump and find forms keep.
+    keep: Vec<(&'static str, String)>,
     paged: Option<PagedView>,
     flow: Vec<FlowBlock>,
     /// A citation whose block cannot be found: the document itself is the `#hl` target.
     doc_hl: bool,
+    outline: Vec<OutlineLink>,
+    find: String,
+    found: Vec<FoundLink>,
+    found_total: usize,
 }
 
-/// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX).
+/// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX;
+/// `find=` searches the document, `back=` is the results page the breadcrumb returns to).
 pub async fn view(
     State(state): State<AppState>,
     page: Page,
     Path(id): Path<Uuid>,
     Query(p): Query<ViewParams>,
+    headers: HeaderMap,
 ) -> AppResult<Response> {
     let ctx = page.ctx;
     let mut tx = page.auth.tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
-    let evidence = p.evidence.as_deref().filter(|e| !e.is_empty());
+    let evidence = p.evidence.as_deref().map(str::trim).filter(|e| !e.is_empty());
     let block_key = match evidence.and_then(|e| Uuid::parse_str(e).ok()) {
         Some(e) => super::evidence_block_key(&mut tx, id, e).await?,
         None => None,
@@ -123,6 +209,12 @@ pub async fn view(
         fingerprint: p.fp.clone(),
         ordinal: num_param(&p.ordinal),
     };
+    // An evidence id this document does not have, and nothing else to locate it by: the
+    // citation is wrong, not approximate.
+    let citation_missing = missing && hints.is_navigation();
+    if citation_missing && page.auth.via == Via::Token {
+        return Err(AppError::NotFound);
+    }
     let stale = if source.status == "stale" || file.is_none() {
         let code = source.error_code.clone().unwrap_or_else(|| "file_missing".into());
         Some(ctx.t("viewer.stale").replace(
@@ -132,6 +224,16 @@ pub async fn view(
     } else {
         None
     };
+    let back = back_target(p.back.as_deref(), &headers);
+    let carry = Carry { id, evidence: evidence.filter(|_| !citation_missing).map(String::from), back: back.clone() };
+    let find = p.find.as_deref().map(str::trim).unwrap_or("").chars().take(200).collect::<String>();
+    let mut keep: Vec<(&'static str, String)> = Vec::new();
+    if let Some(e) = &carry.evidence {
+        keep.push(("evidence", e.clone()));
+    }
+    if let Some(b) = &back {
+        keep.push(("back", b.clone()));
+    }
     let mut view = ViewerPage {
         title: source.file_name().to_string(),
         path: source.resource_path.clone(),
@@ -140,18 +242,33 @@ pub async fn view(
         approx: false,
         stale,
         not_indexed: false,
+        citation_missing,
         download_url: format!("/sources/{id}/download"),
         cited_url: None,
+        from_results: back.is_some(),
+        back_url: back.clone().unwrap_or_else(|| "/search".into()),
+        keep,
         paged: None,
         flow: Vec::new(),
         doc_hl: false,
+        outline: Vec::new(),
+        find: find.clone(),
+        found: Vec::new(),
+        found_total: 0,
         ctx,
+    };
+    let status = if citation_missing { StatusCode::NOT_FOUND } else { StatusCode::OK };
+    let with_status = |r: AppResult<Response>| {
+        r.map(|mut r| {
+            *r.status_mut() = status;
+            r
+        })
     };
     let Some(art) = art else {
         view.not_indexed = true;
-        return render_page(view);
+        return with_status(render_page(view));
     };
-    let target = super::locate(&art, block_key.as_deref(), missing, &hints);
+    let target = if citation_missing { None } else { super::locate(&art, block_key.as_deref(), missing, &hints) };
     // The indexed version differs from the file now registered: positions may have moved.
     let changed = source.indexed_hash.as_deref().is_some_and(|h| h != source.sha256);
     view.approx = target.as_ref().is_some_and(|t| !t.exact) || (changed && target.is_some());
@@ -161,22 +278,60 @@ pub async fn view(
         }
         t
     });
+    let (found, found_total) = aids::find(&art, &find);
+    view.found_total = found_total;
+    let found_ids: Vec<String> = found.iter().map(|f| f.block_id.clone()).collect();
+    let target_block = target.as_ref().and_then(|t| t.block_id.clone());
+    let anchor = |b: &str| if target_block.as_deref() == Some(b) { "#hl".to_string() } else { format!("#b-{b}") };
     match source.kind.as_str() {
         "pdf" | "image" => {
-            view.paged = Some(paged_view(&state, &source, &art, target.as_ref(), &hints, file.is_some(), evidence, &view.ctx));
-            if let Some(pv) = &view.paged
-                && target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page)
-            {
-                view.cited_url = evidence.map(|e| format!("/sources/{id}/view?evidence={e}#hl"));
+            let pv = paged_view(&state, &source, &art, target.as_ref(), &hints, file.is_some(), &carry, &found_ids, &view.ctx);
+            if target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page) {
+                view.cited_url = carry.evidence.as_ref().map(|_| format!("{}#hl", carry.url(None, None)));
             }
+            view.outline = aids::outline(&art, pv.page_count)
+                .into_iter()
+                .filter_map(|o| {
+                    let page = o.page?;
+                    Some(OutlineLink { title: o.title, level: o.level, href: carry.url(Some(page), None) })
+                })
+                .collect();
+            view.found = found
+                .into_iter()
+                .map(|f| {
+                    let href = match f.page {
+                        Some(n) if n == pv.page && pv.img_src.is_some() => format!("#t-{}", f.block_id),
+                        Some(n) => format!("{}#t-{}", carry.url(Some(n), Some(&find)), f.block_id),
+                        None => carry.url(None, Some(&find)),
+                    };
+                    FoundLink { snippet_html: f.snippet_html, page: f.page, href }
+                })
+                .collect();
+            view.paged = Some(pv);
         }
         kind => {
             let blocks: Vec<&Block> = art.all_blocks().collect();
             view.flow = super::flow_blocks(&art, &blocks, kind, target.as_ref());
+            for b in view.flow.iter_mut() {
+                if found_ids.contains(&b.block_id) {
+                    b.found = true;
+                }
+            }
             view.doc_hl = target.as_ref().is_some_and(|t| t.block_id.is_none());
+            view.outline = aids::outline(&art, 0)
+                .into_iter()
+                .filter_map(|o| {
+                    let b = o.block_id?;
+                    Some(OutlineLink { title: o.title, level: o.level, href: anchor(&b) })
+                })
+                .collect();
+            view.found = found
+                .into_iter()
+                .map(|f| FoundLink { href: anchor(&f.block_id), snippet_html: f.snippet_html, page: None })
+                .collect();
         }
     }
-    render_page(view)
+    with_status(render_page(view))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -187,7 +342,8 @@ fn paged_view(
     target: Option<&Target>,
     hints: &Hints,
     file_ok: bool,
-    evidence: Option<&str>,
+    carry: &Carry,
+    found: &[String],
     ctx: &PageCtx,
 ) -> PagedView {
     let pages = &art.source_map.pages;
@@ -221,14 +377,16 @@ fn paged_view(
         style: super::percent_style(bb, w, h),
         class: if target.is_some_and(|t| t.exact) { "hl-box" } else { "hl-box hl-approx" },
     });
-    let frame_hl = hl.is_none() && target.is_some_and(|t| t.page == Some(wanted) || t.block_id.is_none());
-    let nav = |n: u32| format!("/sources/{id}/view?page={n}");
-    let _ = evidence;
+    let frame_hl = hl.is_none() && target.is_some_and(|t| t.page == Some(wanted) || (t.block_id.is_none() && t.page.is_none()));
     let text = if img_src.is_none() {
         let blocks: Vec<&Block> = ap.map(|p| p.blocks.iter().collect()).unwrap_or_default();
         super::flow_blocks(art, &blocks, "pdf", target)
     } else {
         Vec::new()
+    };
+    let text_layer = match (ap, img_src.is_some()) {
+        (Some(p), true) => aids::text_layer(&p.blocks, w, h, found),
+        _ => Vec::new(),
     };
     PagedView {
         page: wanted,
@@ -240,9 +398,10 @@ fn paged_view(
         size: format!("{},{}", super::num(w), super::num(h)),
         hl,
         frame_hl,
-        prev_url: (wanted > 1).then(|| nav(wanted - 1)),
-        next_url: (wanted < count).then(|| nav(wanted + 1)),
+        prev_url: (wanted > 1).then(|| carry.url(Some(wanted - 1), None)),
+        next_url: (wanted < count).then(|| carry.url(Some(wanted + 1), None)),
         text,
+        text_layer,
     }
 }
 

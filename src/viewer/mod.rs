@@ -5,6 +5,7 @@
 //! Visibility is the caller's RLS view of `source` (other tenant, private KB → 404) plus the
 //! search core's rule that a source under a revoked grant is never served.
 
+pub mod aids;
 pub mod handlers;
 pub mod markdown;
 pub mod render;
@@ -194,6 +195,8 @@ pub struct FlowBlock {
     /// Start a `<ul>` / `<table>` before this block; close it after.
     pub open: Option<&'static str>,
     pub close: Option<&'static str>,
+    /// Contains the text of the viewer's find.
+    pub found: bool,
 }
 
 impl FlowBlock {
@@ -284,6 +287,7 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             html,
             open: None,
             close: None,
+            found: false,
         });
     }
     // Group runs of list items into <ul> and table rows into <table>.

@@ -31,6 +31,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("/static/search.js", "text/javascript; charset=utf-8", include_str!("../../static/search.js")),
     // Keyboard page navigation and zoom in the viewer (optional).
     ("/static/viewer.js", "text/javascript; charset=utf-8", include_str!("../../static/viewer.js")),
+    // Every page (optional): copy buttons, confirmation dialogs, the narrow-screen menu.
+    ("/static/ui.js", "text/javascript; charset=utf-8", include_str!("../../static/ui.js")),
 ];
 
 /// `GET /static/*`: one route per asset, cached for an hour.
@@ -95,6 +97,42 @@ impl Lang {
     pub fn t(&self, key: &str) -> String {
         rust_i18n::t!(key, locale = self.code()).into_owned()
     }
+
+    /// Translate a key the catalogue may not have: `None` when it has not.
+    pub fn t_opt(&self, key: &str) -> Option<String> {
+        let v = self.t(key);
+        (v != key && v != format!("{}.{key}", self.code())).then_some(v)
+    }
+}
+
+/// The message a form shows for `e`, in `lang`: a validation error by its field
+/// (`form_error.field.<field>`), else by its message (`form_error.message.<words>`), else by
+/// its code (`form_error.<code>`), else the server's own message (specific, but English).
+pub fn form_error(lang: Lang, e: &AppError) -> String {
+    if let AppError::Invalid { fields, .. } = e
+        && let Some(m) = fields.keys().next().and_then(|f| lang.t_opt(&format!("form_error.field.{f}")))
+    {
+        return m;
+    }
+    if let Some(m) = lang.t_opt(&format!("form_error.message.{}", message_key(&e.public_message()))) {
+        return m;
+    }
+    lang.t_opt(&format!("form_error.{}", e.code())).unwrap_or_else(|| e.public_message())
+}
+
+/// A catalogue key for a server message: lowercase ASCII words joined by `_` (at most 60).
+pub fn message_key(message: &str) -> String {
+    let mut k = String::new();
+    for w in message.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        if !k.is_empty() {
+            k.push('_');
+        }
+        k.push_str(&w.to_ascii_lowercase());
+        if k.len() >= 60 {
+            break;
+        }
+    }
+    k
 }
 
 async fn lang_of(parts: &Parts) -> Lang {
@@ -154,7 +192,14 @@ impl PageCtx {
     }
 
     pub async fn build(parts: &mut Parts, state: &AppState, auth: Option<&Auth>) -> Result<Self, AppError> {
-        let lang = lang_of(parts).await;
+        let mut lang = lang_of(parts).await;
+        // A signed-in user's UI language preference (`ai.common.ui_language`, kept on the
+        // account) wins over the session's, so a change through the API shows on the next page.
+        if let Some(a) = auth
+            && let Some(l) = tq::user_by_id(&state.pool, a.user_id).await?.and_then(|u| u.locale).as_deref().and_then(Lang::parse)
+        {
+            lang = l;
+        }
         let session = parts.extensions.get::<Session>().cloned();
         let csrf = match &session {
             Some(s) => auth::csrf::token(s).await?,
@@ -171,10 +216,31 @@ impl PageCtx {
                 let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
                 let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
                 tx.commit().await?;
-                Some(NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 })
+                let nav = NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 };
+                // An error page rendered for this request keeps the navigation.
+                if let Some(slot) = parts.extensions.get::<NavSlot>() {
+                    slot.set(nav.clone());
+                }
+                Some(nav)
             }
         };
         Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash })
+    }
+}
+
+/// Where [`PageCtx::build`] leaves the signed-in user's navigation for [`html_errors`], so an
+/// error page keeps the header of the page that failed.
+#[derive(Clone, Default)]
+pub struct NavSlot(std::sync::Arc<std::sync::Mutex<Option<NavUser>>>);
+
+impl NavSlot {
+    fn set(&self, nav: NavUser) {
+        if let Ok(mut g) = self.0.lock() {
+            *g = Some(nav);
+        }
+    }
+    fn take(&self) -> Option<NavUser> {
+        self.0.lock().ok().and_then(|mut g| g.take())
     }
 }
 
@@ -229,8 +295,10 @@ struct ErrorPage {
 pub async fn html_errors(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let lang = lang_of(&parts).await;
+    let slot = NavSlot::default();
+    parts.extensions.insert(slot.clone());
     let session = parts.extensions.get::<Session>().cloned();
     // API clients following a page URL with a bearer token (e.g. a citation) keep the JSON error.
     let api_client = auth::has_bearer(&parts);
@@ -253,14 +321,17 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
         Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
         None => String::new(),
     };
-    let ctx = PageCtx { lang, csrf, user: None, path, flash: None };
+    let ctx = PageCtx { lang, csrf, user: slot.take(), path, flash: None };
     let title = lang.t(&format!("error.{}", info.code));
     // Generic outcomes get a translated explanation; specific ones keep the server's message.
     let message = match info.code {
         "not_found" | "internal" | "csrf_failed" | "path_outside_grant" | "upstream_unavailable" => {
             lang.t(&format!("error.hint.{}", info.code))
         }
-        _ => info.message,
+        _ => lang
+            .t_opt(&format!("form_error.message.{}", message_key(&info.message)))
+            .or_else(|| lang.t_opt(&format!("error.hint.{}", info.code)))
+            .unwrap_or(info.message),
     };
     let page = ErrorPage { ctx, status: info.status.as_u16(), code: info.code, title, message };
     match page.render() {
@@ -279,8 +350,9 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'
      style-src-attr 'unsafe-inline'; img-src 'self' data: blob:; font-src 'self'; connect-src 'self'; object-src 'none'; \
      base-uri 'self'; form-action 'self'; frame-ancestors 'none'";
 
-/// Security headers: `nosniff` on every response; on HTML also the CSP above, no framing
-/// (`X-Frame-Options: DENY` for browsers without `frame-ancestors`) and a same-origin referrer.
+/// Security headers: `nosniff` on every response; on HTML also `Cache-Control: no-store`, the
+/// CSP above, no framing (`X-Frame-Options: DENY` for browsers without `frame-ancestors`) and
+/// a same-origin referrer. JSON answers are `no-store` unless they say otherwise.
 pub async fn security_headers(req: Request, next: Next) -> Response {
     use axum::http::{HeaderValue, header};
     let mut resp = next.run(req).await;
@@ -288,9 +360,16 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     let html = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("text/html"));
     if html {
+        // Pages hold the signed-in user's data (and a CSRF token): never stored, so after
+        // sign-out Back cannot show the previous user's pages.
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
         h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
         h.insert(header::REFERRER_POLICY, HeaderValue::from_static("same-origin"));
+    }
+    let json = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+    if json && !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     resp
 }
@@ -349,6 +428,28 @@ mod tests {
         }
         assert_eq!(safe_next(Some("/\t/evil.example/x")), "/");
         assert_eq!(safe_next(Some("/kbs/1?q=a%20b#hl")), "/kbs/1?q=a%20b#hl");
+    }
+
+    #[test]
+    fn chinese_uses_one_register_and_plain_words() {
+        let zh = include_str!("../../locales/zh-CN.yml");
+        assert!(!zh.contains('您'), "the Chinese catalogue says 你, never 您");
+        assert!(!zh.contains("搜索证据"), "搜索, not 搜索证据");
+    }
+
+    #[test]
+    fn form_errors_are_translated_by_field_then_message_then_code() {
+        let e = AppError::invalid("password", "password must be at least 10 characters");
+        assert_eq!(form_error(Lang::En, &e), "The password must be at least 10 characters.");
+        assert_eq!(form_error(Lang::ZhCn, &e), "密码至少需要 10 个字符。");
+        let e = AppError::Conflict("this invitation has expired".into());
+        assert_eq!(form_error(Lang::ZhCn, &e), "此邀请已过期。");
+        assert_eq!(form_error(Lang::En, &AppError::PathOutsideGrant).split(' ').next(), Some("That"));
+        // Unknown to the catalogue: the server's own message.
+        let e = AppError::invalid("zzz", "something specific");
+        assert_eq!(form_error(Lang::ZhCn, &e), "something specific");
+        assert_eq!(message_key("Only an owner can make owners"), "only_an_owner_can_make_owners");
+        assert_eq!(Lang::En.t_opt("no.such.key"), None);
     }
 
     #[test]

@@ -261,13 +261,42 @@ async fn first_run_setup_works_once() {
     assert_eq!(st, StatusCode::OK);
     assert_eq!(me["tenant"]["name"], "First Team");
     assert_eq!(me["role"], "owner");
-    // Closed afterwards, for everyone.
+    // Closed afterwards, for everyone: it points to sign-in, which says why.
     let mut other = app.client();
-    assert_eq!(other.page("/setup").await.0, StatusCode::NOT_FOUND);
-    let (_, html) = other.page("/login").await;
+    let r = other.get("/setup").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/login?setup=done");
+    let (_, html) = other.page("/login?setup=done").await;
     assert!(html.contains("name=\"password\""));
+    assert!(html.contains("This server is already set up"), "{html}");
     let r = other.post_form("/setup", &[("tenant", "Evil"), ("email", "evil@x.test"), ("password", PASSWORD)]).await;
-    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/login?setup=done");
+    assert!(mnote::tenants::queries::user_by_email(&app.pool, "evil@x.test").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn setup_form_errors_are_inline_and_translated() {
+    let app = spawn_app().await;
+    let mut c = app.client();
+    c.page("/setup").await;
+    // A missing field is the form's message, not a bare 422 from the form parser.
+    let r = c.post_form("/setup", &[("tenant", "First Team"), ("email", "me@first.test")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("The password must be at least 10 characters.") && html.contains("name=\"tenant\""), "{html}");
+    assert!(html.contains("value=\"First Team\""), "typed values are kept");
+    // In Chinese when the visitor reads Chinese.
+    let r = c
+        .http
+        .post(format!("{}/setup", c.base))
+        .header("accept-language", "zh-CN")
+        .form(&[("tenant", "团队"), ("email", "bad"), ("password", PASSWORD), ("csrf_token", c.csrf.as_deref().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("邮箱地址无效。"));
 }
 
 #[tokio::test]
@@ -321,4 +350,171 @@ async fn members_and_roles_are_managed_by_admins_only() {
     assert_eq!(owner.delete(&format!("/api/members/{member_id}")).await, StatusCode::NO_CONTENT);
     // Removed members lose access at once, even with a token.
     assert_eq!(member.get_json("/api/kbs").await.0, StatusCode::UNAUTHORIZED);
+}
+
+/// The account's password change: the current password is required, the other sessions of
+/// the account are signed out (the one that changed it stays), the old password stops working.
+#[tokio::test]
+async fn a_user_changes_their_password_and_other_sessions_are_signed_out() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let mut here = app.login("owner@acme.test").await;
+    let elsewhere = app.login("owner@acme.test").await;
+    let token = app.token(s.tenant_id, s.user_id).await;
+    assert_eq!(elsewhere.get_json("/api/session").await.0, StatusCode::OK);
+
+    // Wrong current password: the same page, the message inline, nothing changed.
+    let (st, html) = here.page("/settings/account").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("name=\"current_password\"") && html.contains("class=\"mainnav"), "{html}");
+    let new_pw = "a brand new passphrase";
+    let r = here
+        .post_form(
+            "/settings/account/password",
+            &[("current_password", "not it at all"), ("new_password", new_pw), ("confirm_password", new_pw)],
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("Your current password is not right.") && html.contains("class=\"mainnav"), "{html}");
+    // Mismatched confirmation and a too-short password are inline too.
+    let r = here
+        .post_form(
+            "/settings/account/password",
+            &[("current_password", PASSWORD), ("new_password", new_pw), ("confirm_password", "x")],
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("The two passwords differ."));
+    let r = here
+        .post_form(
+            "/settings/account/password",
+            &[("current_password", PASSWORD), ("new_password", "short"), ("confirm_password", "short")],
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("at least 10 characters"));
+    assert_eq!(elsewhere.get_json("/api/session").await.0, StatusCode::OK, "failed attempts sign nobody out");
+
+    // The change.
+    let r = here
+        .post_form(
+            "/settings/account/password",
+            &[("current_password", PASSWORD), ("new_password", new_pw), ("confirm_password", new_pw)],
+        )
+        .await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/settings/account");
+    let (st, html) = here.page("/settings/account").await;
+    assert_eq!(st, StatusCode::OK, "the session that changed it stays signed in");
+    assert!(html.contains("Password changed."));
+    assert_eq!(here.get_json("/api/session").await.0, StatusCode::OK);
+    // The other session is signed out: its pages go to sign-in, its API calls are 401.
+    assert_eq!(elsewhere.get_json("/api/session").await.0, StatusCode::UNAUTHORIZED);
+    let r = elsewhere.get("/").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert!(r.headers()["location"].to_str().unwrap().starts_with("/login"));
+    // API tokens are not sessions: they keep working.
+    let mut api = app.client();
+    api.bearer = Some(token);
+    assert_eq!(api.get_json("/api/session").await.0, StatusCode::OK);
+    // Old password refused, new one accepted.
+    assert_eq!(app.client().login("owner@acme.test", PASSWORD).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(app.client().login("owner@acme.test", new_pw).await.status(), StatusCode::SEE_OTHER);
+
+    // The API: same rules, stable codes.
+    let c = app.client();
+    assert_eq!(c.login("owner@acme.test", new_pw).await.status(), StatusCode::SEE_OTHER);
+    let c = c.with_csrf().await;
+    let (st, e) = c
+        .post_json("/api/account/password", json!({"currentPassword": "wrong one!!", "newPassword": "another passphrase"}))
+        .await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{e}");
+    assert_eq!(e["error"]["fields"]["current_password"], "the current password is not right");
+    let (st, _) =
+        c.post_json("/api/account/password", json!({"currentPassword": new_pw, "newPassword": "another passphrase"})).await;
+    assert_eq!(st, StatusCode::NO_CONTENT);
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+    assert_eq!(here.get_json("/api/session").await.0, StatusCode::UNAUTHORIZED, "the page session is signed out now");
+}
+
+/// Tokens may expire: an expired token is refused with `token_expired`, the list says so.
+#[tokio::test]
+async fn api_tokens_can_expire_and_expired_ones_are_refused_with_a_stable_code() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let owner = app.api(s.tenant_id, s.user_id).await;
+    let (st, v) = owner.post_json("/api/tokens", json!({"name": "short-lived", "expiresInDays": 7})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let expires: chrono::DateTime<chrono::Utc> = serde_json::from_value(v["expiresAt"].clone()).unwrap();
+    let days = (expires - chrono::Utc::now()).num_hours();
+    assert!((7 * 24 - 1..=7 * 24).contains(&days), "{days} hours");
+    let plain = v["token"].as_str().unwrap().to_string();
+    let mut c = app.client();
+    c.bearer = Some(plain.clone());
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+    for bad in [json!(0), json!(-3), json!(100000), json!("x")] {
+        let (st, e) = owner.post_json("/api/tokens", json!({"name": "bad", "expiresInDays": bad})).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{bad}: {e}");
+    }
+    let (st, v) = owner.post_json("/api/tokens", json!({"name": "forever"})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    assert!(v["expiresAt"].is_null());
+
+    // Time passes (the row's expiry moves into the past).
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, s.tenant_id, mnote::db::Scope::User(s.user_id)).await.unwrap();
+    let n = sqlx::query("update api_token set expires_at = now() - interval '1 second' where token_hash = $1")
+        .bind(mnote::auth::tokens::hash(&plain))
+        .execute(&mut *tx)
+        .await
+        .unwrap()
+        .rows_affected();
+    tx.commit().await.unwrap();
+    assert_eq!(n, 1);
+    let (st, e) = c.get_json("/api/session").await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "token_expired"), "{e}");
+    // Also for a state-changing call (not a CSRF failure) and on a page URL (JSON, not a redirect).
+    let (st, e) = c.post_json("/api/tokens", json!({"name": "x"})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNAUTHORIZED, "token_expired"), "{e}");
+    let r = c.get("/settings/tokens").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    // An unknown token stays `unauthorized`.
+    c.bearer = Some(format!("{plain}x"));
+    assert_eq!(error_code(&c.get_json("/api/session").await.1), "unauthorized");
+
+    // The page: expiry choice, the expired token marked, the new one with a copy button.
+    let mut page = app.login("owner@acme.test").await;
+    let (_, html) = page.page("/settings/tokens").await;
+    assert!(html.contains("name=\"expires\"") && html.contains(">expired<"), "{html}");
+    let r = page.post_form("/settings/tokens", &[("name", "cli"), ("expires", "30")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page.page("/settings/tokens").await;
+    assert!(html.contains("data-copy=\"#new-token\""), "{html}");
+    let doc = scraper::Html::parse_document(&html);
+    let shown = doc.select(&scraper::Selector::parse("#new-token").unwrap()).next().unwrap().text().collect::<String>();
+    let mut c = app.client();
+    c.bearer = Some(shown.trim().to_string());
+    assert_eq!(c.get_json("/api/session").await.0, StatusCode::OK);
+    // A bad label: inline, translated, navigation kept.
+    let r = page.post_form("/settings/tokens", &[("name", "  "), ("expires", "never")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("Give the token a label") && html.contains("class=\"mainnav"), "{html}");
+}
+
+/// Signed-in pages and API answers are never stored by the browser (Back after sign-out).
+#[tokio::test]
+async fn signed_in_pages_are_not_stored() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.login("owner@acme.test").await;
+    for path in ["/", "/search?q=x", "/settings/tokens", "/settings/account", "/admin/members", "/admin/grants", "/nope"] {
+        let r = c.get(path).await;
+        assert_eq!(r.headers().get("cache-control").and_then(|v| v.to_str().ok()), Some("no-store"), "{path}: {:?}", r.status());
+    }
+    let r = c.get("/api/session").await;
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    // Static assets stay cacheable.
+    let r = c.get("/static/app.css").await;
+    assert!(r.headers()["cache-control"].to_str().unwrap().contains("max-age"));
 }

@@ -145,3 +145,90 @@ async fn revoking_a_grant_makes_its_sources_stale() {
     let (st, e) = c.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team/a.md")})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "path_outside_grant"));
 }
+
+/// Revoke grant and remove member say what follows, counted by the server, before acting:
+/// without JavaScript a confirmation page (the form posts without `confirm=yes`), with it a
+/// dialog fed by the form's `data-confirm`; a bad path on the grant form is an inline,
+/// translated message with the navigation kept (not a bare 403 page).
+#[tokio::test]
+async fn revoking_a_grant_and_removing_a_member_are_confirmed_with_their_consequences() {
+    let app = spawn_app().await;
+    let k = crate::fixtures::kb_with_grant(&app).await;
+    for i in 0..3 {
+        app.write_doc(&format!("team/n{i}.md"), &format!("# Note {i}\n\nbody {i}"));
+    }
+    crate::fixtures::register(&k, &app, "team").await;
+    app.run_jobs().await;
+    let (_, grants) = k.client.get_json("/api/grants").await;
+    let gid = grants["items"][0]["id"].as_str().unwrap().to_string();
+    let (st, impact) = k.client.get_json(&format!("/api/grants/{gid}/impact")).await;
+    assert_eq!(st, StatusCode::OK, "{impact}");
+    assert_eq!((impact["staleSources"].as_i64(), impact["kbs"].as_i64()), (Some(3), Some(1)), "{impact}");
+
+    let mut page = app.login("owner@acme.test").await;
+    let (_, html) = page.page("/admin/grants").await;
+    assert!(html.contains("data-confirm=\"3 sources under"), "the dialog's text is counted: {html}");
+    // No JavaScript: posting the row's form shows the confirmation page and changes nothing.
+    let r = page.post_form(&format!("/admin/grants/{gid}/revoke"), &[]).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    assert!(
+        html.contains("3 sources under") && html.contains("leave search") && html.contains("name=\"confirm\" value=\"yes\""),
+        "{html}"
+    );
+    assert_eq!(page.get(&format!("/admin/grants/{gid}/revoke")).await.status(), StatusCode::OK);
+    let (_, g) = k.client.get_json(&format!("/api/grants/{gid}")).await;
+    assert!(g["revokedAt"].is_null(), "not revoked before confirming");
+    // Confirmed: revoked, the notice says how many became stale.
+    let r = page.post_form(&format!("/admin/grants/{gid}/revoke"), &[("confirm", "yes")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page.page("/admin/grants").await;
+    assert!(html.contains("Grant revoked; 3 sources are now stale."), "{html}");
+    let (_, g) = k.client.get_json(&format!("/api/grants/{gid}")).await;
+    assert!(!g["revokedAt"].is_null());
+
+    // Inline errors on the grant form, in both languages.
+    let r = page.post_form("/admin/grants", &[("path", "/etc"), ("grantee", "all"), ("permission", "read")]).await;
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("outside the directories this team may grant") && html.contains("class=\"mainnav"), "{html}");
+    assert!(html.contains("value=\"/etc\""), "the typed path is kept");
+    let r = page.post_form("/admin/grants", &[("grantee", "all"), ("permission", "read")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "a missing field is the form's message");
+    assert!(r.text().await.unwrap().contains("Give the directory to grant."));
+    let r = page
+        .http
+        .post(format!("{}/language", app.base))
+        .form(&[("lang", "zh-CN"), ("next", "/admin/grants"), ("csrf_token", page.csrf.as_deref().unwrap())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = page.post_form("/admin/grants", &[("path", "/etc"), ("grantee", "all"), ("permission", "read")]).await;
+    assert!(r.text().await.unwrap().contains("该目录不在本团队可授权的范围内"));
+
+    // Removing a member: their tokens, KBs, grants and the sources under those grants.
+    let bob = app.add_user(k.tenant, "bob@acme.test", "member").await;
+    app.token(k.tenant, bob).await;
+    app.token(k.tenant, bob).await;
+    std::fs::create_dir_all(app.docs.join("bob")).unwrap();
+    let (st, g) =
+        k.client.post_json("/api/grants", json!({"path": app.docs_path("bob"), "userId": bob, "permission": "read_index"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, html) = page.page("/admin/members").await;
+    assert!(html.contains("data-confirm=\"bob@acme.test 将立即失去"), "the dialog's text: {html}");
+    let r = page.post_form(&format!("/admin/members/{bob}/remove"), &[]).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    // (The page is in Chinese now: the language was switched above.)
+    assert!(
+        html.contains("bob@acme.test 将立即失去") && html.contains("2 个 API 令牌") && html.contains("1 个目录授权"),
+        "{html}"
+    );
+    let (_, members) = k.client.get_json("/api/members").await;
+    assert_eq!(members["items"].as_array().unwrap().len(), 2, "not removed before confirming");
+    let r = page.post_form(&format!("/admin/members/{bob}/remove"), &[("confirm", "yes")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, members) = k.client.get_json("/api/members").await;
+    assert_eq!(members["items"].as_array().unwrap().len(), 1);
+}

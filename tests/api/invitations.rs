@@ -53,7 +53,8 @@ async fn another_teams_member_is_only_invited_until_they_accept() {
     let beta_owner = app.api(beta.tenant_id, beta.user_id).await;
 
     let (st, v) = beta_owner.post_json("/api/members", json!({"email": "A@Alpha.test", "role": "admin"})).await;
-    assert_eq!((st, &v), (StatusCode::ACCEPTED, &json!({"status": "invited", "email": "a@alpha.test"})));
+    assert_eq!((st, v["status"].as_str(), v["email"].as_str()), (StatusCode::ACCEPTED, Some("invited"), Some("a@alpha.test")));
+    assert!(v["inviteUrl"].as_str().is_some_and(|u| u.contains("/join/")), "{v}");
     // No membership: beta does not list them, and they cannot act in beta.
     assert!(!member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
     let (st, list) = beta_owner.get_json("/api/members/invitations").await;
@@ -158,8 +159,11 @@ async fn the_answer_is_the_same_whether_or_not_the_email_has_an_account() {
     app.add_user(alpha.tenant_id, "known@alpha.test", "member").await;
     let beta = app.bootstrap("beta", "owner@beta.test").await;
     let owner = app.api(beta.tenant_id, beta.user_id).await;
+    // The link's secret differs per invitation; its shape is the same for both.
     let without_email = |mut v: Value| {
         v.as_object_mut().unwrap().remove("email");
+        let url = v.as_object_mut().unwrap().remove("inviteUrl").unwrap();
+        assert!(url.as_str().unwrap().contains("/join/"), "{url}");
         v
     };
     for body in [json!({"role": "member"}), json!({"role": "member", "password": PASSWORD})] {
@@ -267,4 +271,122 @@ async fn an_admin_can_withdraw_an_open_invitation_and_it_can_no_longer_be_accept
     let (st, _) = person.post_json(&format!("/api/invitations/{id}/accept"), json!({})).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert!(!member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
+}
+
+/// The path of an invitation link (`…/join/<token>`) from the API's `inviteUrl`.
+fn join_path(url: &str) -> String {
+    format!("/join/{}", url.rsplit("/join/").next().unwrap())
+}
+
+/// Invite by link (issue #16): a person without an account opens the link, sets a password
+/// and is a member, signed in; the link works once and expires; someone with an account is
+/// told to sign in instead; a renewed link replaces the old one.
+#[tokio::test]
+async fn a_person_without_an_account_joins_through_the_invitation_link() {
+    let app = spawn_app().await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let owner = app.api(beta.tenant_id, beta.user_id).await;
+    let (st, v) = owner.post_json("/api/members", json!({"email": "new@person.test", "role": "admin"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let url = v["inviteUrl"].as_str().unwrap().to_string();
+    assert!(url.starts_with("http://127.0.0.1:") && url.contains("/join/"), "absolute, copyable: {url}");
+    let path = join_path(&url);
+
+    let mut guest = app.client();
+    let (st, html) = guest.page(&path).await;
+    assert_eq!(st, StatusCode::OK, "{html}");
+    assert!(html.contains("beta") && html.contains("new@person.test") && html.contains("name=\"password\""), "{html}");
+    // Inline errors: a short password, mismatched confirmation; the link stays usable.
+    let r = guest.post_form(&path, &[("password", "short"), ("confirm_password", "short")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("at least 10 characters"));
+    let r = guest.post_form(&path, &[("password", PASSWORD), ("confirm_password", "something else")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("The two passwords differ."));
+    // Joining: signed in, in the team with the invited role.
+    let r = guest.post_form(&path, &[("password", PASSWORD), ("confirm_password", PASSWORD)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], "/");
+    let (st, me) = guest.get_json("/api/session").await;
+    assert_eq!(st, StatusCode::OK, "{me}");
+    assert_eq!((me["tenant"]["name"].as_str(), me["role"].as_str()), (Some("beta"), Some("admin")));
+    assert!(member_emails(&owner).await.contains(&"new@person.test".to_string()));
+    assert_eq!(app.client().login("new@person.test", PASSWORD).await.status(), StatusCode::SEE_OTHER);
+    // Single use: the link is gone now.
+    let mut other = app.client();
+    let (st, html) = other.page(&path).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("not valid"), "{html}");
+    let r = other.post_form(&path, &[("password", PASSWORD), ("confirm_password", PASSWORD)]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+    let (_, open) = owner.get_json("/api/members/invitations").await;
+    assert!(open["items"].as_array().unwrap().is_empty(), "{open}");
+
+    // An email with an account: the link says to sign in and accept; it creates nothing.
+    app.bootstrap("alpha", "known@alpha.test").await;
+    let (_, v) = owner.post_json("/api/members", json!({"email": "known@alpha.test", "role": "member"})).await;
+    let known = join_path(v["inviteUrl"].as_str().unwrap());
+    let mut k = app.client();
+    let (st, html) = k.page(&known).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("exists already") && !html.contains("name=\"confirm_password\""), "{html}");
+    let r = k.post_form(&known, &[("password", "another password"), ("confirm_password", "another password")]).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert_eq!(app.client().login("known@alpha.test", PASSWORD).await.status(), StatusCode::SEE_OTHER, "password kept");
+
+    // Expired: 410 with the explanation.
+    let (_, v) = owner.post_json("/api/members", json!({"email": "late@person.test", "role": "member"})).await;
+    let late = join_path(v["inviteUrl"].as_str().unwrap());
+    let mut tx = TenantTx::begin(&app.pool, beta.tenant_id, Scope::User(beta.user_id)).await.unwrap();
+    let n = sqlx::query("update invitation set expires_at = now() - interval '1 minute' where email = 'late@person.test'")
+        .execute(&mut *tx)
+        .await
+        .unwrap()
+        .rows_affected();
+    tx.commit().await.unwrap();
+    assert_eq!(n, 1);
+    let mut l = app.client();
+    let (st, html) = l.page(&late).await;
+    assert_eq!(st, StatusCode::GONE);
+    assert!(html.contains("expired"), "{html}");
+    let r = l.post_form(&late, &[("password", PASSWORD), ("confirm_password", PASSWORD)]).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(mnote::tenants::queries::user_by_email(&app.pool, "late@person.test").await.unwrap().is_none());
+
+    // Garbage and forged tokens: 404, no error page leak.
+    let mut g = app.client();
+    for bad in ["/join/nonsense", &format!("/join/{}.{}", beta.tenant_id.simple(), "A".repeat(43))] {
+        assert_eq!(g.page(bad).await.0, StatusCode::NOT_FOUND, "{bad}");
+    }
+
+    // The members page: the link shown once with a copy button; "new link" replaces it.
+    let mut page = app.login("owner@beta.test").await;
+    page.page("/admin/members").await;
+    let r = page.post_form("/admin/members", &[("email", "page@person.test"), ("role", "member")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page.page("/admin/members").await;
+    let doc = scraper::Html::parse_document(&html);
+    let input = scraper::Selector::parse("#invite-link").unwrap();
+    let first = doc.select(&input).next().expect("link shown").value().attr("value").unwrap().to_string();
+    assert!(html.contains("data-copy=\"#invite-link\""));
+    let (_, again) = page.page("/admin/members").await;
+    assert!(!again.contains("id=\"invite-link\""), "shown once");
+    let (_, list) = owner.get_json("/api/members/invitations").await;
+    let id = list["items"].as_array().unwrap().iter().find(|i| i["email"] == "page@person.test").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = page.post_form(&format!("/admin/members/invitations/{id}/link"), &[]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = page.page("/admin/members").await;
+    let doc = scraper::Html::parse_document(&html);
+    let second = doc.select(&input).next().expect("new link shown").value().attr("value").unwrap().to_string();
+    assert_ne!(first, second);
+    assert_eq!(app.client().get(&join_path(&first)).await.status(), StatusCode::NOT_FOUND, "the old link stopped working");
+    assert_eq!(app.client().get(&join_path(&second)).await.status(), StatusCode::OK);
+    // The invite form's errors are inline, with the navigation.
+    let r = page.post_form("/admin/members", &[("email", "not-an-email"), ("role", "member")]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("That is not a valid email address.") && html.contains("class=\"mainnav"), "{html}");
 }

@@ -97,3 +97,31 @@ async fn errors_render_as_pages_for_browsers_and_json_for_the_api() {
     assert_eq!(e["error"]["message"], "not found");
     let _ = json!({});
 }
+
+/// An error page keeps the signed-in navigation (and says the code), in the reader's language;
+/// server messages of well-known errors read in Chinese too.
+#[tokio::test]
+async fn error_pages_keep_the_navigation_and_the_language() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    app.add_user(s.tenant_id, "m@acme.test", "member").await;
+    let mut c = app.login("m@acme.test").await;
+    let (st, html) = c.page("/admin/grants").await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert!(html.contains("class=\"mainnav") && html.contains("m@acme.test"), "navigation kept: {html}");
+    assert!(html.contains("This needs the admin or owner role."), "{html}");
+    let (st, html) = c.page(&format!("/kbs/{}", uuid::Uuid::new_v4())).await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("class=\"mainnav") && html.contains("<code>not_found</code>"), "{html}");
+    let csrf = c.csrf.clone().unwrap();
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/"), ("csrf_token", &csrf)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (st, html) = c.page("/admin/grants").await;
+    assert_eq!(st, StatusCode::FORBIDDEN);
+    assert!(html.contains("此操作需要管理员或所有者角色。") && html.contains("class=\"mainnav"), "{html}");
+    // The narrow-screen menu is in every signed-in page's header (a checkbox, no script needed).
+    let (_, html) = c.page("/").await;
+    assert!(html.contains("id=\"menu-toggle\"") && html.contains("href=\"/settings/account\""), "{html}");
+    // One register in Chinese, and "搜索" rather than "搜索证据".
+    assert!(!html.contains('您') && !html.contains("搜索证据"), "{html}");
+}

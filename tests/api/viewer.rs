@@ -132,9 +132,11 @@ async fn markdown_and_docx_citations_open_at_the_highlighted_block() {
     let doc = view(&k.client, &format!("/sources/{}/view?evidence={}&line=7#hl", id("flow/notes.md"), Uuid::new_v4())).await;
     assert!(has(&doc, ".approx-notice"));
     assert_eq!(text(one(&doc, "#hl")), "first item");
-    // Gone, and nothing else to go by: the document is the target, with the notice.
-    let doc = view(&k.client, &format!("/sources/{}/view?evidence={}#hl", id("flow/notes.md"), Uuid::new_v4())).await;
-    assert!(has(&doc, ".approx-notice") && has(&doc, "article.doc#hl") && !has(&doc, ".blk#hl"));
+    // Gone, and nothing else to go by: not an approximate location but "not found" (a stable
+    // code: JSON for API clients; for a browser the document with the notice, status 404).
+    let gone = format!("/sources/{}/view?evidence={}", id("flow/notes.md"), Uuid::new_v4());
+    let (st, e) = k.client.get_json(&gone).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "{e}");
 
     // DOCX with and without paraIds: every block carries its ordinal (and paraId when Word wrote one).
     for (file, key) in [("flow/paraids.docx", "docxParaIds"), ("flow/plain.docx", "docxPlain")] {
@@ -479,4 +481,124 @@ async fn uploads_download_from_their_blob_and_chinese_ui_strings_render() {
     let doc = Html::parse_document(&r.text().await.unwrap());
     assert_eq!(text(one(&doc, ".approx-notice")).chars().take(4).collect::<String>(), "近似位置");
     assert_eq!(text(one(&doc, "#hl")), "Uploaded text.");
+}
+
+/// A page of a viewer URL through a browser-like (session) client: status and document.
+async fn browse(c: &Client, path: &str, referer: Option<&str>) -> (StatusCode, Html) {
+    let mut r = c.http.get(format!("{}{path}", c.base));
+    if let Some(rf) = referer {
+        r = r.header(header::REFERER, rf);
+    }
+    let r = r.send().await.unwrap();
+    let st = r.status();
+    (st, Html::parse_document(&r.text().await.unwrap()))
+}
+
+fn attr(doc: &Html, s: &str, a: &str) -> String {
+    one(doc, s).value().attr(a).unwrap_or_else(|| panic!("{s} has no {a}")).to_string()
+}
+
+/// Issue #16 "a viewer that keeps its place": Next/Previous keep the citation (the highlight
+/// comes back on its page, "back to the cited page" elsewhere), page jump, the selectable text
+/// layer, find in document, the outline, the breadcrumb back to the results, and a bad
+/// citation link that says "not found".
+#[tokio::test]
+async fn the_viewer_keeps_its_place_while_paging_and_finds_text() {
+    let (dir, exp) = fixtures();
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    copy_fixtures(&app, &dir, "paged", &["known_words.pdf"]);
+    let guide: String = (1..=5).map(|i| format!("# Part {i}\n\nText of part {i} about threads.\n\n")).collect();
+    app.write_doc("team/paged/guide.md", &guide);
+    register(&k, &app, "team/paged").await;
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    let pdf = sources["paged/known_words.pdf"]["id"].as_str().unwrap().to_string();
+    let md = sources["paged/guide.md"]["id"].as_str().unwrap().to_string();
+    let rows = evidence(&app, k.tenant, &pdf).await;
+    let w = exp["knownWords"]["words"].as_array().unwrap().iter().find(|w| w["page"] == 2).expect("a word on page 2").clone();
+    let word = w["word"].as_str().unwrap();
+    let row = rows.iter().find(|r| r.1 == word).unwrap();
+    let browser = app.login("owner@acme.test").await;
+    let results = format!("{}/search?q={word}&mode=lexical", app.base);
+
+    // Opened from the results: the highlight on page 2, the breadcrumb back to those results.
+    let cited = format!("/sources/{pdf}/view?evidence={}&page=2", row.0);
+    let (st, doc) = browse(&browser, &cited, Some(&results)).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(has(&doc, ".page-frame > #hl.hl-box"));
+    assert_eq!(attr(&doc, "a.back-to-results", "href"), format!("/search?q={word}&mode=lexical"));
+    assert!(!has(&doc, ".viewer-actions a[href*='#hl']"), "on the cited page: no way back needed");
+    // The toolbar: page jump with the citation kept, find.
+    assert_eq!(attr(&doc, ".page-jump input[name=evidence]", "value"), row.0.to_string());
+    assert_eq!(attr(&doc, ".page-jump input[name=back]", "value"), format!("/search?q={word}&mode=lexical"));
+    assert_eq!(attr(&doc, ".page-jump input[name=page]", "max"), "3");
+    // The text layer: the cited word is selectable text over the image, in its box.
+    let span = doc
+        .select(&sel(".page-frame .text-layer span"))
+        .find(|e| text(*e).contains(word))
+        .unwrap_or_else(|| panic!("{word} not in the text layer: {}", doc.html()));
+    let style = span.value().attr("style").unwrap();
+    assert!(style.contains("left:") && style.contains("cqw"), "{style}");
+    // Next keeps the citation: page 3 has no box but a way back to the cited page.
+    let next = attr(&doc, ".pager a[rel=next]", "href");
+    assert!(next.contains(&format!("evidence={}", row.0)) && next.contains("page=3") && next.contains("back="), "{next}");
+    let (st, doc) = browse(&browser, &next, None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(text(one(&doc, ".page-label")), "Page 3 of 3");
+    assert!(!has(&doc, ".hl-box"));
+    let back = attr(&doc, ".viewer-actions a.button[href$='#hl']", "href");
+    assert!(back.contains(&format!("evidence={}", row.0)) && !back.contains("page="), "{back}");
+    assert_eq!(attr(&doc, "a.back-to-results", "href"), format!("/search?q={word}&mode=lexical"), "kept while paging");
+    // Previous returns to the highlight.
+    let prev = attr(&doc, ".pager a[rel=prev]", "href");
+    let (_, doc) = browse(&browser, &prev, None).await;
+    assert!(has(&doc, ".page-frame > #hl.hl-box"), "paging back shows the highlight again");
+    // And "back to the cited page" from page 1 (page jump) does too.
+    let (_, doc) = browse(&browser, &format!("/sources/{pdf}/view?evidence={}&page=1", row.0), None).await;
+    assert!(!has(&doc, ".hl-box"));
+    let back = attr(&doc, ".viewer-actions a.button[href$='#hl']", "href");
+    let (_, doc) = browse(&browser, back.trim_end_matches("#hl"), None).await;
+    assert_eq!(attr(&doc, ".page-frame", "data-page"), "2");
+    assert!(has(&doc, ".page-frame > #hl.hl-box"));
+    // Without a referer from the results, the breadcrumb is the search page itself.
+    let (_, doc) = browse(&browser, &cited, Some("https://elsewhere.example/search?q=x")).await;
+    assert_eq!(attr(&doc, "a.back-to-results", "href"), "/search");
+    // A hostile `back` is not followed.
+    let (_, doc) = browse(&browser, &format!("{cited}&back=//evil.example/search"), None).await;
+    assert_eq!(attr(&doc, "a.back-to-results", "href"), "/search");
+
+    // Find in document: every page's matches, linking to the word on its page.
+    let (_, doc) = browse(&browser, &format!("/sources/{pdf}/view?evidence={}&page=2&find={word}", row.0), None).await;
+    let hits: Vec<String> = doc.select(&sel(".find-list a")).map(|a| a.value().attr("href").unwrap().to_string()).collect();
+    assert!(!hits.is_empty(), "{}", doc.html());
+    assert!(doc.select(&sel(".find-list mark")).all(|m| text(m).eq_ignore_ascii_case(word)));
+    assert!(has(&doc, ".text-layer span.found"), "the match is marked on this page");
+    let (_, doc) = browse(&browser, &format!("/sources/{pdf}/view?page=1&find=zzzznothing"), None).await;
+    assert!(text(one(&doc, ".find-results")).contains("No passage contains"));
+
+    // A long Markdown document: an outline of its sections linking to their headings; find.
+    let (st, doc) = browse(&browser, &format!("/sources/{md}/view?find=part%204"), None).await;
+    assert_eq!(st, StatusCode::OK);
+    let outline: Vec<(String, String)> =
+        doc.select(&sel(".viewer-outline a")).map(|a| (text(a), a.value().attr("href").unwrap().to_string())).collect();
+    assert_eq!(outline.len(), 5, "{outline:?}");
+    assert_eq!(outline[2].0, "Part 3");
+    let target = outline[2].1.trim_start_matches('#');
+    assert!(text(one(&doc, &format!("[id='{target}']"))).contains("Part 3"));
+    assert!(has(&doc, ".blk.found"));
+    assert!(text(one(&doc, ".find-results")).contains("passages contain"));
+
+    // A bad citation link: "not found" with its code, the document without a highlight.
+    for bad in
+        [format!("/sources/{pdf}/view?evidence={}", Uuid::new_v4()), format!("/sources/{pdf}/view?evidence=garbage&page=2")]
+    {
+        let (st, doc) = browse(&browser, &bad, None).await;
+        assert_eq!(st, StatusCode::NOT_FOUND, "{bad}");
+        assert_eq!(attr(&doc, ".citation-missing-notice", "data-code"), "not_found");
+        assert!(!has(&doc, ".approx-notice") && !has(&doc, "#hl"), "{bad}");
+        assert!(has(&doc, ".page-frame"), "the document is still shown");
+    }
+    let (st, e) = k.client.get_json(&format!("/sources/{md}/view?evidence={}", Uuid::new_v4())).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"));
 }

@@ -1,0 +1,148 @@
+//! The signed-in person's own account: changing the password (the current one required; the
+//! account's other sessions are signed out), and starting a session after sign-in.
+//!
+//! Sessions are signed out through the account's `session_epoch`: a session stores the epoch
+//! it signed in with ([`super::EPOCH`]) and [`super::signed_in`] drops it when the account's
+//! epoch moved on. A password change bumps the epoch and re-stamps the session that made it.
+
+use askama::Template;
+use axum::{
+    Form,
+    extract::State,
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use sqlx::PgExecutor;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::{Account, EPOCH, LOGIN_AT, USER_ID, Via, password, session_err};
+use crate::{
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
+    tenants::queries as tq,
+    web::{Page, PageCtx, flash, form_error, render},
+};
+
+/// The account's current session epoch; `None` when the account is gone.
+pub async fn session_epoch(db: impl PgExecutor<'_>, user: Uuid) -> sqlx::Result<Option<i32>> {
+    sqlx::query_scalar("select session_epoch from app_user where id = $1").bind(user).fetch_optional(db).await
+}
+
+/// Begin a signed-in session for `user` (after the password was checked, or an account was
+/// just created): a new session id and CSRF token (fixation), the user, the sign-in time and
+/// the account's session epoch.
+pub async fn start_session(session: &Session, db: impl PgExecutor<'_>, user: Uuid) -> AppResult<()> {
+    let epoch = session_epoch(db, user).await?.unwrap_or(0);
+    session.cycle_id().await.map_err(session_err)?;
+    session.remove::<String>(super::csrf::KEY).await.map_err(session_err)?;
+    session.insert(USER_ID, user).await.map_err(session_err)?;
+    session.insert(LOGIN_AT, chrono::Utc::now().timestamp()).await.map_err(session_err)?;
+    session.insert(EPOCH, epoch).await.map_err(session_err)?;
+    Ok(())
+}
+
+/// Change `user`'s password: `current` must be right, `new` a valid new password. Returns
+/// the account's new session epoch (every session signed in before is signed out).
+pub async fn change_password(state: &AppState, user: Uuid, current: &str, new: &str) -> AppResult<i32> {
+    let row = tq::user_by_id(&state.pool, user).await?.ok_or(AppError::Unauthorized)?;
+    if !password::verify(current.to_string(), Some(row.password_hash)).await? {
+        return Err(AppError::invalid("current_password", "the current password is not right"));
+    }
+    password::validate_new_password(new)?;
+    if new == current {
+        return Err(AppError::invalid("new_password", "the new password must differ from the current one"));
+    }
+    let hash = password::hash(new.to_string()).await?;
+    let epoch: i32 = sqlx::query_scalar(
+        "update app_user set password_hash = $2, session_epoch = session_epoch + 1 where id = $1 returning session_epoch",
+    )
+    .bind(user)
+    .bind(hash)
+    .fetch_one(&state.pool)
+    .await?;
+    tracing::info!(user.id = %user, "password changed; other sessions signed out");
+    Ok(epoch)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PasswordChange {
+    current_password: String,
+    new_password: String,
+}
+
+/// `POST /api/account/password` `{currentPassword, newPassword}` → 204. The caller's other
+/// sessions are signed out; a cookie caller's own session stays signed in.
+pub async fn change_password_api(
+    State(state): State<AppState>,
+    session: Session,
+    who: Account,
+    auth: Option<super::Auth>,
+    ApiJson(b): ApiJson<PasswordChange>,
+) -> AppResult<StatusCode> {
+    let epoch = change_password(&state, who.user_id, &b.current_password, &b.new_password).await?;
+    if auth.is_none_or(|a| a.via == Via::Session) {
+        session.insert(EPOCH, epoch).await.map_err(session_err)?;
+    }
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Template)]
+#[template(path = "settings/account.html")]
+struct AccountPage {
+    ctx: PageCtx,
+    email: String,
+    error: Option<String>,
+    /// Which field the error is about (`current_password`, `new_password`, `confirm`).
+    error_field: String,
+}
+
+pub async fn account_page(page: Page) -> AppResult<Response> {
+    render(AccountPage { email: page.auth.email.clone(), ctx: page.ctx, error: None, error_field: String::new() })
+}
+
+/// The password form. Missing fields are empty strings, so they get the inline message.
+#[derive(Deserialize)]
+pub struct PasswordForm {
+    #[serde(default)]
+    current_password: String,
+    #[serde(default)]
+    new_password: String,
+    #[serde(default)]
+    confirm_password: String,
+}
+
+pub async fn change_password_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Form(f): Form<PasswordForm>,
+) -> AppResult<Response> {
+    let result = if f.new_password != f.confirm_password {
+        Err(AppError::invalid("confirm_password", "the two new passwords differ"))
+    } else {
+        change_password(&state, page.auth.user_id, &f.current_password, &f.new_password).await
+    };
+    match result {
+        Ok(epoch) => {
+            session.insert(EPOCH, epoch).await.map_err(session_err)?;
+            flash(&session, page.ctx.t("account.password_changed")).await?;
+            Ok(Redirect::to("/settings/account").into_response())
+        }
+        Err(e) if e.status().is_client_error() => {
+            let field = match &e {
+                AppError::Invalid { fields, .. } => fields.keys().next().cloned().unwrap_or_default(),
+                _ => String::new(),
+            };
+            let message = form_error(page.ctx.lang, &e);
+            let status = e.status();
+            let mut r =
+                render(AccountPage { email: page.auth.email.clone(), ctx: page.ctx, error: Some(message), error_field: field })?;
+            *r.status_mut() = status;
+            Ok(r)
+        }
+        Err(e) => Err(e),
+    }
+}
