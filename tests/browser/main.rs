@@ -19,7 +19,9 @@ mod helpers;
 #[path = "../api/lightrag.rs"]
 mod lightrag;
 
+mod account;
 mod ai;
 mod ask;
 mod browser;
+mod screens;
 mod viewer;

@@ -548,3 +548,97 @@ async fn a_changed_file_opens_approximately_near_the_cited_block() {
     b.screenshot("approximate").await;
     b.finish().await;
 }
+
+/// Issue #16: paging keeps the citation. Open a page-2 word from the results, Next (no box,
+/// "back to the cited page"), Previous (the box again, on screen); the cited word can be
+/// selected and copied from the text layer; the breadcrumb goes back to the same results; at
+/// 420 px the page opens zoomed to the highlight.
+#[tokio::test]
+async fn paging_keeps_the_highlight_and_the_word_can_be_copied() {
+    let (dir, _) = fixtures();
+    let app = indexed(&[(dir.join("known_words.pdf"), "known_words.pdf")]).await;
+    let b = browser_for(&app, "viewer-paging").await;
+    // From the results page (whatever its layout): follow the first link into the viewer.
+    b.goto("/search?q=zephyr&mode=lexical").await;
+    let href = b
+        .poll(
+            "a result",
+            "const a = document.querySelector('a[href*=\"/view?evidence=\"]'); return a ? a.getAttribute('href') : null",
+            vec![],
+        )
+        .await;
+    let opened = Opened { href: href.as_str().unwrap().to_string(), approximate: false };
+    b.js("document.querySelector('a[href*=\"/view?evidence=\"]').click()", vec![]).await;
+    b.poll(
+        "the viewer page",
+        "return /^\\/sources\\/[^/]+\\/view$/.test(location.pathname) && document.readyState === 'complete'",
+        vec![],
+    )
+    .await;
+    b.loaded().await;
+    let l = visible_highlight(&b, &opened).await;
+    assert!(l.url.contains("page=2"), "{}", l.url);
+    // Copy the cited word: select its text-layer span.
+    let sel = b
+        .js(
+            "const s = Array.from(document.querySelectorAll('.text-layer span')).find(e => e.textContent.includes('Zephyr'));
+             if (!s) return null; const r = document.createRange(); r.selectNodeContents(s);
+             const w = window.getSelection(); w.removeAllRanges(); w.addRange(r); return w.toString();",
+            vec![],
+        )
+        .await;
+    assert!(sel.as_str().is_some_and(|s| s.contains("Zephyr")), "selected {sel}");
+    b.find(".pager a[rel=next]").await.click().await.unwrap();
+    b.poll(
+        "page 3",
+        "return new URLSearchParams(location.search).get('page') === '3' && document.readyState === 'complete'",
+        vec![],
+    )
+    .await;
+    b.loaded().await;
+    let state = b
+        .js("return {box: !!document.querySelector('.hl-box'), back: !!document.querySelector('.viewer-actions a[href$=\"#hl\"]')}", vec![])
+        .await;
+    assert_eq!(state, json!({"box": false, "back": true}), "page 3 keeps the way back to the citation");
+    b.screenshot("page3-back-to-cited").await;
+    b.find(".pager a[rel=prev]").await.click().await.unwrap();
+    b.poll(
+        "page 2",
+        "return new URLSearchParams(location.search).get('page') === '2' && document.readyState === 'complete'",
+        vec![],
+    )
+    .await;
+    b.loaded().await;
+    assert!(b.js("return !!document.querySelector('.page-frame > #hl.hl-box')", vec![]).await == true, "the highlight is back");
+    // The sticky toolbar stays at the top while the page scrolls.
+    b.js("window.scrollTo(0, document.body.scrollHeight)", vec![]).await;
+    let top = b.js("return document.querySelector('.viewer-toolbar').getBoundingClientRect().top", vec![]).await;
+    assert!(top.as_f64().unwrap().abs() <= 1.0, "toolbar at {top}");
+    // The breadcrumb returns to the same results.
+    b.find("a.back-to-results").await.click().await.unwrap();
+    b.poll("the results", "return location.pathname === '/search' && document.readyState === 'complete' && !!document.querySelector('a[href*=\"/view?evidence=\"]') || null", vec![])
+        .await;
+    let q = b.js("return new URLSearchParams(location.search).get('q')", vec![]).await;
+    assert_eq!(q, "zephyr");
+
+    // Narrow screen: zoomed to the highlight, which is on screen.
+    b.js("sessionStorage.clear()", vec![]).await;
+    b.resize(420, 800).await;
+    b.goto(opened.href.split('#').next().unwrap()).await;
+    b.loaded().await;
+    let z = b
+        .poll(
+            "the zoom",
+            "const f = document.querySelector('.page-frame'), h = document.querySelector('#hl.hl-box');
+             if (!f || !h || !f.style.width) return null; const r = h.getBoundingClientRect();
+             return {frame: f.getBoundingClientRect().width, vw: document.documentElement.clientWidth, box: [r.left, r.top, r.right, r.bottom]};",
+            vec![],
+        )
+        .await;
+    let vw = z["vw"].as_f64().unwrap();
+    assert!(z["frame"].as_f64().unwrap() > vw * 1.2, "zoomed in: {z}");
+    let bx: Vec<f64> = serde_json::from_value(z["box"].clone()).unwrap();
+    assert!(bx[0] >= -1.0 && bx[2] <= vw + 1.0 && bx[1] >= 0.0 && bx[3] <= 800.0, "the highlight is on screen: {z}");
+    b.screenshot("narrow-zoomed").await;
+    b.finish().await;
+}

@@ -1,0 +1,174 @@
+//! The screenshot set for the reviewer (issue #16): the main pages in English and Chinese, at
+//! 1280 px and 420 px, in light and dark mode, saved as
+//! `target/browser-artifacts/screens-<lang>-<width>-<scheme>-<page>.png`. Along the way it
+//! checks what a narrow screen must do: the header collapses into a menu that opens, tables
+//! become cards that keep their status visible, and no page scrolls sideways.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::{
+    browser::Browser,
+    helpers::{PASSWORD, spawn_app},
+};
+
+const EMAIL: &str = "owner@acme.test";
+
+/// ChromeDriver's `goog/cdp/execute`: one Chrome DevTools command for the session's page.
+#[derive(Debug)]
+struct Cdp {
+    cmd: &'static str,
+    params: Value,
+}
+
+impl fantoccini::wd::WebDriverCompatibleCommand for Cdp {
+    fn endpoint(&self, base: &reqwest::Url, session: Option<&str>) -> Result<reqwest::Url, url_parse::ParseError> {
+        base.join(&format!("session/{}/goog/cdp/execute", session.unwrap_or_default()))
+    }
+    fn method_and_body(&self, _: &reqwest::Url) -> (reqwest::Method, Option<String>) {
+        (reqwest::Method::POST, Some(json!({"cmd": self.cmd, "params": self.params}).to_string()))
+    }
+}
+
+/// `url::ParseError` by the path reqwest re-exports it under.
+mod url_parse {
+    pub type ParseError = <reqwest::Url as std::str::FromStr>::Err;
+}
+
+async fn color_scheme(b: &Browser, scheme: &str) {
+    let params = json!({"media": "screen", "features": [{"name": "prefers-color-scheme", "value": scheme}]});
+    b.c.issue_cmd(Cdp { cmd: "Emulation.setEmulatedMedia", params }).await.expect("emulate the color scheme");
+    let want = scheme == "dark";
+    b.poll(
+        "the color scheme",
+        "return matchMedia('(prefers-color-scheme: dark)').matches === arguments[0] || null",
+        vec![json!(want)],
+    )
+    .await;
+}
+
+async fn set_language(b: &Browser, lang: &str) {
+    b.goto("/").await;
+    b.loaded().await;
+    let is_zh = b.js("return document.documentElement.lang === 'zh-CN'", vec![]).await == true;
+    if is_zh != (lang == "zh-CN") {
+        b.js("document.querySelector('form.lang button').click()", vec![]).await;
+        b.poll(
+            "the language",
+            "return document.readyState === 'complete' && document.documentElement.lang === arguments[0] || null",
+            vec![json!(lang)],
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    std::fs::create_dir_all(app.docs.join("team")).unwrap();
+    app.write_doc(
+        "team/guide.md",
+        "# Threads\n\nScoped threads borrow from the stack.\n\n## Usage\n\nCall `thread::scope` and spawn inside it.\n\n\
+         ## 注意事项\n\n线程作用域结束时，所有线程都会被等待。\n\n## Errors\n\nA panic in a scoped thread propagates.\n",
+    );
+    let pdf =
+        std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("MNOTE_FIXTURES_DIR (run through ./dev test)"))
+            .join("known_words.pdf");
+    std::fs::copy(&pdf, app.docs.join("team/known_words.pdf")).unwrap();
+    let (st, g) = api
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Evidence"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
+    assert!(st.is_success());
+    app.run_jobs().await;
+    app.add_user(s.tenant_id, "bob@acme.test", "member").await;
+    let (_, srcs) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    let pdf_id = srcs["items"].as_array().unwrap().iter().find(|x| x["resourcePath"] == "known_words.pdf").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "Zephyr", "mode": "lexical"})).await;
+    let viewer = hits["results"][0]["openAction"]["url"]
+        .as_str()
+        .map(|u| u.split('#').next().unwrap().to_string())
+        .unwrap_or_else(|| format!("/sources/{pdf_id}/view?page=2"));
+
+    let pages: Vec<(&str, String)> = vec![
+        ("dashboard", "/".into()),
+        ("kb", format!("/kbs/{kb}")),
+        ("search", "/search?q=thread&mode=lexical".into()),
+        ("viewer-pdf", viewer),
+        ("members", "/admin/members".into()),
+        ("grants", "/admin/grants".into()),
+        ("tokens", "/settings/tokens".into()),
+        ("account", "/settings/account".into()),
+    ];
+    let b = Browser::start("screens", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    let mut saved = 0;
+    for lang in ["en", "zh-CN"] {
+        set_language(&b, lang).await;
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            for scheme in ["light", "dark"] {
+                color_scheme(&b, scheme).await;
+                for (name, path) in &pages {
+                    b.goto(path).await;
+                    b.loaded().await;
+                    b.screenshot(&format!("{lang}-{width}-{scheme}-{name}")).await;
+                    saved += 1;
+                    if width == 420 && *name != "kb" {
+                        // No sideways scrolling of the page itself (a zoomed PDF scrolls in its own box).
+                        let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
+                        assert!(over.as_f64().unwrap() <= 1.0, "{lang}/{name} at 420 px scrolls sideways by {over} px");
+                    }
+                }
+            }
+            if width == 420 {
+                check_narrow(&b, lang).await;
+            }
+        }
+    }
+    assert_eq!(saved, 2 * 2 * 2 * pages.len());
+    b.finish().await;
+}
+
+/// At 420 px: the navigation is behind the menu button and opens; the grants and members
+/// tables are cards whose status stays visible inside the card.
+async fn check_narrow(b: &Browser, lang: &str) {
+    b.goto("/admin/grants").await;
+    b.loaded().await;
+    let shown = "const s = e => { const r = e.getBoundingClientRect(); return getComputedStyle(e).display !== 'none' && r.width > 0 && r.height > 0; };";
+    let v = b
+        .js(
+            &format!("{shown} return [s(document.querySelector('nav.mainnav')), s(document.querySelector('.menu-button'))];"),
+            vec![],
+        )
+        .await;
+    assert_eq!(v, json!([false, true]), "{lang}: the header collapses into the menu");
+    b.find(".menu-button").await.click().await.unwrap();
+    b.poll("the menu to open", &format!("{shown} return s(document.querySelector('nav.mainnav')) || null"), vec![]).await;
+    b.screenshot(&format!("{lang}-420-menu-open")).await;
+    let cards = b
+        .js(
+            &format!(
+                "{shown} return Array.from(document.querySelectorAll('table.cards tbody tr')).map(tr => {{
+                   const st = tr.querySelector('.card-status'); const r = tr.getBoundingClientRect();
+                   const q = st ? st.getBoundingClientRect() : null;
+                   return {{ block: getComputedStyle(tr).display === 'block', status: !!st && s(st),
+                            inside: !!q && q.left >= r.left - 1 && q.right <= r.right + 1 && q.top >= r.top - 1 && q.bottom <= r.bottom + 1 }}; }});"
+            ),
+            vec![],
+        )
+        .await;
+    let cards = cards.as_array().unwrap();
+    assert!(!cards.is_empty(), "{lang}: no grant rows");
+    for c in cards {
+        assert_eq!(c, &json!({"block": true, "status": true, "inside": true}), "{lang}: a grant row as a card");
+    }
+}
