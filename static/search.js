@@ -1,5 +1,6 @@
 // Search page niceties (the page works without this): "/" focuses the query box, j/k move
-// between results, copy buttons put the citation Markdown on the clipboard.
+// between documents, copy buttons put the citation Markdown on the clipboard (without script
+// the citation is behind a <details>), the mode's explanation follows the mode select.
 (function () {
   const box = document.getElementById('search-q');
   const typing = (el) => el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
@@ -21,6 +22,16 @@
       all[i < 0 ? 0 : next].closest('.result').scrollIntoView({ block: 'nearest' });
     }
   });
+
+  // The selected mode's one-line explanation follows the select.
+  const mode = document.getElementById('search-mode');
+  const help = document.getElementById('mode-help');
+  if (mode && help) {
+    mode.addEventListener('change', () => {
+      const opt = mode.options[mode.selectedIndex];
+      if (opt && opt.dataset.help) help.textContent = opt.dataset.help;
+    });
+  }
 
   if (!navigator.clipboard) return;
   for (const b of document.querySelectorAll('button.copy[data-copy]')) {

@@ -66,6 +66,27 @@ pub struct SearchRequest {
     /// Also return evidence of stale sources, flagged `stale: true` (default false).
     #[serde(default)]
     pub include_stale: Option<bool>,
+    /// Only these sources (documents), e.g. "the other matches in this document".
+    #[serde(default)]
+    pub source_ids: Option<Vec<Uuid>>,
+    /// Paging: skip this many results (documents, with `groupBy`). Asking for a page (this or
+    /// `groupBy`) also gets the response's `total` and `nextOffset`.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// `"document"`: results grouped by source, best document first, `topK` documents per
+    /// page, each with its best `perGroup` blocks (`groups`).
+    #[serde(default)]
+    pub group_by: Option<GroupBy>,
+    /// Blocks shown per document with `groupBy` (default 3, at most 20).
+    #[serde(default)]
+    pub per_group: Option<usize>,
+}
+
+/// How a paged search groups its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    Document,
 }
 
 impl SearchRequest {
@@ -79,7 +100,16 @@ impl SearchRequest {
             path_prefix: None,
             include_ocr: None,
             include_stale: None,
+            source_ids: None,
+            offset: None,
+            group_by: None,
+            per_group: None,
         }
+    }
+
+    /// Whether the caller asked for a page (`offset` or `groupBy`): the answer then counts.
+    pub fn is_paged(&self) -> bool {
+        self.offset.is_some() || self.group_by.is_some()
     }
 }
 
@@ -152,6 +182,52 @@ pub struct SearchResponse<H = SearchHit> {
     pub fusion: Option<Fusion>,
     pub took_ms: f64,
     pub results: Vec<H>,
+    /// A paged search's counts and groups (`offset` / `groupBy` asked for).
+    #[serde(flatten)]
+    pub paging: Option<Paging>,
+}
+
+/// What a paged search adds to its response.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Paging {
+    /// Matching blocks (after every filter). With `totalIsLowerBound` there are at least this
+    /// many: only the best [`Paging::depth`] are ranked for paging.
+    pub total: usize,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub total_is_lower_bound: bool,
+    /// Documents among the ranked blocks (grouped searches).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total_documents: Option<usize>,
+    /// What this page skipped (results, or documents when grouped).
+    pub offset: usize,
+    /// The `offset` of the next page, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    /// How many of the best blocks were ranked for paging.
+    pub depth: usize,
+    /// With `groupBy: "document"`: one entry per document of the page, in rank order; its
+    /// blocks are `results[resultRange[0]..resultRange[1]]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<SearchGroup>>,
+}
+
+/// One document of a grouped page.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchGroup {
+    pub source_id: Uuid,
+    pub kb_id: Uuid,
+    pub source_title: String,
+    pub resource_path: String,
+    pub resource_kind: SourceKind,
+    /// The file's modification time when known, else when the source last changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modified_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Matching blocks of this document among the ranked ones.
+    pub total: usize,
+    /// `[start, end)` into `results`: the blocks shown for this document (its best ones).
+    pub result_range: [usize; 2],
 }
 
 impl<H> SearchResponse<H> {
@@ -166,6 +242,7 @@ impl<H> SearchResponse<H> {
             fusion: self.fusion,
             took_ms: self.took_ms,
             results: self.results.into_iter().map(f).collect(),
+            paging: self.paging,
         }
     }
 }

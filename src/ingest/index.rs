@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
-use super::artifact::{Block, ParsedArtifact, ReferenceKind};
+use super::artifact::{Block, BlockType, ParsedArtifact, ReferenceKind};
 use crate::{
     evidence::{LOCATOR_SCHEMA, Locator, SourceKind},
     search::analyze,
@@ -145,6 +145,20 @@ pub fn index_text(section_path: &[String], text: &str) -> String {
     s
 }
 
+/// The terms the lexical index keeps for a block. A heading is indexed by its own text: the
+/// titles above it would make every short heading under a matching title a top hit. Any other
+/// block also gets its section path, each distinct term of it once
+/// ([`analyze::index_terms_in_context`]), so a paragraph is found by the heading it sits under
+/// without the path outweighing the words the paragraph uses. (The embedder still reads
+/// [`index_text`].)
+pub fn lexical_terms(b: &Block, section_path: &[String]) -> analyze::Lexemes {
+    if b.block_type == BlockType::Heading {
+        return analyze::index_terms(&b.text);
+    }
+    let context: Vec<String> = section_path.iter().filter(|t| !b.text.starts_with(t.as_str())).cloned().collect();
+    analyze::index_terms_in_context(&context, &b.text)
+}
+
 /// Column arrays of pending `evidence_block` rows (inserted with `unnest`).
 #[derive(Default)]
 struct BlockRows {
@@ -195,7 +209,7 @@ impl BlockRows {
         ocr: bool,
     ) {
         let hash = art.source_hash.as_str();
-        let lex = analyze::index_terms(&index_text(path, &b.text));
+        let lex = lexical_terms(b, path);
         self.total += 1;
         self.id.push(evidence_id(source.id, hash, &b.id));
         self.source_hash.push(hash.to_string());
@@ -398,8 +412,16 @@ pub async fn load_artifact(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Re
 }
 
 /// Drop and rebuild the evidence rows of every indexed source in the transaction's tenant
-/// from the stored artifacts only. Returns (sources, blocks).
+/// from the stored artifacts only (after a change to what the index keeps, e.g. its terms).
+/// Returns (sources, blocks).
+///
+/// The vectors survive: a block rebuilt from the same artifact gets the same id and the same
+/// embedder text ([`index_text`]), so its embeddings are put back instead of being computed
+/// again; those of blocks that are gone stay gone.
 pub async fn rebuild_all(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<(usize, usize)> {
+    sqlx::query("create temporary table reindex_kept_embedding on commit drop as select * from evidence_embedding")
+        .execute(&mut *conn)
+        .await?;
     sqlx::query("delete from evidence_edge").execute(&mut *conn).await?;
     sqlx::query("delete from evidence_block").execute(&mut *conn).await?;
     sqlx::query("delete from evidence_section").execute(&mut *conn).await?;
@@ -412,5 +434,13 @@ pub async fn rebuild_all(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<
         blocks += write(conn, tenant, &source, &art).await?;
         sources += 1;
     }
+    sqlx::query(
+        "insert into evidence_embedding
+         select k.* from reindex_kept_embedding k
+         where exists (select 1 from evidence_block b where b.tenant_id = k.tenant_id and b.id = k.block_id)
+         on conflict do nothing",
+    )
+    .execute(&mut *conn)
+    .await?;
     Ok((sources, blocks))
 }

@@ -291,15 +291,37 @@ pub struct Lexemes {
 
 /// Analyse a block for the index.
 pub fn index_terms(text: &str) -> Lexemes {
-    let tokens = analyze(text);
+    let tokens: Vec<String> = analyze(text).into_iter().map(|t| t.term).collect();
+    lexemes(&tokens, text.len())
+}
+
+/// Analyse a block for the index with the titles of the sections it sits in: each distinct
+/// term of `context` counts once (however many headings repeat it), then the block's own
+/// text counts as written. So a block is found by its headings' words, but a short block does
+/// not outrank the ones that use the words only because it sits under them.
+pub fn index_terms_in_context(context: &[String], text: &str) -> Lexemes {
+    let mut seen = HashSet::new();
+    let mut tokens: Vec<String> = Vec::new();
+    for title in context {
+        for t in analyze(title) {
+            if seen.insert(t.term.clone()) {
+                tokens.push(t.term);
+            }
+        }
+    }
+    tokens.extend(analyze(text).into_iter().map(|t| t.term));
+    lexemes(&tokens, text.len())
+}
+
+fn lexemes(tokens: &[String], text_len: usize) -> Lexemes {
     let mut positions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, t) in tokens.iter().enumerate() {
-        let p = positions.entry(t.term.as_str()).or_default();
+        let p = positions.entry(t.as_str()).or_default();
         if p.len() < MAX_POSITIONS_PER_TERM {
             p.push((i + 1).min(MAX_POSITION));
         }
     }
-    let mut tsv = String::with_capacity(text.len() + positions.len() * 4);
+    let mut tsv = String::with_capacity(text_len + positions.len() * 4);
     for (term, pos) in &positions {
         if !tsv.is_empty() {
             tsv.push(' ');
@@ -442,6 +464,22 @@ mod tests {
         assert_eq!(l.len, 3);
         assert_eq!(query_terms("data, borrow data").tsquery(), "'data' | 'borrow'");
         assert_eq!(query_terms("data, borrow data").counts, [2, 1]);
+    }
+
+    #[test]
+    fn section_titles_count_once_per_block() {
+        let path = vec!["线程作用域".to_string(), "作用域的注意事项".to_string()];
+        let l = index_terms_in_context(&path, "不需要 Arc 就能共享数据。");
+        let own = index_terms("不需要 Arc 就能共享数据。");
+        let positions = |l: &Lexemes, term: &str| {
+            let prefix = format!("'{term}':");
+            l.tsvector.split(' ').find(|t| t.starts_with(&prefix)).map(|t| t.matches(',').count() + 1).unwrap_or(0)
+        };
+        assert_eq!(positions(&l, "作用域"), 1, "in both titles, counted once: {}", l.tsvector);
+        assert_eq!(positions(&own, "作用域"), 0);
+        assert_eq!(positions(&l, "arc"), 1);
+        assert!(l.len > own.len);
+        assert_eq!(index_terms_in_context(&[], "data borrow data"), index_terms("data borrow data"));
     }
 
     #[test]

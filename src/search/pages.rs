@@ -1,5 +1,7 @@
-//! The search page (`GET /search?q=&mode=&kb=&kind=`): a plain GET form over the same search
-//! core as `POST /api/evidence/search`, rendered on the server (works without JavaScript).
+//! The search page (`GET /search?q=&mode=&kb=&kind=&page=&source=`): a plain GET form over
+//! the same search core as `POST /api/evidence/search`, rendered on the server (works without
+//! JavaScript). Results come grouped by document (its best passages, "n more in this
+//! document" linking to `source=` with all of them), with the true total and pages.
 
 use askama::Template;
 use axum::{
@@ -7,10 +9,12 @@ use axum::{
     http::StatusCode,
     response::Response,
 };
+use std::collections::HashMap;
+
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::query::{self, Hit, Mode, SearchError, SearchRequest, SearchResponse};
+use super::query::{self, GroupBy, Hit, Mode, SearchError, SearchRequest, SearchResponse};
 use crate::{
     error::AppResult,
     evidence::{Locator, PlacePart, Quality, SourceKind},
@@ -19,8 +23,12 @@ use crate::{
     web::{Page, PageCtx, render},
 };
 
-/// Results per page.
-const PAGE_TOP_K: usize = 20;
+/// Documents per page.
+const PAGE_DOCS: usize = 10;
+/// Passages shown per document.
+const PER_DOC: usize = 3;
+/// Passages per page when one document's matches are listed (`source=`).
+const PAGE_PASSAGES: usize = 20;
 const MODES: [&str; 4] = ["hybrid", "lexical", "vector", "graph"];
 
 #[derive(Debug, Default, Deserialize)]
@@ -33,20 +41,24 @@ pub struct SearchParams {
     kb: Option<String>,
     #[serde(default)]
     kind: Option<String>,
+    /// 1-based page number.
+    #[serde(default)]
+    page: Option<String>,
+    /// One document's matches only.
+    #[serde(default)]
+    source: Option<String>,
 }
 
-/// A `<select>` option: value, label, selected.
+/// A `<select>` option: value, label, selected, and a one-line explanation (modes).
 pub struct Choice {
     pub value: String,
     pub label: String,
     pub selected: bool,
+    pub help: String,
 }
 
-/// One result as the page shows it.
+/// One passage as the page shows it (the score stays in the API: its scale differs per mode).
 pub struct HitView {
-    pub title: String,
-    pub path: String,
-    pub kind: String,
     /// The quote cut at the highlights: (text, highlighted).
     pub segments: Vec<(String, bool)>,
     /// "Page 3", "A › B", "Lines 4–6" in the UI language: (text, may wrap).
@@ -55,14 +67,39 @@ pub struct HitView {
     pub quality: Option<String>,
     pub ocr: bool,
     pub stale: bool,
-    pub score: String,
     pub url: String,
     pub citation: String,
 }
 
-pub struct Outcome {
+/// One document with its best passages.
+pub struct GroupView {
+    pub title: String,
+    pub path: String,
+    pub kind: String,
+    pub kb: String,
+    /// "2026-11-30", the file's modification date.
+    pub date: String,
+    pub url: String,
     pub hits: Vec<HitView>,
+    /// "3 more in this document" and where they are listed.
+    pub more: Option<(String, String)>,
+}
+
+/// A link to another page of results.
+pub struct PageLink {
+    pub label: String,
+    pub url: String,
+    pub rel: &'static str,
+}
+
+pub struct Outcome {
+    pub groups: Vec<GroupView>,
     pub summary: String,
+    /// "Page 2 of 5" when there is more than one.
+    pub page_of: Option<String>,
+    pub pages: Vec<PageLink>,
+    /// `source=`: the document whose matches are listed, and the link back to all results.
+    pub within: Option<(String, String)>,
     pub degraded: bool,
     pub vector_off: bool,
 }
@@ -75,6 +112,9 @@ struct SearchPage {
     modes: Vec<Choice>,
     kbs: Vec<Choice>,
     kinds: Vec<Choice>,
+    /// The selected mode's one-line explanation.
+    mode_help: String,
+    source: String,
     error: Option<String>,
     outcome: Option<Outcome>,
 }
@@ -126,43 +166,107 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
         .collect()
 }
 
-fn score_text(s: f64) -> String {
-    if s.abs() >= 10.0 {
-        format!("{s:.1}")
-    } else if s.abs() >= 0.1 {
-        format!("{s:.3}")
-    } else {
-        format!("{s:.4}")
-    }
-}
-
-fn hit_view(ctx: &PageCtx, hit: Hit) -> HitView {
-    let (h, ocr, kind, path) = (hit.api, hit.is_ocr, hit.kind, hit.resource_path);
+fn hit_view(ctx: &PageCtx, hit: &Hit) -> HitView {
+    let h = &hit.api;
     let quality = (h.source.quality != Quality::Exact).then(|| ctx.tk("search.quality", h.source.quality.as_str()));
     HitView {
         segments: segments(&h.quote, &h.highlights),
         locator: locator_parts(ctx, &h.source),
         quality,
-        ocr,
+        ocr: hit.is_ocr,
         stale: h.stale,
-        score: score_text(h.score),
-        url: h.open_action.url,
-        citation: h.citation_markdown,
-        title: h.source_title,
-        kind: ctx.tk("kind", kind.as_str()),
-        path,
+        url: h.open_action.url.clone(),
+        citation: h.citation_markdown.clone(),
     }
 }
 
-fn outcome(ctx: &PageCtx, resp: SearchResponse<Hit>) -> Outcome {
+/// The search page's URL with these parameters (empty ones left out).
+fn page_url(params: &[(&str, &str)]) -> String {
+    let kept: Vec<(&str, &str)> = params.iter().copied().filter(|(_, v)| !v.is_empty()).collect();
+    format!("/search?{}", serde_urlencoded::to_string(kept).unwrap_or_default())
+}
+
+/// What the page's links keep: the query and its filters.
+struct Current<'a> {
+    q: &'a str,
+    mode: &'a str,
+    kb: &'a str,
+    kind: &'a str,
+    source: &'a str,
+}
+
+impl Current<'_> {
+    fn url(&self, source: &str, page: usize) -> String {
+        let page = if page > 1 { page.to_string() } else { String::new() };
+        page_url(&[("q", self.q), ("mode", self.mode), ("kb", self.kb), ("kind", self.kind), ("source", source), ("page", &page)])
+    }
+}
+
+fn outcome(ctx: &PageCtx, cur: &Current, kb_names: &HashMap<Uuid, String>, page_no: usize, resp: SearchResponse<Hit>) -> Outcome {
     let degraded = resp.degraded;
     let vector_off = !degraded && resp.fusion.as_ref().is_some_and(|f| f.vector_weight == 0.0);
+    let paging = resp.paging.clone();
+    let (total, lower, docs, next) = match &paging {
+        Some(p) => (p.total, p.total_is_lower_bound, p.total_documents, p.next_offset),
+        None => (resp.results.len(), false, None, None),
+    };
+    let docs = docs.unwrap_or_else(|| {
+        let mut ids: Vec<Uuid> = resp.results.iter().map(|h| h.source_id).collect();
+        ids.sort();
+        ids.dedup();
+        ids.len()
+    });
+    let key = if lower { "search.total_at_least" } else { "search.total" };
     let summary = ctx
-        .t("search.summary")
-        .replace("{n}", &resp.results.len().to_string())
+        .t(key)
+        .replace("{n}", &total.to_string())
+        .replace("{d}", &docs.to_string())
         .replace("{ms}", &format!("{:.0}", resp.took_ms.max(1.0)));
-    let hits = resp.results.into_iter().map(|h| hit_view(ctx, h)).collect();
-    Outcome { hits, summary, degraded, vector_off }
+    let date = |h: &Hit| h.modified_at.map(|d| d.format("%Y-%m-%d").to_string()).unwrap_or_default();
+    let view = |h: &Hit, hits: Vec<HitView>, more: Option<(String, String)>| GroupView {
+        title: h.source_title.clone(),
+        path: h.resource_path.clone(),
+        kind: ctx.tk("kind", h.kind.as_str()),
+        kb: kb_names.get(&h.source.kb_id).cloned().unwrap_or_default(),
+        date: date(h),
+        url: h.open_action.url.clone(),
+        hits,
+        more,
+    };
+    let mut groups = Vec::new();
+    let mut within = None;
+    let per_page = if cur.source.is_empty() { PAGE_DOCS } else { PAGE_PASSAGES };
+    let units = if cur.source.is_empty() { docs } else { total };
+    match paging.as_ref().and_then(|p| p.groups.as_ref()) {
+        Some(gs) => {
+            for g in gs {
+                let hits = &resp.results[g.result_range[0]..g.result_range[1]];
+                let Some(first) = hits.first() else { continue };
+                let rest = g.total - hits.len();
+                let more = (rest > 0).then(|| {
+                    (ctx.t("search.more_in_doc").replace("{n}", &rest.to_string()), cur.url(&g.source_id.to_string(), 1))
+                });
+                groups.push(view(first, hits.iter().map(|h| hit_view(ctx, h)).collect(), more));
+            }
+        }
+        None => {
+            if let Some(first) = resp.results.first() {
+                within = Some((ctx.t("search.within").replace("{title}", &first.source_title), cur.url("", 1)));
+                groups.push(view(first, resp.results.iter().map(|h| hit_view(ctx, h)).collect(), None));
+            }
+        }
+    }
+    let page_count = units.div_ceil(per_page).max(1);
+    let page_of = (page_count > 1)
+        .then(|| ctx.t("search.page_of").replace("{n}", &page_no.to_string()).replace("{total}", &page_count.to_string()));
+    let mut pages = Vec::new();
+    if page_no > 1 {
+        pages.push(PageLink { label: ctx.t("search.prev_page"), url: cur.url(cur.source, page_no - 1), rel: "prev" });
+    }
+    if next.is_some() {
+        pages.push(PageLink { label: ctx.t("search.next_page"), url: cur.url(cur.source, page_no + 1), rel: "next" });
+    }
+    Outcome { groups, summary, page_of, pages, within, degraded, vector_off }
 }
 
 /// `GET /search`
@@ -172,6 +276,7 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
     let mode_s = p.mode.filter(|m| !m.is_empty()).unwrap_or_else(|| "hybrid".into());
     let kb_s = p.kb.unwrap_or_default();
     let kind_s = p.kind.unwrap_or_default();
+    let source_s = p.source.unwrap_or_default();
 
     let mut error = None;
     let mode = Mode::parse(&mode_s);
@@ -189,35 +294,87 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
             }
         }
     };
+    let source_id = if source_s.is_empty() {
+        None
+    } else {
+        match source_s.parse::<Uuid>() {
+            Ok(id) => Some(id),
+            Err(_) => {
+                error = Some(ctx.t("search.bad_source"));
+                None
+            }
+        }
+    };
+    let page_no = match p.page.as_deref().filter(|s| !s.is_empty()).map(str::parse::<usize>) {
+        None => 1,
+        Some(Ok(n)) if (1..=500).contains(&n) => n,
+        Some(_) => {
+            error = Some(ctx.t("search.bad_page"));
+            1
+        }
+    };
 
     let mut tx = page.auth.tx(&state).await?;
     let kbs = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     tx.commit().await?;
+    let kb_names: HashMap<Uuid, String> = kbs.iter().map(|k| (k.id, k.name.clone())).collect();
     let mut outcome_v = None;
     if error.is_none() && !q.trim().is_empty() {
         let mut req = SearchRequest::new(q.clone(), mode.unwrap_or_default());
-        req.top_k = Some(PAGE_TOP_K);
         req.kb_ids = kb_id.map(|id| vec![id]);
         req.kinds = (!kind_s.is_empty()).then(|| vec![kind_s.clone()]);
+        match source_id {
+            Some(id) => {
+                req.source_ids = Some(vec![id]);
+                req.top_k = Some(PAGE_PASSAGES);
+                req.offset = Some((page_no - 1) * PAGE_PASSAGES);
+            }
+            None => {
+                req.group_by = Some(GroupBy::Document);
+                req.per_group = Some(PER_DOC);
+                req.top_k = Some(PAGE_DOCS);
+                req.offset = Some((page_no - 1) * PAGE_DOCS);
+            }
+        }
+        let cur = Current { q: &q, mode: &mode_s, kb: &kb_s, kind: &kind_s, source: &source_s };
         match query::search_retrying(|| page.auth.tx(&state), &state.search_engine(), &req).await {
-            Ok(resp) => outcome_v = Some(outcome(&ctx, resp)),
+            Ok(resp) => outcome_v = Some(outcome(&ctx, &cur, &kb_names, page_no, resp)),
             Err(SearchError::Invalid(m)) => error = Some(m),
             Err(e) => return Err(e.into()),
         }
     }
 
-    let modes =
-        MODES.iter().map(|m| Choice { value: m.to_string(), label: ctx.tk("search.mode", m), selected: *m == mode_s }).collect();
+    let modes: Vec<Choice> = MODES
+        .iter()
+        .map(|m| Choice {
+            value: m.to_string(),
+            label: ctx.tk("search.mode", m),
+            selected: *m == mode_s,
+            help: ctx.tk("search.mode_help", m),
+        })
+        .collect();
+    let mode_help = modes.iter().find(|m| m.selected).map(|m| m.help.clone()).unwrap_or_default();
     let kb_choices = kbs
         .iter()
-        .map(|k| Choice { value: k.id.to_string(), label: k.name.clone(), selected: k.id.to_string() == kb_s })
+        .map(|k| Choice {
+            value: k.id.to_string(),
+            label: k.name.clone(),
+            selected: k.id.to_string() == kb_s,
+            help: String::new(),
+        })
         .collect();
     let kinds = SourceKind::ALL
         .iter()
-        .map(|k| Choice { value: k.to_string(), label: ctx.tk("kind", k.as_str()), selected: k.as_str() == kind_s })
+        .map(|k| Choice {
+            value: k.to_string(),
+            label: ctx.tk("kind", k.as_str()),
+            selected: k.as_str() == kind_s,
+            help: String::new(),
+        })
         .collect();
     let status = if error.is_some() { StatusCode::UNPROCESSABLE_ENTITY } else { StatusCode::OK };
-    let mut resp = render(SearchPage { ctx, q, modes, kbs: kb_choices, kinds, error, outcome: outcome_v })?;
+    let source = if error.is_none() { source_s } else { String::new() };
+    let mut resp = render(SearchPage { ctx, q, modes, kbs: kb_choices, kinds, mode_help, source, error, outcome: outcome_v })?;
     *resp.status_mut() = status;
     Ok(resp)
 }

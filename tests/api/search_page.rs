@@ -49,7 +49,7 @@ async fn a_member_finds_highlighted_evidence_with_its_open_link() {
     assert!(html.contains("name=\"q\"") && html.contains("autofocus"), "query box");
     assert!(html.contains("Search across the documents"), "empty query shows a hint");
     assert!(html.contains("href=\"/search\""), "navigation links the page");
-    assert!(html.contains("<option value=\"hybrid\" selected>"), "hybrid is the default mode");
+    assert!(html.contains("<option value=\"hybrid\" selected data-help=\"Hybrid: "), "hybrid is the default mode, explained");
     assert!(html.contains(">Guides</option>"), "the user's KBs are offered as a filter");
 
     let (st, html) = c.page(&search_url("线程作用域", "")).await;
@@ -94,8 +94,8 @@ async fn another_tenant_sees_nothing_and_filters_round_trip() {
     for mode in ["lexical", "vector", "graph", "hybrid"] {
         let (st, html) = c.page(&search_url("线程作用域", &format!("&mode={mode}"))).await;
         assert_eq!(st, StatusCode::OK, "{mode}");
-        assert!(html.contains(&format!("<option value=\"{mode}\" selected>")), "{mode} stays selected");
-        assert_eq!(html.matches(" selected>").count(), 1, "{mode}: only the mode is selected");
+        assert!(html.contains(&format!("<option value=\"{mode}\" selected data-help=")), "{mode} stays selected");
+        assert_eq!(html.matches(" selected").count(), 1, "{mode}: only the mode is selected");
     }
     let (_, html) = c.page(&search_url("线程作用域", "&mode=graph&kind=markdown")).await;
     assert!(html.contains("<option value=\"markdown\" selected>") && html.contains("<mark>"));
@@ -116,6 +116,37 @@ async fn another_tenant_sees_nothing_and_filters_round_trip() {
     let r = app.client().get("/search?q=x").await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert!(r.headers()["location"].to_str().unwrap().starts_with("/login?next="));
+}
+
+#[tokio::test]
+async fn results_come_grouped_by_document_with_the_kb_and_the_mode_explained() {
+    let app = spawn_app().await;
+    let (source, kb) = indexed_guide(&app).await;
+    let mut c = app.login("owner@acme.test").await;
+    let (st, html) = c.page(&search_url("线程作用域", "&mode=graph")).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("class=\"result-doc\"") && html.contains("<span class=\"kb-name\">Guides</span>"), "{html}");
+    assert!(html.contains("passages in 1 documents"), "the total: {html}");
+    assert!(html.contains("id=\"mode-help\">Graph: keyword matches"), "the selected mode is explained");
+    assert!(html.contains("<dt>Semantic</dt><dd>Semantic: "), "every mode is explained");
+    assert!(!html.contains("class=\"score\""), "no raw score");
+    assert!(html.contains("<details class=\"cite-details\">"), "the citation is behind a disclosure / copy button");
+
+    // One document's matches, with the way back.
+    let (st, html) = c.page(&search_url("线程作用域", &format!("&mode=lexical&source={source}"))).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("Matches in guide.md") && html.contains("Back to all results"), "{html}");
+    assert!(html.contains(&format!("name=\"source\" value=\"{source}\"")), "the form keeps the document");
+
+    for (extra, msg) in [("&page=0", "page number"), ("&page=x", "page number"), ("&source=nope", "Unknown document")] {
+        let (st, html) = c.page(&search_url("x", extra)).await;
+        assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY, "{extra}");
+        assert!(html.contains(msg) && html.contains("name=\"q\""), "{extra}: {html}");
+    }
+
+    // Per-KB search from the KB page.
+    let (_, html) = c.page(&format!("/kbs/{kb}")).await;
+    assert!(html.contains("class=\"kb-search quick-search\"") && html.contains(&format!("name=\"kb\" value=\"{kb}\"")), "{html}");
 }
 
 fn mnote(app: &TestApp, args: &[&str]) -> (bool, String, String) {

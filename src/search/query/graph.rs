@@ -7,9 +7,15 @@ use uuid::Uuid;
 
 use super::*;
 
-/// Lexical seeds, then up to two hops along edges: blocks of the same section, blocks that
-/// mention the same `@entity`, the opening blocks of a linked document and blocks linking to
-/// the seed's document. Each hop halves the score.
+/// Lexical seeds, then up to two hops along edges: in the same section the section's heading
+/// and the blocks right before and after, blocks that mention the same `@entity`, the opening
+/// blocks of a linked document and blocks linking to the seed's document. Each hop halves the
+/// score.
+///
+/// Only what is connected to a real match comes back, never padding: no seeds (nothing
+/// matched) means no results, a seed in a long section brings its neighbours, not the whole
+/// section at one shared score, and text repeated within its document (a page footer, "All
+/// rights reserved") is never a neighbour.
 pub(super) async fn graph(
     conn: &mut PgConnection,
     engine: &Engine,
@@ -30,12 +36,15 @@ pub(super) async fn graph(
         let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
             "with seed as (select unnest($1::uuid[]) as id),
              hits as (
-               -- same section
+               -- same section: its heading and the blocks right before and after the seed
                select e2.source_block_id as id, e1.source_block_id as via, 'section_contains_block' as kind
                from evidence_edge e1 join evidence_edge e2
                  on e2.tenant_id = e1.tenant_id and e2.source_id = e1.source_id
                 and e2.kind = 'section_contains_block' and e2.target_section_key = e1.target_section_key
+               join evidence_block b1 on b1.tenant_id = e1.tenant_id and b1.id = e1.source_block_id
+               join evidence_block b2 on b2.tenant_id = e2.tenant_id and b2.id = e2.source_block_id
                where e1.kind = 'section_contains_block' and e1.source_block_id in (select id from seed)
+                 and (b2.block_type = 'heading' or abs(b2.ordinal - b1.ordinal) = 1)
                union all
                -- same entity
                select e2.source_block_id, e1.source_block_id, 'block_mentions_entity'
@@ -62,8 +71,13 @@ pub(super) async fn graph(
                     = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\\.[^./]*$', '', 'g'))
                where sb.id in (select id from seed) and sb.ordinal = 0
              )
-             select distinct on (id) id, via, kind from hits where id <> via and id not in (select id from seed)
-             order by id limit $2",
+             select distinct on (h.id) h.id, h.via, h.kind from hits h
+             join evidence_block nb on nb.id = h.id
+             where h.id <> h.via and h.id not in (select id from seed)
+               -- boilerplate: the same text elsewhere in the document
+               and not exists (select 1 from evidence_block d where d.tenant_id = nb.tenant_id
+                               and d.source_id = nb.source_id and d.id <> nb.id and d.text = nb.text)
+             order by h.id limit $2",
         )
         .bind(&ids)
         .bind(GRAPH_MAX_NEIGHBOURS)

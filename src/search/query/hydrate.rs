@@ -35,7 +35,8 @@ pub(super) async fn hydrate_first(
     let mut b = Binds::new();
     let filter = f.block_sql(&mut b);
     let sql = format!(
-        "select b.id, b.text, b.locator, b.is_ocr, s.status, s.kind, s.resource_path, s.id as source_id
+        "select b.id, b.text, b.locator, b.is_ocr, s.status, s.kind, s.resource_path, s.id as source_id,
+                coalesce(s.mtime, s.updated_at) as modified_at
          from evidence_block b, source s where b.id = any({}::uuid[]) and {}",
         b.push(&ids),
         filter.sql
@@ -69,7 +70,14 @@ pub(super) async fn hydrate_first(
             stale: status == SourceStatus::Stale.as_str(),
             graph: graph.remove(&id),
         };
-        out.push(Hit { api, source_id: row.get("source_id"), is_ocr: row.get("is_ocr"), kind, resource_path });
+        out.push(Hit {
+            api,
+            source_id: row.get("source_id"),
+            is_ocr: row.get("is_ocr"),
+            kind,
+            resource_path,
+            modified_at: row.get("modified_at"),
+        });
     }
     Ok(out)
 }

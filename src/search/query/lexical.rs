@@ -139,7 +139,7 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
         }
         None => return Ok(None),
     };
-    let sources = if f.kinds.is_some() || f.path_prefix.is_some() {
+    let sources = if f.kinds.is_some() || f.path_prefix.is_some() || f.source_ids.is_some() {
         let mut b = Binds::new();
         let kb = b.push(&f.kb_ids);
         let sql = format!(

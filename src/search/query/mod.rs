@@ -20,7 +20,9 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-pub use crate::evidence::tools::{Fusion, GraphStep, Mode, SearchHit, SearchRequest, SearchResponse};
+pub use crate::evidence::tools::{
+    Fusion, GraphStep, GroupBy, Mode, Paging, SearchGroup, SearchHit, SearchRequest, SearchResponse,
+};
 use crate::evidence::{Locator, SourceKind, SourceStatus};
 
 use super::{
@@ -110,6 +112,8 @@ pub struct Hit {
     pub is_ocr: bool,
     pub kind: SourceKind,
     pub resource_path: String,
+    /// The file's modification time when known, else when the source last changed.
+    pub modified_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl std::ops::Deref for Hit {
@@ -144,6 +148,7 @@ pub enum SearchError {
 #[derive(Debug, Clone)]
 struct Filters {
     kb_ids: Option<Vec<Uuid>>,
+    source_ids: Option<Vec<Uuid>>,
     kinds: Option<Vec<String>>,
     path_prefix: Option<String>,
     include_ocr: bool,
@@ -159,13 +164,26 @@ struct BlockFilter {
 }
 
 impl Filters {
-    /// Conditions on `s` (a source): kinds, path prefix, include stale. A source under a
-    /// revoked grant is never served, whatever its status says.
+    fn of(req: &SearchRequest) -> Filters {
+        Filters {
+            kb_ids: req.kb_ids.clone(),
+            source_ids: req.source_ids.clone(),
+            kinds: req.kinds.clone(),
+            path_prefix: req.path_prefix.clone().filter(|p| !p.is_empty()),
+            include_ocr: req.include_ocr.unwrap_or(true),
+            include_stale: req.include_stale.unwrap_or(false),
+        }
+    }
+
+    /// Conditions on `s` (a source): source ids, kinds, path prefix, include stale. A source
+    /// under a revoked grant is never served, whatever its status says.
     fn source_sql(&self, b: &mut Binds) -> String {
         use crate::sources::queries::GRANT_ACTIVE;
         let (kinds, prefix, stale) = (b.push(&self.kinds), b.push(&self.path_prefix), b.push(self.include_stale));
+        let ids = b.push(&self.source_ids);
         format!(
-            "({kinds}::text[] is null or s.kind = any({kinds}::text[]))
+            "({ids}::uuid[] is null or s.id = any({ids}::uuid[]))
+    and ({kinds}::text[] is null or s.kind = any({kinds}::text[]))
     and ({prefix}::text is null or starts_with(s.resource_path, {prefix}::text))
     and ({stale}::bool or s.status <> 'stale')
     and {GRANT_ACTIVE}"
@@ -199,7 +217,8 @@ pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchReques
     if top_k == 0 || top_k > MAX_TOP_K {
         return Err(SearchError::Invalid(format!("topK must be between 1 and {MAX_TOP_K}")));
     }
-    let mut resp = run(conn, engine, req, top_k).await?;
+    let mut resp =
+        if req.is_paged() { paged::paged(conn, engine, req, top_k).await? } else { run(conn, engine, req, top_k).await? };
     resp.took_ms = (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
     Ok(resp)
 }
@@ -248,13 +267,7 @@ pub async fn run(
     {
         return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
     }
-    let filters = Filters {
-        kb_ids: req.kb_ids.clone(),
-        kinds: req.kinds.clone(),
-        path_prefix: req.path_prefix.clone().filter(|p| !p.is_empty()),
-        include_ocr: req.include_ocr.unwrap_or(true),
-        include_stale: req.include_stale.unwrap_or(false),
-    };
+    let filters = Filters::of(req);
     let terms = analyze::query_terms(query);
     let mut resp = SearchResponse {
         ok: true,
@@ -265,6 +278,7 @@ pub async fn run(
         fusion: None,
         took_ms: 0.0,
         results: Vec::new(),
+        paging: None,
     };
 
     // Vector and hybrid need a query vector; without one they run lexical and say so.
@@ -332,6 +346,7 @@ mod binds;
 mod graph;
 mod hydrate;
 mod lexical;
+mod paged;
 mod vector;
 
 #[cfg(test)]
