@@ -24,4 +24,5 @@ mod ai;
 mod ask;
 mod browser;
 mod screens;
+mod search;
 mod viewer;
