@@ -1,7 +1,10 @@
 //! The ingest job queue in Postgres. Jobs are tenant rows under RLS, so workers claim them
 //! tenant by tenant (round-robin, `FOR UPDATE SKIP LOCKED`), which also keeps one busy
-//! tenant from starving the others. A running job holds a lease; a worker that dies leaves
-//! the lease to expire and the job is claimed again.
+//! tenant from starving the others. A running job holds a lease and names its worker
+//! ([`WorkerIdentity`]: host, boot, PID namespace, PID and the process's start time). A
+//! worker that dies is noticed without waiting for its lease: every starting worker process
+//! (and every worker process twice a minute) requeues the jobs of dead processes on its own
+//! host ([`reclaim_dead`]); a job of another host waits for its lease to end.
 
 use std::time::Duration;
 
@@ -21,16 +24,263 @@ pub struct Job {
 
 /// Queue a (re)parse of a source unless one is already open.
 pub async fn enqueue(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query(
+    let r = sqlx::query(
         "insert into ingest_job (tenant_id, id, source_id) values ($1, $2, $3)
          on conflict (tenant_id, source_id) where status in ('queued', 'running') do nothing",
     )
     .bind(tenant)
     .bind(Uuid::new_v4())
     .bind(source_id)
+    .execute(&mut *conn)
+    .await?;
+    if r.rows_affected() == 1 {
+        set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+    }
+    Ok(())
+}
+
+/// Where a source's open job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    Queued,
+    /// Opening the file and hashing it.
+    Reading,
+    /// The parser child (or MinerU) runs.
+    Parsing,
+    /// Writing the evidence rows.
+    Indexing,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Queued => "queued",
+            Phase::Reading => "reading",
+            Phase::Parsing => "parsing",
+            Phase::Indexing => "indexing",
+        }
+    }
+}
+
+/// The progress of a source's open job, stored on the source (the KB page shows it live).
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    pub phase: Phase,
+    /// Pages (parsing) or blocks (indexing) done of `total`, when known.
+    pub done: Option<i32>,
+    pub total: Option<i32>,
+    /// The attempt that runs (1-based); `None` while queued.
+    pub attempt: Option<i32>,
+}
+
+impl Progress {
+    pub fn phase(phase: Phase) -> Self {
+        Progress { phase, done: None, total: None, attempt: None }
+    }
+}
+
+/// Record (or, with `None`, clear) a source's progress. A new attempt (`Reading`) restarts
+/// the elapsed time; later phases keep it.
+pub async fn set_progress(conn: &mut PgConnection, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
+    sqlx::query(
+        "update source set progress_phase = $2, progress_done = $3, progress_total = $4,
+             progress_attempt = coalesce($5, case when $2 is null or $2 = 'queued' then null else progress_attempt end),
+             progress_started_at = case when $2 is null then null
+                                        when $2 = 'reading' or progress_started_at is null then now()
+                                        else progress_started_at end
+         where id = $1",
+    )
+    .bind(source_id)
+    .bind(p.map(|p| p.phase.as_str()))
+    .bind(p.and_then(|p| p.done))
+    .bind(p.and_then(|p| p.total))
+    .bind(p.and_then(|p| p.attempt))
     .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Who runs a job: this process, identified so that another process on the same host can
+/// tell whether it still lives (a recycled PID has another start time; a reboot another
+/// boot id; a container another PID namespace).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerIdentity {
+    host: String,
+    /// Boot id and PID namespace: processes with the same `node` see the same `/proc`.
+    node: String,
+    pid: u32,
+    start: u64,
+}
+
+impl WorkerIdentity {
+    pub fn current() -> Self {
+        let host =
+            std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into());
+        let pid = std::process::id();
+        WorkerIdentity { host: clean(&host), node: node_id(), pid, start: start_time(pid).unwrap_or(0) }
+    }
+
+    /// The identity of another process of this host and PID namespace (`None` when it is
+    /// not running): what its workers would write, e.g. for a test that kills it.
+    pub fn of_pid(pid: u32) -> Option<Self> {
+        let me = Self::current();
+        Some(WorkerIdentity { pid, start: start_time(pid)?, ..me })
+    }
+
+    /// The `worker` column of a job claimed by this process's worker `i`.
+    pub fn name(&self, i: usize) -> String {
+        format!("{}/{}/{}.{}#{i}", self.host, self.node, self.pid, self.start)
+    }
+
+    fn parse(name: &str) -> Option<WorkerIdentity> {
+        let (rest, _worker) = name.rsplit_once('#')?;
+        let mut parts = rest.split('/');
+        let (host, node, proc_) = (parts.next()?, parts.next()?, parts.next()?);
+        if parts.next().is_some() {
+            return None;
+        }
+        let (pid, start) = proc_.split_once('.')?;
+        Some(WorkerIdentity { host: host.into(), node: node.into(), pid: pid.parse().ok()?, start: start.parse().ok()? })
+    }
+
+    /// Whether the process named by `worker` is known to be gone: same host, and another
+    /// boot, or (same boot and PID namespace) no process with that PID and start time.
+    /// Unknown (another host, an old-style name): `false`, the lease decides.
+    pub fn owner_is_dead(&self, worker: &str) -> bool {
+        let Some(w) = WorkerIdentity::parse(worker) else { return false };
+        if w.host != self.host {
+            return false;
+        }
+        let (boot, ns) = self.node.split_once('-').unwrap_or((&self.node, ""));
+        let (w_boot, w_ns) = w.node.split_once('-').unwrap_or((&w.node, ""));
+        if w_boot != boot {
+            return true;
+        }
+        if w_ns != ns {
+            return false;
+        }
+        if w.pid == self.pid {
+            return w.start != self.start;
+        }
+        start_time(w.pid) != Some(w.start)
+    }
+}
+
+fn clean(s: &str) -> String {
+    let s: String = s.chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')).take(64).collect();
+    if s.is_empty() { "host".into() } else { s }
+}
+
+/// `<first 8 hex of the boot id>-<PID namespace inode>`.
+fn node_id() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|b| b.trim().replace('-', "").chars().take(8).collect::<String>())
+        .unwrap_or_else(|_| "noboot".into());
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|l| l.to_string_lossy().trim_start_matches("pid:[").trim_end_matches(']').parse::<u64>().ok())
+        .unwrap_or(0);
+    format!("{}-{ns}", clean(&boot))
+}
+
+/// The start time of a process (field 22 of `/proc/<pid>/stat`, clock ticks since boot).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces: split after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Requeue the running jobs whose worker process is gone ([`WorkerIdentity::owner_is_dead`]),
+/// without waiting for their leases. A job that already used its attempts fails with
+/// `worker_lost` instead (a document that kills its worker process is not retried forever).
+/// Returns how many jobs were released.
+pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<usize> {
+    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let mut released = 0;
+    for t in tenants {
+        let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
+        let running: Vec<(Uuid, Uuid, String, i32)> = sqlx::query_as(
+            "select id, source_id, worker, attempts from ingest_job
+             where status = 'running' and worker is not null and lease_until > now()
+             for update skip locked",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        for (id, source, worker, attempts) in running {
+            if !me.owner_is_dead(&worker) {
+                continue;
+            }
+            if attempts >= MAX_ATTEMPTS {
+                let msg = "the worker process running this job ended unexpectedly on every attempt";
+                fail(&mut tx, id, "worker_lost", msg).await?;
+                sqlx::query(
+                    "update source set status = case when indexed_hash is null then 'failed' else 'indexed' end,
+                         error_code = 'worker_lost', error_message = $2 where id = $1",
+                )
+                .bind(source)
+                .bind(msg)
+                .execute(&mut *tx)
+                .await?;
+                set_progress(&mut tx, source, None).await?;
+            } else {
+                sqlx::query(
+                    "update ingest_job set status = 'queued', lease_until = null, worker = null, run_after = now()
+                     where id = $1",
+                )
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "update source set status = case when indexed_hash is null then 'pending' else 'indexed' end
+                     where id = $1 and status = 'parsing'",
+                )
+                .bind(source)
+                .execute(&mut *tx)
+                .await?;
+                set_progress(&mut tx, source, Some(Progress::phase(Phase::Queued))).await?;
+            }
+            tracing::info!(tenant.id = %t, source.id = %source, %worker, "released the ingest job of a worker process that is gone");
+            released += 1;
+        }
+        tx.commit().await?;
+    }
+    Ok(released)
+}
+
+/// The open job of a source: `(status, lease still valid)`.
+pub async fn open_job(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
+    sqlx::query_as(
+        "select status, coalesce(lease_until > now(), false) from ingest_job
+         where source_id = $1 and status in ('queued', 'running')",
+    )
+    .bind(source_id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Run a source's queued job now, with fresh attempts (the retry button), or queue a new one.
+/// `false` when a worker holds a valid lease on it (it is running).
+pub async fn retry_now(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<bool> {
+    match open_job(conn, source_id).await? {
+        Some((status, true)) if status == "running" => Ok(false),
+        Some(_) => {
+            sqlx::query(
+                "update ingest_job set status = 'queued', attempts = 0, run_after = now(), lease_until = null,
+                     worker = null, error_code = null, error_message = null
+                 where source_id = $1 and status in ('queued', 'running')",
+            )
+            .bind(source_id)
+            .execute(&mut *conn)
+            .await?;
+            set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+            Ok(true)
+        }
+        None => {
+            enqueue(conn, tenant, source_id).await?;
+            Ok(true)
+        }
+    }
 }
 
 /// Claim the next ready job of one tenant (queued, or running with an expired lease).
@@ -67,11 +317,19 @@ pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut us
     Ok(None)
 }
 
+/// The source of a job, for its progress.
+async fn source_of(conn: &mut PgConnection, job: Uuid) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar("select source_id from ingest_job where id = $1").bind(job).fetch_optional(conn).await
+}
+
 pub async fn finish(conn: &mut PgConnection, job: Uuid) -> sqlx::Result<()> {
     sqlx::query("update ingest_job set status = 'done', finished_at = now(), lease_until = null where id = $1")
         .bind(job)
-        .execute(conn)
+        .execute(&mut *conn)
         .await?;
+    if let Some(s) = source_of(conn, job).await? {
+        set_progress(conn, s, None).await?;
+    }
     Ok(())
 }
 
@@ -83,8 +341,11 @@ pub async fn fail(conn: &mut PgConnection, job: Uuid, code: &str, message: &str)
     .bind(job)
     .bind(code)
     .bind(message)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    if let Some(s) = source_of(conn, job).await? {
+        set_progress(conn, s, None).await?;
+    }
     Ok(())
 }
 
@@ -99,7 +360,33 @@ pub async fn retry_later(conn: &mut PgConnection, job: Uuid, attempts: i32, code
     .bind(code)
     .bind(message)
     .bind(delay)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    if let Some(s) = source_of(conn, job).await? {
+        set_progress(conn, s, Some(Progress::phase(Phase::Queued))).await?;
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_round_trips_and_knows_itself_alive() {
+        let me = WorkerIdentity::current();
+        let name = me.name(3);
+        assert_eq!(WorkerIdentity::parse(&name), Some(me.clone()), "{name}");
+        assert!(!me.owner_is_dead(&name), "this process is alive");
+        // The same PID with another start time is a recycled PID: dead.
+        let recycled = WorkerIdentity { start: me.start + 1, ..me.clone() };
+        assert!(me.owner_is_dead(&recycled.name(0)));
+        // Another host, or an old-style name: unknown, left to the lease.
+        let other = WorkerIdentity { host: "elsewhere".into(), ..recycled.clone() };
+        assert!(!me.owner_is_dead(&other.name(0)));
+        assert!(!me.owner_is_dead("host-1234-0"));
+        // Another boot of this host: dead.
+        let rebooted = WorkerIdentity { node: "00000000-1".into(), ..me.clone() };
+        assert!(me.owner_is_dead(&rebooted.name(0)));
+    }
 }

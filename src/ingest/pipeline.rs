@@ -166,6 +166,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         tx.commit().await?;
         return Ok(Outcome::Gone);
     };
+    let progress = |phase| jobs::Progress { attempt: Some(job.attempts), ..jobs::Progress::phase(phase) };
+    jobs::set_progress(&mut tx, source.id, Some(progress(jobs::Phase::Reading))).await?;
     let file = match open_source(&mut tx, cfg, &source).await? {
         Ok(f) => Arc::new(f),
         Err((code, msg)) => {
@@ -196,6 +198,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         set_status(&mut tx, source.id, "parsing", source.error_code.as_deref().zip(source.error_message.as_deref())).await?;
+        jobs::set_progress(&mut tx, source.id, Some(progress(jobs::Phase::Parsing))).await?;
         tx.commit().await?;
     }
     let limits =
@@ -209,6 +212,14 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
             Ok(Outcome::Retrying { code: "file_changed".into() })
         }
         Ok(art) => {
+            {
+                // What the parse found, while the evidence rows are written.
+                let pages = art.source_map.page_count.map(|p| p as i32);
+                let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+                let p = jobs::Progress { done: pages, total: pages, ..progress(jobs::Phase::Indexing) };
+                jobs::set_progress(&mut tx, source.id, Some(p)).await?;
+                tx.commit().await?;
+            }
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
             index::store_artifact(&mut tx, tenant, source.id, &art).await?;
             let blocks = index::write(&mut tx, tenant, &source, &art).await?;
@@ -347,11 +358,26 @@ pub fn spawn_workers(
             let (pool, cfg, mut stop, embedder) = (pool.clone(), cfg.clone(), stop.clone(), embedder.clone());
             let vector_health = vector_health.clone();
             tokio::spawn(async move {
-                let name = format!("{}-{}-{i}", hostname(), std::process::id());
+                let me = jobs::WorkerIdentity::current();
+                let name = me.name(i);
                 let mut cursor = i;
+                // Worker 0 releases the jobs of dead worker processes of this host at start-up
+                // (a restarted server gets its own jobs back at once) and twice a minute.
+                let mut next_reclaim = tokio::time::Instant::now();
                 loop {
                     if *stop.borrow() {
                         break;
+                    }
+                    if i == 0 && tokio::time::Instant::now() >= next_reclaim {
+                        next_reclaim = tokio::time::Instant::now() + RECLAIM_EVERY;
+                        match jobs::reclaim_dead(&pool, &me).await {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!("released {n} ingest jobs of worker processes that are gone"),
+                            Err(e) => tracing::warn!("releasing the jobs of dead workers failed: {e:#}"),
+                        }
+                        if let Err(e) = crate::sources::purge::run_once(&pool, cfg.delete_grace).await {
+                            tracing::warn!("purging deleted knowledge bases and sources failed: {e:#}");
+                        }
                     }
                     // A MinerU parse (probe child + upload, queue, parse, download) may take
                     // up to both timeouts; the lease must outlive it.
@@ -388,6 +414,5 @@ pub fn spawn_workers(
         .collect()
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into())
-}
+/// How often worker 0 looks for jobs of dead worker processes (and purges expired deletions).
+const RECLAIM_EVERY: Duration = Duration::from_secs(30);

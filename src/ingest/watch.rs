@@ -112,7 +112,8 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             .bind(&rel)
             .fetch_one(&mut *conn)
             .await?;
-            if exists {
+            // A source a user removed stays removed (registering it by hand restores it).
+            if exists || sq::removed_at_path(conn, f.kb_id, Some(f.grant_id), &rel).await?.is_some() {
                 continue;
             }
             let facts = tokio::task::spawn_blocking(move || sources::file_facts(&abs)).await??;

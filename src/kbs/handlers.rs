@@ -90,17 +90,73 @@ pub async fn patch_kb(
     Ok(Json(update(&state, &auth, id, p).await?))
 }
 
-async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<()> {
+async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
-    super::managed(&mut tx, auth, id).await?;
-    queries::delete(&mut tx, id).await?;
+    let kb = super::managed(&mut tx, auth, id).await?;
+    queries::soft_delete(&mut tx, id, auth.user_id).await?;
     tx.commit().await?;
-    Ok(())
+    Ok(kb)
 }
 
+/// `DELETE /api/kbs/{id}`: the KB and its sources leave lists and search at once; it can be
+/// restored for [`Config::delete_grace`](crate::config::Config::delete_grace), then it is purged.
 pub async fn delete_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
     delete(&state, &auth, id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// What deleting a KB takes away, for the confirmation.
+async fn impact(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(Kb, super::DeleteImpact)> {
+    let mut tx = auth.tx(state).await?;
+    let kb = super::managed(&mut tx, auth, id).await?;
+    let blocks = queries::block_count(&mut tx, id).await?;
+    tx.commit().await?;
+    let grace_secs = state.config.delete_grace.as_secs();
+    Ok((kb.clone(), super::DeleteImpact { sources: kb.source_count, blocks, grace_secs }))
+}
+
+/// `GET /api/kbs/{id}/delete-preview`: `{sources, blocks, graceSecs}`.
+pub async fn delete_preview(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<super::DeleteImpact>> {
+    Ok(Json(impact(&state, &auth, id).await?.1))
+}
+
+async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+    let mut tx = auth.tx(state).await?;
+    let kb = queries::get_deleted(&mut tx, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)?;
+    if !kb.can_manage {
+        return Err(AppError::forbidden("you cannot manage this knowledge base"));
+    }
+    queries::restore(&mut tx, id)
+        .await
+        .on_unique("another knowledge base has this name now; rename that one first")?;
+    let kb = super::visible(&mut tx, auth, id).await?;
+    tx.commit().await?;
+    Ok(kb)
+}
+
+/// `POST /api/kbs/{id}/restore`: a deleted KB (still in its grace period) comes back whole.
+pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Kb>> {
+    Ok(Json(restore(&state, &auth, id).await?))
+}
+
+/// `GET /api/kbs/deleted`: deleted KBs the caller can see, with when they will be purged.
+pub async fn list_deleted(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = auth.tx(&state).await?;
+    let items = queries::deleted(&mut tx, auth.user_id, auth.role.is_admin()).await?;
+    tx.commit().await?;
+    let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
+    let items: Vec<_> = items
+        .into_iter()
+        .map(|k| {
+            let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
+            json!({ "kb": k, "purgeAfter": purge })
+        })
+        .collect();
+    Ok(Json(json!({ "items": items })))
 }
 
 pub async fn list_kb_members(
@@ -163,14 +219,49 @@ struct DashboardPage {
     ctx: PageCtx,
     kbs: Vec<Kb>,
     recent: Vec<(Source, String)>,
+    /// Deleted KBs the user may restore, with their purge time.
+    deleted: Vec<(Kb, String)>,
+    checklist: Option<super::Checklist>,
 }
 
-pub async fn dashboard(State(state): State<AppState>, page: Page) -> AppResult<Response> {
+pub async fn dashboard(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
     let mut tx = page.auth.tx(&state).await?;
     let kbs = queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     let recent = sources::queries::recent(&mut tx, 10).await?;
+    let deleted = queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    let checklist = super::checklist(&mut tx, &page.auth, &session).await?;
     tx.commit().await?;
-    render(DashboardPage { ctx: page.ctx, kbs, recent })
+    let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
+    let deleted = deleted
+        .into_iter()
+        .filter(|k| k.can_manage)
+        .map(|k| {
+            let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
+            let when = purge.map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default();
+            (k, when)
+        })
+        .collect();
+    render(DashboardPage { ctx: page.ctx, kbs, recent, deleted, checklist: checklist.filter(|c| !c.done()) })
+}
+
+#[derive(Deserialize)]
+pub struct StartSearch {
+    #[serde(default)]
+    q: String,
+}
+
+/// `GET /start/search?q=`: the dashboard's search box and the checklist's last step; marks
+/// the step done for this session and goes on to `/search`.
+pub async fn start_search(session: Session, _page: Page, axum::extract::Query(p): axum::extract::Query<StartSearch>) -> AppResult<Redirect> {
+    session.insert(super::SEARCHED_KEY, true).await.map_err(crate::auth::session_err)?;
+    let q = p.q.trim();
+    Ok(Redirect::to(&if q.is_empty() { "/search".to_string() } else { format!("/search?q={}", crate::web::urlencode(q)) }))
+}
+
+/// `POST /start/hide`: hide the getting-started checklist (for this session).
+pub async fn hide_checklist(session: Session, _page: Page) -> AppResult<Redirect> {
+    session.insert(super::CHECKLIST_HIDDEN_KEY, true).await.map_err(crate::auth::session_err)?;
+    Ok(Redirect::to("/"))
 }
 
 #[derive(Template)]
@@ -179,16 +270,29 @@ struct KbPage {
     ctx: PageCtx,
     kb: Kb,
     sources: Vec<Source>,
+    /// Removed sources (restorable) with their purge time.
+    removed: Vec<(Source, String)>,
+    /// Evidence blocks per source (what removing it takes out of search).
+    block_counts: std::collections::HashMap<Uuid, i64>,
     grants: Vec<Grant>,
     kb_members: Vec<queries::KbMember>,
     team: Vec<Member>,
     upload_max_mb: u64,
+    upload_max_bytes: u64,
+    /// The upload input's `accept`: the kinds the server takes.
+    accept: String,
+    grace_days: String,
+    delete_message: String,
+    stuck_after: std::time::Duration,
 }
 
 pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     let mut tx = page.auth.tx(&state).await?;
     let kb = super::visible(&mut tx, &page.auth, id).await?;
     let sources = sources::queries::list(&mut tx, id).await?;
+    let removed = sources::queries::removed(&mut tx, id).await?;
+    let block_counts = sources::queries::block_counts(&mut tx, id).await?;
+    let kb_blocks = block_counts.values().sum();
     let grants = grants::queries::active_for_user(&mut tx, page.auth.user_id)
         .await?
         .into_iter()
@@ -198,7 +302,32 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
     let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };
     tx.commit().await?;
     let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
-    render(KbPage { ctx: page.ctx, kb, sources, grants, kb_members, team, upload_max_mb })
+    let grace_days = super::grace_days(state.config.delete_grace);
+    let impact = super::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
+    let delete_message = super::delete_message(&page.ctx, &kb.name, &impact);
+    let removed = removed
+        .into_iter()
+        .map(|r| {
+            let when = sources::purge_after(&state.config, &r).map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string());
+            (r, when.unwrap_or_default())
+        })
+        .collect();
+    render(KbPage {
+        ctx: page.ctx,
+        kb,
+        sources,
+        removed,
+        block_counts,
+        grants,
+        kb_members,
+        team,
+        upload_max_mb,
+        upload_max_bytes: state.config.upload_max_bytes,
+        accept: sources::ACCEPTED_EXTENSIONS.iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","),
+        grace_days,
+        delete_message,
+        stuck_after: sources::events::stuck_after(&state.config),
+    })
 }
 
 #[derive(Deserialize)]
@@ -229,9 +358,54 @@ pub async fn update_form(
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
 
-pub async fn delete_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    delete(&state, &page.auth, id).await?;
-    Ok(Redirect::to("/"))
+/// The confirmation page (what the no-JavaScript delete button leads to; the dialog shows
+/// the same text).
+#[derive(Template)]
+#[template(path = "kbs/confirm.html")]
+struct ConfirmPage {
+    ctx: PageCtx,
+    title: String,
+    message: String,
+    action: String,
+    button: String,
+    cancel: String,
+}
+
+/// `GET /kbs/{id}/delete`: what deleting the KB does, and the button that does it.
+pub async fn delete_confirm(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let (kb, impact) = impact(&state, &page.auth, id).await?;
+    let message = super::delete_message(&page.ctx, &kb.name, &impact);
+    render(ConfirmPage {
+        title: page.ctx.t("kbpage.delete_kb_title").replace("{name}", &kb.name),
+        message,
+        action: format!("/kbs/{id}/delete"),
+        button: page.ctx.t("kb.delete"),
+        cancel: format!("/kbs/{id}"),
+        ctx: page.ctx,
+    })
+}
+
+pub async fn delete_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
+    let kb = delete(&state, &page.auth, id).await?;
+    let days = super::grace_days(state.config.delete_grace);
+    flash(&session, page.ctx.t("kbpage.kb_deleted").replace("{name}", &kb.name).replace("{days}", &days)).await?;
+    Ok(Redirect::to("/#deleted"))
+}
+
+pub async fn restore_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
+    let kb = restore(&state, &page.auth, id).await?;
+    flash(&session, page.ctx.t("kbpage.kb_restored").replace("{name}", &kb.name)).await?;
+    Ok(Redirect::to(&format!("/kbs/{id}")))
 }
 
 #[derive(Deserialize)]

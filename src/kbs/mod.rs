@@ -19,7 +19,10 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
     use handlers as k;
     axum::Router::new()
         .route("/api/kbs", get(k::list_kbs).post(k::create_kb))
+        .route("/api/kbs/deleted", get(k::list_deleted))
         .route("/api/kbs/{id}", get(k::get_kb).patch(k::patch_kb).delete(k::delete_kb))
+        .route("/api/kbs/{id}/delete-preview", get(k::delete_preview))
+        .route("/api/kbs/{id}/restore", axum::routing::post(k::restore_kb))
         .route("/api/kbs/{id}/members", get(k::list_kb_members))
         .route("/api/kbs/{id}/members/{user}", put(k::put_kb_member).delete(k::delete_kb_member))
 }
@@ -32,9 +35,86 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/kbs", post(k::create_form))
         .route("/kbs/{id}", get(k::kb_page))
         .route("/kbs/{id}/edit", post(k::update_form))
-        .route("/kbs/{id}/delete", post(k::delete_form))
+        .route("/kbs/{id}/delete", get(k::delete_confirm).post(k::delete_form))
+        .route("/kbs/{id}/restore", post(k::restore_form))
+        .route("/start/search", get(k::start_search))
+        .route("/start/hide", post(k::hide_checklist))
         .route("/kbs/{id}/members", post(k::member_form))
         .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
+}
+
+/// What deleting a KB (or removing a source) takes away, for the confirmation.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteImpact {
+    /// Sources that leave lists and search.
+    pub sources: i64,
+    /// Evidence blocks (passages) that leave search.
+    pub blocks: i64,
+    /// How long it can be restored.
+    pub grace_secs: u64,
+}
+
+/// The grace period in whole days (at least 1 when shorter than a day but not zero).
+pub fn grace_days(grace: std::time::Duration) -> String {
+    let d = grace.as_secs().div_ceil(86_400);
+    d.max(u64::from(!grace.is_zero())).to_string()
+}
+
+/// "12 sources become stale and leave search (3 400 passages) … restorable for 7 days".
+pub fn delete_message(ctx: &crate::web::PageCtx, name: &str, i: &DeleteImpact) -> String {
+    ctx.t("kbpage.delete_kb_message")
+        .replace("{name}", name)
+        .replace("{sources}", &i.sources.to_string())
+        .replace("{blocks}", &i.blocks.to_string())
+        .replace("{days}", &grace_days(std::time::Duration::from_secs(i.grace_secs)))
+}
+
+/// Session keys of the getting-started checklist.
+pub const SEARCHED_KEY: &str = "checklist_searched";
+pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
+
+/// The dashboard's getting-started checklist: grant a folder → create a KB → add
+/// documents → search.
+#[derive(Clone, Debug)]
+pub struct Checklist {
+    pub grant: bool,
+    pub kb: bool,
+    pub documents: bool,
+    pub searched: bool,
+    /// Only admins grant folders; members are told to ask one.
+    pub admin: bool,
+    /// Where "add documents" leads: the first KB the user manages.
+    pub first_kb: Option<Uuid>,
+}
+
+impl Checklist {
+    pub fn done(&self) -> bool {
+        self.grant && self.kb && self.documents && self.searched
+    }
+}
+
+/// The checklist as it stands for this user, or `None` when they hid it.
+pub async fn checklist(
+    conn: &mut PgConnection,
+    auth: &Auth,
+    session: &tower_sessions::Session,
+) -> AppResult<Option<Checklist>> {
+    let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
+    if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let grant = !crate::grants::queries::active_for_user(conn, auth.user_id).await?.is_empty();
+    let kbs = queries::list(conn, auth.user_id, auth.role.is_admin()).await?;
+    let documents = crate::sources::queries::any_indexed(conn).await?;
+    Ok(Some(Checklist {
+        grant,
+        kb: !kbs.is_empty(),
+        documents,
+        searched: flag(SEARCHED_KEY).await?.unwrap_or(false),
+        admin: auth.role.is_admin(),
+        first_kb: kbs.iter().find(|k| k.can_manage).map(|k| k.id),
+    }))
 }
 
 pub fn validate_visibility(v: &str) -> AppResult<&str> {

@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::sources::queries::include_deleted;
+
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Kb {
@@ -18,6 +20,8 @@ pub struct Kb {
     pub updated_at: chrono::DateTime<chrono::Utc>,
     pub can_manage: bool,
     pub source_count: i64,
+    /// Set while the KB is deleted (only the trash reads such rows); `None` otherwise.
+    pub deleted_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -33,7 +37,9 @@ const SELECT: &str = "select k.id, k.name, k.description, k.visibility, k.owner_
         k.created_at, k.updated_at,
         ($2 or k.owner_id = $1 or exists (select 1 from kb_member m
             where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as can_manage,
-        (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id) as source_count
+        (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id and s.deleted_at is null)
+            as source_count,
+        k.deleted_at
     from kb k join app_user u on u.id = k.owner_id";
 
 pub async fn list(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
@@ -91,8 +97,58 @@ pub async fn update(
     Ok(r.rows_affected() == 1)
 }
 
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
-    Ok(sqlx::query("delete from kb where id = $1").bind(id).execute(conn).await?.rows_affected() == 1)
+/// Delete a KB: hidden at once with all its sources (and so their evidence), restorable
+/// until the purge.
+pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where id = $1 and deleted_at is null")
+        .bind(id)
+        .bind(by)
+        .execute(&mut *conn)
+        .await?;
+    include_deleted(conn, false).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Bring a deleted KB back (a unique violation: a live KB has its name now).
+pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where id = $1 and deleted_at is not null")
+        .bind(id)
+        .execute(&mut *conn)
+        .await?;
+    include_deleted(conn, false).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// The deleted KBs the caller can see, most recent first.
+pub async fn deleted(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query_as(&format!("{SELECT} where k.deleted_at is not null order by k.deleted_at desc"))
+        .bind(user)
+        .bind(admin)
+        .fetch_all(&mut *conn)
+        .await?;
+    include_deleted(conn, false).await?;
+    Ok(r)
+}
+
+/// A deleted KB the caller can see.
+pub async fn get_deleted(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query_as(&format!("{SELECT} where k.id = $3 and k.deleted_at is not null"))
+        .bind(user)
+        .bind(admin)
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    include_deleted(conn, false).await?;
+    Ok(r)
+}
+
+/// How much of a KB's content is searchable (what deleting it takes out of search).
+pub async fn block_count(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<i64> {
+    sqlx::query_scalar("select count(*) from evidence_block where kb_id = $1").bind(id).fetch_one(conn).await
 }
 
 pub async fn members(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {

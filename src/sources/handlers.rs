@@ -72,18 +72,84 @@ pub async fn get_source(State(state): State<AppState>, auth: Auth, Path(id): Pat
     Ok(Json(s))
 }
 
-async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Uuid> {
+async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Source> {
     let mut tx = auth.tx(state).await?;
     let s = queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
     kbs::managed(&mut tx, auth, s.kb_id).await?;
-    queries::delete(&mut tx, id).await?;
+    queries::soft_delete(&mut tx, id, auth.user_id).await?;
     tx.commit().await?;
-    Ok(s.kb_id)
+    Ok(s)
 }
 
+/// `DELETE /api/sources/{id}`: the source leaves the KB's list and search at once; it can be
+/// restored during the grace period, then it is purged.
 pub async fn delete_source(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
     delete(&state, &auth, id).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn impact(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(Source, kbs::DeleteImpact)> {
+    let mut tx = auth.tx(state).await?;
+    let s = queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    kbs::managed(&mut tx, auth, s.kb_id).await?;
+    let blocks = queries::block_count(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok((s, kbs::DeleteImpact { sources: 1, blocks, grace_secs: state.config.delete_grace.as_secs() }))
+}
+
+/// `GET /api/sources/{id}/delete-preview`: `{sources: 1, blocks, graceSecs}`.
+pub async fn delete_preview(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<kbs::DeleteImpact>> {
+    Ok(Json(impact(&state, &auth, id).await?.1))
+}
+
+async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Source> {
+    let mut tx = auth.tx(state).await?;
+    let s = queries::get_removed(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    kbs::managed(&mut tx, auth, s.kb_id).await?;
+    let s = queries::restore(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(s)
+}
+
+/// `POST /api/sources/{id}/restore`: a removed source (still in its grace period) is back in
+/// its KB and in search, with its evidence as it was.
+pub async fn restore_source(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Source>> {
+    Ok(Json(restore(&state, &auth, id).await?))
+}
+
+/// `GET /api/kbs/{id}/sources/removed`: the KB's removed sources, with their purge time.
+pub async fn list_removed(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+    let mut tx = auth.tx(&state).await?;
+    kbs::visible(&mut tx, &auth, kb).await?;
+    let items = queries::removed(&mut tx, kb).await?;
+    tx.commit().await?;
+    let items: Vec<_> =
+        items.into_iter().map(|s| json!({ "source": s, "purgeAfter": super::purge_after(&state.config, &s) })).collect();
+    Ok(Json(json!({ "items": items })))
+}
+
+async fn retry(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Source> {
+    let mut tx = auth.tx(state).await?;
+    let s = queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    kbs::managed(&mut tx, auth, s.kb_id).await?;
+    if !crate::ingest::jobs::retry_now(&mut tx, auth.tenant_id, id).await? {
+        return Err(AppError::Conflict("this source is being parsed right now".into()));
+    }
+    let s = queries::reset_for_retry(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(s)
+}
+
+/// `POST /api/sources/{id}/retry`: parse again now, with fresh attempts (a failed source, one
+/// that kept its old version after a failed re-parse, or one that waits too long); 409 while
+/// a worker is parsing it.
+pub async fn retry_source(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let s = retry(&state, &auth, id).await?;
+    Ok((StatusCode::ACCEPTED, Json(s)).into_response())
 }
 
 /// Stream one multipart field to disk, hashing as it goes; refuse it past the size limit.
@@ -115,8 +181,21 @@ async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Fi
     Ok((size as i64, sha))
 }
 
+/// What an upload did with one file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UploadOutcome {
+    /// A new source.
+    Created,
+    /// An earlier upload of the same name got new content (parsed again).
+    Updated,
+    /// This KB already has a source with this content (the same name or another one):
+    /// nothing was added.
+    Duplicate,
+}
+
 /// Accept every `file` field of a multipart body into the KB.
-async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> AppResult<Vec<(Source, bool)>> {
+async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> AppResult<Vec<(Source, UploadOutcome)>> {
     {
         let mut tx = auth.tx(state).await?;
         kbs::managed(&mut tx, auth, kb).await?;
@@ -141,6 +220,11 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
         let (size, sha) = store_upload(state, &mut field).await?;
         let rel = format!("uploads/{name}");
         let mut tx = auth.tx(state).await?;
+        if let Some(existing) = queries::same_content(&mut tx, kb, &sha).await? {
+            tx.commit().await?;
+            out.push((existing, UploadOutcome::Duplicate));
+            continue;
+        }
         let n = queries::NewSource {
             kb_id: kb,
             grant_id: None,
@@ -151,14 +235,19 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
             sha256: &sha,
         };
         let (mut s, created) = queries::upsert(&mut tx, auth.tenant_id, auth.user_id, &n).await?;
-        if !created && s.sha256 != sha {
+        let outcome = if created {
+            UploadOutcome::Created
+        } else if s.sha256 != sha {
             s = queries::replace_upload_content(&mut tx, s.id, size, &sha).await?;
-        }
+            UploadOutcome::Updated
+        } else {
+            UploadOutcome::Duplicate
+        };
         if created || s.indexed_hash.as_deref() != Some(sha.as_str()) {
             crate::ingest::jobs::enqueue(&mut tx, auth.tenant_id, s.id).await?;
         }
         tx.commit().await?;
-        out.push((s, created));
+        out.push((s, outcome));
     }
     if out.is_empty() {
         return Err(AppError::invalid("file", "no file in the upload (multipart field `file`)"));
@@ -173,10 +262,11 @@ pub async fn upload_sources(
     mp: Multipart,
 ) -> AppResult<Response> {
     let done = upload(&state, &auth, kb, mp).await?;
-    let any_new = done.iter().any(|(_, c)| *c);
+    let any_new = done.iter().any(|(_, o)| *o == UploadOutcome::Created);
+    let results: Vec<_> = done.iter().map(|(s, o)| json!({ "outcome": o, "source": s })).collect();
     let items: Vec<Source> = done.into_iter().map(|(s, _)| s).collect();
     let status = if any_new { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(json!({ "items": items }))).into_response())
+    Ok((status, Json(json!({ "items": items, "results": results }))).into_response())
 }
 
 // ---------------------------------------------------------------- page form actions
@@ -234,13 +324,59 @@ pub async fn upload_form(
     mp: Multipart,
 ) -> AppResult<Redirect> {
     let done = upload(&state, &page.auth, kb, mp).await?;
-    flash(&session, page.ctx.t("sources.uploaded").replace("{n}", &done.len().to_string())).await?;
+    let added = done.iter().filter(|(_, o)| *o != UploadOutcome::Duplicate).count();
+    let dups: Vec<&str> =
+        done.iter().filter(|(_, o)| *o == UploadOutcome::Duplicate).map(|(s, _)| s.file_name()).collect();
+    let mut msg = page.ctx.t("sources.uploaded").replace("{n}", &added.to_string());
+    if !dups.is_empty() {
+        msg.push(' ');
+        msg.push_str(&page.ctx.t("kbpage.already_in_kb").replace("{names}", &dups.join(", ")));
+    }
+    flash(&session, msg).await?;
     Ok(Redirect::to(&format!("/kbs/{kb}")))
 }
 
-pub async fn delete_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    let kb = delete(&state, &page.auth, id).await?;
-    Ok(Redirect::to(&format!("/kbs/{kb}")))
+#[derive(askama::Template)]
+#[template(path = "kbs/confirm.html")]
+struct ConfirmPage {
+    ctx: crate::web::PageCtx,
+    title: String,
+    message: String,
+    action: String,
+    button: String,
+    cancel: String,
+}
+
+/// `GET /sources/{id}/delete`: what removing the source does, and the button that does it.
+pub async fn delete_confirm(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let (s, impact) = impact(&state, &page.auth, id).await?;
+    crate::web::render(ConfirmPage {
+        title: page.ctx.t("kbpage.remove_source_title").replace("{name}", s.file_name()),
+        message: super::remove_message(&page.ctx, &s, &impact),
+        action: format!("/sources/{id}/delete"),
+        button: page.ctx.t("common.remove"),
+        cancel: format!("/kbs/{}", s.kb_id),
+        ctx: page.ctx,
+    })
+}
+
+pub async fn delete_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    let s = delete(&state, &page.auth, id).await?;
+    let days = kbs::grace_days(state.config.delete_grace);
+    flash(&session, page.ctx.t("kbpage.source_removed").replace("{name}", s.file_name()).replace("{days}", &days)).await?;
+    Ok(Redirect::to(&format!("/kbs/{}#removed", s.kb_id)))
+}
+
+pub async fn restore_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    let s = restore(&state, &page.auth, id).await?;
+    flash(&session, page.ctx.t("kbpage.source_restored").replace("{name}", s.file_name())).await?;
+    Ok(Redirect::to(&format!("/kbs/{}", s.kb_id)))
+}
+
+pub async fn retry_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+    let s = retry(&state, &page.auth, id).await?;
+    flash(&session, page.ctx.t("kbpage.retry_queued").replace("{name}", s.file_name())).await?;
+    Ok(Redirect::to(&format!("/kbs/{}#sources", s.kb_id)))
 }
 
 /// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).

@@ -5,6 +5,7 @@
 pub mod blobs;
 pub mod events;
 pub mod handlers;
+pub mod purge;
 pub mod queries;
 
 use std::{
@@ -40,7 +41,11 @@ pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::
     axum::Router::new()
         .route("/api/kbs/{id}/sources", get(s::list_sources).post(s::register_source))
         .route("/api/kbs/{id}/uploads", post(s::upload_sources).layer(upload_limit(config)))
+        .route("/api/kbs/{id}/sources/removed", get(s::list_removed))
         .route("/api/sources/{id}", get(s::get_source).delete(s::delete_source))
+        .route("/api/sources/{id}/delete-preview", get(s::delete_preview))
+        .route("/api/sources/{id}/restore", post(s::restore_source))
+        .route("/api/sources/{id}/retry", post(s::retry_source))
         .route("/api/sources/{id}/source-map.json", get(s::source_map))
 }
 
@@ -52,8 +57,84 @@ pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state:
         .route("/kbs/{id}/events", get(events::kb_events))
         .route("/kbs/{id}/sources", post(s::register_form))
         .route("/kbs/{id}/uploads", post(s::upload_form).layer(upload_limit(config)))
-        .route("/sources/{id}/delete", post(s::delete_form))
+        .route("/sources/{id}/delete", get(s::delete_confirm).post(s::delete_form))
+        .route("/sources/{id}/restore", post(s::restore_form))
+        .route("/sources/{id}/retry", post(s::retry_form))
 }
+
+/// When a removed source will be purged.
+pub fn purge_after(cfg: &crate::config::Config, s: &Source) -> Option<chrono::DateTime<chrono::Utc>> {
+    let grace = chrono::Duration::from_std(cfg.delete_grace).ok()?;
+    s.deleted_at?.checked_add_signed(grace)
+}
+
+/// "Removing a.pdf takes its 134 passages out of search …".
+pub fn remove_message(ctx: &crate::web::PageCtx, s: &Source, i: &kbs::DeleteImpact) -> String {
+    ctx.t("kbpage.remove_source_message")
+        .replace("{name}", s.file_name())
+        .replace("{blocks}", &i.blocks.to_string())
+        .replace("{days}", &kbs::grace_days(std::time::Duration::from_secs(i.grace_secs)))
+}
+
+/// A failure in plain words in the page's language (`kbpage.errors.<code>`); the code itself
+/// stays visible, small, for support.
+pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
+    let key = format!("kbpage.errors.{code}");
+    let t = ctx.t(&key);
+    if t.ends_with(&key) || t.is_empty() { ctx.t("kbpage.errors.other") } else { t }
+}
+
+/// The file extensions uploads and registration accept (what [`kind_of`] knows); the upload
+/// form's `accept` and its client-side check use this list.
+pub const ACCEPTED_EXTENSIONS: &[&str] = &["md", "markdown", "pdf", "docx", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt"];
+
+/// Elapsed time in coarse words ("under a minute", "3 min", "2 h 5 min").
+pub fn human_elapsed(ctx: &crate::web::PageCtx, secs: &i64) -> String {
+    let m = secs / 60;
+    if m < 1 {
+        ctx.t("kbpage.elapsed_under_minute")
+    } else if m < 60 {
+        ctx.t("kbpage.elapsed_minutes").replace("{m}", &m.to_string())
+    } else {
+        ctx.t("kbpage.elapsed_hours").replace("{h}", &(m / 60).to_string()).replace("{m}", &(m % 60).to_string())
+    }
+}
+
+/// The stable failure codes a source can carry, each with a sentence in `kbpage.errors`
+/// (a test checks both locales have every one).
+pub const FAILURE_CODES: &[&str] = &[
+    "pdf_malformed",
+    "pdf_encrypted",
+    "pdf_engine_missing",
+    "docx_malformed",
+    "docx_encrypted",
+    "image_unreadable",
+    "ocr_engine_missing",
+    "ocr_failed",
+    "unsupported_kind",
+    "file_too_large",
+    "too_many_pages",
+    "parse_timeout",
+    "parse_out_of_memory",
+    "parse_failed",
+    "text_encoding_invalid",
+    "file_unreadable",
+    "artifact_invalid",
+    "worker_crashed",
+    "worker_unavailable",
+    "worker_lost",
+    "index_failed",
+    "file_changed",
+    "file_missing",
+    "grant_revoked",
+    "path_outside_grant",
+    "hard_link_refused",
+    "mineru_token_missing",
+    "mineru_unavailable",
+    "mineru_timeout",
+    "mineru_failed",
+    "mineru_unauthorized",
+];
 
 /// The resource kind of a file, from its extension.
 pub fn kind_of(path: &Path) -> Option<SourceKind> {
@@ -246,6 +327,29 @@ pub fn upload_name(raw: &str) -> AppResult<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accepted_extensions_are_the_kinds_the_server_parses() {
+        for e in ACCEPTED_EXTENSIONS {
+            assert!(kind_of(Path::new(&format!("a.{e}"))).is_some(), "{e}");
+        }
+        for e in ["exe", "doc", "xlsx", "zip", "html"] {
+            assert!(kind_of(Path::new(&format!("a.{e}"))).is_none(), "{e}");
+            assert!(!ACCEPTED_EXTENSIONS.contains(&e));
+        }
+    }
+
+    #[test]
+    fn every_failure_code_has_a_sentence_in_both_languages() {
+        for code in FAILURE_CODES.iter().chain(["other"].iter()) {
+            let key = format!("kbpage.errors.{code}");
+            let en = rust_i18n::t!(&key, locale = "en");
+            let zh = rust_i18n::t!(&key, locale = "zh-CN");
+            assert!(!en.ends_with(&key) && !en.is_empty(), "en: {key} missing");
+            // zh-CN falls back to English: a missing translation reads the same.
+            assert!(zh != en && zh.chars().any(|c| ('\u{4e00}'..='\u{9fff}').contains(&c)), "zh-CN: {key} missing");
+        }
+    }
 
     #[test]
     fn kinds() {

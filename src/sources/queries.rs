@@ -27,6 +27,29 @@ pub struct Source {
     pub pages: Option<i32>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// The open job's phase (`queued`, `reading`, `parsing`, `indexing`), None without one.
+    pub progress_phase: Option<String>,
+    pub progress_done: Option<i32>,
+    pub progress_total: Option<i32>,
+    /// When the running attempt began.
+    pub progress_started_at: Option<chrono::DateTime<chrono::Utc>>,
+    pub progress_attempt: Option<i32>,
+    /// Removed (restorable until the purge); such rows are only read by the trash views.
+    pub deleted_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// A source's ingest progress, as the API and the KB page's live status show it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProgressView {
+    pub phase: String,
+    pub done: Option<i32>,
+    pub total: Option<i32>,
+    pub attempt: Option<i32>,
+    pub max_attempts: i32,
+    pub started_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Seconds since the attempt began (by the database's clock when read).
+    pub elapsed_secs: Option<i64>,
 }
 
 impl Serialize for Source {
@@ -37,6 +60,7 @@ impl Serialize for Source {
             "resourcePath": self.resource_path, "kind": self.kind, "sizeBytes": self.size_bytes,
             "mtime": self.mtime, "sha256": self.sha256, "status": self.status, "error": error,
             "provider": self.provider, "indexedHash": self.indexed_hash, "pages": self.pages, "createdAt": self.created_at, "updatedAt": self.updated_at,
+            "progress": self.progress(), "deletedAt": self.deleted_at,
         })
         .serialize(s)
     }
@@ -46,10 +70,46 @@ impl Source {
     pub fn file_name(&self) -> &str {
         self.resource_path.rsplit('/').next().unwrap_or(&self.resource_path)
     }
+
+    /// The open job's progress, if any.
+    pub fn progress(&self) -> Option<ProgressView> {
+        let phase = self.progress_phase.clone()?;
+        Some(ProgressView {
+            phase,
+            done: self.progress_done,
+            total: self.progress_total,
+            attempt: self.progress_attempt,
+            max_attempts: crate::ingest::jobs::MAX_ATTEMPTS,
+            started_at: self.progress_started_at,
+            elapsed_secs: self.progress_started_at.map(|t| (chrono::Utc::now() - t).num_seconds().max(0)),
+        })
+    }
+
+    /// Whether the retry action applies: a failure (also one that kept the old version), or
+    /// a source waiting or parsing for longer than a parse may take (`stuck_after`).
+    pub fn retryable(&self, stuck_after: std::time::Duration) -> bool {
+        if self.status == "failed" || self.error_code.is_some() {
+            return true;
+        }
+        let waited = self.progress_started_at.unwrap_or(self.updated_at);
+        matches!(self.status.as_str(), "pending" | "parsing")
+            && (chrono::Utc::now() - waited).to_std().is_ok_and(|d| d > stuck_after)
+    }
 }
 
 const COLS: &str = "id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, status,
-    error_code, error_message, provider, indexed_hash, pages, created_at, updated_at";
+    error_code, error_message, provider, indexed_hash, pages, created_at, updated_at,
+    progress_phase, progress_done, progress_total, progress_started_at, progress_attempt, deleted_at";
+
+/// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources
+/// (policies `kb_not_deleted`, `source_not_deleted`).
+pub async fn include_deleted(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
+    sqlx::query("select set_config('app.deleted', $1, true)")
+        .bind(if on { "include" } else { "" })
+        .execute(conn)
+        .await?;
+    Ok(())
+}
 
 /// What registration knows about a file.
 #[derive(Clone, Debug)]
@@ -95,9 +155,128 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
     .bind(n.kb_id)
     .bind(n.grant_id)
     .bind(n.resource_path)
-    .fetch_one(conn)
+    .fetch_optional(&mut *conn)
     .await?;
-    Ok((existing, false))
+    if let Some(s) = existing {
+        return Ok((s, false));
+    }
+    // Registering a removed source again restores it (it counts as new).
+    let id = removed_at_path(conn, n.kb_id, n.grant_id, n.resource_path).await?.ok_or(sqlx::Error::RowNotFound)?;
+    Ok((restore(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?, true))
+}
+
+/// The removed (soft-deleted) source at this path, if any.
+pub async fn removed_at_path(
+    conn: &mut PgConnection,
+    kb: Uuid,
+    grant: Option<Uuid>,
+    path: &str,
+) -> sqlx::Result<Option<Uuid>> {
+    include_deleted(conn, true).await?;
+    let id = sqlx::query_scalar(
+        "select id from source where kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
+             and deleted_at is not null",
+    )
+    .bind(kb)
+    .bind(grant)
+    .bind(path)
+    .fetch_optional(&mut *conn)
+    .await?;
+    include_deleted(conn, false).await?;
+    Ok(id)
+}
+
+/// Remove a source: hidden from every reader at once, restorable until purged.
+pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query("update source set deleted_at = now(), deleted_by = $2 where id = $1 and deleted_at is null")
+        .bind(id)
+        .bind(by)
+        .execute(&mut *conn)
+        .await?;
+    include_deleted(conn, false).await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// Bring a removed source back (its evidence was never deleted: it is searchable again).
+pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query_as(&format!(
+        "update source set deleted_at = null, deleted_by = null where id = $1 and deleted_at is not null returning {COLS}"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    include_deleted(conn, false).await?;
+    Ok(r)
+}
+
+/// A removed source of a visible KB.
+pub async fn get_removed(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query_as(&format!(
+        "select {COLS} from source s where s.id = $1 and s.deleted_at is not null
+             and exists (select 1 from kb where kb.tenant_id = s.tenant_id and kb.id = s.kb_id and kb.deleted_at is null)"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    include_deleted(conn, false).await?;
+    Ok(r)
+}
+
+/// The removed sources of a KB, most recent first.
+pub async fn removed(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Source>> {
+    include_deleted(conn, true).await?;
+    let r = sqlx::query_as(&format!(
+        "select {COLS} from source where kb_id = $1 and deleted_at is not null order by deleted_at desc"
+    ))
+    .bind(kb)
+    .fetch_all(&mut *conn)
+    .await?;
+    include_deleted(conn, false).await?;
+    Ok(r)
+}
+
+/// A source of this KB with exactly this content (an upload that is already there).
+pub async fn same_content(conn: &mut PgConnection, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
+    sqlx::query_as(&format!("select {COLS} from source where kb_id = $1 and sha256 = $2 order by created_at limit 1"))
+        .bind(kb)
+        .bind(sha256)
+        .fetch_optional(conn)
+        .await
+}
+
+/// Before a retry: the error goes; a source without an indexed version waits again.
+pub async fn reset_for_retry(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+    sqlx::query_as(&format!(
+        "update source set error_code = null, error_message = null,
+             status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
+         where id = $1 returning {COLS}"
+    ))
+    .bind(id)
+    .fetch_optional(conn)
+    .await
+}
+
+/// Evidence blocks per source of a KB.
+pub async fn block_counts(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
+    let rows: Vec<(Uuid, i64)> =
+        sqlx::query_as("select source_id, count(*) from evidence_block where kb_id = $1 group by source_id")
+            .bind(kb)
+            .fetch_all(conn)
+            .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Whether any visible source is indexed (the dashboard checklist's "add documents").
+pub async fn any_indexed(conn: &mut PgConnection) -> sqlx::Result<bool> {
+    sqlx::query_scalar("select exists (select 1 from source where status = 'indexed')").fetch_one(conn).await
+}
+
+/// How many evidence blocks of a source are searchable (what removing it takes out of search).
+pub async fn block_count(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<i64> {
+    sqlx::query_scalar("select count(*) from evidence_block where source_id = $1").bind(id).fetch_one(conn).await
 }
 
 /// An upload replacing an earlier upload of the same name gets the new content.
@@ -152,9 +331,6 @@ pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Sourc
     sqlx::query_as(&format!("select {COLS} from source where id = $1")).bind(id).fetch_optional(conn).await
 }
 
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
-    Ok(sqlx::query("delete from source where id = $1").bind(id).execute(conn).await?.rows_affected() == 1)
-}
 
 /// Remember a registered directory so files added later can be picked up.
 #[allow(clippy::too_many_arguments)]

@@ -305,7 +305,7 @@ async fn mnote_index_registers_and_waits_with_progress() {
 }
 
 /// Read SSE `data:` payloads of `event: sources` until `pred` holds for one.
-async fn next_sources_event(
+pub async fn next_sources_event(
     stream: &mut (impl futures_util::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
     buf: &mut String,
     pred: impl Fn(&Value) -> bool,
@@ -339,12 +339,17 @@ async fn the_kb_page_gets_live_status_over_server_sent_events() {
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let mut stream = Box::pin(r.bytes_stream());
     let mut buf = String::new();
+    // Each event is the whole state: the ids in page order and each row's status cell as
+    // the page renders it.
     let first = next_sources_event(&mut stream, &mut buf, |_| true).await;
-    assert_eq!(first["items"][0]["id"].as_str(), Some(id.as_str()));
-    assert_eq!(first["items"][0]["status"], "pending");
+    assert_eq!(first["ids"][0].as_str(), Some(id.as_str()));
+    let cell = first["cells"][0].as_str().unwrap();
+    assert!(cell.contains("class=\"status pending\""), "{cell}");
+    assert!(cell.contains("data-phase=\"queued\""), "queued, with its progress: {cell}");
     app.run_jobs().await;
-    let done = next_sources_event(&mut stream, &mut buf, |v| v["items"][0]["status"] == "indexed").await;
-    assert!(done["items"][0]["error"].is_null());
+    let done = next_sources_event(&mut stream, &mut buf, |v| v["cells"][0].as_str().unwrap().contains("status indexed")).await;
+    let cell = done["cells"][0].as_str().unwrap();
+    assert!(!cell.contains("error-line") && !cell.contains("progress-line"), "{cell}");
     // Another tenant cannot subscribe to this KB.
     let other = app.bootstrap("other", "o@other.test").await;
     let c = app.api(other.tenant_id, other.user_id).await;
