@@ -23,6 +23,10 @@ pub struct Config {
     pub session_idle: Duration,
     pub session_absolute: Duration,
     pub upload_max_bytes: u64,
+    /// `/mcp`: tool calls and resource reads per API token and minute (0 = no limit).
+    pub mcp_rate_limit_per_minute: u32,
+    /// `/mcp`: the largest request body.
+    pub mcp_max_body_bytes: usize,
     /// Failed logins allowed per account and per client address within `login_window`.
     pub login_max_failures: i64,
     pub login_window: Duration,
@@ -298,6 +302,8 @@ impl Config {
             session_idle: Duration::from_secs(60 * parse("MNOTE_SESSION_IDLE_MINUTES", 120u64)?),
             session_absolute: Duration::from_secs(3600 * parse("MNOTE_SESSION_ABSOLUTE_HOURS", 24 * 7u64)?),
             upload_max_bytes: parse("MNOTE_UPLOAD_MAX_BYTES", 100 * 1024 * 1024u64)?,
+            mcp_rate_limit_per_minute: parse("MNOTE_MCP_RATE_LIMIT", 120u32)?,
+            mcp_max_body_bytes: parse("MNOTE_MCP_MAX_BODY_BYTES", 1024 * 1024usize)?,
             login_max_failures: parse("MNOTE_LOGIN_MAX_FAILURES", 5i64)?,
             login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
             db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
@@ -342,6 +348,8 @@ impl Config {
             session_idle: Duration::from_secs(3600),
             session_absolute: Duration::from_secs(86400),
             upload_max_bytes: 1024 * 1024,
+            mcp_rate_limit_per_minute: 120,
+            mcp_max_body_bytes: 256 * 1024,
             login_max_failures: 5,
             login_window: Duration::from_secs(900),
             db_max_connections: 8,

@@ -15,6 +15,7 @@ pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
 pub mod journal; // the run journal: ai_run + ai_run_event, the /api/page-ai/runs API, SSE, the lease reconciler
 pub mod kbs; // knowledge bases and their members
+pub mod mcp; // the MCP endpoint (/mcp, streamable HTTP, bearer tokens): the registry tools for external agents
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod platform; // child-process supervisor, outbound HTTP client, SecretString, secrets at rest
 pub mod rag; // knowledge RAG: LightRAG client, bindings, sync, reference → evidence mapping

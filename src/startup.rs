@@ -17,7 +17,7 @@ use crate::{
     config::Config,
     db,
     error::AppError,
-    grants, journal, kbs, ops, rag, search, sources,
+    grants, journal, kbs, mcp, ops, rag, search, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -64,8 +64,11 @@ pub fn build_router(state: AppState) -> Router {
         .fallback(not_found)
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard))
         .layer(from_fn(web::html_errors));
+    // `/mcp`: bearer tokens only, JSON errors: outside the session, CSRF and HTML-error layers.
+    let mcp = mcp::router(&state);
     api.merge(pages)
         .layer(sessions)
+        .merge(mcp)
         .layer(from_fn(web::security_headers))
         .layer(from_fn(ops::track))
         .layer(TraceLayer::new_for_http())

@@ -447,6 +447,7 @@ mod tests {
             source_id: Uuid::from_u128(source),
             score: 1.0,
             section: None,
+            located: Default::default(),
         }
     }
 

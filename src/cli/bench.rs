@@ -1,4 +1,4 @@
-//! `mnote bench ingest | index | embed | search | rag | runs` (see docs/BENCHMARKS.md).
+//! `mnote bench ingest | index | embed | search | rag | runs | mcp` (see docs/BENCHMARKS.md).
 
 use super::BenchCommand;
 use crate::startup;
@@ -34,6 +34,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 docs: &docs,
                 queries,
                 rounds,
+                app: startup::build_router,
+            })
+            .await
+        }
+        BenchCommand::Mcp { tenant, clients, rounds, questions } => {
+            let questions = if questions.is_empty() { DEMO_QUESTIONS.iter().map(|q| q.to_string()).collect() } else { questions };
+            crate::mcp::bench::run(crate::mcp::bench::BenchArgs {
+                tenant: &tenant,
+                clients,
+                rounds,
+                questions,
                 app: startup::build_router,
             })
             .await

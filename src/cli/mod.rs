@@ -199,6 +199,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         rounds: usize,
     },
+    /// `evidence_search` through `/mcp` vs `POST /api/evidence/search`: p50/p95 with
+    /// `--clients` concurrent clients on the demo questions, and the ratio.
+    Mcp {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        /// A question (repeatable; default: questions about the demo documents).
+        #[arg(long = "question")]
+        questions: Vec<String>,
+    },
     /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
     Ingest {
         #[arg(long, default_value = "../shared/testdata/docs")]

@@ -16,6 +16,7 @@ mod kbs_sources;
 mod knowledge_rag;
 mod lightrag;
 mod malformed_json;
+mod mcp;
 mod mineru;
 mod ops;
 mod pages;

@@ -32,9 +32,9 @@ mod registry;
 mod run;
 
 pub use registry::{
-    CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, EvidenceHit, OPEN, OUTLINE, OpenArgs, OpenOutput, OutlineArgs,
+    CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, EvidenceHit, Located, OPEN, OUTLINE, OpenArgs, OpenOutput, OutlineArgs,
     RAG_OPEN_REFERENCE, RAG_QUERY, READ, RagMode, RagOpenArgs, RagQueryArgs, RagQueryOutput, RagReference, ReadArgs, ReadBlock,
-    ReadOutput, SEARCH, SearchArgs, SearchOutput, ToolDef, lookup, registry,
+    ReadOutput, SEARCH, SearchArgs, SearchOutput, ToolDef, lookup, output_of, output_schema, parameters, registry,
 };
 
 /// `tool.started` keeps at most this much of the arguments.
@@ -125,11 +125,17 @@ fn capped_arguments(arguments: &Value) -> Value {
 }
 
 /// A run's tools: the registry filtered to what this run may use, bound to its actor.
+/// [`ToolBox::detached`] is the same without a run (MCP): nothing journaled, and results carry
+/// absolute citation URLs and locators.
 pub struct ToolBox {
     state: AppState,
     actor: Auth,
     context: ContextRefs,
-    events: EventSink,
+    /// The run's journal (`None`: detached).
+    events: Option<EventSink>,
+    /// Detached: the absolute base of citation URLs (`MNOTE_PUBLIC_URL`, else the request's
+    /// origin); results then carry `citationUrl` + `locator` and absolute `citationMarkdown`.
+    citation_base: Option<String>,
     offered: Vec<&'static ToolDef>,
     calls: Mutex<Vec<ToolCallRecord>>,
     /// `citationMarkdown` of every evidence id this run's tools returned.
@@ -141,16 +147,46 @@ impl ToolBox {
     /// knowledge-RAG tools when a KB of the context (every visible KB when the context names
     /// none) has an active LightRAG binding.
     pub async fn prepare(state: AppState, actor: Auth, context: ContextRefs, events: EventSink, enabled: bool) -> Self {
-        let mut offered: Vec<&'static ToolDef> = Vec::new();
-        if enabled {
-            offered.extend(registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE));
-            match Self::rag_bound(&state, &actor, &context).await {
-                Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == CAPABILITY_KNOWLEDGE_RAG)),
-                Ok(false) => {}
-                Err(e) => tracing::warn!("tool box: knowledge-RAG bindings could not be read, its tools are left out: {e}"),
-            }
+        let offered = if enabled { Self::offered_for(&state, &actor, &context).await } else { Vec::new() };
+        ToolBox {
+            state,
+            actor,
+            context,
+            events: Some(events),
+            citation_base: None,
+            offered,
+            calls: Mutex::new(Vec::new()),
+            cited: Mutex::new(HashMap::new()),
         }
-        ToolBox { state, actor, context, events, offered, calls: Mutex::new(Vec::new()), cited: Mutex::new(HashMap::new()) }
+    }
+
+    /// The actor's tools outside a run (MCP): every KB the actor can read, the registry tools
+    /// `offered` (see [`ToolBox::offered_for`]), no journal; citations are absolute URLs under
+    /// `citation_base`.
+    pub fn detached(state: AppState, actor: Auth, citation_base: String, offered: Vec<&'static ToolDef>) -> Self {
+        let context = ContextRefs::default();
+        ToolBox {
+            state,
+            actor,
+            context,
+            events: None,
+            citation_base: Some(citation_base.trim_end_matches('/').to_string()),
+            offered,
+            calls: Mutex::new(Vec::new()),
+            cited: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The tools `actor` may use in `context`: the evidence tools, and the knowledge-RAG tools
+    /// when a KB of the context (every visible KB when it names none) has an active binding.
+    pub async fn offered_for(state: &AppState, actor: &Auth, context: &ContextRefs) -> Vec<&'static ToolDef> {
+        let mut offered: Vec<&'static ToolDef> = registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect();
+        match Self::rag_bound(state, actor, context).await {
+            Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == CAPABILITY_KNOWLEDGE_RAG)),
+            Ok(false) => {}
+            Err(e) => tracing::warn!("tool box: knowledge-RAG bindings could not be read, its tools are left out: {e}"),
+        }
+        offered
     }
 
     pub fn actor(&self) -> &Auth {
@@ -166,13 +202,22 @@ impl ToolBox {
         &self.offered
     }
 
+    /// Keep only the tools of `capabilities` (what the tenant's capability switches and the
+    /// user's preferences leave): the others are neither offered nor callable.
+    pub fn restrict(mut self, capabilities: &[&str]) -> Self {
+        self.offered.retain(|d| capabilities.contains(&d.capability));
+        self
+    }
+
     /// Call `name` (dotted or function name) with `arguments`; never panics, errors come back
     /// as a failed [`ToolResult`] (`unknown_tool`, `invalid_arguments`, `not_found`, …).
     pub async fn call(&self, call_id: &str, name: &str, arguments: Value) -> ToolResult {
         let def = self.offered.iter().copied().find(|d| d.name == name || d.function_name == name);
         let shown = def.map(|d| d.name.to_string()).unwrap_or_else(|| truncate_chars(name, 100));
         let started = ToolStarted { call_id: call_id.to_string(), name: shown.clone(), arguments: capped_arguments(&arguments) };
-        if let Err(e) = self.events.emit(EventSource::Tool, Event::ToolStarted(started)).await {
+        if let Some(events) = &self.events
+            && let Err(e) = events.emit(EventSource::Tool, Event::ToolStarted(started)).await
+        {
             tracing::warn!("tool.started not journaled: {e}");
         }
         let outcome = match def {
@@ -217,10 +262,40 @@ impl ToolBox {
             count: completed.count,
             evidence_ids: result.evidence_ids.clone(),
         });
-        if let Err(e) = self.events.emit(EventSource::Tool, Event::ToolCompleted(completed)).await {
+        if let Some(events) = &self.events
+            && let Err(e) = events.emit(EventSource::Tool, Event::ToolCompleted(completed)).await
+        {
             tracing::warn!("tool.completed not journaled: {e}");
         }
         result
+    }
+
+    /// Run an offered tool without journaling or recording it (a detached tool box: MCP): the
+    /// same argument parsing, validation, service calls and typed output as [`ToolBox::call`].
+    /// The error codes are the tools' (`invalid_arguments`, `not_found`, `unknown_tool`, …).
+    pub async fn run(&self, name: &str, arguments: Value) -> Result<Value, ErrorBody> {
+        let def = self.offered.iter().copied().find(|d| d.name == name || d.function_name == name);
+        match def {
+            Some(d) => self.execute(d, arguments).await.map(|done| done.content),
+            None => Err(failure("unknown_tool", format!("no tool named {} is offered", truncate_chars(name, 100)))),
+        }
+    }
+
+    /// Detached: the absolute viewer URL of `action`, the citation of `title` at `locator`
+    /// with it, and the locator; a run's tool box keeps `citation` as it is.
+    fn locate(
+        &self,
+        title: &str,
+        locator: &crate::evidence::Locator,
+        action: &open::OpenAction,
+        citation: String,
+    ) -> (String, Located) {
+        let Some(base) = &self.citation_base else {
+            return (citation, Located::default());
+        };
+        let url = action.absolute_url.clone().unwrap_or_else(|| format!("{base}{}", action.url));
+        let citation = open::citation_markdown(title, &locator.place(), &url);
+        (citation, Located { citation_url: Some(url), locator: Some(locator.clone()) })
     }
 
     /// Each tool's future is boxed: the service futures behind them (LightRAG's HTTP client,

@@ -10,7 +10,10 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    evidence::tools::{Mode, OutlineRequest, uuid_schema},
+    evidence::{
+        Locator,
+        tools::{Mode, OutlineRequest, uuid_schema},
+    },
     rag::{self, client::QueryMode, query::Reference},
     search::open,
 };
@@ -132,22 +135,45 @@ pub struct RagOpenArgs {
 // ---- what the model sees ----
 
 /// A search result as the model sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvidenceHit {
+    /// The passage's id (for `read` and `open`).
+    #[schemars(schema_with = "uuid_schema")]
     pub evidence_id: Uuid,
+    /// The passage's text as indexed (shortened around the match).
     pub quote: String,
+    /// `[document · place](url)`: cite the passage with exactly this link.
     pub citation_markdown: String,
     pub source_title: String,
+    #[schemars(schema_with = "uuid_schema")]
     pub source_id: Uuid,
     pub score: f64,
     /// The heading the passage sits under.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
+    #[serde(flatten)]
+    pub located: Located,
+}
+
+/// Where a passage is, for clients outside a run (MCP): the absolute viewer URL that opens it
+/// highlighted and its locator. Empty (absent from the JSON) for a run's agent, which cites by
+/// marker.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Located {
+    /// Absolute URL of the viewer, opened at the passage and highlighted (`MNOTE_PUBLIC_URL`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub citation_url: Option<String>,
+    /// The passage's `mnote.evidence_locator.v1`: document, page and bbox, or lines, or DOCX
+    /// paragraph, and the character range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "locator_schema")]
+    pub locator: Option<Locator>,
 }
 
 /// `mnote.evidence.search` content.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchOutput {
     pub results: Vec<EvidenceHit>,
@@ -158,22 +184,26 @@ pub struct SearchOutput {
 }
 
 /// A passage of a `read` result.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadBlock {
+    #[schemars(schema_with = "uuid_schema")]
     pub evidence_id: Uuid,
     pub text: String,
     pub citation_markdown: String,
     /// The passage asked for.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub anchor: bool,
+    #[serde(flatten)]
+    pub located: Located,
 }
 
 /// `mnote.evidence.read` content: the passage with its neighbours and the rest of its
 /// section (bounded), in document order.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadOutput {
+    #[schemars(schema_with = "uuid_schema")]
     pub source_id: Uuid,
     pub source_title: String,
     pub section_path: Vec<String>,
@@ -185,29 +215,42 @@ pub struct ReadOutput {
 }
 
 /// `mnote.evidence.open` content.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenOutput {
+    #[schemars(schema_with = "uuid_schema")]
     pub evidence_id: Uuid,
     pub citation_markdown: String,
+    /// The viewer URL, root-relative.
     pub url: String,
     pub block_found: bool,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stale: bool,
+    /// The passage's text (outside a run: MCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
+    #[serde(flatten)]
+    pub located: Located,
 }
 
 /// A knowledge-RAG reference mapped to our evidence, as the model sees it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RagReference {
     /// `null` when only the document could be cited.
+    #[schemars(schema_with = "optional_uuid_schema")]
     pub evidence_id: Option<Uuid>,
     pub quote: String,
     pub citation_markdown: String,
     pub source_title: String,
+    #[schemars(schema_with = "uuid_schema")]
     pub source_id: Uuid,
     pub file_path: String,
+    /// `exact`, `fuzzy`, `evidence` or `resource_only` (how the chunk was mapped to a passage).
+    #[schemars(with = "String")]
     pub match_quality: rag::mapping::MatchQuality,
+    #[serde(flatten)]
+    pub located: Located,
 }
 
 impl From<&Reference> for RagReference {
@@ -220,12 +263,13 @@ impl From<&Reference> for RagReference {
             source_id: r.source_id,
             file_path: r.file_path.clone(),
             match_quality: r.match_quality,
+            located: Located::default(),
         }
     }
 }
 
 /// `mnote.knowledge_rag.query` content.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RagQueryOutput {
     pub references: Vec<RagReference>,
@@ -239,7 +283,7 @@ pub struct RagQueryOutput {
 
 /// The JSON Schema of `T` as a tool's `parameters`: self-contained (no `$ref`), no meta
 /// schema or title (the tool has its own name and description).
-fn parameters<T: JsonSchema>() -> Value {
+pub fn parameters<T: JsonSchema>() -> Value {
     let generator = schemars::generate::SchemaSettings::draft2020_12()
         .with(|s| {
             s.inline_subschemas = true;
@@ -253,6 +297,74 @@ fn parameters<T: JsonSchema>() -> Value {
         o.remove("description");
     }
     v
+}
+
+/// The JSON Schema of `T` as a tool's output (MCP's `outputSchema`): self-contained, as
+/// serialized.
+pub fn output_of<T: JsonSchema>() -> Value {
+    let generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .for_serialize()
+        .into_generator();
+    let mut v = serde_json::to_value(generator.into_root_schema_for::<T>()).unwrap_or_else(|_| json!({"type": "object"}));
+    if let Some(o) = v.as_object_mut() {
+        o.remove("title");
+    }
+    v
+}
+
+/// The JSON Schema of what a registry tool returns (the typed outputs above), by its dotted
+/// name; `None` for an unknown name.
+pub fn output_schema(name: &str) -> Option<&'static Value> {
+    static SCHEMAS: OnceLock<Vec<(&'static str, Value)>> = OnceLock::new();
+    let all = SCHEMAS.get_or_init(|| {
+        vec![
+            (SEARCH, output_of::<SearchOutput>()),
+            (READ, output_of::<ReadOutput>()),
+            (OPEN, output_of::<OpenOutput>()),
+            (OUTLINE, output_of::<crate::evidence::tools::OutlineResponse>()),
+            (RAG_QUERY, output_of::<RagQueryOutput>()),
+            (RAG_OPEN_REFERENCE, output_of::<RagReference>()),
+        ]
+    });
+    all.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+}
+
+fn optional_uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": ["string", "null"], "format": "uuid"})
+}
+
+/// `mnote.evidence_locator.v1` (`evidence::Locator`), the fields a client uses to place a
+/// citation; the object carries every field of the locator.
+fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "mnote.evidence_locator.v1: where the passage is in its document",
+        "properties": {
+            "schema": {"type": "string", "const": crate::evidence::LOCATOR_SCHEMA},
+            "sourceId": {"type": "string", "format": "uuid"},
+            "kbId": {"type": "string", "format": "uuid"},
+            "resourcePath": {"type": "string", "description": "relative to the grant root"},
+            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text"]},
+            "blockId": {"type": "string"},
+            "sourceHash": {"type": "string"},
+            "sectionPath": {"type": "array", "items": {"type": "string"}},
+            "page": {"type": ["integer", "null"], "description": "1-based (PDF, images)"},
+            "bbox": {"type": ["array", "null"], "items": {"type": "number"}, "description": "[x0, y0, x1, y1], top-left origin"},
+            "pageSize": {"type": ["array", "null"], "items": {"type": "number"}},
+            "lineRange": {"type": ["array", "null"], "items": {"type": "integer"}, "description": "[first, last], 1-based, inclusive"},
+            "charRange": {"type": "array", "items": {"type": "integer"}, "description": "[start, end) in the extracted text"},
+            "paraIdStart": {"type": ["string", "null"]},
+            "paraIdEnd": {"type": ["string", "null"]},
+            "paragraphOrdinal": {"type": ["integer", "null"]},
+            "quality": {"type": "string"},
+            "textFingerprint": {"type": "string"}
+        },
+        "required": ["schema", "sourceId", "resourcePath", "resourceKind", "blockId", "charRange"]
+    })
 }
 
 /// Every tool of the registry.

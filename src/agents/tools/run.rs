@@ -56,14 +56,19 @@ impl ToolBox {
         hits.truncate(top_k);
         let results: Vec<EvidenceHit> = hits
             .into_iter()
-            .map(|h| EvidenceHit {
-                evidence_id: h.evidence_id,
-                quote: h.quote.clone(),
-                citation_markdown: h.citation_markdown.clone(),
-                source_title: h.source_title.clone(),
-                source_id: h.source_id,
-                score: (h.score * 10_000.0).round() / 10_000.0,
-                section: h.source.section_path.last().cloned(),
+            .map(|h| {
+                let (citation_markdown, located) =
+                    self.locate(&h.source_title, &h.source, &h.open_action, h.citation_markdown.clone());
+                EvidenceHit {
+                    evidence_id: h.evidence_id,
+                    quote: h.quote.clone(),
+                    citation_markdown,
+                    source_title: h.source_title.clone(),
+                    source_id: h.source_id,
+                    score: (h.score * 10_000.0).round() / 10_000.0,
+                    section: h.source.section_path.last().cloned(),
+                    located,
+                }
             })
             .collect();
         for r in &results {
@@ -109,11 +114,16 @@ impl ToolBox {
         let source_id = r.anchor.as_ref().map(|a| a.source.source_id).unwrap_or_default();
         let blocks: Vec<ReadBlock> = all
             .into_iter()
-            .map(|b| ReadBlock {
-                evidence_id: b.evidence_id,
-                text: truncate_chars(&b.text, MAX_BLOCK_CHARS),
-                citation_markdown: open::citation_markdown(&r.source_title, &b.source.place(), &b.open_action.url),
-                anchor: Some(b.evidence_id) == anchor_id,
+            .map(|b| {
+                let citation = open::citation_markdown(&r.source_title, &b.source.place(), &b.open_action.url);
+                let (citation_markdown, located) = self.locate(&r.source_title, &b.source, &b.open_action, citation);
+                ReadBlock {
+                    evidence_id: b.evidence_id,
+                    text: truncate_chars(&b.text, MAX_BLOCK_CHARS),
+                    citation_markdown,
+                    anchor: Some(b.evidence_id) == anchor_id,
+                    located,
+                }
             })
             .collect();
         for b in &blocks {
@@ -139,22 +149,40 @@ impl ToolBox {
     pub(super) async fn open(&self, args: OpenArgs) -> Result<Done, ErrorBody> {
         let req = ReadRequest { evidence_id: Some(args.evidence_id), locator: None, window: None };
         let public_url = self.state.config.public_url.as_deref();
-        let r = async {
+        let detached = self.citation_base.is_some();
+        let (r, passage) = async {
             let mut tx = self.actor.tx(&self.state).await?;
             let r = open::open(&mut tx, &req, public_url).await?;
+            // Outside a run the result also carries the passage's text and locator.
+            let passage = if detached {
+                let read = ReadRequest { window: Some(0), ..req.clone() };
+                let p = open::read(&mut tx, &read, public_url).await?;
+                p.anchor.map(|a| (p.source_title, a))
+            } else {
+                None
+            };
             tx.commit().await?;
-            Ok::<_, AppError>(r)
+            Ok::<_, AppError>((r, passage))
         }
         .await
         .map_err(from_app)?;
-        self.remember(args.evidence_id, &r.citation_markdown);
-        let summary = citations::split_link(&r.citation_markdown).map(|(l, _)| l.to_string()).unwrap_or_default();
+        let (citation_markdown, quote, located) = match passage {
+            Some((title, a)) => {
+                let (c, l) = self.locate(&title, &a.source, &a.open_action, r.citation_markdown.clone());
+                (c, Some(truncate_chars(&a.text, MAX_BLOCK_CHARS)), l)
+            }
+            None => (r.citation_markdown.clone(), None, Default::default()),
+        };
+        self.remember(args.evidence_id, &citation_markdown);
+        let summary = citations::split_link(&citation_markdown).map(|(l, _)| l.to_string()).unwrap_or_default();
         let out = OpenOutput {
             evidence_id: args.evidence_id,
-            citation_markdown: r.citation_markdown,
+            citation_markdown,
             url: r.open_action.url,
             block_found: r.block_found,
             stale: r.stale,
+            quote,
+            located,
         };
         Ok(Done {
             count: Some(1),
@@ -194,7 +222,7 @@ impl ToolBox {
             answer: false,
         };
         let r = rag::query::run(&self.state, &self.actor, input).await.map_err(from_app)?;
-        let references: Vec<RagReference> = r.references.iter().map(RagReference::from).collect();
+        let references: Vec<RagReference> = r.references.iter().map(|x| self.rag_reference(x)).collect();
         for x in &references {
             if let Some(id) = x.evidence_id {
                 self.remember(id, &x.citation_markdown);
@@ -225,7 +253,7 @@ impl ToolBox {
         let r = rag::query::open_reference(&self.state, &self.actor, &args.file_path, args.quote.as_deref())
             .await
             .map_err(from_app)?;
-        let x = RagReference::from(&r);
+        let x = self.rag_reference(&r);
         if let Some(id) = x.evidence_id {
             self.remember(id, &x.citation_markdown);
         }
@@ -235,6 +263,15 @@ impl ToolBox {
             summary: x.source_title.clone(),
             content: serde_json::to_value(&x).unwrap_or_default(),
         })
+    }
+
+    /// A reference as the model sees it (detached: with its absolute URL and locator).
+    fn rag_reference(&self, r: &rag::query::Reference) -> RagReference {
+        let mut x = RagReference::from(r);
+        let (citation, located) = self.locate(&x.source_title, &r.locator, &r.open_action, x.citation_markdown.clone());
+        x.citation_markdown = citation;
+        x.located = located;
+        x
     }
 
     /// Whether a KB of the context (every visible KB when it names none) is bound to LightRAG.

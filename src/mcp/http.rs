@@ -1,0 +1,134 @@
+//! `/mcp` over HTTP: the rmcp streamable HTTP service (stateless, JSON responses), behind a
+//! bearer-token guard, with every error of the HTTP layer as our JSON error body.
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::{FromRequestParts, Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::{Next, from_fn, from_fn_with_state},
+    response::{IntoResponse, Response},
+};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::never::NeverSessionManager,
+};
+use serde_json::json;
+
+use super::server::{McpServer, Shared};
+use crate::{
+    auth::{Auth, bearer_token, tokens},
+    config::Config,
+    error::AppError,
+    state::AppState,
+};
+
+/// Who calls, put in the request's extensions by [`guard`] and read by the handler (rmcp
+/// passes the request's `http::request::Parts` to it).
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub auth: Auth,
+    /// The token's hash: the key of its rate limit.
+    pub token_key: String,
+    /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else this request's origin.
+    pub citation_base: String,
+}
+
+/// `/mcp`, to be merged outside the session, CSRF and HTML-error layers.
+pub fn router(state: &AppState) -> Router<AppState> {
+    let shared = Arc::new(Shared::new(state.clone()));
+    let service = StreamableHttpService::new(
+        move || Ok(McpServer::new(shared.clone())),
+        Arc::new(NeverSessionManager::default()),
+        transport_config(&state.config),
+    );
+    Router::new().route_service("/mcp", service).layer(from_fn(json_errors)).layer(from_fn_with_state(state.clone(), guard))
+}
+
+/// Stateless JSON (no sessions: any replica answers any request), the request size limit,
+/// and the Host allow-list: loopback and the host of `MNOTE_PUBLIC_URL`.
+fn transport_config(cfg: &Config) -> StreamableHttpServerConfig {
+    let mut hosts: Vec<String> = vec!["localhost".into(), "127.0.0.1".into(), "::1".into()];
+    if let Some(host) =
+        cfg.public_url.as_deref().and_then(|u| u.parse::<axum::http::Uri>().ok()).and_then(|u| u.host().map(str::to_string))
+    {
+        hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_sse_keep_alive(None)
+        .with_max_request_body_bytes(cfg.mcp_max_body_bytes)
+        .with_allowed_hosts(hosts)
+}
+
+fn challenge(mut r: Response) -> Response {
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"mnote\""));
+    r
+}
+
+/// Bearer tokens only: no token (a session cookie does not count) or a bad, revoked or
+/// foreign one is `401 unauthorized`; a body over the limit is `413 body_too_large`.
+async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let Some(token) = bearer_token(&parts.headers).map(str::to_string) else {
+        return challenge(AppError::Unauthorized.into_response());
+    };
+    let limit = state.config.mcp_max_body_bytes;
+    let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return AppError::BodyTooLarge { limit: limit as u64 }.into_response();
+    }
+    let auth = match Auth::from_request_parts(&mut parts, &state).await {
+        Ok(a) => a,
+        Err(e @ AppError::Unauthorized) => return challenge(e.into_response()),
+        Err(e) => return e.into_response(),
+    };
+    let citation_base = match &state.config.public_url {
+        Some(u) => u.clone(),
+        None => {
+            let host = parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or_else(|| parts.uri.authority().map(|a| a.as_str()));
+            format!("http://{}", host.unwrap_or("localhost"))
+        }
+    };
+    parts.extensions.insert(Caller { auth, token_key: tokens::hash(&token), citation_base });
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// The transport's own refusals (wrong Host, wrong Accept, body too large, GET/DELETE in
+/// stateless mode, …) come as plain text: give them our JSON error body, same status.
+async fn json_errors(req: Request, next: Next) -> Response {
+    let r = next.run(req).await;
+    let status = r.status();
+    let is_json =
+        r.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.starts_with("application/json"));
+    if status.is_success() || is_json || status.is_informational() || status.is_redirection() {
+        return r;
+    }
+    let (parts, body) = r.into_parts();
+    let text = axum::body::to_bytes(body, 4096).await.map(|b| String::from_utf8_lossy(&b).trim().to_string()).unwrap_or_default();
+    let code = match status {
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::CONFLICT => "conflict",
+        StatusCode::PAYLOAD_TOO_LARGE => "body_too_large",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limited",
+        s if s.is_server_error() => "internal",
+        _ => "invalid_input",
+    };
+    let message =
+        if code == "internal" || text.is_empty() { status.canonical_reason().unwrap_or("error").to_string() } else { text };
+    let mut out = (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response();
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+        if let Some(v) = parts.headers.get(&name) {
+            out.headers_mut().insert(name, v.clone());
+        }
+    }
+    out
+}

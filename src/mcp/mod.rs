@@ -1,0 +1,32 @@
+//! The MCP endpoint: `POST /mcp` (and `GET`, answered 405 in this stateless mode), an MCP
+//! server over the streamable HTTP transport (rmcp), for external agents (Claude Desktop,
+//! Cursor, any MCP client).
+//!
+//! - `http.rs`: the `/mcp` route outside the session, CSRF and HTML-error layers; bearer
+//!   tokens only (the API tokens of `auth::tokens`, checked by the same `Auth` extractor);
+//!   every error of the HTTP layer is our JSON error body.
+//! - `server.rs`: the rmcp `ServerHandler`: tools, resources, the per-token rate limit.
+//! - `tools.rs`: the MCP names of the registry tools (`agents::tools`: one definition, one
+//!   execution path through a detached `ToolBox`) and `list_knowledge_bases`; the text
+//!   rendering with Markdown citations.
+//! - `resources.rs`: each visible KB as a resource listing its sources.
+//! - `limits.rs`: the per-token rate limit.
+//! - `bench.rs`: `mnote bench mcp`.
+
+pub mod bench;
+mod http;
+mod limits;
+mod resources;
+mod server;
+pub mod tools;
+
+pub use http::router;
+
+/// The stable code of a tool error as MCP clients see it: the registry's
+/// `invalid_arguments` is the API's `invalid_input`.
+pub fn public_code(code: &str) -> &str {
+    match code {
+        "invalid_arguments" => "invalid_input",
+        c => c,
+    }
+}
