@@ -91,6 +91,10 @@ pub struct AgentsConfig {
     pub acp_memory_bytes: u64,
     /// Runs one process executes at once (more wait as `pending`).
     pub max_concurrent_runs: usize,
+    /// Extra agent settings the operator declares (MNOTE_AGENT_EXTRA_FIELDS: a JSON array of
+    /// fields, see `agents::descriptors::ExtraField`); they show up in the descriptors and the
+    /// settings pages like the built-in ones.
+    pub extra_fields: Option<String>,
 }
 
 impl AgentsConfig {
@@ -107,6 +111,7 @@ impl AgentsConfig {
             max_tool_rounds: parse("MNOTE_AGENT_MAX_TOOL_ROUNDS", 4usize)?.max(1),
             acp_memory_bytes: 1024 * 1024 * parse("MNOTE_ACP_MEMORY_MB", 2048u64)?,
             max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
+            extra_fields: var("MNOTE_AGENT_EXTRA_FIELDS"),
         })
     }
 
@@ -120,6 +125,7 @@ impl AgentsConfig {
             max_tool_rounds: 4,
             acp_memory_bytes: 2 << 30,
             max_concurrent_runs: 8,
+            extra_fields: None,
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(search::api_router())
         .merge(rag::api_router())
         .merge(journal::api_router())
-        .merge(agents::config::api_router())
+        .merge(agents::api::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));

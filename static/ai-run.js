@@ -165,7 +165,7 @@
       var b = ev.target.closest("button.ai-new-session");
       if (b && b.type === "button") { ev.preventDefault(); self.newSession(); }
     });
-    if (this.agentSelect) this.agentSelect.addEventListener("change", function () { self.noteAgent(); });
+    if (this.agentSelect) this.agentSelect.addEventListener("change", function () { self.agentTouched = true; self.noteAgent(); });
     var prompt = this.form && this.form.querySelector('textarea[name="prompt"]');
     if (prompt) {
       prompt.addEventListener("keydown", function (ev) {
@@ -209,27 +209,43 @@
     return s;
   };
 
+  // The agents as the server's descriptors describe them (mnote.ai_agent_descriptors.v1):
+  // what each runs on and, in the compact panel, the user's default agent.
   AiRun.prototype.loadAgents = function () {
     var self = this;
     if (!this.agentSelect) return;
-    api("GET", "/api/page-ai/agents").then(function (r) {
+    api("GET", "/api/page-ai/agents/descriptors").then(function (r) {
       if (!r.ok || !r.json || !r.json.items) return;
-      r.json.items.forEach(function (a) {
-        var o = self.agentSelect.querySelector('option[value="' + CSS.escape(a.agentId) + '"]');
-        if (!o) return;
-        var note = self.runsOn(a);
-        o.setAttribute("data-note", note);
-        // The compact panel names the agent only; the note line says what it runs on.
-        o.textContent = self.root.classList.contains("ai-panel") ? a.displayName : a.displayName + " — " + note;
+      var defaultAgent = null;
+      ((r.json.common && r.json.common.fields) || []).forEach(function (f) {
+        if (f.key === "ai.common.default_agent") defaultAgent = f.value;
       });
+      r.json.items.forEach(function (d) {
+        var o = self.agentSelect.querySelector('option[value="' + CSS.escape(d.agentId) + '"]');
+        if (!o) return;
+        var model = "";
+        (d.fields || []).forEach(function (f) { if (/\.model$/.test(f.key) && typeof f.value === "string") model = f.value; });
+        var note = self.runsOn({ provider: d.runtimeProvider, providerNote: d.runtimeConfigured ? null : "not_configured",
+          model: model, usesTools: (d.tools || []).length > 0 });
+        o.setAttribute("data-note", note);
+        o.setAttribute("data-capabilities", (d.capabilities || []).join(" "));
+        // The compact panel names the agent only; the note line says what it runs on.
+        o.textContent = self.root.classList.contains("ai-panel") ? d.displayName : d.displayName + " — " + note;
+      });
+      if (defaultAgent && self.root.classList.contains("ai-panel") && !self.agentTouched &&
+          self.agentSelect.querySelector('option[value="' + CSS.escape(defaultAgent) + '"]')) {
+        self.agentSelect.value = defaultAgent;
+      }
       self.noteAgent();
     });
   };
 
   AiRun.prototype.noteAgent = function () {
-    if (!this.agentSelect || !this.agentNote) return;
+    if (!this.agentSelect) return;
     var o = this.agentSelect.selectedOptions[0];
-    this.agentNote.textContent = o ? (o.getAttribute("data-note") || "") : "";
+    if (this.agentNote) this.agentNote.textContent = o ? (o.getAttribute("data-note") || "") : "";
+    var caps = this.root.querySelector(".ai-agent-caps");
+    if (caps && o && o.hasAttribute("data-caps")) caps.textContent = o.getAttribute("data-caps");
   };
 
   AiRun.prototype.loadSourceKb = function () {
@@ -647,5 +663,119 @@
 
   Array.prototype.forEach.call(document.querySelectorAll(".ai-run"), function (root) {
     new AiRun(root).start();
+  });
+})();
+
+// Agent settings (/settings/agents, rendered from the descriptors): the tabs switch without a
+// reload, and every settings form saves inline — the same fields the plain form posts, sent as
+// one tri-state PATCH (a value, or null to reset) to the API; each error appears next to its
+// field. Without this script the forms post and the server answers with the page.
+(function () {
+  "use strict";
+  var root = document.querySelector(".ai-settings");
+  if (!root || !window.fetch) return;
+  var meta = document.querySelector('meta[name="csrf-token"]');
+  var CSRF = meta ? meta.getAttribute("content") : "";
+
+  function showTab(id) {
+    Array.prototype.forEach.call(root.querySelectorAll("[data-tab]"), function (t) {
+      var on = t.getAttribute("data-tab") === id;
+      t.classList.toggle("active", on);
+      t.setAttribute("aria-selected", on ? "true" : "false");
+    });
+    Array.prototype.forEach.call(root.querySelectorAll(".settings-panel"), function (p) {
+      p.hidden = p.getAttribute("data-panel") !== id;
+    });
+  }
+
+  Array.prototype.forEach.call(root.querySelectorAll("[data-tab]"), function (t) {
+    t.addEventListener("click", function (ev) {
+      if (ev.button !== 0 || ev.metaKey || ev.ctrlKey || ev.shiftKey || ev.altKey) return;
+      ev.preventDefault();
+      var id = t.getAttribute("data-tab");
+      showTab(id);
+      try { history.replaceState(null, "", "/settings/agents?tab=" + encodeURIComponent(id)); } catch (e) { /* ignore */ }
+    });
+  });
+
+  // The patch a form's fields make (`reset`: every non-secret field back to its default).
+  function patchOf(form, reset) {
+    var body = {};
+    var reload = false;
+    Array.prototype.forEach.call(form.querySelectorAll(".settings-field[data-key]"), function (f) {
+      var key = f.getAttribute("data-key");
+      var kind = f.getAttribute("data-kind");
+      if (kind === "capability") {
+        body[key] = f.querySelector("input[type=checkbox]").checked;
+        return;
+      }
+      if (reset) {
+        if (kind !== "secret") body[key] = null;
+        return;
+      }
+      if (kind === "boolean") body[key] = f.querySelector("input[type=checkbox]").checked;
+      else if (kind === "multiselect") {
+        body[key] = Array.prototype.filter.call(f.querySelectorAll("input[type=checkbox]"), function (i) { return i.checked; })
+          .map(function (i) { return i.value; });
+      } else if (kind === "select") body[key] = f.querySelector("select").value;
+      else if (kind === "number") {
+        var n = f.querySelector("input").value.trim();
+        body[key] = n === "" ? null : Number(n);
+      } else if (kind === "secret") {
+        var v = f.querySelector("input[type=password]").value.trim();
+        var rm = f.querySelector('input[type=checkbox][name$=".remove"]');
+        if (v !== "") body[key] = v; else if (rm && rm.checked) body[key] = null;
+        if (key in body) reload = true;
+      } else body[key] = f.querySelector("input").value;
+      // A new UI language re-renders the page in it.
+      if (/\.ui_language$/.test(key)) {
+        var sel = f.querySelector("select");
+        if (sel && sel.value !== sel.getAttribute("data-initial")) reload = true;
+      }
+    });
+    return { body: body, reload: reload };
+  }
+
+  function clearErrors(form) {
+    Array.prototype.forEach.call(form.querySelectorAll(".field-error"), function (e) { e.hidden = true; e.textContent = ""; });
+  }
+
+  Array.prototype.forEach.call(root.querySelectorAll(".settings-field select"), function (sel) {
+    sel.setAttribute("data-initial", sel.value);
+  });
+
+  Array.prototype.forEach.call(root.querySelectorAll("form.settings-form"), function (form) {
+    form.addEventListener("submit", function (ev) {
+      ev.preventDefault();
+      var reset = !!(ev.submitter && ev.submitter.name === "reset");
+      var caps = form.getAttribute("data-section") === "capabilities";
+      var p = patchOf(form, reset);
+      var status = form.querySelector(".settings-status");
+      clearErrors(form);
+      if (status) status.textContent = "";
+      fetch(caps ? "/api/page-ai/capabilities" : "/api/page-ai/preferences", {
+        method: "PATCH",
+        credentials: "same-origin",
+        headers: { accept: "application/json", "content-type": "application/json", "x-csrf-token": CSRF },
+        body: JSON.stringify(p.body)
+      }).then(function (r) {
+        return r.json().catch(function () { return null; }).then(function (j) { return { ok: r.ok, json: j }; });
+      }, function () { return { ok: false, json: null }; }).then(function (r) {
+        if (r.ok) {
+          // A reset, a secret or the language changes what the page shows: show it as saved.
+          if (reset || caps || p.reload) { location.reload(); return; }
+          form.setAttribute("data-saved", "true");
+          if (status) status.textContent = root.getAttribute("data-saved") || "Saved";
+          return;
+        }
+        var err = r.json && r.json.error;
+        var fields = (err && err.fields) || {};
+        Object.keys(fields).forEach(function (k) {
+          var e = form.querySelector('.field-error[data-error-for="' + CSS.escape(k) + '"]');
+          if (e) { e.textContent = fields[k]; e.hidden = false; }
+        });
+        if (status) status.textContent = (root.getAttribute("data-failed") || "Not saved") + (err && err.message ? ": " + err.message : "");
+      });
+    });
   });
 })();

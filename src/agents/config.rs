@@ -38,6 +38,8 @@ pub struct AgentConfigRow {
     pub endpoint_url: Option<String>,
     pub model: Option<String>,
     pub api_key_cipher: Option<Vec<u8>>,
+    /// Other models the endpoint serves (a user may pick one of them or `model`).
+    pub extra_models: Vec<String>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -64,10 +66,12 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
 }
 
 pub async fn load(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
-    sqlx::query_as("select agent_id, endpoint_url, model, api_key_cipher, updated_at from agent_config where agent_id = $1")
-        .bind(agent.as_str())
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as(
+        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where agent_id = $1",
+    )
+    .bind(agent.as_str())
+    .fetch_optional(conn)
+    .await
 }
 
 /// The runtime `agent` runs on, with the provider and why.
@@ -87,7 +91,36 @@ pub fn provider_of(cfg: &Config, agent: AgentId, row: Option<&AgentConfigRow>) -
     if configured { (agent.configured_provider(), None) } else { (Provider::Builtin, Some("not_configured")) }
 }
 
-pub async fn resolve(cfg: &Config, conn: &mut PgConnection, tenant: Uuid, agent: AgentId) -> AppResult<Resolved> {
+/// What a run's frozen preferences tune in its runtime (each only within what the team's
+/// configuration allows).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// One of the agent's configured models (else its default model).
+    pub model: Option<String>,
+    /// At most the operator's `MNOTE_AGENT_MAX_TOOL_ROUNDS`.
+    pub max_tool_rounds: Option<usize>,
+}
+
+impl AgentConfigRow {
+    /// The models a user may pick: the default one, then the extra ones.
+    pub fn models(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.model.iter().cloned().collect();
+        for m in &self.extra_models {
+            if !out.contains(m) {
+                out.push(m.clone());
+            }
+        }
+        out
+    }
+}
+
+pub async fn resolve(
+    cfg: &Config,
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    agent: AgentId,
+    tuning: &Tuning,
+) -> AppResult<Resolved> {
     let row = load(conn, agent).await?;
     let (provider, note) = provider_of(cfg, agent, row.as_ref());
     let runtime: Arc<dyn AgentRuntime> = match provider {
@@ -98,13 +131,19 @@ pub async fn resolve(cfg: &Config, conn: &mut PgConnection, tenant: Uuid, agent:
                 Some(sealed) => Some(open_key(cfg, tenant, agent, sealed)?),
                 None => None,
             };
+            let model = match &tuning.model {
+                Some(m) if row.models().contains(m) => m.clone(),
+                _ => row.model.clone().unwrap_or_default(),
+            };
+            let max_tool_rounds =
+                tuning.max_tool_rounds.unwrap_or(cfg.agents.max_tool_rounds).clamp(1, cfg.agents.max_tool_rounds);
             Arc::new(openai::OpenAiRuntime::new(openai::OpenAiSettings {
                 endpoint: row.endpoint_url.unwrap_or_default(),
-                model: row.model.unwrap_or_default(),
+                model,
                 api_key,
                 with_tools: agent.uses_tools(),
                 idle_timeout: cfg.agents.idle_timeout,
-                max_tool_rounds: cfg.agents.max_tool_rounds,
+                max_tool_rounds,
             }))
         }
         Provider::Acp => Arc::new(acp::AcpRuntime::new(acp::AcpSettings {
@@ -179,24 +218,88 @@ pub struct ConfigInput {
     pub api_key: Option<String>,
 }
 
+/// `url` checked against the operator's allow-list (normalized), or why not.
+pub fn check_endpoint(cfg: &Config, url: &str) -> Result<String, &'static str> {
+    crate::platform::http::allow_listed(&cfg.agents.allowed_urls, url).map_err(|e| {
+        use crate::platform::http::AllowList;
+        match e {
+            AllowList::Malformed => "an http(s) URL without user, query or fragment",
+            AllowList::NoneAllowed => "no agent endpoint is allowed on this server (the operator sets MNOTE_AGENT_ALLOWED_URLS)",
+            AllowList::NotAllowed => "this URL is not among the agent endpoints the operator allows",
+        }
+    })
+}
+
+/// A model name (1–200 characters, trimmed), or why not.
+pub fn check_model(model: &str) -> Result<&str, &'static str> {
+    let model = model.trim();
+    if model.is_empty() || model.chars().count() > 200 || model.contains(',') {
+        return Err("a model name (1–200 characters, no comma)");
+    }
+    Ok(model)
+}
+
+/// `key` sealed for `agent` of `tenant` (the server needs `MNOTE_SECRET_KEY`).
+pub fn seal_key(cfg: &Config, tenant: Uuid, agent: AgentId, key: &str) -> AppResult<Vec<u8>> {
+    let master = cfg
+        .rag
+        .secret_key
+        .as_ref()
+        .ok_or_else(|| AppError::Upstream("the server has no secret key (MNOTE_SECRET_KEY) to store API keys with".into()))?;
+    Ok(master.seal(key.as_bytes(), aad(tenant, agent).as_bytes()))
+}
+
+/// A change of an agent's team configuration from the settings fields: each part absent =
+/// unchanged, `Some(None)` = cleared.
+#[derive(Debug, Default, Clone)]
+pub struct AdminPatch {
+    pub endpoint_url: Option<Option<String>>,
+    pub model: Option<Option<String>>,
+    pub extra_models: Option<Vec<String>>,
+    /// `Some(Some(sealed))` replaces the key, `Some(None)` removes it.
+    pub api_key: Option<Option<Vec<u8>>>,
+}
+
+impl AdminPatch {
+    pub fn is_empty(&self) -> bool {
+        self.endpoint_url.is_none() && self.model.is_none() && self.extra_models.is_none() && self.api_key.is_none()
+    }
+}
+
+/// Apply `patch` to `agent`'s configuration in the caller's transaction (values already
+/// checked). Row-level security lets only owners/admins write.
+pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
+    auth.require_admin()?;
+    let row = load(conn, agent).await?;
+    let endpoint = patch.endpoint_url.unwrap_or_else(|| row.as_ref().and_then(|r| r.endpoint_url.clone()));
+    let model = patch.model.unwrap_or_else(|| row.as_ref().and_then(|r| r.model.clone()));
+    let extra = patch.extra_models.unwrap_or_else(|| row.as_ref().map(|r| r.extra_models.clone()).unwrap_or_default());
+    let key = patch.api_key.unwrap_or_else(|| row.as_ref().and_then(|r| r.api_key_cipher.clone()));
+    sqlx::query(
+        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, extra_models, api_key_cipher, updated_by) \
+         values ($1, $2, $3, $4, $5, $6, $7) \
+         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model, \
+             extra_models = excluded.extra_models, api_key_cipher = excluded.api_key_cipher, \
+             updated_by = excluded.updated_by, updated_at = now()",
+    )
+    .bind(auth.tenant_id)
+    .bind(agent.as_str())
+    .bind(endpoint)
+    .bind(model)
+    .bind(extra)
+    .bind(key)
+    .bind(auth.user_id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigInput) -> AppResult<AgentView> {
     auth.require_admin()?;
     if agent.configured_provider() != Provider::OpenAi {
         return Err(AppError::invalid("agentId", "this agent runs the operator's ACP command; it has no endpoint to set"));
     }
-    let url = crate::platform::http::allow_listed(&state.config.agents.allowed_urls, &input.endpoint_url).map_err(|e| {
-        use crate::platform::http::AllowList;
-        AppError::invalid(
-            "endpointUrl",
-            match e {
-                AllowList::Malformed => "an http(s) URL without user, query or fragment",
-                AllowList::NoneAllowed => {
-                    "no agent endpoint is allowed on this server (the operator sets MNOTE_AGENT_ALLOWED_URLS)"
-                }
-                AllowList::NotAllowed => "this URL is not among the agent endpoints the operator allows",
-            },
-        )
-    })?;
+    let url = check_endpoint(&state.config, &input.endpoint_url).map_err(|m| AppError::invalid("endpointUrl", m))?;
     let model = input.model.trim();
     if model.is_empty() || model.len() > 200 {
         return Err(AppError::invalid("model", "a model name (1–200 characters)"));
@@ -204,12 +307,7 @@ pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigIn
     let sealed = match input.api_key.as_deref().map(str::trim) {
         None => None,
         Some("") => Some(None),
-        Some(k) => {
-            let master = state.config.rag.secret_key.as_ref().ok_or_else(|| {
-                AppError::Upstream("the server has no secret key (MNOTE_SECRET_KEY) to store API keys with".into())
-            })?;
-            Some(Some(master.seal(k.as_bytes(), aad(auth.tenant_id, agent).as_bytes())))
-        }
+        Some(k) => Some(Some(seal_key(&state.config, auth.tenant_id, agent, k)?)),
     };
     let mut tx = auth.tx(state).await?;
     sqlx::query(

@@ -10,7 +10,14 @@ use std::{sync::Arc, time::Duration};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use super::{AgentError, AgentId, RunEnv, RunInput, Turn, TurnRole, config, tools::ToolBox, verify};
+use super::{
+    AgentError, AgentId, RunEnv, RunInput, Turn, TurnRole,
+    capabilities::{self, Switches},
+    config, descriptors,
+    preferences::RunPreferences,
+    tools::ToolBox,
+    verify,
+};
 use crate::{
     auth::{Auth, Via},
     db::{Scope, TenantTx},
@@ -70,20 +77,33 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     };
     let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
     let agent = AgentId::parse(&run.agent_id).unwrap_or(AgentId::Hermes);
-    let resolved = {
+    // The preferences frozen at creation tune the runtime; the tenant's capability switches
+    // are read now (a capability switched off since is not offered any more).
+    let prefs = RunPreferences::from_snapshot(&run.preferences);
+    let (resolved, switches) = {
         let mut tx = actor.tx(state).await?;
-        let r = config::resolve(&state.config, &mut tx, tenant, agent).await;
+        let r = config::resolve(&state.config, &mut tx, tenant, agent, &prefs.tuning(agent)).await;
+        let switches = capabilities::load(&mut tx).await;
         tx.commit().await?;
         match r {
-            Ok(r) => r,
+            Ok(r) => (r, switches?),
             Err(e) => return fail(state, &run, e.code(), &e.to_string()).await,
         }
     };
+    let allowed = allowed_capabilities(agent, &switches, &prefs);
     let transcript = transcript_of(state, &actor, &run).await?;
     let events = EventSink::db(state.pool.clone(), tenant, run_id, agent.source());
-    let tools = Arc::new(ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await);
+    let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
+    let tools = Arc::new(tools.restrict(&allowed));
     let env = RunEnv { events: events.clone(), tools: tools.clone(), cancel: stop.clone() };
-    let input = RunInput { host_run_id: run_id, agent, prompt: run.prompt.clone(), context: run.context(), transcript };
+    let input = RunInput {
+        host_run_id: run_id,
+        agent,
+        prompt: run.prompt.clone(),
+        context: run.context(),
+        transcript,
+        preferences: prefs.for_agent(agent),
+    };
 
     let cancel_watch = tokio::spawn(watch_cancel(state.clone(), tenant, run_id, stop.clone(), reason.clone()));
     let _cancel_watch = AbortOnDrop(cancel_watch);
@@ -165,6 +185,16 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+/// The capabilities a run of `agent` gets: the agent's own, less those the tenant switched
+/// off and knowledge RAG when the user's preference turned it off.
+pub fn allowed_capabilities(agent: AgentId, switches: &Switches, prefs: &RunPreferences) -> Vec<&'static str> {
+    descriptors::agent_capabilities(agent)
+        .into_iter()
+        .filter(|c| switches.enabled(c))
+        .filter(|c| *c != super::tools::CAPABILITY_KNOWLEDGE_RAG || prefs.use_knowledge_rag(agent))
+        .collect()
 }
 
 async fn fail(state: &AppState, run: &RunRow, code: &str, message: &str) -> anyhow::Result<()> {

@@ -12,12 +12,18 @@
 //! answer against the evidence it names. Runs never modify documents.
 
 pub mod acp;
+pub mod api;
 pub mod builtin;
+pub mod capabilities;
 pub mod citations;
 pub mod config;
+pub mod descriptors;
 pub mod executor;
 pub mod openai;
 pub mod pages;
+pub mod preferences;
+pub mod queries;
+pub mod selftest;
 pub mod tools;
 pub mod verify;
 
@@ -126,6 +132,8 @@ pub struct RunInput {
     /// Earlier turns, oldest first (empty for a fresh run). A resumed run's last turn may be
     /// the parent's partial answer: continue it, do not repeat it.
     pub transcript: Vec<Turn>,
+    /// The user's preferences frozen into the run (`ai.common.*` and this agent's scope).
+    pub preferences: std::collections::BTreeMap<String, serde_json::Value>,
 }
 
 /// What a runtime works with.

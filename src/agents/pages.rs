@@ -1,31 +1,42 @@
-//! `/settings/agents`: what each agent runs on in this team. Admins set the OpenAI-compatible
-//! endpoint, model and API key of `hermes` and `chat_only` (the key is write-only: the page
-//! says only whether one is set); members see the same page read-only. `reasonix` runs the
-//! operator's ACP command, so it has nothing to set here.
+//! `/settings/agents`: the agent settings, rendered entirely from the caller's descriptors — a
+//! common tab (`ai.common.*`) and one tab per agent (`ai.agent.<agentId>.*`), a control per
+//! field kind, each error next to its field; for admins also each agent's team configuration
+//! (endpoint, models, API key: write-only) and the capability switches. No form here knows an
+//! agent: a field added to a descriptor (the registry or the operator's extra fields) shows up
+//! and saves like the others. Plain forms without JavaScript; `ai-run.js` switches the tabs
+//! and saves the same forms inline through `PATCH /api/page-ai/preferences`.
+
+use std::collections::BTreeMap;
 
 use askama::Template;
 use axum::{
-    Form,
-    extract::{Path, State},
-    response::Redirect,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
+use serde_json::{Value, json};
 use tower_sessions::Session;
 
 use super::{
     AgentId, Provider,
-    config::{self, AgentView, ConfigInput},
+    capabilities::{self, Switches},
+    config::AgentView,
+    descriptors::{self, Descriptor, Descriptors, Field, FieldKind},
+    preferences, tools,
 };
 use crate::{
+    auth,
     error::{AppError, AppResult},
     state::AppState,
     web::{Page, PageCtx, flash, render},
 };
 
-/// `GET /settings/agents`, `POST /settings/agents/{agent}`.
+/// `GET /settings/agents`, `POST /settings/agents/{tab}` (`common`, an agent id, or
+/// `capabilities`).
 pub fn page_router() -> axum::Router<AppState> {
     use axum::routing::{get, post};
-    axum::Router::new().route("/settings/agents", get(agents_page)).route("/settings/agents/{agent}", post(save_form))
+    axum::Router::new().route("/settings/agents", get(agents_page)).route("/settings/agents/{tab}", post(save_form))
 }
 
 /// What `view`'s agent runs on, in words (the agent picker and this page say the same).
@@ -39,78 +50,262 @@ pub fn runs_on(ctx: &PageCtx, v: &AgentView) -> String {
     if v.uses_tools { base } else { format!("{base} · {}", ctx.t("ai.no_tools")) }
 }
 
-/// One agent's row.
-struct AgentRow {
-    view: AgentView,
+/// One capability switch as the common tab shows it.
+struct CapabilityRow {
+    id: &'static str,
+    label: String,
+    enabled: bool,
+    /// The tools it groups.
+    tools: String,
+}
+
+/// One agent's tab.
+struct AgentTab {
+    d: Descriptor,
     runs_on: String,
-    /// What the operator decides for an agent configured outside the team (`reasonix`).
-    operator_note: Option<String>,
+}
+
+impl AgentTab {
+    fn descriptor(&self) -> &Descriptor {
+        &self.d
+    }
+}
+
+/// What a descriptor's agent runs on, in words (the Page AI picker says the same).
+pub fn runs_on_words(ctx: &PageCtx, d: &Descriptor) -> String {
+    let model = d.fields.iter().find(|f| f.key.ends_with(".model")).map(Field::text).unwrap_or_default();
+    let base = match (d.runtime_provider, d.runtime_configured) {
+        (Provider::Builtin, false) => ctx.t("ai.runs_on.builtin_not_configured"),
+        (Provider::Builtin, true) => ctx.t("ai.runs_on.builtin"),
+        (Provider::OpenAi, _) => ctx.t("ai.runs_on.openai").replace("{model}", &model),
+        (Provider::Acp, _) => ctx.t("ai.runs_on.acp"),
+    };
+    if d.tools.is_empty() { format!("{base} · {}", ctx.t("ai.no_tools")) } else { base }
 }
 
 #[derive(Template)]
-#[template(path = "ai/agents.html")]
-struct AgentsPage {
+#[template(path = "settings/agents.html")]
+struct SettingsPage {
     ctx: PageCtx,
-    agents: Vec<AgentRow>,
+    descriptors: Descriptors,
+    tabs: Vec<AgentTab>,
+    tab: String,
+    errors: BTreeMap<String, String>,
     is_admin: bool,
     allowed: Vec<String>,
+    capabilities: Vec<CapabilityRow>,
     /// Whether the server can store an API key at all (`MNOTE_SECRET_KEY`).
     can_store_keys: bool,
 }
 
-pub async fn agents_page(State(state): State<AppState>, page: Page) -> AppResult<axum::response::Response> {
-    let views = config::views(&state, &page.auth).await?;
-    let ctx = page.ctx;
-    let agents = views
-        .into_iter()
-        .map(|v| {
-            let operator_note = (!v.configurable).then(|| match v.provider {
-                Provider::Acp => ctx.t("agents.operator_configured"),
-                _ => ctx.t("agents.operator_not_configured"),
-            });
-            AgentRow { runs_on: runs_on(&ctx, &v), operator_note, view: v }
-        })
-        .collect();
+#[derive(Debug, Default, Deserialize)]
+pub struct TabQuery {
+    #[serde(default)]
+    tab: Option<String>,
+}
+
+fn known_tab(tab: Option<&str>) -> String {
+    match tab {
+        Some(t) if AgentId::parse(t).is_some() => t.to_string(),
+        _ => "common".to_string(),
+    }
+}
+
+async fn page_for(
+    state: &AppState,
+    page: Page,
+    tab: String,
+    errors: BTreeMap<String, String>,
+    attempted: &BTreeMap<String, Value>,
+) -> AppResult<Response> {
+    let mut d = descriptors::for_caller(state, &page.auth, page.ctx.lang).await?;
+    // A form that failed shows what was typed (never a secret).
+    for f in d.common.fields.iter_mut().chain(d.items.iter_mut().flat_map(|x| x.fields.iter_mut())) {
+        if let Some(v) = attempted.get(&f.key)
+            && !f.secret
+        {
+            f.value = v.clone();
+        }
+    }
     let is_admin = page.auth.role.is_admin();
-    render(AgentsPage {
-        ctx,
-        agents,
+    let capabilities = if is_admin {
+        let switches: Switches = capabilities::get_switches(state, &page.auth).await?;
+        capabilities::all()
+            .into_iter()
+            .map(|c| CapabilityRow {
+                id: c,
+                label: page.ctx.tk("agents.cap", c),
+                enabled: switches.enabled(c),
+                tools: tools::registry().iter().filter(|t| t.capability == c).map(|t| t.name).collect::<Vec<_>>().join(", "),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let failed = !errors.is_empty();
+    let tabs = d.items.iter().map(|x| AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone() }).collect();
+    let resp = render(SettingsPage {
+        ctx: page.ctx,
+        descriptors: d,
+        tabs,
+        tab,
+        errors,
         is_admin,
         allowed: if is_admin { state.config.agents.allowed_urls.clone() } else { Vec::new() },
+        capabilities,
         can_store_keys: state.config.rag.secret_key.is_some(),
-    })
+    })?;
+    Ok(if failed { (StatusCode::UNPROCESSABLE_ENTITY, resp).into_response() } else { resp })
 }
 
-#[derive(Debug, Deserialize)]
-pub struct SaveForm {
-    endpoint_url: String,
-    model: String,
-    /// Empty: keep the stored key.
-    #[serde(default)]
-    api_key: String,
-    /// `on`: remove the stored key.
-    #[serde(default)]
-    remove_key: Option<String>,
+/// `GET /settings/agents?tab=`
+pub async fn agents_page(State(state): State<AppState>, page: Page, Query(q): Query<TabQuery>) -> AppResult<Response> {
+    let tab = known_tab(q.tab.as_deref());
+    page_for(&state, page, tab, BTreeMap::new(), &BTreeMap::new()).await
 }
 
-/// `POST /settings/agents/{agent}`: an error of the API (a URL outside the operator's
-/// allow-list, no model) comes back as the page's notice.
+/// The values a settings form sent for `fields`: `(patch, what to show again on error,
+/// errors of values that are not even of the field's kind)`. A checkbox that is not ticked
+/// sends nothing, so within a submitted section an absent boolean is `false` and an absent
+/// multiselect is empty; an empty secret keeps the stored one (its "remove" box clears it);
+/// an empty number resets it.
+pub fn form_values<'a>(
+    fields: impl Iterator<Item = &'a Field>,
+    pairs: &[(String, String)],
+    reset: bool,
+) -> (serde_json::Map<String, Value>, BTreeMap<String, Value>, BTreeMap<String, String>) {
+    let mut patch = serde_json::Map::new();
+    let mut shown = BTreeMap::new();
+    let mut errors = BTreeMap::new();
+    for f in fields {
+        let all: Vec<&str> = pairs.iter().filter(|(k, _)| *k == f.key).map(|(_, v)| v.as_str()).collect();
+        if reset {
+            if !f.secret {
+                patch.insert(f.key.clone(), Value::Null);
+            }
+            continue;
+        }
+        let first = all.first().copied();
+        let v = match f.kind {
+            FieldKind::Boolean => json!(all.contains(&"true")),
+            FieldKind::Multiselect => json!(all.iter().filter(|v| !v.is_empty()).collect::<Vec<_>>()),
+            FieldKind::Secret => {
+                let remove = pairs.iter().any(|(k, v)| *k == format!("{}.remove", f.key) && v == "on");
+                match first.map(str::trim).filter(|s| !s.is_empty()) {
+                    Some(s) => json!(s),
+                    None if remove => Value::Null,
+                    None => continue,
+                }
+            }
+            FieldKind::Number => match first.map(str::trim) {
+                None => continue,
+                Some("") => Value::Null,
+                Some(s) => match s.parse::<f64>() {
+                    Ok(n) if n.fract() == 0.0 && n.abs() < 1e15 => json!(n as i64),
+                    Ok(n) => json!(n),
+                    Err(_) => {
+                        errors.insert(f.key.clone(), "a number".to_string());
+                        shown.insert(f.key.clone(), json!(s));
+                        continue;
+                    }
+                },
+            },
+            FieldKind::Select | FieldKind::String => match first {
+                None => continue,
+                Some(s) => json!(s),
+            },
+        };
+        if !f.secret {
+            shown.insert(f.key.clone(), v.clone());
+        }
+        patch.insert(f.key.clone(), v);
+    }
+    (patch, shown, errors)
+}
+
+/// `POST /settings/agents/{tab}`: the tab's user or admin section (or the capability
+/// switches). Saved: back to the tab with a notice. Not saved: the page again (422) with each
+/// error next to its field and the values as typed.
 pub async fn save_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
-    Path(agent): Path<String>,
-    Form(f): Form<SaveForm>,
-) -> AppResult<Redirect> {
-    let agent = AgentId::parse(&agent).ok_or(AppError::NotFound)?;
-    let api_key =
-        if f.remove_key.is_some() { Some(String::new()) } else { Some(f.api_key.trim().to_string()).filter(|k| !k.is_empty()) };
-    let input = ConfigInput { endpoint_url: f.endpoint_url.trim().to_string(), model: f.model, api_key };
-    let msg = match config::put(&state, &page.auth, agent, &input).await {
-        Ok(v) => format!("{} · {}", page.ctx.t("agents.saved").replace("{agent}", v.display_name), runs_on(&page.ctx, &v)),
-        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => format!("{}: {e}", page.ctx.t("agents.not_saved")),
-        Err(e) => return Err(e),
+    Path(tab): Path<String>,
+    axum::Form(pairs): axum::Form<Vec<(String, String)>>,
+) -> AppResult<Response> {
+    let lang = page.ctx.lang;
+    if tab == "capabilities" {
+        let on: Vec<&str> = pairs.iter().filter(|(k, _)| k == "capability").map(|(_, v)| v.as_str()).collect();
+        let input: serde_json::Map<String, Value> =
+            capabilities::all().into_iter().map(|c| (c.to_string(), json!(on.contains(&c)))).collect();
+        capabilities::patch(&state, &page.auth, &input).await?;
+        flash(&session, page.ctx.t("agents.saved_inline")).await?;
+        return Ok(Redirect::to("/settings/agents?tab=common").into_response());
+    }
+    if tab != "common" && AgentId::parse(&tab).is_none() {
+        return Err(AppError::NotFound);
+    }
+    let admin_section = pairs.iter().any(|(k, v)| k == "section" && v == "admin");
+    if admin_section {
+        page.auth.require_admin()?;
+    }
+    let reset = pairs.iter().any(|(k, _)| k == "reset");
+    let d = descriptors::for_caller(&state, &page.auth, lang).await?;
+    let fields: Vec<&Field> = if tab == "common" {
+        d.common.fields.iter().collect()
+    } else {
+        d.items.iter().filter(|x| x.agent_id == tab).flat_map(|x| x.fields.iter()).collect()
     };
-    flash(&session, msg).await?;
-    Ok(Redirect::to("/settings/agents"))
+    let fields = fields.into_iter().filter(|f| f.is_admin() == admin_section);
+    let (patch, shown, mut errors) = form_values(fields, &pairs, reset);
+    if errors.is_empty() {
+        match preferences::patch(&state, &page.auth, lang, &patch).await {
+            Ok(p) => {
+                if let Some(l) = p.language {
+                    match l {
+                        Some(code) => session.insert(auth::LOCALE, code).await.map_err(auth::session_err)?,
+                        None => {
+                            session.remove::<String>(auth::LOCALE).await.map_err(auth::session_err)?;
+                        }
+                    }
+                }
+                flash(&session, page.ctx.t("agents.saved_inline")).await?;
+                return Ok(Redirect::to(&format!("/settings/agents?tab={tab}")).into_response());
+            }
+            Err(AppError::Invalid { fields, .. }) => errors = fields,
+            Err(e) => return Err(e),
+        }
+    }
+    page_for(&state, page, known_tab(Some(&tab)), errors, &shown).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::web::Lang;
+
+    #[test]
+    fn form_pairs_become_a_tri_state_patch() {
+        let cfg = Config::for_tests("postgres://x".into(), "/tmp".into(), vec![]);
+        let d = descriptors::build(&cfg, &descriptors::Facts::sample(true), Lang::En);
+        let hermes = d.get(AgentId::Hermes).unwrap();
+        let pairs: Vec<(String, String)> = vec![
+            ("ai.agent.hermes.max_tool_rounds".into(), "".into()),
+            ("ai.agent.hermes.api_key".into(), "".into()),
+            ("ai.agent.hermes.endpoint_url".into(), "http://x".into()),
+        ];
+        let (patch, _, errors) = form_values(hermes.fields.iter(), &pairs, false);
+        assert!(errors.is_empty());
+        assert_eq!(patch["ai.agent.hermes.max_tool_rounds"], Value::Null, "empty number: reset");
+        assert!(!patch.contains_key("ai.agent.hermes.api_key"), "empty secret: kept");
+        assert_eq!(patch["ai.agent.hermes.use_knowledge_rag"], json!(false), "unticked box: false");
+        assert!(!patch.contains_key("ai.agent.hermes.model"), "absent select: unchanged");
+        let pairs = vec![("ai.agent.hermes.max_tool_rounds".to_string(), "many".to_string())];
+        let (_, shown, errors) = form_values(hermes.fields.iter(), &pairs, false);
+        assert_eq!(errors["ai.agent.hermes.max_tool_rounds"], "a number");
+        assert_eq!(shown["ai.agent.hermes.max_tool_rounds"], json!("many"));
+        let (patch, _, _) = form_values(d.common.fields.iter(), &[], true);
+        assert!(patch.values().all(Value::is_null) && patch.len() == d.common.fields.len());
+    }
 }

@@ -3,6 +3,7 @@
 //! row-level security as the HTTP API, acting as a real member (`crate::context::act_as`).
 
 mod admin;
+mod agents;
 mod bench;
 mod index;
 mod rag;
@@ -119,6 +120,12 @@ pub enum Command {
         #[command(subcommand)]
         command: RagCommand,
     },
+    /// AI agents: `selftest` checks that the tool registry, the function-calling and ACP
+    /// mappings and the agent descriptors agree.
+    Agents {
+        #[command(subcommand)]
+        command: AgentsCommand,
+    },
     /// Benchmarks (see docs/BENCHMARKS.md).
     Bench {
         #[command(subcommand)]
@@ -147,6 +154,20 @@ pub enum Command {
         height: u32,
         src: std::path::PathBuf,
         out: std::path::PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+pub enum AgentsCommand {
+    /// Fail when the tool registry, the function-calling mapping, the ACP mapping and the
+    /// descriptors disagree on names or schemas, or the descriptors JSON does not validate
+    /// against docs/schemas/; with --tenant also a real member's descriptors.
+    Selftest {
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The member whose descriptors are checked (default: the first owner).
+        #[arg(long = "as")]
+        as_email: Option<String>,
     },
 }
 
@@ -430,6 +451,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             .await
         }
         Command::Rag { command: RagCommand::Resync { tenant, kb } } => rag::resync(&tenant, &kb).await,
+        Command::Agents { command: AgentsCommand::Selftest { tenant, as_email } } => {
+            agents::selftest(tenant.as_deref(), as_email.as_deref()).await
+        }
         Command::Bench { command } => bench::run(command).await,
         Command::ParseFile { kind, probe, path } => {
             let code = if probe {

@@ -18,11 +18,16 @@ use super::{
     stream,
 };
 use crate::{
-    agents::{AgentId, config as agent_config, executor, tools},
+    agents::{
+        AgentId, config as agent_config, descriptors, executor,
+        preferences::{self as agent_preferences, RunPreferences},
+        tools,
+    },
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
     kbs,
     state::AppState,
+    web::Lang,
 };
 
 const MAX_PROMPT_CHARS: usize = 20_000;
@@ -37,9 +42,6 @@ pub struct CreateRun {
     pub prompt: String,
     #[serde(default)]
     pub context_refs: ContextRefs,
-    /// Frozen into the run (per-user preferences arrive with the agent descriptors).
-    #[serde(default)]
-    pub preferences: Option<serde_json::Map<String, Value>>,
     /// Resume: the interrupted (or failed, cancelled) run this one continues.
     #[serde(default)]
     pub parent_run_id: Option<Uuid>,
@@ -124,11 +126,18 @@ impl Started {
 /// request id of another user's run is a conflict. Used by the API and the page form.
 pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<Started> {
     let agent = validate(state, auth, body).await?;
+    // The caller's preferences as of now are frozen into the run (hash + values); the tools
+    // it will be offered follow the tenant's switches and those preferences.
+    let facts = descriptors::facts(state, auth).await?;
+    let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent);
+    let (provider, note) = agent_config::provider_of(&state.config, agent, facts.configs.get(&agent));
+    let allowed = executor::allowed_capabilities(agent, &facts.switches, &RunPreferences::from_snapshot(&preferences));
+    let tool_names: Vec<&str> = if agent.uses_tools() {
+        tools::registry().iter().filter(|t| allowed.contains(&t.capability)).map(|t| t.name).collect()
+    } else {
+        Vec::new()
+    };
     let mut tx = auth.tx(state).await?;
-    let row = agent_config::load(&mut tx, agent).await?;
-    let (provider, note) = agent_config::provider_of(&state.config, agent, row.as_ref());
-    let tool_names: Vec<&str> = if agent.uses_tools() { tools::registry().iter().map(|t| t.name).collect() } else { Vec::new() };
-    let preferences = Value::Object(body.preferences.clone().unwrap_or_default());
     let target = sha256_hex(&json!({"agentId": agent.as_str(), "contextRefs": &body.context_refs, "prompt": body.prompt.trim()}));
     let capability = sha256_hex(&json!({"provider": provider.as_str(), "tools": tool_names}));
     let created = store::create(

@@ -29,10 +29,9 @@ use super::{
     store::{self, RunRow},
 };
 use crate::{
-    agents::{AgentId, config as agent_config, pages as agent_pages},
+    agents::{AgentId, descriptors, pages as agent_pages},
     auth::Auth,
     error::{AppError, AppResult},
-    kbs,
     state::AppState,
     web::{Lang, Page, PageCtx, flash, render},
 };
@@ -411,7 +410,24 @@ pub struct AgentChoice {
     id: &'static str,
     name: &'static str,
     note: String,
+    caps: String,
     selected: bool,
+}
+
+/// `Evidence · Knowledge graph (switched off)`: an agent's capabilities as its descriptor says.
+fn capability_words(ctx: &PageCtx, d: &descriptors::Descriptor) -> String {
+    if d.capability_states.is_empty() {
+        return ctx.t("agents.without_tools");
+    }
+    let parts: Vec<String> = d
+        .capability_states
+        .iter()
+        .map(|(c, s)| {
+            let name = ctx.tk("agents.cap", c);
+            if *s == "enabled" { name } else { format!("{name} ({})", ctx.tk("agents.cap_state", s)) }
+        })
+        .collect();
+    format!("{}: {}", ctx.t("agents.capabilities"), parts.join(" · "))
 }
 
 pub struct KbChoice {
@@ -427,6 +443,8 @@ struct AiPage {
     labels: String,
     agents: Vec<AgentChoice>,
     agent_note: String,
+    /// The picked agent's capabilities, in words.
+    agent_caps: String,
     kbs: Vec<KbChoice>,
     request_id: String,
     session_id: String,
@@ -455,9 +473,10 @@ async fn page_of(
     kbs_in_context: Option<&[Uuid]>,
     run: Option<(RunRow, Vec<store::EventRow>)>,
 ) -> AppResult<Response> {
-    let views = agent_config::views(state, &page.auth).await?;
+    // Agents, the default agent, the KBs with the default ones and each agent's capabilities
+    // all come from the caller's descriptors.
+    let d = descriptors::for_caller(state, &page.auth, page.ctx.lang).await?;
     let mut tx = page.auth.tx(state).await?;
-    let kb_rows = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     let (session_id, session_fixed) = match session {
         Some(s) => (s, true),
         None => (fresh_id(), false),
@@ -465,24 +484,37 @@ async fn page_of(
     let runs = if session_fixed { store::session_runs(&mut tx, page.auth.user_id, &session_id, 50).await? } else { Vec::new() };
     tx.commit().await?;
     let ctx = page.ctx;
-    let picked = agent.and_then(AgentId::parse).unwrap_or(AgentId::Hermes);
-    let agents: Vec<AgentChoice> = views
+    let picked = agent.and_then(AgentId::parse).unwrap_or_else(|| d.default_agent());
+    let agents: Vec<AgentChoice> = d
+        .items
         .iter()
-        .map(|v| AgentChoice {
-            id: v.agent_id,
-            name: v.display_name,
-            note: agent_pages::runs_on(&ctx, v),
-            selected: v.agent_id == picked.as_str(),
+        .map(|x| AgentChoice {
+            id: x.agent_id,
+            name: x.display_name,
+            note: agent_pages::runs_on_words(&ctx, x),
+            caps: capability_words(&ctx, x),
+            selected: x.agent_id == picked.as_str(),
         })
         .collect();
     let agent_note = agents.iter().find(|a| a.selected).map(|a| a.note.clone()).unwrap_or_default();
-    let kbs = kb_rows
+    let agent_caps = agents.iter().find(|a| a.selected).map(|a| a.caps.clone()).unwrap_or_default();
+    // The context: the run's KBs, else the user's default KBs, else every KB they can read.
+    let defaults = d.default_kbs();
+    let in_context: Option<&[Uuid]> = match kbs_in_context {
+        Some(ids) => Some(ids),
+        None if !defaults.is_empty() => Some(defaults.as_slice()),
+        None => None,
+    };
+    let kbs = d
+        .common
+        .fields
+        .iter()
+        .find(|f| f.key == "ai.common.default_kbs")
+        .map(|f| f.options_list().to_vec())
+        .unwrap_or_default()
         .into_iter()
-        .map(|k| KbChoice {
-            checked: kbs_in_context.is_none_or(|ids| ids.is_empty() || ids.contains(&k.id)),
-            id: k.id,
-            name: k.name,
-        })
+        .filter_map(|o| Some((Uuid::parse_str(&o.value).ok()?, o.label)))
+        .map(|(id, name)| KbChoice { checked: in_context.is_none_or(|ids| ids.is_empty() || ids.contains(&id)), id, name })
         .collect();
     let current = run.as_ref().map(|(r, _)| r.id);
     let detail = run.map(|(r, events)| run_detail(&ctx, &r, &events));
@@ -492,6 +524,7 @@ async fn page_of(
         ctx,
         agents,
         agent_note,
+        agent_caps,
         kbs,
         request_id: fresh_id(),
         session_id,
@@ -635,7 +668,6 @@ pub async fn create_form(
         agent_id: f.agent_id,
         prompt: f.prompt,
         context_refs: ContextRefs { kb_ids, source_ids: f.source_ids, evidence_ids: Vec::new() },
-        preferences: None,
         parent_run_id: None,
         resume_request_id: None,
     };
@@ -673,7 +705,6 @@ pub async fn resume_form(
         agent_id: parent.agent_id.clone(),
         prompt: parent.prompt.clone(),
         context_refs: parent.context(),
-        preferences: None,
         parent_run_id: Some(id),
         resume_request_id: Some(f.resume_request_id),
     };

@@ -10,6 +10,8 @@ use crate::helpers::*;
 
 const TENANT_TABLES: &[&str] = &[
     "agent_config",
+    "ai_capability_setting",
+    "ai_preference",
     "ai_run",
     "ai_run_event",
     "api_token",
@@ -89,7 +91,8 @@ async fn seed_rag(app: &TestApp, tenant: Uuid, kb: Uuid) {
     tx.commit().await.unwrap();
 }
 
-/// A run of the member with its events, and an agent configuration.
+/// A run of the member with its events, an agent configuration, a capability switch and a
+/// preference of the member.
 async fn seed_runs(app: &TestApp, tenant: Uuid, member: Uuid) {
     let c = app.api(tenant, member).await;
     let (st, run) = c
@@ -104,6 +107,15 @@ async fn seed_runs(app: &TestApp, tenant: Uuid, member: Uuid) {
     .execute(&mut *tx)
     .await
     .unwrap();
+    tx.commit().await.unwrap();
+    let (st, p) = c.send_json("PATCH", "/api/page-ai/preferences", json!({"ai.common.citation_style": "footnotes"})).await;
+    assert_eq!(st, StatusCode::OK, "{p}");
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    sqlx::query("insert into ai_capability_setting (tenant_id, capability, enabled) values ($1, 'knowledge_rag', false)")
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     tx.commit().await.unwrap();
 }
 

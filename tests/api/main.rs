@@ -5,6 +5,7 @@ mod helpers;
 
 mod accounts;
 mod cli;
+mod descriptors;
 mod fixtures;
 mod grants;
 mod hostile;
@@ -20,6 +21,7 @@ mod mcp;
 mod mineru;
 mod ops;
 mod pages;
+mod preferences;
 mod runs_acp;
 mod runs_builtin;
 mod runs_journal;

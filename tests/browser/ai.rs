@@ -301,27 +301,30 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     );
     shot(&b, ".ai-panel", "viewer-panel").await;
 
-    // The agent settings: everything on built-in, reasonix left to the operator.
-    b.goto("/settings/agents").await;
-    b.wait_for("#agent-hermes form.ai-agent-form").await;
-    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("runs offline (built-in): not configured"));
-    assert!(text(&b, "#agent-reasonix .ai-operator-note").await.contains("Not configured by the server operator"));
-    assert_eq!(count(&b, "#agent-reasonix form").await, 0);
-    assert_eq!(text(&b, "#agent-hermes .ai-key-state").await, "no key");
+    // The agent settings (rendered from the descriptors): everything on built-in, reasonix
+    // left to the operator.
+    b.goto("/settings/agents?tab=hermes").await;
+    b.wait_for("#panel-hermes form.settings-form[data-section=admin]").await;
+    assert!(text(&b, "#panel-hermes .ai-runs-on").await.contains("runs offline (built-in): not configured"));
+    assert!(text(&b, "#panel-reasonix .ai-operator-note").await.contains("Not configured by the server operator"));
+    assert_eq!(count(&b, "#panel-reasonix form[data-section=admin]").await, 0);
+    assert_eq!(text(&b, "#panel-hermes .settings-secret-state").await, "no key");
     b.screenshot("settings-en").await;
 
     // 中文
     to_chinese(&b).await;
-    b.goto("/settings/agents").await;
-    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("离线运行（内置）：未配置"));
+    b.goto("/settings/agents?tab=hermes").await;
+    assert!(text(&b, "#panel-hermes .ai-runs-on").await.contains("离线运行（内置）：未配置"));
     b.screenshot("settings-zh").await;
-    // A member sees the page read-only and cannot save.
+    // A member sees no admin section and cannot save one.
     app.add_user(seed.tenant, "member@acme.test", "member").await;
     let mut m = app.login("member@acme.test").await;
     let (st, html) = m.page("/settings/agents").await;
     assert_eq!(st, StatusCode::OK);
-    assert!(html.contains("id=\"agent-hermes\"") && !html.contains("ai-agent-form"), "{html}");
-    let r = m.post_form("/settings/agents/hermes", &[("endpoint_url", "http://127.0.0.1:9/v1"), ("model", "m")]).await;
+    assert!(html.contains("id=\"panel-hermes\"") && !html.contains("data-section=\"admin\""), "{html}");
+    let r = m
+        .post_form("/settings/agents/hermes", &[("section", "admin"), ("ai.agent.hermes.endpoint_url", "http://127.0.0.1:9/v1")])
+        .await;
     assert_eq!(r.status(), StatusCode::FORBIDDEN);
     b.goto("/ai").await;
     b.find("#ai-run button.ai-new-session").await.click().await.unwrap();
@@ -520,15 +523,24 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
     let rt = hermes_runtime().await;
     let (b, id) = reload_mid_answer(&rt, "ai-resume").await;
 
-    // The settings page: hermes on the mock; a URL outside the allow-list is refused with the API's reason.
-    b.goto("/settings/agents").await;
-    assert!(text(&b, "#agent-hermes .ai-runs-on").await.contains("scripted"));
-    let url = b.find("#agent-hermes input[name=endpoint_url]").await;
+    // The settings page: hermes on the mock; a URL outside the allow-list is refused (saved
+    // inline), the reason next to the field.
+    b.goto("/settings/agents?tab=hermes").await;
+    assert!(text(&b, "#panel-hermes .ai-runs-on").await.contains("scripted"));
+    let url = b.find("#panel-hermes input[name='ai.agent.hermes.endpoint_url']").await;
     url.clear().await.unwrap();
     url.send_keys("http://evil.example/v1").await.unwrap();
-    b.find("#agent-hermes form button").await.click().await.unwrap();
-    let flash = b.poll("the notice", "const f = document.querySelector('.flash'); return f && f.textContent", vec![]).await;
-    assert!(flash.as_str().unwrap().contains("未保存"), "{flash}");
+    b.find("#panel-hermes form[data-section=admin] button.primary").await.click().await.unwrap();
+    let err = b
+        .poll(
+            "the field's error",
+            "const e = document.querySelector('#panel-hermes [data-error-for=\"ai.agent.hermes.endpoint_url\"]'); \
+             return e && !e.hidden && e.textContent",
+            vec![],
+        )
+        .await;
+    assert!(err.as_str().unwrap().contains("not among the agent endpoints"), "{err}");
+    assert!(text(&b, "#panel-hermes form[data-section=admin] .settings-status").await.contains("未保存"));
     assert_eq!(run_of(&rt.seed.api, &id).await["provider"], "openai");
     let (_, agents) = rt.seed.api.get_json("/api/page-ai/agents").await;
     let hermes = agents["items"].as_array().unwrap().iter().find(|a| a["agentId"] == "hermes").unwrap().clone();

@@ -25,4 +25,5 @@ mod ask;
 mod browser;
 mod screens;
 mod search;
+mod settings;
 mod viewer;

@@ -63,6 +63,17 @@ pub fn session_meta(tools: &[&ToolDef]) -> Meta {
     meta
 }
 
+/// `meta` with the run's frozen preferences under `mnote.preferences` (`{key: value}`: the
+/// user's `ai.common.*` and `ai.agent.reasonix.*` values, never secrets), when there are any.
+pub fn with_preferences(mut meta: Meta, preferences: &std::collections::BTreeMap<String, Value>) -> Meta {
+    if !preferences.is_empty()
+        && let Some(Value::Object(m)) = meta.get_mut("mnote")
+    {
+        m.insert("preferences".into(), serde_json::to_value(preferences).unwrap_or(Value::Null));
+    }
+    meta
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,7 +40,7 @@
 //! `cancelled` outcome, `fs/*` and `terminal/*` (never advertised) and unknown methods a
 //! JSON-RPC "method not found" error. A run never writes files.
 
-mod ext;
+pub mod ext;
 mod session;
 mod transport;
 mod updates;

@@ -124,7 +124,8 @@ impl<'a> Driver<'a> {
                 serde_json::to_string(&init.protocol_version).unwrap_or_default()
             )));
         }
-        let new = NewSessionRequest::new(workdir).mcp_servers(Vec::new()).meta(ext::session_meta(self.env.tools.offered()));
+        let meta = ext::with_preferences(ext::session_meta(self.env.tools.offered()), &input.preferences);
+        let new = NewSessionRequest::new(workdir).mcp_servers(Vec::new()).meta(meta);
         let session = self.wait("session/new", cx.send_request(new).block_task()).await?.session_id;
         self.prompt(cx, session, prompt_blocks(input)).await
     }
@@ -290,6 +291,7 @@ mod tests {
             prompt: "And the charging?".into(),
             context: Default::default(),
             transcript: Vec::new(),
+            preferences: Default::default(),
         };
         assert_eq!(texts(&prompt_blocks(&input)), vec!["And the charging?"]);
         input.transcript = vec![

@@ -89,6 +89,18 @@ const LAST_ROUND: &str = "You have made all the tool calls you may make for this
 you already have, citing it as instructed; if it does not answer the question, say so.";
 
 /// The conversation a run starts with: instructions, earlier turns, the question.
+/// The function-calling mapping of registry tools: what the model is offered (`tools` of the
+/// request). The self-test compares it with the registry.
+pub fn tool_specs<'a>(offered: &[&'a super::tools::ToolDef]) -> Vec<ToolSpec<'a>> {
+    offered
+        .iter()
+        .map(|d| ToolSpec {
+            kind: "function",
+            function: FunctionSpec { name: d.function_name, description: d.description, parameters: &d.parameters },
+        })
+        .collect()
+}
+
 fn initial_messages(input: &RunInput, with_tools: bool) -> Vec<Message> {
     let mut system = if with_tools { SYSTEM_WITH_TOOLS } else { SYSTEM_CHAT_ONLY }.to_string();
     if input.transcript.last().is_some_and(|t| t.role == TurnRole::Assistant) {
@@ -132,20 +144,10 @@ impl OpenAiRuntime {
             .build()
             .map_err(|e| AgentError::upstream(upstream::UNAVAILABLE, format!("cannot build the HTTP client: {}", e.message)))?;
         let ep = Endpoint { client: &client, url: &url, shown: &shown, key, idle: s.idle_timeout };
-        let tools: Vec<ToolSpec> = if s.with_tools {
-            env.tools
-                .offered()
-                .iter()
-                .map(|d| ToolSpec {
-                    kind: "function",
-                    function: FunctionSpec { name: d.function_name, description: d.description, parameters: &d.parameters },
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let tools: Vec<ToolSpec> = if s.with_tools { tool_specs(env.tools.offered()) } else { Vec::new() };
 
-        let mut messages = initial_messages(input, s.with_tools);
+        // No tool offered (chat_only, or every capability switched off): the chat-only prompt.
+        let mut messages = initial_messages(input, !tools.is_empty());
         let mut out = Streamed::new(&env.events);
         let mut provider_run_id = None;
         let mut rounds = 0;
@@ -214,6 +216,7 @@ mod tests {
             prompt: "Where do the robots charge?".into(),
             context: ContextRefs::default(),
             transcript,
+            preferences: Default::default(),
         }
     }
 

@@ -1,0 +1,132 @@
+//! The tenant's capability switches. A capability is a group of registry tools
+//! (`evidence`, `knowledge_rag`); an owner/admin can switch one off for the whole team
+//! (`PATCH /api/page-ai/capabilities {"knowledge_rag": false}`). A capability never switched is
+//! on. Descriptors mark a switched-off capability `disabled` and its tools `enabled: false`,
+//! and runs no longer offer those tools (the executor reads the switches when it builds a
+//! run's tool box).
+
+use std::collections::BTreeMap;
+
+use axum::{Json, extract::State};
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::PgConnection;
+
+use super::{queries, tools};
+use crate::{
+    auth::Auth,
+    error::{ApiJson, AppError, AppResult},
+    state::AppState,
+};
+
+pub const SCHEMA: &str = "mnote.ai_capabilities.v1";
+
+/// Every capability of the tool registry, in registry order.
+pub fn all() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = Vec::new();
+    for d in tools::registry() {
+        if !out.contains(&d.capability) {
+            out.push(d.capability);
+        }
+    }
+    out
+}
+
+/// The tenant's switches: every capability of [`all`], on unless switched off.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Switches(pub BTreeMap<&'static str, bool>);
+
+impl Switches {
+    /// Everything on (a tenant that never switched anything).
+    pub fn all_on() -> Switches {
+        Switches(all().into_iter().map(|c| (c, true)).collect())
+    }
+
+    pub fn enabled(&self, capability: &str) -> bool {
+        self.0.get(capability).copied().unwrap_or(true)
+    }
+
+    /// The capabilities switched off.
+    pub fn disabled(&self) -> Vec<&'static str> {
+        self.0.iter().filter(|(_, on)| !**on).map(|(c, _)| *c).collect()
+    }
+}
+
+/// The switches of the transaction's tenant (RLS picks the rows).
+pub async fn load(conn: &mut PgConnection) -> sqlx::Result<Switches> {
+    let mut s = Switches::all_on();
+    for (cap, enabled) in queries::capability_switches(conn).await? {
+        if let Some(known) = all().into_iter().find(|c| *c == cap) {
+            s.0.insert(known, enabled);
+        }
+    }
+    Ok(s)
+}
+
+/// `{"schema": "mnote.ai_capabilities.v1", "capabilities": {"evidence": true, …}}`
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitiesView {
+    pub schema: &'static str,
+    pub capabilities: Switches,
+    /// The registry tools of each capability.
+    pub tools: BTreeMap<&'static str, Vec<&'static str>>,
+}
+
+fn view(s: Switches) -> CapabilitiesView {
+    let mut by_cap: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
+    for d in tools::registry() {
+        by_cap.entry(d.capability).or_default().push(d.name);
+    }
+    CapabilitiesView { schema: SCHEMA, capabilities: s, tools: by_cap }
+}
+
+/// Read the caller's tenant switches (owners/admins only).
+pub async fn get_switches(state: &AppState, auth: &Auth) -> AppResult<Switches> {
+    auth.require_admin()?;
+    let mut tx = auth.tx(state).await?;
+    let s = load(&mut tx).await?;
+    tx.commit().await?;
+    Ok(s)
+}
+
+/// Set some switches (`{capability: bool}`; absent ones are unchanged). Owners/admins only;
+/// an unknown capability or a value that is not a boolean is `invalid_input` naming it.
+pub async fn patch(state: &AppState, auth: &Auth, input: &serde_json::Map<String, Value>) -> AppResult<Switches> {
+    auth.require_admin()?;
+    let mut fields = BTreeMap::new();
+    let mut set: Vec<(&'static str, bool)> = Vec::new();
+    for (k, v) in input {
+        match (all().into_iter().find(|c| c == k), v) {
+            (Some(c), Value::Bool(b)) => set.push((c, *b)),
+            (Some(_), _) => {
+                fields.insert(k.clone(), "true or false".to_string());
+            }
+            (None, _) => {
+                fields.insert(k.clone(), format!("unknown capability; one of {}", all().join(", ")));
+            }
+        }
+    }
+    if !fields.is_empty() {
+        return Err(AppError::Invalid { message: "some capabilities could not be set".into(), fields });
+    }
+    let mut tx = auth.tx(state).await?;
+    for (c, on) in set {
+        queries::set_capability(&mut tx, auth.tenant_id, auth.user_id, c, on).await?;
+    }
+    let s = load(&mut tx).await?;
+    tx.commit().await?;
+    Ok(s)
+}
+
+pub async fn get_handler(State(state): State<AppState>, auth: Auth) -> AppResult<Json<CapabilitiesView>> {
+    Ok(Json(view(get_switches(&state, &auth).await?)))
+}
+
+pub async fn patch_handler(
+    State(state): State<AppState>,
+    auth: Auth,
+    ApiJson(input): ApiJson<serde_json::Map<String, Value>>,
+) -> AppResult<Json<CapabilitiesView>> {
+    Ok(Json(view(patch(&state, &auth, &input).await?)))
+}

@@ -1,0 +1,93 @@
+//! SQL of the agent descriptors: each user's preferences (`ai_preference`, visible to its own
+//! user only by policy) and the tenant's capability switches (`ai_capability_setting`,
+//! written by owners/admins only by policy). The agent configuration's SQL is in `config`.
+
+use sqlx::{FromRow, PgConnection};
+use uuid::Uuid;
+
+/// One stored preference: a JSON value, or (secrets) only that a sealed value exists.
+#[derive(Debug, Clone, FromRow)]
+pub struct PreferenceRow {
+    pub key: String,
+    pub value: Option<serde_json::Value>,
+    pub secret_cipher: Option<Vec<u8>>,
+}
+
+/// The preferences of `user` in the transaction's tenant.
+pub async fn preferences(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<PreferenceRow>> {
+    sqlx::query_as("select key, value, secret_cipher from ai_preference where user_id = $1 order by key")
+        .bind(user)
+        .fetch_all(conn)
+        .await
+}
+
+pub async fn set_preference(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    user: Uuid,
+    key: &str,
+    value: &serde_json::Value,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "insert into ai_preference (tenant_id, user_id, key, value) values ($1, $2, $3, $4)
+         on conflict (tenant_id, user_id, key) do update set value = excluded.value, secret_cipher = null",
+    )
+    .bind(tenant)
+    .bind(user)
+    .bind(key)
+    .bind(value)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+pub async fn set_secret_preference(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    user: Uuid,
+    key: &str,
+    sealed: &[u8],
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "insert into ai_preference (tenant_id, user_id, key, secret_cipher) values ($1, $2, $3, $4)
+         on conflict (tenant_id, user_id, key) do update set value = null, secret_cipher = excluded.secret_cipher",
+    )
+    .bind(tenant)
+    .bind(user)
+    .bind(key)
+    .bind(sealed)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Back to the default: the row goes.
+pub async fn reset_preference(conn: &mut PgConnection, user: Uuid, key: &str) -> sqlx::Result<()> {
+    sqlx::query("delete from ai_preference where user_id = $1 and key = $2").bind(user).bind(key).execute(conn).await?;
+    Ok(())
+}
+
+/// The tenant's capability switches that were ever set (`capability → enabled`).
+pub async fn capability_switches(conn: &mut PgConnection) -> sqlx::Result<Vec<(String, bool)>> {
+    sqlx::query_as("select capability, enabled from ai_capability_setting order by capability").fetch_all(conn).await
+}
+
+pub async fn set_capability(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    by: Uuid,
+    capability: &str,
+    enabled: bool,
+) -> sqlx::Result<()> {
+    sqlx::query(
+        "insert into ai_capability_setting (tenant_id, capability, enabled, updated_by) values ($1, $2, $3, $4)
+         on conflict (tenant_id, capability) do update set enabled = excluded.enabled, updated_by = excluded.updated_by",
+    )
+    .bind(tenant)
+    .bind(capability)
+    .bind(enabled)
+    .bind(by)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
