@@ -339,6 +339,8 @@ pub async fn run(
         }
     };
     resp.results = hydrate(conn, engine, &filters, &terms, ranked).await?;
+    // Graph ranks a margin beyond `top_k` (hydration may drop some): never answer more.
+    resp.results.truncate(top_k);
     Ok(resp)
 }
 
