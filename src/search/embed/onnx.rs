@@ -71,7 +71,7 @@ pub const MINILM: ModelSpec = ModelSpec {
     sep: "[SEP]",
     pad: "[PAD]",
     multilingual: false,
-    min_similarity: 0.20,
+    min_similarity: 0.35,
     dir: "all-MiniLM-L6-v2-onnx",
     marker: "nreimers/MiniLM-L6-H384-uncased",
 };
