@@ -114,8 +114,7 @@ pub struct WorkerIdentity {
 
 impl WorkerIdentity {
     pub fn current() -> Self {
-        let host =
-            std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into());
+        let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "host".into());
         let pid = std::process::id();
         WorkerIdentity { host: clean(&host), node: node_id(), pid, start: start_time(pid).unwrap_or(0) }
     }

@@ -130,9 +130,7 @@ async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     if !kb.can_manage {
         return Err(AppError::forbidden("you cannot manage this knowledge base"));
     }
-    queries::restore(&mut tx, id)
-        .await
-        .on_unique("another knowledge base has this name now; rename that one first")?;
+    queries::restore(&mut tx, id).await.on_unique("another knowledge base has this name now; rename that one first")?;
     let kb = super::visible(&mut tx, auth, id).await?;
     tx.commit().await?;
     Ok(kb)
@@ -252,7 +250,11 @@ pub struct StartSearch {
 
 /// `GET /start/search?q=`: the dashboard's search box and the checklist's last step; marks
 /// the step done for this session and goes on to `/search`.
-pub async fn start_search(session: Session, _page: Page, axum::extract::Query(p): axum::extract::Query<StartSearch>) -> AppResult<Redirect> {
+pub async fn start_search(
+    session: Session,
+    _page: Page,
+    axum::extract::Query(p): axum::extract::Query<StartSearch>,
+) -> AppResult<Redirect> {
     session.insert(super::SEARCHED_KEY, true).await.map_err(crate::auth::session_err)?;
     let q = p.q.trim();
     Ok(Redirect::to(&if q.is_empty() { "/search".to_string() } else { format!("/search?q={}", crate::web::urlencode(q)) }))
@@ -303,7 +305,8 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
     tx.commit().await?;
     let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
     let grace_days = super::grace_days(state.config.delete_grace);
-    let impact = super::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
+    let impact =
+        super::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
     let delete_message = super::delete_message(&page.ctx, &kb.name, &impact);
     let removed = removed
         .into_iter()

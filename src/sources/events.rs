@@ -104,11 +104,9 @@ pub async fn kb_events(
     let changes = BroadcastStream::new(state.source_events.subscribe())
         .filter(move |m| std::future::ready(matches!(m, Ok(k) if *k == key) || m.is_err()))
         .map(|_| true);
-    let ticks = tokio_stream::wrappers::IntervalStream::new(tokio::time::interval_at(
-        tokio::time::Instant::now() + RECHECK,
-        RECHECK,
-    ))
-    .map(|_| false);
+    let ticks =
+        tokio_stream::wrappers::IntervalStream::new(tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK))
+            .map(|_| false);
     let last = Arc::new(tokio::sync::Mutex::new(first));
     let updates = futures_util::stream::select(changes, ticks)
         .then(move |change| {

@@ -325,8 +325,7 @@ pub async fn upload_form(
 ) -> AppResult<Redirect> {
     let done = upload(&state, &page.auth, kb, mp).await?;
     let added = done.iter().filter(|(_, o)| *o != UploadOutcome::Duplicate).count();
-    let dups: Vec<&str> =
-        done.iter().filter(|(_, o)| *o == UploadOutcome::Duplicate).map(|(s, _)| s.file_name()).collect();
+    let dups: Vec<&str> = done.iter().filter(|(_, o)| *o == UploadOutcome::Duplicate).map(|(s, _)| s.file_name()).collect();
     let mut msg = page.ctx.t("sources.uploaded").replace("{n}", &added.to_string());
     if !dups.is_empty() {
         msg.push(' ');
@@ -360,20 +359,35 @@ pub async fn delete_confirm(State(state): State<AppState>, page: Page, Path(id):
     })
 }
 
-pub async fn delete_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+pub async fn delete_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
     let s = delete(&state, &page.auth, id).await?;
     let days = kbs::grace_days(state.config.delete_grace);
     flash(&session, page.ctx.t("kbpage.source_removed").replace("{name}", s.file_name()).replace("{days}", &days)).await?;
     Ok(Redirect::to(&format!("/kbs/{}#removed", s.kb_id)))
 }
 
-pub async fn restore_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+pub async fn restore_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
     let s = restore(&state, &page.auth, id).await?;
     flash(&session, page.ctx.t("kbpage.source_restored").replace("{name}", s.file_name())).await?;
     Ok(Redirect::to(&format!("/kbs/{}", s.kb_id)))
 }
 
-pub async fn retry_form(State(state): State<AppState>, session: Session, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+pub async fn retry_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
     let s = retry(&state, &page.auth, id).await?;
     flash(&session, page.ctx.t("kbpage.retry_queued").replace("{name}", s.file_name())).await?;
     Ok(Redirect::to(&format!("/kbs/{}#sources", s.kb_id)))

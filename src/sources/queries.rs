@@ -104,10 +104,7 @@ const COLS: &str = "id, kb_id, origin, grant_id, resource_path, kind, size_bytes
 /// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources
 /// (policies `kb_not_deleted`, `source_not_deleted`).
 pub async fn include_deleted(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
-    sqlx::query("select set_config('app.deleted', $1, true)")
-        .bind(if on { "include" } else { "" })
-        .execute(conn)
-        .await?;
+    sqlx::query("select set_config('app.deleted', $1, true)").bind(if on { "include" } else { "" }).execute(conn).await?;
     Ok(())
 }
 
@@ -166,12 +163,7 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
 }
 
 /// The removed (soft-deleted) source at this path, if any.
-pub async fn removed_at_path(
-    conn: &mut PgConnection,
-    kb: Uuid,
-    grant: Option<Uuid>,
-    path: &str,
-) -> sqlx::Result<Option<Uuid>> {
+pub async fn removed_at_path(conn: &mut PgConnection, kb: Uuid, grant: Option<Uuid>, path: &str) -> sqlx::Result<Option<Uuid>> {
     include_deleted(conn, true).await?;
     let id = sqlx::query_scalar(
         "select id from source where kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
@@ -330,7 +322,6 @@ pub async fn readable(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
     sqlx::query_as(&format!("select {COLS} from source where id = $1")).bind(id).fetch_optional(conn).await
 }
-
 
 /// Remember a registered directory so files added later can be picked up.
 #[allow(clippy::too_many_arguments)]

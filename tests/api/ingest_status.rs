@@ -92,11 +92,12 @@ fn dead_worker() -> WorkerIdentity {
 
 async fn job_of(k: &Kb, source: &str) -> (String, Option<String>, i32) {
     let mut tx = TenantTx::begin(&k.app.pool, k.tenant, Scope::System).await.unwrap();
-    let r = sqlx::query_as("select status, worker, attempts from ingest_job where source_id = $1 order by created_at desc limit 1")
-        .bind(source.parse::<Uuid>().unwrap())
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let r =
+        sqlx::query_as("select status, worker, attempts from ingest_job where source_id = $1 order by created_at desc limit 1")
+            .bind(source.parse::<Uuid>().unwrap())
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     r
 }
@@ -202,11 +203,12 @@ async fn retry_parses_a_failed_source_again_and_refuses_while_one_runs() {
     let (st, _) = k.c.post_json(&format!("/api/sources/{id}/retry"), json!({})).await;
     assert_eq!(st, StatusCode::ACCEPTED);
     let mut tx = TenantTx::begin(&k.app.pool, k.tenant, Scope::System).await.unwrap();
-    let open: i64 = sqlx::query_scalar("select count(*) from ingest_job where source_id = $1 and status in ('queued', 'running')")
-        .bind(id.parse::<Uuid>().unwrap())
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let open: i64 =
+        sqlx::query_scalar("select count(*) from ingest_job where source_id = $1 and status in ('queued', 'running')")
+            .bind(id.parse::<Uuid>().unwrap())
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
     tx.commit().await.unwrap();
     assert_eq!(open, 1);
     // While a live worker holds it: 409.
