@@ -52,7 +52,19 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Ingest { docs, rounds } => crate::ingest::bench::ingest_command(&docs, rounds),
         BenchCommand::Index { tenant, rounds } => crate::ingest::bench::index_command(&tenant, rounds).await,
         BenchCommand::Embed { tenant, limit } => crate::search::bench::embed_command(&tenant, limit).await,
-        BenchCommand::Search { tenant, kb, corpus, queries, blocks, clients, requests, mode, sql_baseline, rates, open_loop_secs } => {
+        BenchCommand::Search {
+            tenant,
+            kb,
+            corpus,
+            queries,
+            blocks,
+            clients,
+            requests,
+            mode,
+            sql_baseline,
+            rates,
+            open_loop_secs,
+        } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,
                 kb: &kb,

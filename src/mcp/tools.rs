@@ -17,6 +17,7 @@ use uuid::Uuid;
 
 use super::{http::Caller, public_code};
 use crate::{
+    agents::capabilities,
     agents::tools::{self as registry, CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, ToolBox, ToolDef},
     error::AppError,
     evidence::tools::uuid_schema,
@@ -144,10 +145,35 @@ fn def_of(t: &McpTool) -> Option<&'static ToolDef> {
     t.registry.and_then(registry::lookup)
 }
 
-/// The tools listed to `auth`: the knowledge-RAG ones only when one of the KBs it can read is
-/// bound (the registry's own rule, [`ToolBox::offered_for`]).
+/// The registry tools `caller` may use: the knowledge-RAG ones only when one of the KBs it can
+/// read is bound (the registry's own rule, [`ToolBox::offered_for`]; `evidence_only` skips
+/// that lookup), minus the capabilities the tenant switched off (`PATCH
+/// /api/page-ai/capabilities`), as for runs. Switches that cannot be read offer nothing.
+async fn offered(state: &AppState, caller: &Caller, evidence_only: bool) -> Vec<&'static ToolDef> {
+    let mut offered: Vec<&'static ToolDef> = if evidence_only {
+        registry::registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect()
+    } else {
+        ToolBox::offered_for(state, &caller.auth, &Default::default()).await
+    };
+    let switches = async {
+        let mut tx = caller.auth.tx(state).await?;
+        let s = capabilities::load(&mut tx).await?;
+        tx.commit().await?;
+        Ok::<_, AppError>(s)
+    };
+    match switches.await {
+        Ok(s) => offered.retain(|d| s.enabled(d.capability)),
+        Err(e) => {
+            tracing::warn!("mcp: capability switches could not be read, no registry tool is offered: {e}");
+            offered.clear();
+        }
+    }
+    offered
+}
+
+/// The tools listed to `caller` (see [`offered`]; `list_knowledge_bases` always).
 pub async fn list(state: &AppState, caller: &Caller) -> Vec<Tool> {
-    let offered = ToolBox::offered_for(state, &caller.auth, &Default::default()).await;
+    let offered = offered(state, caller, false).await;
     TOOLS
         .iter()
         .filter(|t| match def_of(t) {
@@ -182,13 +208,14 @@ pub async fn call(state: &AppState, caller: &Caller, name: &str, arguments: Opti
     let Some(def) = def_of(t) else {
         return list_knowledge_bases(state, caller, arguments).await;
     };
-    let offered: Vec<&'static ToolDef> = if def.capability == CAPABILITY_EVIDENCE {
-        vec![def]
-    } else {
-        ToolBox::offered_for(state, &caller.auth, &Default::default()).await
-    };
-    if def.capability == CAPABILITY_KNOWLEDGE_RAG && !offered.iter().any(|o| o.name == def.name) {
-        return error_result("unknown_tool", &format!("{name} needs a knowledge base bound to knowledge RAG"));
+    let offered = offered(state, caller, def.capability == CAPABILITY_EVIDENCE).await;
+    if !offered.iter().any(|o| o.name == def.name) {
+        let why = if def.capability == CAPABILITY_KNOWLEDGE_RAG {
+            "needs a knowledge base bound to knowledge RAG, with knowledge RAG switched on for the team"
+        } else {
+            "is switched off for this team"
+        };
+        return error_result("unknown_tool", &format!("{name} {why}"));
     }
     let tools = ToolBox::detached(state.clone(), caller.auth.clone(), caller.citation_base.clone(), offered);
     match tools.run(def.name, arguments).await {

@@ -375,6 +375,29 @@ async fn bad_arguments_are_tool_errors_with_invalid_input_and_the_rate_limit_has
     ok(&call(&other, "evidence_search", json!({"query": "作用域"})).await);
 }
 
+#[tokio::test]
+async fn a_capability_the_team_switched_off_is_neither_listed_nor_callable() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme").await;
+    let token = app.token(t.tenant, t.user).await;
+    let mcp = connect(&app, &token).await.unwrap();
+    ok(&call(&mcp, "evidence_search", json!({"query": "作用域"})).await);
+
+    let (st, v) = t.client.send_json("PATCH", "/api/page-ai/capabilities", json!({"evidence": false})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let names = tool_names(&mcp).await;
+    assert!(!names.iter().any(|n| n.starts_with("evidence_")), "{names:?}");
+    assert!(names.iter().any(|n| n == "list_knowledge_bases"), "{names:?}");
+    let r = call(&mcp, "evidence_search", json!({"query": "作用域"})).await;
+    assert_eq!(error_code(&r), "unknown_tool");
+    assert!(text_of(&r).contains("switched off"), "{}", text_of(&r));
+
+    let (st, _) = t.client.send_json("PATCH", "/api/page-ai/capabilities", json!({"evidence": true})).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(tool_names(&mcp).await.iter().any(|n| n == "evidence_search"));
+    ok(&call(&mcp, "evidence_search", json!({"query": "作用域"})).await);
+}
+
 /// A LightRAG stand-in that only answers the binding checks.
 async fn healthy_lightrag() -> String {
     use axum::routing::get;

@@ -530,13 +530,17 @@ async fn bm25_statistics_follow_the_blocks_and_rebuild_identically() {
     tx.commit().await.unwrap();
     assert_eq!(snapshot(&app, t.tenant).await, before);
 
-    // Deleting a source takes its terms out of the statistics.
+    // Deleting (and purging) a source takes its terms out of the statistics.
     let (_, list) = t.client.get_json(&format!("/api/kbs/{}/sources", t.kb)).await;
     let en = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == "en.md").unwrap()["id"]
         .as_str()
         .unwrap()
         .to_string();
     assert_eq!(t.client.delete(&format!("/api/sources/{en}")).await, StatusCode::NO_CONTENT);
+    // Removal is a soft delete: the source leaves search at once; its rows (and their
+    // statistics) go when the purge takes it after the grace period.
+    assert!(results(&search(&t.client, json!({"query": "borrow", "mode": "lexical"})).await).is_empty());
+    mnote::sources::purge::run_once(&app.pool, std::time::Duration::ZERO).await.unwrap();
     let (blocks, terms, (n, _)) = snapshot(&app, t.tenant).await;
     assert_eq!(n as usize, blocks.len());
     assert!(!terms.iter().any(|t| t.0 == "borrow"), "df of a deleted block's term drops to 0");
