@@ -30,9 +30,17 @@
     apply(false);
     var scroller = frame.parentElement;
     var target = hl.offsetLeft + hl.offsetWidth / 2 - scroller.clientWidth / 2;
-    scroller.scrollLeft = Math.max(0, target);
-    hl.scrollIntoView({ block: "center", inline: "nearest" });
+    // After the zoomed layout (and again once the page has loaded: a reload would otherwise
+    // restore the scroll position of the unzoomed page over it).
+    var bring = function () {
+      scroller.scrollLeft = Math.max(0, target);
+      hl.scrollIntoView({ block: "center", inline: "nearest" });
+    };
+    requestAnimationFrame(bring);
+    if (document.readyState !== "complete") window.addEventListener("load", function () { requestAnimationFrame(bring); }, { once: true });
   }
+  // The viewer opens at its highlight: never at a scroll position restored from before.
+  if (document.getElementById("hl") && "scrollRestoration" in history) history.scrollRestoration = "manual";
   if (frame && zoomBox) {
     zoomBox.hidden = false;
     zoomBox.addEventListener("click", function (ev) {

@@ -131,11 +131,11 @@ async fn open_result(b: &Browser, q: &str, needle: &str, title: Option<&str>) ->
         .js(
             "const norm = s => s.replace(/\\s+/g, '');
              const items = Array.from(document.querySelectorAll('li.result'));
-             const i = items.findIndex(li => (arguments[1] === null || li.querySelector('a.result-title').innerText.trim() === arguments[1])
+             const i = items.findIndex(li => (arguments[1] === null || li.closest('li.result-doc').querySelector('a.result-title').innerText.trim() === arguments[1])
                  && norm(li.querySelector('blockquote.quote').innerText).includes(norm(arguments[0])));
              if (i < 0) return {index: -1, results: items.map(li => li.innerText)};
              const li = items[i];
-             return {index: i, href: li.querySelector('a.result-title').getAttribute('href'),
+             return {index: i, href: li.querySelector('a.passage-link').getAttribute('href'),
                      approximate: !!li.querySelector('.badge.quality')};",
             vec![json!(needle), json!(title)],
         )
@@ -149,7 +149,7 @@ async fn open_result(b: &Browser, q: &str, needle: &str, title: Option<&str>) ->
         b.name
     );
     let items = b.c.find_all(fantoccini::Locator::Css("li.result")).await.unwrap();
-    let link = items[index as usize].find(fantoccini::Locator::Css("a.result-title")).await.unwrap();
+    let link = items[index as usize].find(fantoccini::Locator::Css("a.passage-link")).await.unwrap();
     link.click().await.unwrap();
     b.poll(
         "the viewer page",
@@ -489,7 +489,7 @@ async fn markdown_blocks_far_down_are_scrolled_to_and_highlighted() {
 /// Search results left open in a tab: the results page, then the first result's link.
 async fn results_then(b: &Browser, q: &str) -> (fantoccini::elements::Element, String) {
     b.goto(&format!("/search?q={q}&mode=lexical")).await;
-    let link = b.wait_for("li.result a.result-title").await;
+    let link = b.wait_for("li.result a.passage-link").await;
     let href = link.attr("href").await.unwrap().unwrap();
     (link, href)
 }
