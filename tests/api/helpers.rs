@@ -221,6 +221,21 @@ impl TestApp {
     pub fn docs_path(&self, rel: &str) -> String {
         self.docs.join(rel).to_string_lossy().into_owned()
     }
+
+    /// Grant the docs folder `folder` to all members, create a KB from `kb` (the create body),
+    /// register the folder in it and index it; the KB's id.
+    pub async fn indexed_folder_kb(&self, api: &Client, folder: &str, kb: Value) -> String {
+        let (st, g) = api
+            .post_json("/api/grants", json!({"path": self.docs_path(folder), "allMembers": true, "permission": "read_index"}))
+            .await;
+        assert_eq!(st, StatusCode::CREATED, "{g}");
+        let (_, kb) = api.post_json("/api/kbs", kb).await;
+        let kb = kb["id"].as_str().unwrap().to_string();
+        let (st, r) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": self.docs_path(folder)})).await;
+        assert!(st.is_success(), "{r}");
+        self.run_jobs().await;
+        kb
+    }
 }
 
 pub struct Client {

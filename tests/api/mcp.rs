@@ -40,15 +40,7 @@ async fn team(app: &TestApp, name: &str) -> Team {
     let client = app.api(s.tenant_id, s.user_id).await;
     app.write_doc(&format!("{name}/zh.md"), SCOPED_ZH);
     app.write_doc(&format!("{name}/en.md"), SCOPED_EN);
-    let (st, g) = client
-        .post_json("/api/grants", json!({"path": app.docs_path(name), "allMembers": true, "permission": "read_index"}))
-        .await;
-    assert_eq!(st, StatusCode::CREATED, "{g}");
-    let (_, kb) = client.post_json("/api/kbs", json!({"name": format!("{name} notes"), "description": "team notes"})).await;
-    let kb = kb["id"].as_str().unwrap().to_string();
-    let (st, r) = client.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path(name)})).await;
-    assert!(st.is_success(), "{r}");
-    app.run_jobs().await;
+    let kb = app.indexed_folder_kb(&client, name, json!({"name": format!("{name} notes"), "description": "team notes"})).await;
     let (_, list) = client.get_json(&format!("/api/kbs/{kb}/sources")).await;
     assert_eq!(list["items"].as_array().unwrap().len(), 2, "{list}");
     for src in list["items"].as_array().unwrap() {

@@ -3,7 +3,6 @@
 //! citation behind a copy button, a one-line explanation of the selected mode, and "no
 //! results" for a nonsense query in every mode; at 1280 and 420 px, in English and Chinese.
 
-use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::{
@@ -31,15 +30,7 @@ async fn results_are_grouped_by_document_paged_and_nonsense_finds_nothing() {
     for i in 0..11 {
         app.write_doc(&format!("team/note-{i:02}.md"), &format!("# Note {i}\n\nNote {i} says threads borrow values.\n"));
     }
-    let (st, _) = api
-        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
-        .await;
-    assert_eq!(st, StatusCode::CREATED);
-    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Engineering"})).await;
-    let kb = kb["id"].as_str().unwrap().to_string();
-    let (st, r) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
-    assert!(st.is_success(), "{r}");
-    app.run_jobs().await;
+    let kb = app.indexed_folder_kb(&api, "team", json!({"name": "Engineering"})).await;
 
     let b = Browser::start("search", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
