@@ -203,7 +203,12 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     }
     let limits =
         worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
-    match parse(pool, cfg, tenant, &source, &file, &limits).await? {
+    let (pages_tx, pages_rx) = tokio::sync::mpsc::unbounded_channel();
+    let recorder = tokio::spawn(record_pages(pool.clone(), tenant, source.id, job.attempts, pages_rx));
+    let parsed = parse(pool, cfg, tenant, &source, &file, &limits, pages_tx).await;
+    // The reports end with the parse; wait for the last write before the next phase's own.
+    let _ = recorder.await;
+    match parsed? {
         Ok(art) if art.source_hash != facts.sha256 => {
             // The file changed while it was parsed: parse again.
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
@@ -255,6 +260,7 @@ async fn parse(
     source: &Source,
     file: &std::fs::File,
     limits: &worker::Limits,
+    pages: worker::PageReports,
 ) -> anyhow::Result<Result<super::ParsedArtifact, ParseError>> {
     let name = source.file_name();
     if matches!(source.kind.as_str(), "pdf" | "image") {
@@ -278,7 +284,55 @@ async fn parse(
             }
         }
     }
-    Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, &source.kind, limits).await)
+    Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, &source.kind, limits, Some(pages)).await)
+}
+
+/// How often, at most, the pages a parse reports are written to its source (the first at once).
+const PAGES_EVERY: Duration = Duration::from_secs(1);
+
+/// Record the pages done of total that a parse reports on its source, each write in its own
+/// short transaction (the KB page shows them live). Ends when the parse ends.
+async fn record_pages(
+    pool: PgPool,
+    tenant: Uuid,
+    source: Uuid,
+    attempt: i32,
+    mut reports: tokio::sync::mpsc::UnboundedReceiver<(u32, u32)>,
+) {
+    let mut last: Option<tokio::time::Instant> = None;
+    let mut pending: Option<(u32, u32)> = None;
+    loop {
+        let got = match (pending, last) {
+            // A report waits for the interval; a newer one replaces it meanwhile.
+            (Some(_), Some(t)) => tokio::time::timeout_at(t + PAGES_EVERY, reports.recv()).await.ok(),
+            _ => Some(reports.recv().await),
+        };
+        match got {
+            Some(None) => return,
+            Some(Some(p)) => pending = Some(p),
+            None => {}
+        }
+        let due = last.is_none_or(|t| t.elapsed() >= PAGES_EVERY);
+        if let (Some((done, total)), true) = (pending, due) {
+            let p = jobs::Progress {
+                done: Some(i32::try_from(done).unwrap_or(i32::MAX)),
+                total: Some(i32::try_from(total).unwrap_or(i32::MAX)),
+                attempt: Some(attempt),
+                ..jobs::Progress::phase(jobs::Phase::Parsing)
+            };
+            let write = async {
+                let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await?;
+                jobs::set_progress(&mut tx, source, Some(p)).await?;
+                tx.commit().await?;
+                Ok::<_, anyhow::Error>(())
+            };
+            if let Err(e) = write.await {
+                tracing::debug!(%source, "recording parse progress failed: {e:#}");
+            }
+            last = Some(tokio::time::Instant::now());
+            pending = None;
+        }
+    }
 }
 
 async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &Source, e: ParseError) -> anyhow::Result<Outcome> {

@@ -24,6 +24,23 @@ const MAX_PAGES_ENV: &str = "MNOTE_PARSE_MAX_PAGES";
 /// ([`crate::grants::paths::CHILD_FILE`]), whose own path says nothing.
 const FILE_NAME_ENV: &str = "MNOTE_PARSE_FILE_NAME";
 
+/// Set for a parser child whose parent reads its progress from stderr.
+const PROGRESS_ENV: &str = "MNOTE_PARSE_PROGRESS";
+/// The stderr line prefix of a progress report: `@mnote-progress <done> <total>`.
+const PROGRESS_PREFIX: &str = "@mnote-progress ";
+
+/// Inside the parser child: `done` of `total` pages are parsed. A no-op unless the parent
+/// asked for reports; a broken stderr is ignored (progress is a hint, never a failure).
+pub fn report_pages(done: u32, total: u32) {
+    if std::env::var_os(PROGRESS_ENV).is_some() {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "{PROGRESS_PREFIX}{done} {total}");
+    }
+}
+
+/// Pages done of total, as a parser child reports them while it parses.
+pub type PageReports = tokio::sync::mpsc::UnboundedSender<(u32, u32)>;
+
 /// The page limit inside the parser child (passed down by the supervisor).
 pub fn max_pages() -> u64 {
     std::env::var(MAX_PAGES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
@@ -95,8 +112,9 @@ pub async fn parse_supervised_file(
     name: &str,
     kind: &str,
     limits: &Limits,
+    pages: Option<PageReports>,
 ) -> Result<ParsedArtifact, ParseError> {
-    let out = run_child(exe, file, name, kind, false, limits).await?;
+    let out = run_child(exe, file, name, kind, false, limits, pages).await?;
     serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad parser output: {e}")))
 }
 
@@ -108,7 +126,7 @@ pub async fn probe_supervised(
     kind: &str,
     limits: &Limits,
 ) -> Result<super::mineru::Probe, ParseError> {
-    let out = run_child(exe, file, name, kind, true, limits).await?;
+    let out = run_child(exe, file, name, kind, true, limits, None).await?;
     serde_json::from_slice(&out).map_err(|e| ParseError::new("worker_crashed", format!("bad probe output: {e}")))
 }
 
@@ -120,6 +138,7 @@ async fn run_child(
     kind: &str,
     probe: bool,
     limits: &Limits,
+    pages: Option<PageReports>,
 ) -> Result<Vec<u8>, ParseError> {
     let mut cmd = tokio::process::Command::new(exe);
     let path = crate::grants::paths::pass_to_child(&mut cmd, file);
@@ -136,12 +155,33 @@ async fn run_child(
         .env("RUST_LOG", "error")
         // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
         .envs(if kind == "pdf" { super::pdf::child_env() } else { Vec::new() });
-    let out =
-        Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout).run().await.map_err(|e| match e {
-            SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
-            SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
-            SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),
-        })?;
+    if pages.is_some() {
+        cmd.env(PROGRESS_ENV, "1");
+    }
+    let mut run = Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout);
+    let mut relay = None;
+    if let Some(to) = pages {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+        run = run.report_lines(PROGRESS_PREFIX, tx);
+        relay = Some(tokio::spawn(async move {
+            while let Some(line) = rx.recv().await {
+                let mut it = line.split(' ').map(str::parse::<u32>);
+                if let (Some(Ok(done)), Some(Ok(total))) = (it.next(), it.next()) {
+                    let _ = to.send((done.min(total), total));
+                }
+            }
+        }));
+    }
+    let out = run.run().await;
+    if let Some(r) = relay {
+        // The sender closed with the run: the relay has forwarded everything.
+        let _ = r.await;
+    }
+    let out = out.map_err(|e| match e {
+        SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
+        SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
+        SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),
+    })?;
     let status = out.status;
     match status.code() {
         Some(0) => Ok(out.stdout),

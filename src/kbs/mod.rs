@@ -56,18 +56,18 @@ pub struct DeleteImpact {
 }
 
 /// The grace period in whole days (at least 1 when shorter than a day but not zero).
-pub fn grace_days(grace: std::time::Duration) -> String {
+pub fn grace_days(grace: std::time::Duration) -> u64 {
     let d = grace.as_secs().div_ceil(86_400);
-    d.max(u64::from(!grace.is_zero())).to_string()
+    d.max(u64::from(!grace.is_zero()))
 }
 
 /// "12 sources become stale and leave search (3 400 passages) … restorable for 7 days".
 pub fn delete_message(ctx: &crate::web::PageCtx, name: &str, i: &DeleteImpact) -> String {
     ctx.t("kbpage.delete_kb_message")
         .replace("{name}", name)
-        .replace("{sources}", &i.sources.to_string())
-        .replace("{blocks}", &i.blocks.to_string())
-        .replace("{days}", &grace_days(std::time::Duration::from_secs(i.grace_secs)))
+        .replace("{sources}", &ctx.count(i.sources, "source"))
+        .replace("{blocks}", &ctx.count(i.blocks, "passage"))
+        .replace("{days}", &ctx.count(grace_days(std::time::Duration::from_secs(i.grace_secs)), "day"))
 }
 
 /// Session keys of the getting-started checklist.

@@ -30,6 +30,14 @@ pub struct Supervised {
     timeout: Option<Duration>,
     stdin: Option<Vec<u8>>,
     capture_stdout: bool,
+    report: Option<Report>,
+}
+
+/// Lines of stderr that start with `prefix` are sent to `to` (without the prefix) instead of
+/// being kept in the tail: how a child reports progress while it runs.
+struct Report {
+    prefix: &'static str,
+    to: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// What a finished child left.
@@ -68,7 +76,7 @@ impl Supervised {
     /// Supervise `cmd` (program, arguments and environment already set). Stdin, stdout and
     /// stderr are set by the supervisor; the child is killed when the run is dropped.
     pub fn new(cmd: tokio::process::Command) -> Self {
-        Supervised { cmd, memory_bytes: None, timeout: None, stdin: None, capture_stdout: true }
+        Supervised { cmd, memory_bytes: None, timeout: None, stdin: None, capture_stdout: true, report: None }
     }
 
     /// Address-space limit (`RLIMIT_AS`) of the child, in bytes.
@@ -89,6 +97,13 @@ impl Supervised {
         self
     }
 
+    /// Forward the stderr lines that start with `prefix` (the rest of each line) to `to`
+    /// while the child runs; they are not part of the tail.
+    pub fn report_lines(mut self, prefix: &'static str, to: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
+        self.report = Some(Report { prefix, to });
+        self
+    }
+
     /// Send the child's stdout to `/dev/null` instead of capturing it.
     pub fn discard_stdout(mut self) -> Self {
         self.capture_stdout = false;
@@ -97,7 +112,7 @@ impl Supervised {
 
     /// Start the child and wait for it (or for the timeout).
     pub async fn run(self) -> Result<Output, SuperviseError> {
-        let Supervised { mut cmd, memory_bytes, timeout, stdin, capture_stdout } = self;
+        let Supervised { mut cmd, memory_bytes, timeout, stdin, capture_stdout, report } = self;
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(if capture_stdout { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::piped())
@@ -124,7 +139,7 @@ impl Supervised {
                 }
                 Ok::<_, std::io::Error>(out)
             };
-            let ((), out, err, status) = tokio::join!(feed, read_out, read_tail(&mut stderr), child.wait());
+            let ((), out, err, status) = tokio::join!(feed, read_out, read_tail(&mut stderr, report.as_ref()), child.wait());
             let (out, err) = (out.map_err(SuperviseError::Io)?, err.map_err(SuperviseError::Io)?);
             let status = status.map_err(SuperviseError::Io)?;
             Ok::<_, SuperviseError>(Output { status, stdout: out, stderr: err })
@@ -281,19 +296,49 @@ fn limit_address_space(cmd: &mut tokio::process::Command, bytes: u64) {
 }
 
 /// Read `r` to its end, keeping only the last [`STDERR_KEEP_BYTES`].
-async fn read_tail(r: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Vec<u8>> {
+async fn read_tail(r: &mut (impl AsyncRead + Unpin), report: Option<&Report>) -> std::io::Result<Vec<u8>> {
     let mut kept = Vec::new();
+    // With a report, the current (unfinished) line waits here until its newline.
+    let mut line = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
         let n = r.read(&mut buf).await?;
         if n == 0 {
-            return Ok(kept);
+            kept.extend_from_slice(&line);
+            return Ok(trim_front(kept));
         }
-        kept.extend_from_slice(&buf[..n]);
-        if kept.len() > STDERR_KEEP_BYTES {
-            kept.drain(..kept.len() - STDERR_KEEP_BYTES);
+        let Some(rep) = report else {
+            kept.extend_from_slice(&buf[..n]);
+            kept = trim_front(kept);
+            continue;
+        };
+        for &b in &buf[..n] {
+            line.push(b);
+            if b != b'\n' {
+                if line.len() > STDERR_KEEP_BYTES {
+                    // A line this long is no report: keep it as ordinary stderr.
+                    kept.append(&mut line);
+                }
+                continue;
+            }
+            match line.strip_prefix(rep.prefix.as_bytes()) {
+                Some(rest) => {
+                    // The receiver may be gone (nobody watches any more): not an error.
+                    let _ = rep.to.send(String::from_utf8_lossy(rest).trim_end().to_string());
+                }
+                None => kept.extend_from_slice(&line),
+            }
+            line.clear();
         }
+        kept = trim_front(kept);
     }
+}
+
+fn trim_front(mut kept: Vec<u8>) -> Vec<u8> {
+    if kept.len() > STDERR_KEEP_BYTES {
+        kept.drain(..kept.len() - STDERR_KEEP_BYTES);
+    }
+    kept
 }
 
 #[cfg(test)]
@@ -318,6 +363,20 @@ mod tests {
         assert_eq!(out.status.code(), Some(4));
         assert!(out.stderr.len() <= STDERR_KEEP_BYTES);
         assert!(out.stderr_tail(12).ends_with("e2999"), "{}", out.stderr_tail(12));
+    }
+
+    #[tokio::test]
+    async fn report_lines_reach_the_caller_while_the_rest_stays_in_the_tail() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let script = "echo 'before' >&2; printf '@p 1 3\\n' >&2; echo 'x@p not at the start' >&2; \
+                      printf '@p 3 3\\nafter' >&2";
+        let out = Supervised::new(sh(script)).report_lines("@p ", tx).run().await.unwrap();
+        let mut got = Vec::new();
+        while let Ok(l) = rx.try_recv() {
+            got.push(l);
+        }
+        assert_eq!(got, ["1 3", "3 3"]);
+        assert_eq!(out.stderr_tail(200), "before\nx@p not at the start\nafter");
     }
 
     #[tokio::test]

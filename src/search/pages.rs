@@ -219,8 +219,8 @@ fn outcome(ctx: &PageCtx, cur: &Current, kb_names: &HashMap<Uuid, String>, page_
     let key = if lower { "search.total_at_least" } else { "search.total" };
     let summary = ctx
         .t(key)
-        .replace("{n}", &total.to_string())
-        .replace("{d}", &docs.to_string())
+        .replace("{n}", &ctx.count(total, "passage"))
+        .replace("{d}", &ctx.count(docs, "document"))
         .replace("{ms}", &format!("{:.0}", resp.took_ms.max(1.0)));
     let date = |h: &Hit| h.modified_at.map(|d| d.format("%Y-%m-%d").to_string()).unwrap_or_default();
     let view = |h: &Hit, hits: Vec<HitView>, more: Option<(String, String)>| GroupView {

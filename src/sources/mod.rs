@@ -72,8 +72,8 @@ pub fn purge_after(cfg: &crate::config::Config, s: &Source) -> Option<chrono::Da
 pub fn remove_message(ctx: &crate::web::PageCtx, s: &Source, i: &kbs::DeleteImpact) -> String {
     ctx.t("kbpage.remove_source_message")
         .replace("{name}", s.file_name())
-        .replace("{blocks}", &i.blocks.to_string())
-        .replace("{days}", &kbs::grace_days(std::time::Duration::from_secs(i.grace_secs)))
+        .replace("{blocks}", &ctx.count(i.blocks, "passage"))
+        .replace("{days}", &ctx.count(kbs::grace_days(std::time::Duration::from_secs(i.grace_secs)), "day"))
 }
 
 /// A failure in plain words in the page's language (`kbpage.errors.<code>`); the code itself
@@ -99,6 +99,19 @@ pub fn human_elapsed(ctx: &crate::web::PageCtx, secs: &i64) -> String {
     } else {
         ctx.t("kbpage.elapsed_hours").replace("{h}", &(m / 60).to_string()).replace("{m}", &(m % 60).to_string())
     }
+}
+
+/// The pages part of a progress line: "page 3 of 12" while a parse reports its pages,
+/// "12 pages" once their number is known.
+pub fn pages_label(ctx: &crate::web::PageCtx, p: &queries::ProgressView) -> Option<String> {
+    let total = p.total?;
+    Some(match p.done {
+        Some(done) if p.phase == "parsing" => {
+            ctx.t("kbpage.pages_done").replace("{done}", &done.to_string()).replace("{total}", &total.to_string())
+        }
+        _ if total == 1 => ctx.t("kbpage.pages_one"),
+        _ => ctx.t("kbpage.pages_total").replace("{n}", &total.to_string()),
+    })
 }
 
 /// The stable failure codes a source can carry, each with a sentence in `kbpage.errors`

@@ -98,6 +98,13 @@ impl Lang {
         rust_i18n::t!(key, locale = self.code()).into_owned()
     }
 
+    /// "1 passage", "12 passages": `count.<noun>_one` for one, else `count.<noun>`, with
+    /// `{n}` filled in.
+    pub fn count(&self, n: i64, noun: &str) -> String {
+        let key = if n == 1 { format!("count.{noun}_one") } else { format!("count.{noun}") };
+        self.t(&key).replace("{n}", &n.to_string())
+    }
+
     /// Translate a key the catalogue may not have: `None` when it has not.
     pub fn t_opt(&self, key: &str) -> Option<String> {
         let v = self.t(key);
@@ -175,6 +182,11 @@ pub struct PageCtx {
 impl PageCtx {
     pub fn t(&self, key: &str) -> String {
         self.lang.t(key)
+    }
+
+    /// "1 passage", "12 passages" (see [`Lang::count`]).
+    pub fn count(&self, n: impl TryInto<i64>, noun: &str) -> String {
+        self.lang.count(n.try_into().unwrap_or(i64::MAX), noun)
     }
 
     /// Translate `prefix.key` (e.g. `status.indexed`).

@@ -126,7 +126,7 @@ async fn results_come_grouped_by_document_with_the_kb_and_the_mode_explained() {
     let (st, html) = c.page(&search_url("线程作用域", "&mode=graph")).await;
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains("class=\"result-doc\"") && html.contains("<span class=\"kb-name\">Guides</span>"), "{html}");
-    assert!(html.contains("passages in 1 documents"), "the total: {html}");
+    assert!(html.contains("passages in 1 document ·"), "the total, singular where it is one: {html}");
     assert!(html.contains("id=\"mode-help\">Graph: keyword matches"), "the selected mode is explained");
     assert!(html.contains("<dt>Semantic</dt><dd>Semantic: "), "every mode is explained");
     assert!(!html.contains("class=\"score\""), "no raw score");

@@ -221,10 +221,10 @@ async fn without_javascript_the_delete_buttons_lead_to_a_confirmation_page_that_
     let (_, html) = c.page(&format!("/kbs/{}", t.kb)).await;
     // The buttons are links to the confirmation pages; the dialog text is the same sentence.
     assert!(html.contains(&format!("href=\"/kbs/{}/delete\"", t.kb)), "{html}");
-    assert!(html.contains("2 sources become stale and leave search"), "{html}");
+    assert!(html.contains("become stale and leave search: 2 sources"), "{html}");
     let (st, confirm) = c.page(&format!("/kbs/{}/delete", t.kb)).await;
     assert_eq!(st, StatusCode::OK);
-    assert!(confirm.contains("2 sources become stale and leave search"), "{confirm}");
+    assert!(confirm.contains("become stale and leave search: 2 sources"), "{confirm}");
     assert!(confirm.contains("for 7 days"), "{confirm}");
     assert!(confirm.contains(&format!("action=\"/kbs/{}/delete\"", t.kb)));
     let r = c.post_form(&format!("/kbs/{}/delete", t.kb), &[]).await;
@@ -243,7 +243,7 @@ async fn without_javascript_the_delete_buttons_lead_to_a_confirmation_page_that_
     let alpha = source_id(&t, "alpha.md").await;
     let (st, confirm) = c.page(&format!("/sources/{alpha}/delete")).await;
     assert_eq!(st, StatusCode::OK);
-    assert!(confirm.contains("alpha.md leaves this knowledge base and its 2 passages leave search"), "{confirm}");
+    assert!(confirm.contains("alpha.md leaves this knowledge base and search (2 passages)"), "{confirm}");
     let r = c.post_form(&format!("/sources/{alpha}/delete"), &[]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, page) = c.page(&format!("/kbs/{}", t.kb)).await;

@@ -269,6 +269,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
             ocr: ocr_here,
             blocks,
         });
+        super::worker::report_pages(number, page_count as u32);
     }
 
     assign_body_sizes(&pages, &mut infos, &body_samples);
