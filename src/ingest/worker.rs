@@ -101,7 +101,7 @@ pub fn parse_in_process(path: &Path, kind: &str) -> Result<ParsedArtifact, Parse
 pub async fn parse_supervised(exe: &Path, path: &Path, kind: &str, limits: &Limits) -> Result<ParsedArtifact, ParseError> {
     let file = std::fs::File::open(path).map_err(|e| ParseError::new("file_unreadable", format!("{}: {e}", path.display())))?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    parse_supervised_file(exe, &file, &name, kind, limits).await
+    parse_supervised_file(exe, &file, &name, kind, limits, None).await
 }
 
 /// Run `mnote parse-file` as a supervised child that reads `file` (inherited as a descriptor,
