@@ -50,10 +50,12 @@
     });
   }
 
-  // Re-read the whole sources card from the page (a reload of just that part).
+  // Re-read the whole sources card from the page (a reload of just that part). A request
+  // while one is in flight runs once more after it: the one in flight may predate the change.
   let refetching = null;
+  let again = false;
   function refetchCard() {
-    if (refetching) return refetching;
+    if (refetching) { again = true; return refetching; }
     refetching = fetch(location.pathname, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
       .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
       .then((html) => {
@@ -62,7 +64,10 @@
         if (fresh && card) card.innerHTML = fresh.innerHTML;
       })
       .catch(() => {})
-      .finally(() => { refetching = null; });
+      .finally(() => {
+        refetching = null;
+        if (again) { again = false; refetchCard(); }
+      });
     return refetching;
   }
 
