@@ -108,8 +108,8 @@ pub async fn grant_impact(
 /// The sentence a revoke confirmation shows, counted by the server.
 fn revoke_sentence(ctx: &PageCtx, i: &queries::RevokeImpact) -> String {
     ctx.t("grants.revoke_consequence")
-        .replace("{n}", &i.stale_sources.to_string())
-        .replace("{kbs}", &i.kbs.to_string())
+        .replace("{n}", &ctx.count(i.stale_sources, "source"))
+        .replace("{kbs}", &ctx.count(i.kbs, "kb"))
         .replace("{path}", &i.root_path)
 }
 
@@ -264,6 +264,6 @@ pub async fn grants_revoke(
         return revoke_confirmation(&state, page, id).await;
     }
     let stale = revoke(&state, &page.auth, id).await?;
-    flash(&session, page.ctx.t("grants.revoked_notice").replace("{n}", &stale.to_string())).await?;
+    flash(&session, page.ctx.t("grants.revoked_notice").replace("{n}", &page.ctx.count(stale, "source"))).await?;
     Ok(Redirect::to("/admin/grants").into_response())
 }

@@ -310,7 +310,7 @@ pub async fn register_form(
         .ctx
         .t("sources.registered")
         .replace("{created}", &r.created_count.to_string())
-        .replace("{total}", &r.items.len().to_string())
+        .replace("{total}", &page.ctx.count(r.items.len(), "file"))
         .replace("{skipped}", &r.skipped_count.to_string());
     flash(&session, msg).await?;
     Ok(Redirect::to(&format!("/kbs/{kb}")))
@@ -326,7 +326,7 @@ pub async fn upload_form(
     let done = upload(&state, &page.auth, kb, mp).await?;
     let added = done.iter().filter(|(_, o)| *o != UploadOutcome::Duplicate).count();
     let dups: Vec<&str> = done.iter().filter(|(_, o)| *o == UploadOutcome::Duplicate).map(|(s, _)| s.file_name()).collect();
-    let mut msg = page.ctx.t("sources.uploaded").replace("{n}", &added.to_string());
+    let mut msg = page.ctx.t("sources.uploaded").replace("{n}", &page.ctx.count(added, "file"));
     if !dups.is_empty() {
         msg.push(' ');
         msg.push_str(&page.ctx.t("kbpage.already_in_kb").replace("{names}", &dups.join(", ")));

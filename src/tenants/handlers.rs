@@ -279,15 +279,15 @@ struct MembersPage {
 fn removal_sentence(ctx: &PageCtx, email: &str, i: &q::RemovalImpact) -> String {
     let mut s = ctx.t("members.remove_consequence").replace("{email}", email);
     let parts = [
-        (i.tokens, "members.remove_tokens"),
-        (i.kbs, "members.remove_kbs"),
-        (i.grants, "members.remove_grants"),
-        (i.sources, "members.remove_sources"),
+        (i.tokens, "members.remove_tokens", "token"),
+        (i.kbs, "members.remove_kbs", "kb"),
+        (i.grants, "members.remove_grants", "grant"),
+        (i.sources, "members.remove_sources", "source"),
     ];
-    for (n, key) in parts {
+    for (n, key, noun) in parts {
         if n > 0 {
             s.push(' ');
-            s.push_str(&ctx.t(key).replace("{n}", &n.to_string()));
+            s.push_str(&ctx.t(key).replace("{n}", &ctx.count(n, noun)));
         }
     }
     s

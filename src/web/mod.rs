@@ -465,6 +465,22 @@ mod tests {
     }
 
     #[test]
+    fn counted_nouns_agree_with_their_number_in_both_languages() {
+        assert_eq!(Lang::En.count(1, "passage"), "1 passage");
+        assert_eq!(Lang::En.count(0, "passage"), "0 passages");
+        assert_eq!(Lang::En.count(12, "document"), "12 documents");
+        assert_eq!(Lang::En.count(1, "kb"), "1 knowledge base");
+        assert_eq!(Lang::ZhCn.count(1, "document"), "1 个文档");
+        for noun in ["passage", "document", "source", "day", "file", "token", "grant", "kb"] {
+            for lang in [Lang::En, Lang::ZhCn] {
+                for n in [1, 2] {
+                    assert!(!lang.count(n, noun).contains("count."), "{lang:?} {noun} {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn catalogue_has_both_languages() {
         assert_eq!(Lang::En.t("nav.dashboard"), "Dashboard");
         assert_ne!(Lang::ZhCn.t("nav.dashboard"), "Dashboard");

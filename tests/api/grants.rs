@@ -167,7 +167,7 @@ async fn revoking_a_grant_and_removing_a_member_are_confirmed_with_their_consequ
 
     let mut page = app.login("owner@acme.test").await;
     let (_, html) = page.page("/admin/grants").await;
-    assert!(html.contains("data-confirm=\"3 sources under"), "the dialog's text is counted: {html}");
+    assert!(html.contains("data-confirm=\"Revoking makes 3 sources under"), "the dialog's text is counted: {html}");
     // No JavaScript: posting the row's form shows the confirmation page and changes nothing.
     let r = page.post_form(&format!("/admin/grants/{gid}/revoke"), &[]).await;
     assert_eq!(r.status(), StatusCode::OK);
@@ -183,7 +183,7 @@ async fn revoking_a_grant_and_removing_a_member_are_confirmed_with_their_consequ
     let r = page.post_form(&format!("/admin/grants/{gid}/revoke"), &[("confirm", "yes")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, html) = page.page("/admin/grants").await;
-    assert!(html.contains("Grant revoked; 3 sources are now stale."), "{html}");
+    assert!(html.contains("Grant revoked; stale now: 3 sources."), "{html}");
     let (_, g) = k.client.get_json(&format!("/api/grants/{gid}")).await;
     assert!(!g["revokedAt"].is_null());
 

@@ -40,7 +40,7 @@ async fn main_pages_render_for_an_owner() {
     let r = c.post_form(&format!("{kb_page}/sources"), &[("grant_id", &grant_id), ("path", "")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, html) = c.page(&kb_page).await;
-    assert!(html.contains("paper.md") && html.contains("Registered 1 files"), "source listed with a notice");
+    assert!(html.contains("paper.md") && html.contains("Registered 1 file (1 new"), "source listed with a notice");
     assert!(html.contains("class=\"status pending\""));
     // Token page shows a new token exactly once.
     let r = c.post_form("/settings/tokens", &[("name", "cli")]).await;

@@ -101,7 +101,7 @@ async fn revoke_and_remove_ask_first_in_a_dialog_that_says_what_follows() {
     b.poll("the dialog", "const d = document.querySelector('dialog.confirm-dialog'); return d && d.open", vec![]).await;
     b.find("dialog .confirm-ok").await.click().await.unwrap();
     let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("2 sources are now stale"), "{flash}");
+    assert!(flash.contains("stale now: 2 sources"), "{flash}");
     let (_, g2) = api.get_json(&format!("/api/grants/{}", g["id"].as_str().unwrap())).await;
     assert!(!g2["revokedAt"].is_null());
 
