@@ -224,6 +224,35 @@ impl TestApp {
 
     /// Grant the docs folder `folder` to all members, create a KB from `kb` (the create body),
     /// register the folder in it and index it; the KB's id.
+    /// What a Postgres restart looks like to the app (every backend of its database ends, the
+    /// LISTEN connections too), then source `id` marked failed (`pdf_malformed`) with the
+    /// notify trigger off: no notification exists, only a re-read of the state can show it.
+    pub async fn drop_connections_and_fail_silently(&self, tenant: Uuid, id: &str) {
+        let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url()).await.unwrap();
+        sqlx::query("select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()")
+            .bind(&self.db_name)
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let mut tx = self.owner_pool.begin().await.unwrap();
+        sqlx::query("select set_config('app.tenant_id', $1, true), set_config('app.scope', 'system', true)")
+            .bind(tenant.to_string())
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query("alter table source disable trigger source_notify").execute(&mut *tx).await.unwrap();
+        sqlx::query(
+            "update source set status = 'failed', error_code = 'pdf_malformed', error_message = 'x', progress_phase = null
+             where id = $1",
+        )
+        .bind(id.parse::<Uuid>().unwrap())
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        sqlx::query("alter table source enable trigger source_notify").execute(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+    }
+
     pub async fn indexed_folder_kb(&self, api: &Client, folder: &str, kb: Value) -> String {
         let (st, g) = api
             .post_json("/api/grants", json!({"path": self.docs_path(folder), "allMembers": true, "permission": "read_index"}))

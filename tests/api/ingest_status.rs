@@ -259,27 +259,7 @@ async fn the_live_stream_survives_the_database_dropping_its_connections_and_heal
     // Every backend of the app's database is terminated (what a Postgres restart looks like to
     // the app: the relay's LISTEN connection too), and the change is made with the trigger off,
     // so no notification exists at all: only the stream's own re-read can bring it.
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url()).await.unwrap();
-    sqlx::query("select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()")
-        .bind(&k.app.db_name)
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let owner = &k.app.owner_pool;
-    let mut tx = owner.begin().await.unwrap();
-    sqlx::query("select set_config('app.tenant_id', $1, true), set_config('app.scope', 'system', true)")
-        .bind(k.tenant.to_string())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("alter table source disable trigger source_notify").execute(&mut *tx).await.unwrap();
-    sqlx::query("update source set status = 'failed', error_code = 'pdf_malformed', error_message = 'x', progress_phase = null where id = $1")
-        .bind(id.parse::<Uuid>().unwrap())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("alter table source enable trigger source_notify").execute(&mut *tx).await.unwrap();
-    tx.commit().await.unwrap();
+    k.app.drop_connections_and_fail_silently(k.tenant, &id).await;
     let t0 = std::time::Instant::now();
     let healed = tokio::time::timeout(
         Duration::from_secs(30),

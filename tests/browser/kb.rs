@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::{
     browser::Browser,
-    helpers::{PASSWORD, TestApp, admin_url, spawn_app},
+    helpers::{PASSWORD, TestApp, spawn_app},
 };
 
 const EMAIL: &str = "owner@acme.test";
@@ -131,26 +131,7 @@ async fn the_live_status_equals_a_reload_after_the_database_dropped_every_connec
 
     // What a Postgres restart looks like to the app (the stream's LISTEN connection too),
     // and a change made with the trigger off: no notification exists, only a re-read shows it.
-    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&admin_url()).await.unwrap();
-    sqlx::query("select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()")
-        .bind(&k.app.db_name)
-        .execute(&mut admin)
-        .await
-        .unwrap();
-    let mut tx = k.app.owner_pool.begin().await.unwrap();
-    sqlx::query("select set_config('app.tenant_id', $1, true), set_config('app.scope', 'system', true)")
-        .bind(k.tenant.to_string())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("alter table source disable trigger source_notify").execute(&mut *tx).await.unwrap();
-    sqlx::query("update source set status = 'failed', error_code = 'pdf_malformed', error_message = 'x' where id = $1")
-        .bind(beta.parse::<uuid::Uuid>().unwrap())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    sqlx::query("alter table source enable trigger source_notify").execute(&mut *tx).await.unwrap();
-    tx.commit().await.unwrap();
+    k.app.drop_connections_and_fail_silently(k.tenant, &beta).await;
 
     let cell = format!("tr[data-source-id='{beta}'] .status-cell");
     let live = b
