@@ -419,11 +419,10 @@ async fn http_pass(
 
 /// `mnote bench embed`: passage-embedding throughput of the local models on `limit` blocks of
 /// a tenant (a random sample), split into English and CJK blocks, with the text and the batch
-/// size the workers use; candle and ONNX Runtime on the same English blocks in the same run;
-/// and the machine's fp32 bound (two sgemm kernels: matrixmultiply and ONNX Runtime's), so the
+/// size the workers use, and the machine's fp32 bound (two sgemm kernels: matrixmultiply and ONNX Runtime's), so the
 /// throughput reads as a share of what the cores can do. Nothing is written.
 pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
-    use super::embed::{CandleMiniLm, E5_SMALL, EmbedConfig, MINILM, OnnxEmbedder, has_cjk, local::candle_model_dir};
+    use super::embed::{E5_SMALL, EmbedConfig, MINILM, OnnxEmbedder, has_cjk};
     let (_cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, tenant, None).await?;
     let EmbedConfig::Local(lc) = EmbedConfig::from_env()? else {
@@ -478,24 +477,6 @@ pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
     if !en.is_empty() {
         let ort = time_embed(&minilm, &en, |t| windows_of(&minilm, t, 6)).await?;
         report("en_ort", "all-MiniLM-L6-v2, ONNX Runtime", &en, &ort);
-        // The wheel's safetensors beside the converted model (where `./dev provision` puts both).
-        let candle_dir = lc.minilm_dir.parent().map(|d| d.join("all-MiniLM-L6-v2")).unwrap_or_else(candle_model_dir);
-        match CandleMiniLm::load(&candle_dir) {
-            Ok(candle) => {
-                // candle cuts at 256 tokens (one window): its work is counted as it is done.
-                let c = time_embed(&candle, &en, |t| {
-                    windows_of(&minilm, t, 6).into_iter().take(1).map(|(len, f)| (len.min(256), f.min(bert_flops(256, 6))))
-                })
-                .await?;
-                report("en_candle", "all-MiniLM-L6-v2, candle", &en, &c);
-                println!(
-                    "onnxruntime_vs_candle: {:.2}× blocks/s, {:.2}× tokens/s (same blocks, same batches, in this run)",
-                    c.secs / ort.secs,
-                    (ort.tokens as f64 / ort.secs) / (c.tokens as f64 / c.secs)
-                );
-            }
-            Err(e) => println!("candle: not measured ({e})"),
-        }
         let sample = &en[..en.len().min(200)];
         let r = time_embed(&e5, sample, |t| windows_of(&e5, t, 12)).await?;
         report("en_e5", "multilingual-e5-small on English blocks (the all-e5 option)", sample, &r);

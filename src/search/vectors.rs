@@ -175,6 +175,8 @@ pub async fn pending_count_any(conn: &mut PgConnection, spaces: &[Space]) -> sql
 pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, tenant: Uuid) -> anyhow::Result<usize> {
     let models: Vec<String> = embedder.spaces().into_iter().map(|(m, _)| m).collect();
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    // Stale vectors first: the blocks they leave without a vector are embedded below.
+    let checked = refresh_legacy_cut(&mut tx, embedder, &models).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
          where not exists (select 1 from evidence_embedding e
@@ -189,6 +191,72 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     .await?;
     let n = embed_rows(&mut tx, embedder, tenant, &rows).await?;
     tx.commit().await?;
+    Ok(n + checked)
+}
+
+/// Vectors of the tenant checked per backlog step by [`refresh_legacy_cut`] (tokenising only).
+const LEGACY_CHECK_BATCH: i64 = 512;
+
+/// Check up to [`LEGACY_CHECK_BATCH`] vectors marked `legacy_cut` (written before long texts
+/// were embedded in windows): a stale one ([`Embedder::legacy_vector_is_stale`]) is deleted,
+/// so its block is back in the backlog and gets a vector of its whole text; the others are
+/// unmarked. Returns how many were checked (0 = none left).
+pub async fn refresh_legacy_cut(
+    conn: &mut PgConnection,
+    embedder: &Arc<dyn Embedder>,
+    models: &[String],
+) -> anyhow::Result<usize> {
+    /// A block's [`BlockText`] and the model of its marked vector.
+    type Marked = (Uuid, Uuid, Uuid, String, Json<Vec<String>>, String);
+    let rows: Vec<Marked> = sqlx::query_as(
+        "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]'), e.model
+         from evidence_embedding e join evidence_block b on b.tenant_id = e.tenant_id and b.id = e.block_id
+         where e.legacy_cut and e.model = any($1)
+         limit $2
+         for update of e skip locked",
+    )
+    .bind(models)
+    .bind(LEGACY_CHECK_BATCH)
+    .fetch_all(&mut *conn)
+    .await?;
+    if rows.is_empty() {
+        return Ok(0);
+    }
+    let n = rows.len();
+    // Tokenising a few hundred blocks is CPU work: off the async workers.
+    let e = Arc::clone(embedder);
+    let (stale, kept): (Vec<_>, Vec<_>) = tokio::task::spawn_blocking(move || {
+        rows.into_iter()
+            .map(|(id, source, kb, text, path, model)| {
+                let text = embed_text(&(id, source, kb, text, path));
+                let by = super::embed::routed(&e, &text);
+                // A block now routed to another model keeps its vector (searched in its space).
+                let stale = by.model_id() == model && by.legacy_vector_is_stale(&text);
+                (stale, (id, model))
+            })
+            .partition(|(stale, _)| *stale)
+    })
+    .await
+    .context("checking vectors written before windows")?;
+    let unzip = |v: Vec<(bool, (Uuid, String))>| -> (Vec<Uuid>, Vec<String>) { v.into_iter().map(|(_, r)| r).unzip() };
+    let (ids, ms) = unzip(stale);
+    sqlx::query(
+        "delete from evidence_embedding e using unnest($1::uuid[], $2::text[]) r(id, model)
+         where e.block_id = r.id and e.model = r.model",
+    )
+    .bind(&ids)
+    .bind(&ms)
+    .execute(&mut *conn)
+    .await?;
+    let (ids, ms) = unzip(kept);
+    sqlx::query(
+        "update evidence_embedding e set legacy_cut = false from unnest($1::uuid[], $2::text[]) r(id, model)
+         where e.block_id = r.id and e.model = r.model",
+    )
+    .bind(&ids)
+    .bind(&ms)
+    .execute(&mut *conn)
+    .await?;
     Ok(n)
 }
 

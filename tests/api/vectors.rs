@@ -136,3 +136,75 @@ async fn nonsense_gives_no_hits_in_vector_and_hybrid_modes() {
     let v = search(&c, json!({"query": "growing vegetables", "mode": "vector"})).await;
     assert!(quotes(&v)[0].contains("tomatoes"), "{v}");
 }
+
+/// A paragraph of about 400 MiniLM tokens: longer than one 256-token window.
+fn long_paragraph() -> String {
+    (1..=40)
+        .map(|i| format!("Clause {i} of the retention policy keeps audit records for seven years."))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test]
+async fn vectors_cut_before_windows_are_re_embedded_whole_and_the_rest_kept() {
+    let app = routed_app().await;
+    let doc = format!("# Policy\n\n{}\n\nA short paragraph about gardening tomatoes.\n", long_paragraph());
+    let (_, tenant) = indexed(&app, "legacy", &[("policy.md", &doc), ("zh.md", ZH)]).await;
+
+    // What the candle MiniLM left behind: every vector marked `legacy_cut` (as the migration
+    // marks the vectors it finds), MiniLM's replaced by a recognisable stand-in for "cut".
+    let fake = format!("[1{}]", ",0".repeat(383));
+    let mut tx = TenantTx::begin(&app.owner_pool, tenant, Scope::System).await.unwrap();
+    sqlx::query("update evidence_embedding set legacy_cut = true").execute(&mut *tx).await.unwrap();
+    sqlx::query("update evidence_embedding set embedding = $1::vector where model = $2")
+        .bind(&fake)
+        .bind(MINILM.id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+
+    assert!(app.run_embeddings().await > 0, "the backlog checks the marked vectors");
+    assert_eq!(app.run_embeddings().await, 0, "and then has nothing left");
+
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let rows: Vec<(String, String, bool, bool)> = sqlx::query_as(
+        "select b.text, e.model, e.legacy_cut, e.embedding = $1::vector
+         from evidence_embedding e join evidence_block b on b.id = e.block_id order by b.ordinal",
+    )
+    .bind(&fake)
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let blocks = |pred: &dyn Fn(&str) -> bool| rows.iter().filter(|r| pred(&r.0)).collect::<Vec<_>>();
+    assert!(rows.iter().all(|r| !r.2), "every vector is unmarked: {rows:?}");
+    let long = blocks(&|t| t.starts_with("Clause 1 "));
+    assert_eq!(long.len(), 1, "{rows:?}");
+    assert_eq!(long[0].1, MINILM.id);
+    assert!(!long[0].3, "the long block's cut vector was replaced");
+    let short = blocks(&|t| t.contains("tomatoes") || t == "Policy");
+    assert!(!short.is_empty());
+    assert!(short.iter().all(|r| r.1 == MINILM.id && r.3), "vectors of texts within one window stay: {short:?}");
+    assert!(blocks(&|t| mnote::search::embed::has_cjk(t)).iter().all(|r| r.1 == E5_SMALL.id), "e5 never cut: kept");
+
+    // The new vector is the windowed embedding of the whole text, as a fresh ingest writes it.
+    let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
+    let (text, path, stored): (String, sqlx::types::Json<Vec<String>>, pgvector::Vector) = sqlx::query_as(
+        "select b.text, coalesce(b.locator->'sectionPath', '[]'), e.embedding::vector(384)
+         from evidence_embedding e join evidence_block b on b.id = e.block_id where b.text like 'Clause 1 %'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let id = uuid::Uuid::nil();
+    let fresh = router()
+        .route("")
+        .unwrap()
+        .embed(&[vectors::embed_text(&(id, id, id, text, path))], mnote::search::embed::EmbedKind::Passage)
+        .await
+        .unwrap();
+    let cos: f32 = fresh[0].iter().zip(stored.as_slice()).map(|(a, b)| a * b).sum();
+    assert!(cos > 0.9999, "cos {cos}");
+}

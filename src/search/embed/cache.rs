@@ -80,6 +80,10 @@ impl Embedder for CachedQueries {
         self.inner.min_similarity()
     }
 
+    fn legacy_vector_is_stale(&self, text: &str) -> bool {
+        self.inner.legacy_vector_is_stale(text)
+    }
+
     fn embed<'a>(&'a self, texts: &'a [String], kind: EmbedKind) -> BoxFuture<'a, Result<Vec<Vec<f32>>, EmbedError>> {
         Box::pin(async move {
             let [text] = texts else { return self.inner.embed(texts, kind).await };

@@ -4,7 +4,6 @@
 //! multilingual-e5-small for text with Chinese, Japanese or Korean, behind a
 //! [`LanguageRouter`] ([`route`]) that picks the model per text (the default, offline);
 //! [`OpenAiEmbedder`] calls any OpenAI-compatible `/v1/embeddings` endpoint ([`openai`]).
-//! [`local`] keeps the candle MiniLM that `mnote bench embed` compares ONNX Runtime with.
 //! [`from_config`] builds the configured one; `None` means "no embedder", and
 //! search then falls back to lexical with `degraded: true, degradedReason:
 //! "embedder_unavailable"`. [`CachedQueries`] ([`cache`]) keeps recent query vectors in front
@@ -29,7 +28,6 @@
 //! indexes, so a model change re-embeds rather than mixing spaces.
 
 pub mod cache;
-pub mod local;
 pub mod onnx;
 pub mod openai;
 pub mod route;
@@ -39,7 +37,6 @@ use std::{fmt, path::PathBuf, sync::Arc, time::Duration};
 use futures_util::future::BoxFuture;
 
 pub use cache::CachedQueries;
-pub use local::CandleMiniLm;
 pub use onnx::{E5_SMALL, LocalMiniLm, MINILM, ModelSpec, OnnxEmbedder};
 pub use openai::{ApiKey, OpenAiConfig, OpenAiEmbedder};
 use openai::{HTTP_BATCH, HTTP_DEFAULT_TIMEOUT, embeddings_url};
@@ -107,6 +104,13 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     /// The model that embeds `text`: a router picks one of its models; `None` = this one.
     fn route(&self, _text: &str) -> Option<Arc<dyn Embedder>> {
         None
+    }
+    /// Whether a vector of `text` that this model wrote before long texts were embedded in
+    /// windows (stored with `legacy_cut`) differs from the one it writes now: true for a
+    /// model that used to cut texts and a text longer than one window. The embedding backlog
+    /// re-embeds such vectors ([`crate::search::vectors::refresh_legacy_cut`]).
+    fn legacy_vector_is_stale(&self, _text: &str) -> bool {
+        false
     }
     /// Every vector space (model, dimension) this embedder writes: one, or one per model of a
     /// router.

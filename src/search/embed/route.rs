@@ -54,6 +54,10 @@ impl Embedder for LanguageRouter {
         true
     }
 
+    fn legacy_vector_is_stale(&self, text: &str) -> bool {
+        self.pick(text).legacy_vector_is_stale(text)
+    }
+
     fn route(&self, text: &str) -> Option<Arc<dyn Embedder>> {
         Some(Arc::clone(self.pick(text)))
     }
