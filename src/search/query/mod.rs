@@ -281,34 +281,25 @@ pub async fn run(
         paging: None,
     };
 
-    // Vector and hybrid need a query vector; without one they run lexical and say so.
-    let mut qvec = None;
-    if matches!(req.mode, Mode::Vector | Mode::Hybrid) {
-        match &engine.embedder {
-            Some(_) if !engine.vector_side_healthy() => {
-                resp.degraded = true;
-                resp.degraded_reason = Some(vector_health::CODE.into());
-            }
-            None => {
-                resp.degraded = true;
-                resp.degraded_reason = Some("embedder_unavailable".into());
-            }
-            // A language router: the query searches the vectors of the model its text routes to.
-            Some(e) => {
-                let e = crate::search::embed::routed(e, query);
-                match e.embed(&[query.to_string()], EmbedKind::Query).await {
-                    Ok(mut v) if v.len() == 1 => qvec = Some((Space::of(e.as_ref()), e.multilingual(), v.remove(0))),
-                    Ok(_) | Err(_) => {
-                        resp.degraded = true;
-                        resp.degraded_reason = Some("embedder_unavailable".into());
-                    }
-                }
-            }
-        }
-    }
     // Candidates per side for fusion. With RRF k = 20, a block ranked below 4·topK in both
     // lists scores less than one ranked topK in either, so deeper lists rarely change the top.
     let depth = (top_k * 4).max(40) as i64;
+    // Vector and hybrid need a query vector; without one they run lexical and say so. Hybrid
+    // ranks its lexical list in the mirror while the query is embedded (the model runs on the
+    // blocking pool, so the two overlap on two cores).
+    let (qvec, mirrored) = if req.mode == Mode::Hybrid {
+        let (q, m) = tokio::join!(query_vector(engine, query), vector::mirror_candidates(conn, engine, &filters, &terms, depth));
+        (q, m?)
+    } else if req.mode == Mode::Vector {
+        (query_vector(engine, query).await, None)
+    } else {
+        (Ok(None), None)
+    };
+    let qvec = qvec.unwrap_or_else(|reason| {
+        resp.degraded = true;
+        resp.degraded_reason = Some(reason.into());
+        None
+    });
     let ranked = match (req.mode, qvec) {
         (Mode::Vector, Some((space, _, v))) => {
             vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?
@@ -328,7 +319,7 @@ pub async fn run(
                 return Ok(resp);
             }
             let fusion = resp.fusion.as_ref().expect("set above");
-            hybrid(conn, engine, &filters, &terms, &space, v, fusion, depth, top_k as i64)
+            hybrid(conn, &filters, &terms, mirrored, &space, v, fusion, depth, top_k as i64)
                 .await
                 .map_err(|e| engine.vector_error(e))?
         }
@@ -342,6 +333,21 @@ pub async fn run(
     // Graph ranks a margin beyond `top_k` (hydration may drop some): never answer more.
     resp.results.truncate(top_k);
     Ok(resp)
+}
+
+/// The query's vector from the model its text routes to, with that model's space and whether
+/// it is multilingual. `Err`: the degraded reason (no embedder, the vector side backing off, or
+/// the embedder failed); vector and hybrid then run lexical.
+async fn query_vector(engine: &Engine, query: &str) -> Result<Option<(Space, bool, Vec<f32>)>, &'static str> {
+    let e = match &engine.embedder {
+        None => return Err("embedder_unavailable"),
+        Some(_) if !engine.vector_side_healthy() => return Err(vector_health::CODE),
+        Some(e) => crate::search::embed::routed(e, query),
+    };
+    match e.embed(&[query.to_string()], EmbedKind::Query).await {
+        Ok(mut v) if v.len() == 1 => Ok(Some((Space::of(e.as_ref()), e.multilingual(), v.remove(0)))),
+        Ok(_) | Err(_) => Err("embedder_unavailable"),
+    }
 }
 
 mod binds;

@@ -56,27 +56,42 @@ pub(super) async fn vector_only(
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn hybrid(
+/// Hybrid's lexical list from the mirror (twice as deep: the filters of [`hybrid`] may drop
+/// some); `None` when the mirror is not current, and [`hybrid`] ranks in SQL. Needs no query
+/// vector, so `query::run` computes it while the query is being embedded.
+pub(super) async fn mirror_candidates(
     conn: &mut PgConnection,
     engine: &Engine,
     f: &Filters,
     t: &QueryTerms,
+    depth: i64,
+) -> sqlx::Result<Option<Vec<(Uuid, f64)>>> {
+    if t.is_empty() {
+        return Ok(None);
+    }
+    Ok(mem_ranker(conn, engine, f).await?.map(|m| m.rank(t, depth as usize * 2)))
+}
+
+/// Lexical and vector candidates fused by RRF in one statement. `mirrored`: the lexical list
+/// from [`mirror_candidates`] (`None`: ranked here in SQL).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn hybrid(
+    conn: &mut PgConnection,
+    f: &Filters,
+    t: &QueryTerms,
+    mirrored: Option<Vec<(Uuid, f64)>>,
     space: &Space,
     v: Vec<f32>,
     fusion: &Fusion,
     depth: i64,
     limit: i64,
 ) -> sqlx::Result<Ranked> {
-    // The lexical list comes ranked from the mirror (twice as deep, the filters below may drop
-    // some) or is ranked here in SQL.
-    let mem = if t.is_empty() { None } else { mem_ranker(conn, engine, f).await? };
     set_hnsw(conn, depth).await?;
     let mut b = Binds::new();
     let filter = f.block_sql(&mut b);
-    let lex = match &mem {
+    let lex = match mirrored {
         Some(m) => {
-            let (ids, scores): (Vec<Uuid>, Vec<f64>) = m.rank(t, depth as usize * 2).into_iter().unzip();
+            let (ids, scores): (Vec<Uuid>, Vec<f64>) = m.into_iter().unzip();
             let (ids, scores, limit) = (b.push(ids), b.push(scores), b.push(depth));
             format!(
                 "lexical as (select l.id, l.score from unnest({ids}::uuid[], {scores}::float8[]) l(id, score), evidence_block b, source s
