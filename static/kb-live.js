@@ -56,7 +56,8 @@
   let again = false;
   function refetchCard() {
     if (refetching) { again = true; return refetching; }
-    refetching = fetch(location.pathname, { credentials: 'same-origin', headers: { Accept: 'text/html' } })
+    // Marked as a background read, so it leaves the session's one-time notice to the next page.
+    refetching = fetch(location.pathname, { credentials: 'same-origin', headers: { Accept: 'text/html', 'X-Mnote-Background': '1' } })
       .then((r) => (r.ok ? r.text() : Promise.reject(r.status)))
       .then((html) => {
         const doc = new DOMParser().parseFromString(html, 'text/html');

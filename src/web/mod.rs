@@ -217,7 +217,10 @@ impl PageCtx {
             Some(s) => auth::csrf::token(s).await?,
             None => String::new(),
         };
+        // A page's own background re-read (`BACKGROUND_HEADER`, e.g. the KB page's live status)
+        // must not consume the notice meant for the page the browser is navigating to.
         let flash = match &session {
+            Some(_) if parts.headers.contains_key(BACKGROUND_HEADER) => None,
             Some(s) => s.remove::<String>("flash").await.map_err(auth::session_err)?,
             None => None,
         };
@@ -280,6 +283,10 @@ impl FromRequestParts<AppState> for AnonCtx {
         Ok(AnonCtx(PageCtx::build(parts, state, None).await?))
     }
 }
+
+/// Sent by a page's scripts when they re-read a page in the background: such a request leaves
+/// the one-time notice ([`flash`]) in the session.
+pub const BACKGROUND_HEADER: &str = "x-mnote-background";
 
 /// Set a one-time notice for the next page.
 pub async fn flash(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {

@@ -125,3 +125,32 @@ async fn error_pages_keep_the_navigation_and_the_language() {
     // One register in Chinese, and "搜索" rather than "搜索证据".
     assert!(!html.contains('您') && !html.contains("搜索证据"), "{html}");
 }
+
+/// The KB page's live status re-reads the page in the background (`X-Mnote-Background`). When
+/// that request arrives between a form's redirect and the page it leads to, it must not take
+/// the notice meant for that page (seen as a flaky browser test: "Removed alpha.md" missing).
+#[tokio::test]
+async fn a_background_re_read_leaves_the_notice_to_the_next_page() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    c.page("/").await;
+    let r = c.post_form("/kbs", &[("name", "Research"), ("visibility", "team"), ("description", "")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let kb_page = r.headers()["location"].to_str().unwrap().to_string();
+    c.page(&kb_page).await;
+    let r =
+        c.post_form(&format!("{kb_page}/edit"), &[("name", "Research"), ("visibility", "team"), ("description", "papers")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let notice = "Saved.";
+    // The background read first: the page renders, without the notice.
+    let r = c.http.get(format!("{}{kb_page}", c.base)).header("X-Mnote-Background", "1").send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("id=\"sources-card\"") && !html.contains("class=\"flash"), "{html}");
+    // Then the page the redirect leads to: the notice is still there, once.
+    let (_, html) = c.page(&kb_page).await;
+    assert!(html.contains("class=\"flash") && html.contains(notice), "the notice survived the background read");
+    let (_, html) = c.page(&kb_page).await;
+    assert!(!html.contains("class=\"flash"), "and is shown once");
+}
