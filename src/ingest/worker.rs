@@ -159,25 +159,16 @@ async fn run_child(
         cmd.env(PROGRESS_ENV, "1");
     }
     let mut run = Supervised::new(cmd).memory_limit(limits.memory_bytes).timeout(limits.timeout);
-    let mut relay = None;
     if let Some(to) = pages {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-        run = run.report_lines(PROGRESS_PREFIX, tx);
-        relay = Some(tokio::spawn(async move {
-            while let Some(line) = rx.recv().await {
-                let mut it = line.split(' ').map(str::parse::<u32>);
-                if let (Some(Ok(done)), Some(Ok(total))) = (it.next(), it.next()) {
-                    let _ = to.send((done.min(total), total));
-                }
+        run = run.report_lines(PROGRESS_PREFIX, move |line| {
+            let mut it = line.split(' ').map(str::parse::<u32>);
+            if let (Some(Ok(done)), Some(Ok(total))) = (it.next(), it.next()) {
+                // The receiver may be gone (nobody records any more): not an error.
+                let _ = to.send((done.min(total), total));
             }
-        }));
+        });
     }
-    let out = run.run().await;
-    if let Some(r) = relay {
-        // The sender closed with the run: the relay has forwarded everything.
-        let _ = r.await;
-    }
-    let out = out.map_err(|e| match e {
+    let out = run.run().await.map_err(|e| match e {
         SuperviseError::Spawn(e) => ParseError::new("worker_unavailable", format!("starting the parser: {e}")),
         SuperviseError::Io(e) => ParseError::new("worker_crashed", e.to_string()),
         SuperviseError::Timeout(t) => ParseError::new("parse_timeout", format!("parsing took longer than {t:?}")),

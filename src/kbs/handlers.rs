@@ -304,7 +304,7 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
     let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };
     tx.commit().await?;
     let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
-    let grace_days = page.ctx.count(super::grace_days(state.config.delete_grace), "day");
+    let grace_days = super::grace_days(&page.ctx, state.config.delete_grace);
     let impact =
         super::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
     let delete_message = super::delete_message(&page.ctx, &kb.name, &impact);
@@ -395,7 +395,7 @@ pub async fn delete_form(
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
     let kb = delete(&state, &page.auth, id).await?;
-    let days = page.ctx.count(super::grace_days(state.config.delete_grace), "day");
+    let days = super::grace_days(&page.ctx, state.config.delete_grace);
     flash(&session, page.ctx.t("kbpage.kb_deleted").replace("{name}", &kb.name).replace("{days}", &days)).await?;
     Ok(Redirect::to("/#deleted"))
 }

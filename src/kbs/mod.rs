@@ -55,10 +55,11 @@ pub struct DeleteImpact {
     pub grace_secs: u64,
 }
 
-/// The grace period in whole days (at least 1 when shorter than a day but not zero).
-pub fn grace_days(grace: std::time::Duration) -> u64 {
+/// The grace period in whole days, counted in the page's language ("7 days", "1 day"; at
+/// least 1 when shorter than a day but not zero).
+pub fn grace_days(ctx: &crate::web::PageCtx, grace: std::time::Duration) -> String {
     let d = grace.as_secs().div_ceil(86_400);
-    d.max(u64::from(!grace.is_zero()))
+    ctx.count(d.max(u64::from(!grace.is_zero())), "day")
 }
 
 /// "12 sources become stale and leave search (3 400 passages) … restorable for 7 days".
@@ -67,7 +68,7 @@ pub fn delete_message(ctx: &crate::web::PageCtx, name: &str, i: &DeleteImpact) -
         .replace("{name}", name)
         .replace("{sources}", &ctx.count(i.sources, "source"))
         .replace("{blocks}", &ctx.count(i.blocks, "passage"))
-        .replace("{days}", &ctx.count(grace_days(std::time::Duration::from_secs(i.grace_secs)), "day"))
+        .replace("{days}", &grace_days(ctx, std::time::Duration::from_secs(i.grace_secs)))
 }
 
 /// Session keys of the getting-started checklist.

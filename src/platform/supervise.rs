@@ -33,11 +33,11 @@ pub struct Supervised {
     report: Option<Report>,
 }
 
-/// Lines of stderr that start with `prefix` are sent to `to` (without the prefix) instead of
+/// Lines of stderr that start with `prefix` go to `on_line` (without the prefix) instead of
 /// being kept in the tail: how a child reports progress while it runs.
 struct Report {
     prefix: &'static str,
-    to: tokio::sync::mpsc::UnboundedSender<String>,
+    on_line: Box<dyn Fn(&str) + Send + Sync>,
 }
 
 /// What a finished child left.
@@ -97,10 +97,10 @@ impl Supervised {
         self
     }
 
-    /// Forward the stderr lines that start with `prefix` (the rest of each line) to `to`
-    /// while the child runs; they are not part of the tail.
-    pub fn report_lines(mut self, prefix: &'static str, to: tokio::sync::mpsc::UnboundedSender<String>) -> Self {
-        self.report = Some(Report { prefix, to });
+    /// Call `on_line` with each stderr line that starts with `prefix` (the rest of the line)
+    /// while the child runs; such lines are not part of the tail.
+    pub fn report_lines(mut self, prefix: &'static str, on_line: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.report = Some(Report { prefix, on_line: Box::new(on_line) });
         self
     }
 
@@ -322,10 +322,7 @@ async fn read_tail(r: &mut (impl AsyncRead + Unpin), report: Option<&Report>) ->
                 continue;
             }
             match line.strip_prefix(rep.prefix.as_bytes()) {
-                Some(rest) => {
-                    // The receiver may be gone (nobody watches any more): not an error.
-                    let _ = rep.to.send(String::from_utf8_lossy(rest).trim_end().to_string());
-                }
+                Some(rest) => (rep.on_line)(String::from_utf8_lossy(rest).trim_end()),
                 None => kept.extend_from_slice(&line),
             }
             line.clear();
@@ -370,7 +367,13 @@ mod tests {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let script = "echo 'before' >&2; printf '@p 1 3\\n' >&2; echo 'x@p not at the start' >&2; \
                       printf '@p 3 3\\nafter' >&2";
-        let out = Supervised::new(sh(script)).report_lines("@p ", tx).run().await.unwrap();
+        let out = Supervised::new(sh(script))
+            .report_lines("@p ", move |l| {
+                let _ = tx.send(l.to_string());
+            })
+            .run()
+            .await
+            .unwrap();
         let mut got = Vec::new();
         while let Ok(l) = rx.try_recv() {
             got.push(l);

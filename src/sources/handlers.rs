@@ -366,7 +366,7 @@ pub async fn delete_form(
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
     let s = delete(&state, &page.auth, id).await?;
-    let days = page.ctx.count(kbs::grace_days(state.config.delete_grace), "day");
+    let days = kbs::grace_days(&page.ctx, state.config.delete_grace);
     flash(&session, page.ctx.t("kbpage.source_removed").replace("{name}", s.file_name()).replace("{days}", &days)).await?;
     Ok(Redirect::to(&format!("/kbs/{}#removed", s.kb_id)))
 }

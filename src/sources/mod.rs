@@ -73,7 +73,7 @@ pub fn remove_message(ctx: &crate::web::PageCtx, s: &Source, i: &kbs::DeleteImpa
     ctx.t("kbpage.remove_source_message")
         .replace("{name}", s.file_name())
         .replace("{blocks}", &ctx.count(i.blocks, "passage"))
-        .replace("{days}", &ctx.count(kbs::grace_days(std::time::Duration::from_secs(i.grace_secs)), "day"))
+        .replace("{days}", &kbs::grace_days(ctx, std::time::Duration::from_secs(i.grace_secs)))
 }
 
 /// A failure in plain words in the page's language (`kbpage.errors.<code>`); the code itself

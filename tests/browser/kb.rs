@@ -31,6 +31,17 @@ async fn kb() -> Kb {
     Kb { app, tenant: s.tenant_id, api, kb }
 }
 
+impl Kb {
+    /// A browser (artifacts named `name`) signed in as the owner, on the KB's page.
+    async fn open_page(&self, name: &str) -> Browser {
+        let b = Browser::start(name, &self.app.base).await;
+        b.login(EMAIL, PASSWORD).await;
+        b.goto(&format!("/kbs/{}", self.kb)).await;
+        b.loaded().await;
+        b
+    }
+}
+
 async fn source_id(k: &Kb, path: &str) -> String {
     let (_, srcs) = k.api.get_json(&format!("/api/kbs/{}/sources", k.kb)).await;
     let items = srcs["items"].as_array().unwrap();
@@ -65,11 +76,7 @@ async fn page_ready(b: &Browser, path: &str) {
 async fn removing_a_source_and_deleting_the_kb_ask_first_and_both_can_be_undone() {
     let k = kb().await;
     let alpha = source_id(&k, "alpha.md").await;
-    let kb_path = format!("/kbs/{}", k.kb);
-    let b = Browser::start("kb-dialogs", &k.app.base).await;
-    b.login(EMAIL, PASSWORD).await;
-    b.goto(&kb_path).await;
-    b.loaded().await;
+    let b = k.open_page("kb-dialogs").await;
 
     // Remove source: the dialog names the file and what leaves search; Cancel changes nothing.
     let remove = format!("tr[data-source-id='{alpha}'] a[data-confirm]");
@@ -122,11 +129,7 @@ async fn removing_a_source_and_deleting_the_kb_ask_first_and_both_can_be_undone(
 async fn the_live_status_equals_a_reload_after_the_database_dropped_every_connection() {
     let k = kb().await;
     let beta = source_id(&k, "beta.md").await;
-    let kb_path = format!("/kbs/{}", k.kb);
-    let b = Browser::start("kb-live", &k.app.base).await;
-    b.login(EMAIL, PASSWORD).await;
-    b.goto(&kb_path).await;
-    b.loaded().await;
+    let b = k.open_page("kb-live").await;
     b.poll("the live stream", "return document.documentElement.dataset.kbLive === 'synced' || null", vec![]).await;
 
     // What a Postgres restart looks like to the app (the stream's LISTEN connection too),
@@ -158,16 +161,12 @@ async fn the_live_status_equals_a_reload_after_the_database_dropped_every_connec
 #[tokio::test]
 async fn several_files_upload_by_picker_and_by_drop_each_with_its_outcome() {
     let k = kb().await;
-    let kb_path = format!("/kbs/{}", k.kb);
     let dir = k.app.docs.join("to-upload");
     std::fs::create_dir_all(&dir).unwrap();
     let (one, two) = (dir.join("one.md"), dir.join("two.md"));
     std::fs::write(&one, "# One\n\nuploaded first\n").unwrap();
     std::fs::write(&two, "# Two\n\nuploaded second\n").unwrap();
-    let b = Browser::start("kb-upload", &k.app.base).await;
-    b.login(EMAIL, PASSWORD).await;
-    b.goto(&kb_path).await;
-    b.loaded().await;
+    let b = k.open_page("kb-upload").await;
 
     let outcomes = "return Array.from(document.querySelectorAll('.upload-progress li')) \
                     .map(li => li.querySelector('.name').textContent + ': ' + li.querySelector('.outcome').textContent)";
