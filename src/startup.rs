@@ -79,6 +79,7 @@ pub fn build_router(state: AppState) -> Router {
 /// Connect, check the role and the schema, and build the state.
 pub async fn prepare(config: Config) -> anyhow::Result<AppState> {
     let pool = db::connect(&config.database_url, config.db_max_connections).await?;
+    db::refuse_citus(&pool).await?;
     db::ensure_app_role_is_confined(&pool).await?;
     if !db::is_migrated(&pool).await.unwrap_or(false) {
         anyhow::bail!("the database is not migrated; run `mnote migrate` first");

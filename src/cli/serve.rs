@@ -17,6 +17,7 @@ pub async fn migrate() -> anyhow::Result<()> {
     let app_role = app_url.as_deref().and_then(db::url_user);
     let owner = db::connect(&url, 2).await?;
     let app_role = app_role.filter(|r| Some(r.as_str()) != db::url_user(&url).as_deref());
+    db::refuse_citus(&owner).await?;
     db::migrate(&owner, app_role.as_deref()).await?;
     println!("migrations applied{}", app_role.map(|r| format!("; app role {r} granted")).unwrap_or_default());
     let embed = crate::search::embed::EmbedConfig::from_env()?;

@@ -102,6 +102,31 @@ pub fn url_user(url: &str) -> Option<String> {
     (!user.is_empty()).then(|| user.to_string())
 }
 
+/// The stable code of [`refuse_citus`]'s error (CLI output, logs, docs).
+pub const CITUS_UNSUPPORTED: &str = "citus_unsupported";
+
+/// `mnote serve` and `mnote migrate` refuse a database with the `citus` extension. Citus
+/// re-creates `AS RESTRICTIVE` row-level-security policies as permissive ones on its
+/// workers, so the rules that narrow a tenant's access would widen it instead; it also
+/// rejects policies with subqueries and never forwards the session settings that carry the
+/// tenant. Isolation is this product's first promise, so the distributed engine is refused
+/// outright (deploy/README.md).
+pub async fn refuse_citus(pool: &PgPool) -> anyhow::Result<()> {
+    let citus: Option<String> = sqlx::query_scalar("select extversion::text from pg_extension where extname = 'citus'")
+        .fetch_optional(pool)
+        .await
+        .context("reading the database's extensions")?;
+    if let Some(version) = citus {
+        bail!(
+            "{CITUS_UNSUPPORTED}: the database has the citus extension ({version}). MNote does not \
+             support Citus: its workers turn restrictive row-level-security policies into permissive \
+             ones, so one team could read another team's data. Use a plain PostgreSQL (with pgvector); \
+             see deploy/README.md"
+        );
+    }
+    Ok(())
+}
+
 /// `mnote serve` refuses to run with a role that could bypass row-level security.
 pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
     let (user, superuser, bypass): (String, bool, bool) =

@@ -1,6 +1,6 @@
 //! The `mnote` binary against the test database, as an operator would use it.
 
-use std::{io::Write, process::Command};
+use std::{io::Write, process::Command, str::FromStr};
 
 use reqwest::StatusCode;
 
@@ -126,4 +126,47 @@ async fn serve_refuses_a_role_that_can_bypass_rls() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("refusing to serve"), "{err}");
+}
+
+/// Citus re-creates restrictive row-level-security policies as permissive ones on its
+/// workers: `mnote migrate` and `mnote serve` refuse a database that has it.
+#[tokio::test]
+async fn migrate_and_serve_refuse_a_database_with_citus() {
+    let app = spawn_app().await;
+    // Citus cannot be installed here; the guard reads its row in the extension catalogue,
+    // so that row stands in for it (a superuser may write the catalogue).
+    let admin_user = sqlx::postgres::PgConnectOptions::from_str(&admin_url()).unwrap().get_username().to_string();
+    let mut admin = <sqlx::PgConnection as sqlx::Connection>::connect(&role_url(&admin_user, &app.db_name)).await.unwrap();
+    sqlx::query(
+        "insert into pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion)
+         select 4242424, 'citus', (select oid from pg_roles where rolname = current_user),
+                (select oid from pg_namespace where nspname = 'pg_catalog'), false, '14.0-1'",
+    )
+    .execute(&mut admin)
+    .await
+    .unwrap();
+
+    let err = mnote::db::refuse_citus(&app.pool).await.expect_err("a citus database was accepted");
+    assert!(err.to_string().starts_with("citus_unsupported:"), "{err}");
+    let owner_url = role_url(OWNER_ROLE, &app.db_name);
+    for args in [&["migrate"][..], &["serve"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_mnote"))
+            .args(args)
+            .env("DATABASE_URL", &app.config.database_url)
+            .env("MNOTE_MIGRATION_DATABASE_URL", &owner_url)
+            .env("MNOTE_DATA_DIR", &app.config.data_dir)
+            .env("MNOTE_GRANTABLE_ROOTS", &app.docs)
+            .env("MNOTE_BIND", "127.0.0.1:0")
+            .env("MNOTE_EMBEDDER", "none")
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "mnote {args:?} ran on a citus database: {err}");
+        assert!(err.contains("citus_unsupported") && err.contains("permissive"), "mnote {args:?}: {err}");
+    }
+
+    // Without the extension both run again (migrate is idempotent).
+    sqlx::query("delete from pg_extension where extname = 'citus'").execute(&mut admin).await.unwrap();
+    mnote::db::refuse_citus(&app.pool).await.expect("a plain database is accepted");
 }
