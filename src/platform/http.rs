@@ -329,4 +329,37 @@ mod tests {
         let e = e.scrub(&SecretString::new("refused"));
         assert!(!e.message.contains("refused"), "{}", e.message);
     }
+
+    /// Issue 31 item 4: a 30x is an error ("redirects are not followed"), and the place it
+    /// points to is never asked (with the request's credentials or body).
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let target_hits = Arc::new(AtomicUsize::new(0));
+        let h = target_hits.clone();
+        let target = axum::Router::new().fallback(move || {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                "reached"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let to = format!("http://{}/elsewhere", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, target).await.unwrap() });
+        for status in [301u16, 302, 303, 307, 308] {
+            let to = to.clone();
+            let app = axum::Router::new().fallback(move || {
+                let to = to.clone();
+                async move { (axum::http::StatusCode::from_u16(status).unwrap(), [(axum::http::header::LOCATION, to)]) }
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/x", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            let c = Client::builder().retries(2, Duration::from_millis(1)).build().unwrap();
+            let e = c.send(c.post(&url).bearer_auth("sk-secret").body("the conversation")).await.unwrap_err();
+            assert_eq!((e.kind, e.status.map(|s| s.as_u16())), (HttpErrorKind::BadResponse, Some(status)), "{e}");
+            assert!(e.message.contains("redirects are not followed"), "{}", e.message);
+        }
+        assert_eq!(target_hits.load(Ordering::SeqCst), 0, "a redirect was followed");
+    }
 }
