@@ -1,4 +1,5 @@
-//! The one outbound HTTP client (embedding endpoints, MinerU): timeouts, a user agent,
+//! The one outbound HTTP client (LightRAG, model and embedding endpoints, MinerU): timeouts,
+//! a user agent, no redirects,
 //! optional bounded retries with exponential backoff for transient failures, and errors that
 //! are classified ([`HttpErrorKind`]) and scrubbed: a message never holds a URL's query or
 //! userinfo (pre-signed URLs carry signatures) nor a secret ([`HttpError::scrub`]).
@@ -75,6 +76,15 @@ impl HttpError {
         HttpError { kind: HttpErrorKind::of_status(status), message: format!("HTTP {}", status.as_u16()), status: Some(status) }
     }
 
+    /// A 30x answer: never followed (see [`ClientBuilder::build`]), a `BadResponse`.
+    pub fn redirect(status: reqwest::StatusCode) -> Self {
+        HttpError {
+            kind: HttpErrorKind::BadResponse,
+            message: format!("HTTP {}: redirects are not followed", status.as_u16()),
+            status: Some(status),
+        }
+    }
+
     /// Remove `secret` from the message.
     pub fn scrub(mut self, secret: &SecretString) -> Self {
         self.message = secret.scrub(&self.message);
@@ -131,7 +141,9 @@ impl ClientBuilder {
     }
 
     pub fn build(self) -> Result<Client, HttpError> {
-        let mut b = reqwest::Client::builder().user_agent(self.user_agent);
+        // Never follow a redirect: every endpoint this client calls passed an operator's
+        // allow-list, and a 30x would carry the request (its key, the conversation) past it.
+        let mut b = reqwest::Client::builder().user_agent(self.user_agent).redirect(reqwest::redirect::Policy::none());
         if let Some(d) = self.connect_timeout {
             b = b.connect_timeout(d);
         }
@@ -184,7 +196,8 @@ impl Client {
     }
 
     /// Send `req`, retrying transient failures as configured. Any answer is returned, a
-    /// non-success status included (once retries are used up): the caller reads its body.
+    /// non-success status included (once retries are used up): the caller reads its body;
+    /// except a redirect (30x), which is an error ([`HttpError::redirect`]).
     /// A request whose body cannot be cloned (a stream) is sent once.
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, HttpError> {
         let mut attempt = 0u32;
@@ -204,7 +217,13 @@ impl Client {
                     attempt += 1;
                     req = next;
                 }
-                _ => return result.map_err(HttpError::transport),
+                _ => {
+                    let resp = result.map_err(HttpError::transport)?;
+                    if resp.status().is_redirection() {
+                        return Err(HttpError::redirect(resp.status()));
+                    }
+                    return Ok(resp);
+                }
             }
         }
     }

@@ -304,12 +304,11 @@ async fn mcp_refuses_foreign_hosts_and_citation_urls_never_echo_the_host() {
     let port = app.base.rsplit(':').next().unwrap().to_string();
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
     let search = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"evidence_search","arguments":{"query":"scoped threads","mode":"lexical"}}}"#;
+    let http = reqwest::Client::new();
     let post = |host: String, body: &'static str| {
-        let (base, token) = (app.base.clone(), token.clone());
+        let (base, token, http) = (app.base.clone(), token.clone(), http.clone());
         async move {
-            app.client()
-                .http
-                .post(format!("{base}/mcp"))
+            http.post(format!("{base}/mcp"))
                 .header(header::HOST, host)
                 .header(header::CONTENT_TYPE, "application/json")
                 .header(header::ACCEPT, "application/json, text/event-stream")
