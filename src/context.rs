@@ -50,6 +50,11 @@ pub async fn serve_in_process(
     let pool = state.pool.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
+    // The address really bound: what `/mcp` accepts as Host and builds citation URLs from.
+    let mut state = state;
+    let mut cfg = (*state.config).clone();
+    cfg.bind = listener.local_addr()?;
+    state.config = std::sync::Arc::new(cfg);
     let router = app(state);
     tokio::spawn(async move {
         let _ = axum::serve(listener, router.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;

@@ -91,6 +91,7 @@ impl AppError {
             AppError::NotFound => "not_found",
             AppError::Conflict(_) => "conflict",
             AppError::Invalid { .. } => "invalid_input",
+            AppError::Sqlx(e) if is_invalid_text(e) => "invalid_input",
             AppError::RateLimited { .. } => "rate_limited",
             AppError::TooLarge { .. } => "file_too_large",
             AppError::BodyTooLarge { .. } => "body_too_large",
@@ -113,6 +114,7 @@ impl AppError {
             AppError::NotFound => StatusCode::NOT_FOUND,
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Sqlx(e) if is_invalid_text(e) => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::TooLarge { .. } | AppError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
@@ -126,6 +128,7 @@ impl AppError {
     pub fn public_message(&self) -> String {
         match self.code() {
             "internal" => "internal error".into(),
+            "invalid_input" if matches!(self, AppError::Sqlx(_)) => NUL_MESSAGE.into(),
             "upstream_unavailable" if matches!(self, AppError::Sqlx(_)) => {
                 "the database is unavailable; try again shortly".into()
             }
@@ -134,8 +137,40 @@ impl AppError {
     }
 }
 
+/// What a client is told about text Postgres cannot store.
+const NUL_MESSAGE: &str = "text must not contain NUL (\\u0000) characters";
+
+/// The database is not there for this request: no connection in time, a broken one, or a
+/// backend ended under it (`57P01` admin shutdown / `pg_terminate_backend`, `57P02` crash,
+/// `57P03` not accepting connections, class `08` connection exceptions).
 fn is_unavailable(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed)
+    match e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => true,
+        sqlx::Error::Database(d) => {
+            d.code().is_some_and(|c| matches!(c.as_ref(), "57P01" | "57P02" | "57P03") || c.starts_with("08"))
+        }
+        _ => false,
+    }
+}
+
+/// Text Postgres refuses to store: a NUL character (`22021` in `text`, `22P05` in `jsonb`).
+/// Validators reject NUL where JSON enters ([`ApiJson`]); this catches every other path
+/// (query strings, path segments, forms).
+fn is_invalid_text(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().is_some_and(|c| matches!(c.as_ref(), "22021" | "22P05")))
+}
+
+/// The JSON pointer of the first string (or key) in `v` that holds a NUL character.
+fn nul_at(v: &serde_json::Value, at: &str) -> Option<String> {
+    match v {
+        serde_json::Value::String(s) => s.contains('\0').then(|| at.to_string()),
+        serde_json::Value::Array(items) => items.iter().enumerate().find_map(|(i, x)| nul_at(x, &format!("{at}/{i}"))),
+        serde_json::Value::Object(m) => m.iter().find_map(|(k, x)| {
+            let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+            if k.contains('\0') { Some(here) } else { nul_at(x, &here) }
+        }),
+        _ => None,
+    }
 }
 
 impl IntoResponse for AppError {
@@ -207,6 +242,25 @@ where
     type Rejection = AppError;
 
     async fn from_request(req: axum::extract::Request, state: &S) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let bytes = match axum::body::Bytes::from_request(axum::extract::Request::from_parts(parts.clone(), body), state).await {
+            Ok(b) => b,
+            Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(AppError::BodyTooLarge { limit: JSON_BODY_LIMIT as u64 });
+            }
+            Err(rejection) => return Err(AppError::Invalid { message: rejection.body_text(), fields: BTreeMap::new() }),
+        };
+        // NUL cannot be stored (Postgres refuses it in text and jsonb): refused up front, with
+        // the field named, instead of failing deep in a statement. Only bodies that spell
+        // `\u0000` are parsed a second time.
+        if bytes.windows(6).any(|w| w.eq_ignore_ascii_case(b"\\u0000"))
+            && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes)
+            && let Some(at) = nul_at(&v, "")
+        {
+            let field = at.trim_start_matches('/').replace('/', ".");
+            return Err(AppError::invalid(&field, NUL_MESSAGE));
+        }
+        let req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
         match Json::<T>::from_request(req, state).await {
             Ok(Json(v)) => Ok(ApiJson(v)),
             // Over the body limit (axum's default, 2 MiB): 413, not a validation error.
@@ -216,4 +270,24 @@ where
             Err(rejection) => Err(AppError::Invalid { message: rejection.body_text(), fields: BTreeMap::new() }),
         }
     }
+}
+
+/// axum's own extractor rejections (a `Path` segment that is not a UUID, a `Query` that does
+/// not parse, …) answer `400 text/plain`: on the JSON routes they become our `invalid_input`.
+pub async fn json_rejections(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let r = next.run(req).await;
+    let plain = r
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    if !plain || !matches!(r.status(), StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY) {
+        return r;
+    }
+    let text = axum::body::to_bytes(r.into_body(), 4096)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() { "the request's path or query is not valid".to_string() } else { text };
+    AppError::Invalid { message, fields: BTreeMap::new() }.into_response()
 }

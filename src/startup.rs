@@ -47,6 +47,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(agents::api::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
+        .layer(from_fn(crate::error::json_rejections))
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));
     // Browser routes (and the fallback): errors become pages, CSRF failures included.
     let pages = Router::new()
@@ -72,8 +73,21 @@ pub fn build_router(state: AppState) -> Router {
         .layer(from_fn(web::security_headers))
         .layer(from_fn(ops::track))
         .layer(TraceLayer::new_for_http())
-        .layer(CompressionLayer::new())
+        .layer(CompressionLayer::new().compress_when(compressible()))
         .with_state(state)
+}
+
+/// What the compression layer compresses: tower-http's default (not images, not gRPC, not
+/// `text/event-stream`, not under 32 bytes, never a `Range` answer) minus formats that are
+/// already compressed (PDF, the zip-based Office formats, archives): compressing them again
+/// costs CPU and gains nothing.
+fn compressible() -> impl tower_http::compression::Predicate {
+    use tower_http::compression::predicate::{DefaultPredicate, NotForContentType, Predicate};
+    DefaultPredicate::new()
+        .and(NotForContentType::const_new("application/pdf"))
+        .and(NotForContentType::const_new("application/vnd.openxmlformats-officedocument."))
+        .and(NotForContentType::const_new("application/zip"))
+        .and(NotForContentType::const_new("application/gzip"))
 }
 
 /// Connect, check the role and the schema, and build the state.
@@ -113,6 +127,14 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
     let watcher = crate::ingest::watch::spawn(state.pool.clone(), state.config.clone(), stop_rx);
     let listener = tokio::net::TcpListener::bind(state.config.bind).await?;
     tracing::info!("listening on http://{}", listener.local_addr()?);
+    // The address really bound (a port 0 becomes the chosen port): what `/mcp` accepts as
+    // Host and builds citation URLs from when MNOTE_PUBLIC_URL is unset.
+    let mut state = state;
+    if state.config.bind != listener.local_addr()? {
+        let mut cfg = (*state.config).clone();
+        cfg.bind = listener.local_addr()?;
+        state.config = std::sync::Arc::new(cfg);
+    }
     let (pool, instance) = (state.pool.clone(), state.instance_id.clone());
     let app = build_router(state);
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())

@@ -208,7 +208,8 @@ async fn get_config(State(state): State<AppState>, auth: Auth, Path(agent): Path
     Ok(Json(view(&state.config, agent, row.as_ref())))
 }
 
-/// `PUT` body. `apiKey`: absent keeps the stored key, `""` removes it.
+/// `PUT` body. `apiKey`: absent keeps the stored key (unless `endpointUrl` changes: then the
+/// key is removed), `""` removes it.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigInput {
@@ -274,7 +275,13 @@ pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, p
     let endpoint = patch.endpoint_url.unwrap_or_else(|| row.as_ref().and_then(|r| r.endpoint_url.clone()));
     let model = patch.model.unwrap_or_else(|| row.as_ref().and_then(|r| r.model.clone()));
     let extra = patch.extra_models.unwrap_or_else(|| row.as_ref().map(|r| r.extra_models.clone()).unwrap_or_default());
-    let key = patch.api_key.unwrap_or_else(|| row.as_ref().and_then(|r| r.api_key_cipher.clone()));
+    // Another endpoint without a new key: the old key does not follow it to the new host.
+    let moved = endpoint != row.as_ref().and_then(|r| r.endpoint_url.clone());
+    let key = match patch.api_key {
+        Some(k) => k,
+        None if moved => None,
+        None => row.as_ref().and_then(|r| r.api_key_cipher.clone()),
+    };
     sqlx::query(
         "insert into agent_config (tenant_id, agent_id, endpoint_url, model, extra_models, api_key_cipher, updated_by) \
          values ($1, $2, $3, $4, $5, $6, $7) \
@@ -314,7 +321,9 @@ pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigIn
         "insert into agent_config (tenant_id, agent_id, endpoint_url, model, api_key_cipher, updated_by) \
          values ($1, $2, $3, $4, $5, $6) \
          on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model, \
-             api_key_cipher = case when $7 then excluded.api_key_cipher else agent_config.api_key_cipher end, \
+             api_key_cipher = case when $7 then excluded.api_key_cipher \
+                 when agent_config.endpoint_url is distinct from excluded.endpoint_url then null \
+                 else agent_config.api_key_cipher end, \
              updated_by = excluded.updated_by, updated_at = now()",
     )
     .bind(auth.tenant_id)

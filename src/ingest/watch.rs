@@ -4,10 +4,10 @@
 //! restored → re-parse; new files in registered folders (matching their globs) → registered.
 
 use std::{
-    collections::BTreeSet,
+    collections::{BTreeSet, HashMap},
     path::{Path, PathBuf},
     sync::Arc,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use notify::{RecursiveMode, Watcher};
@@ -78,7 +78,8 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             }
             None => {}
             Some(c) => {
-                let meta = std::fs::metadata(&c.abs)?;
+                // Gone since the check (a churning directory): the next pass sees it missing.
+                let Ok(meta) = std::fs::metadata(&c.abs) else { continue };
                 let mtime = meta.modified().ok().map(chrono::DateTime::<chrono::Utc>::from);
                 let restored = r.status == SourceStatus::Stale && r.error_code.as_deref() == Some("file_missing");
                 // Postgres keeps microseconds; compare at that precision.
@@ -171,6 +172,49 @@ async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
     Ok(roots)
 }
 
+/// How often one kind of watcher warning (per root, or "rescan failed") may be logged.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// At most one log line per key per `every`: a directory that churns while it is watched
+/// (files appearing and vanishing during a recursive watch or a rescan) must not flood the
+/// log. The lines held back are counted and reported with the next one written.
+#[derive(Debug)]
+pub struct WarnLimiter {
+    every: Duration,
+    seen: HashMap<String, (Instant, u64)>,
+}
+
+impl WarnLimiter {
+    pub fn new(every: Duration) -> Self {
+        WarnLimiter { every, seen: HashMap::new() }
+    }
+
+    /// `Some(held_back)` when a line for `key` may be written at `now` (with how many were
+    /// held back since the last one written), `None` when it is to be held back.
+    pub fn allow(&mut self, key: &str, now: Instant) -> Option<u64> {
+        match self.seen.get_mut(key) {
+            Some((last, held)) if now.saturating_duration_since(*last) < self.every => {
+                *held += 1;
+                None
+            }
+            Some((last, held)) => {
+                let n = *held;
+                (*last, *held) = (now, 0);
+                Some(n)
+            }
+            None => {
+                self.seen.insert(key.to_string(), (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+/// " (N more like it held back)" when lines were held back.
+fn held_back(n: u64) -> String {
+    if n == 0 { String::new() } else { format!(" ({n} more like it in the last {} s held back)", WARN_EVERY.as_secs()) }
+}
+
 /// Run the watcher and the periodic rescan until `stop`. File events are debounced into a
 /// rescan (cheap: one `stat` per registered file).
 pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
@@ -184,7 +228,10 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
         .map_err(|e| tracing::warn!("file watcher unavailable, relying on periodic rescans: {e}"))
         .ok();
         let mut watching = BTreeSet::new();
+        let mut warn = WarnLimiter::new(WARN_EVERY);
         let mut tick = tokio::time::interval(cfg.rescan_interval);
+        // A rescan slower than the interval does not make the missed ticks fire back to back.
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = tick.tick() => {}
@@ -203,7 +250,11 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
                         Ok(()) => {
                             watching.insert(r.clone());
                         }
-                        Err(e) => tracing::warn!("cannot watch {}: {e}", r.display()),
+                        Err(e) => {
+                            if let Some(n) = warn.allow(&r.to_string_lossy(), Instant::now()) {
+                                tracing::warn!("cannot watch {}: {e}{}", r.display(), held_back(n));
+                            }
+                        }
                     }
                 }
                 for r in watching.clone().difference(&roots) {
@@ -214,8 +265,38 @@ pub fn spawn(pool: PgPool, cfg: Arc<Config>, mut stop: watch::Receiver<bool>) ->
             match rescan_all(&pool).await {
                 Ok(r) if r != Report::default() => tracing::info!("rescan: {r:?}"),
                 Ok(_) => {}
-                Err(e) => tracing::warn!("rescan failed: {e:#}"),
+                Err(e) => {
+                    if let Some(n) = warn.allow("rescan", Instant::now()) {
+                        tracing::warn!("rescan failed: {e:#}{}", held_back(n));
+                    }
+                }
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warnings_are_limited_per_key_and_the_held_back_ones_counted() {
+        let mut w = WarnLimiter::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert_eq!(w.allow("/a", t0), Some(0), "the first line is written");
+        // A flood: 10,000 more within the minute, none written.
+        for i in 0..10_000u64 {
+            assert_eq!(w.allow("/a", t0 + Duration::from_millis(i * 5)), None);
+        }
+        // Another root is not held back by the first one.
+        assert_eq!(w.allow("/b", t0 + Duration::from_secs(1)), Some(0));
+        assert_eq!(w.allow("/b", t0 + Duration::from_secs(2)), None);
+        // After the minute: one line, with the count of those held back.
+        assert_eq!(w.allow("/a", t0 + Duration::from_secs(60)), Some(10_000));
+        assert_eq!(w.allow("/a", t0 + Duration::from_secs(61)), None);
+        assert_eq!(w.allow("/a", t0 + Duration::from_secs(121)), Some(1));
+        assert_eq!(w.allow("/b", t0 + Duration::from_secs(300)), Some(1));
+        assert_eq!(held_back(0), "");
+        assert!(held_back(3).starts_with(" (3 more like it"));
+    }
 }

@@ -96,6 +96,22 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
             return Err(AppError::invalid("contextRefs.sourceIds", "a source is unknown or not visible to you"));
         }
     }
+    if !ctx.evidence_ids.is_empty() {
+        // Evidence rows are tenant-scoped by RLS; private KBs hide them through their source.
+        let mut wanted = ctx.evidence_ids.clone();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let seen: i64 = sqlx::query_scalar(
+            "select count(*) from evidence_block e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
+             where e.id = any($1)",
+        )
+        .bind(&wanted)
+        .fetch_one(&mut *tx)
+        .await?;
+        if seen as usize != wanted.len() {
+            return Err(AppError::invalid("contextRefs.evidenceIds", "an evidence id is unknown or not visible to you"));
+        }
+    }
     if let Some(parent) = body.parent_run_id {
         let p = store::get(&mut tx, parent).await?.filter(|p| p.actor_id == auth.user_id);
         let p = p.ok_or_else(|| AppError::invalid("parentRunId", "no such run of yours"))?;

@@ -30,7 +30,7 @@ pub struct Caller {
     pub auth: Auth,
     /// The token's hash: the key of its rate limit.
     pub token_key: String,
-    /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else this request's origin.
+    /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on.
     pub citation_base: String,
 }
 
@@ -62,6 +62,50 @@ fn transport_config(cfg: &Config) -> StreamableHttpServerConfig {
         .with_allowed_hosts(hosts)
 }
 
+/// `host[:port]` with the scheme's default port made explicit, lowercased.
+fn authority(host: &str, default_port: u16) -> Option<(String, u16)> {
+    let a: axum::http::uri::Authority = host.trim().parse().ok()?;
+    let name = a.host().trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
+    Some((name, a.port_u16().unwrap_or(default_port)))
+}
+
+/// The `Host` values this server answers `/mcp` for: the host and port of `MNOTE_PUBLIC_URL`,
+/// and the address it listens on (for a loopback or unspecified address: the loopback names,
+/// on that port). Anything else (another port of the same machine, a rebound DNS name) is refused.
+fn host_allowed(cfg: &Config, host: &str) -> bool {
+    let Some((name, port)) = authority(host, 80) else { return false };
+    if let Some(public) = cfg.public_url.as_deref().and_then(|u| u.parse::<axum::http::Uri>().ok()) {
+        let default = if public.scheme_str() == Some("https") { 443 } else { 80 };
+        if let Some(a) = public.authority()
+            && authority(a.as_str(), default).is_some_and(|(n, p)| n == name && p == port)
+        {
+            return true;
+        }
+    }
+    let bound = cfg.bind;
+    if port != bound.port() {
+        return false;
+    }
+    let ip = bound.ip();
+    if ip.is_loopback() || ip.is_unspecified() {
+        return matches!(name.as_str(), "localhost" | "127.0.0.1" | "::1") || name == ip.to_string();
+    }
+    name == ip.to_string()
+}
+
+/// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on
+/// (loopback for an unspecified one); never the request's `Host`.
+fn citation_base(cfg: &Config) -> String {
+    if let Some(u) = &cfg.public_url {
+        return u.clone();
+    }
+    let mut bound = cfg.bind;
+    if bound.ip().is_unspecified() {
+        bound.set_ip(if bound.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
+    }
+    format!("http://{bound}")
+}
+
 fn challenge(mut r: Response) -> Response {
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"mnote\""));
     r
@@ -71,6 +115,14 @@ fn challenge(mut r: Response) -> Response {
 /// foreign one is `401 unauthorized`; a body over the limit is `413 body_too_large`.
 async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let (mut parts, body) = req.into_parts();
+    let host =
+        parts.headers.get(header::HOST).and_then(|h| h.to_str().ok()).or_else(|| parts.uri.authority().map(|a| a.as_str()));
+    if !host.is_some_and(|h| host_allowed(&state.config, h)) {
+        return AppError::forbidden(
+            "this Host is not this server (DNS rebinding protection): use MNOTE_PUBLIC_URL or the address the server listens on",
+        )
+        .into_response();
+    }
     let Some(token) = bearer_token(&parts.headers).map(str::to_string) else {
         return challenge(AppError::Unauthorized.into_response());
     };
@@ -84,18 +136,7 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
         Err(e @ AppError::Unauthorized) => return challenge(e.into_response()),
         Err(e) => return e.into_response(),
     };
-    let citation_base = match &state.config.public_url {
-        Some(u) => u.clone(),
-        None => {
-            let host = parts
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .or_else(|| parts.uri.authority().map(|a| a.as_str()));
-            format!("http://{}", host.unwrap_or("localhost"))
-        }
-    };
-    parts.extensions.insert(Caller { auth, token_key: tokens::hash(&token), citation_base });
+    parts.extensions.insert(Caller { auth, token_key: tokens::hash(&token), citation_base: citation_base(&state.config) });
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -1,4 +1,5 @@
-//! The one outbound HTTP client (embedding endpoints, MinerU): timeouts, a user agent,
+//! The one outbound HTTP client (LightRAG, model and embedding endpoints, MinerU): timeouts,
+//! a user agent, no redirects,
 //! optional bounded retries with exponential backoff for transient failures, and errors that
 //! are classified ([`HttpErrorKind`]) and scrubbed: a message never holds a URL's query or
 //! userinfo (pre-signed URLs carry signatures) nor a secret ([`HttpError::scrub`]).
@@ -75,6 +76,15 @@ impl HttpError {
         HttpError { kind: HttpErrorKind::of_status(status), message: format!("HTTP {}", status.as_u16()), status: Some(status) }
     }
 
+    /// A 30x answer: never followed (see [`ClientBuilder::build`]), a `BadResponse`.
+    pub fn redirect(status: reqwest::StatusCode) -> Self {
+        HttpError {
+            kind: HttpErrorKind::BadResponse,
+            message: format!("HTTP {}: redirects are not followed", status.as_u16()),
+            status: Some(status),
+        }
+    }
+
     /// Remove `secret` from the message.
     pub fn scrub(mut self, secret: &SecretString) -> Self {
         self.message = secret.scrub(&self.message);
@@ -131,7 +141,9 @@ impl ClientBuilder {
     }
 
     pub fn build(self) -> Result<Client, HttpError> {
-        let mut b = reqwest::Client::builder().user_agent(self.user_agent);
+        // Never follow a redirect: every endpoint this client calls passed an operator's
+        // allow-list, and a 30x would carry the request (its key, the conversation) past it.
+        let mut b = reqwest::Client::builder().user_agent(self.user_agent).redirect(reqwest::redirect::Policy::none());
         if let Some(d) = self.connect_timeout {
             b = b.connect_timeout(d);
         }
@@ -184,7 +196,8 @@ impl Client {
     }
 
     /// Send `req`, retrying transient failures as configured. Any answer is returned, a
-    /// non-success status included (once retries are used up): the caller reads its body.
+    /// non-success status included (once retries are used up): the caller reads its body;
+    /// except a redirect (30x), which is an error ([`HttpError::redirect`]).
     /// A request whose body cannot be cloned (a stream) is sent once.
     pub async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, HttpError> {
         let mut attempt = 0u32;
@@ -204,7 +217,13 @@ impl Client {
                     attempt += 1;
                     req = next;
                 }
-                _ => return result.map_err(HttpError::transport),
+                _ => {
+                    let resp = result.map_err(HttpError::transport)?;
+                    if resp.status().is_redirection() {
+                        return Err(HttpError::redirect(resp.status()));
+                    }
+                    return Ok(resp);
+                }
             }
         }
     }
@@ -328,5 +347,38 @@ mod tests {
         assert!(!e.message.contains("sk-secret") && !e.message.contains("/x"), "{}", e.message);
         let e = e.scrub(&SecretString::new("refused"));
         assert!(!e.message.contains("refused"), "{}", e.message);
+    }
+
+    /// Issue 31 item 4: a 30x is an error ("redirects are not followed"), and the place it
+    /// points to is never asked (with the request's credentials or body).
+    #[tokio::test]
+    async fn redirects_are_not_followed() {
+        let target_hits = Arc::new(AtomicUsize::new(0));
+        let h = target_hits.clone();
+        let target = axum::Router::new().fallback(move || {
+            let h = h.clone();
+            async move {
+                h.fetch_add(1, Ordering::SeqCst);
+                "reached"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let to = format!("http://{}/elsewhere", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, target).await.unwrap() });
+        for status in [301u16, 302, 303, 307, 308] {
+            let to = to.clone();
+            let app = axum::Router::new().fallback(move || {
+                let to = to.clone();
+                async move { (axum::http::StatusCode::from_u16(status).unwrap(), [(axum::http::header::LOCATION, to)]) }
+            });
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let url = format!("http://{}/x", listener.local_addr().unwrap());
+            tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+            let c = Client::builder().retries(2, Duration::from_millis(1)).build().unwrap();
+            let e = c.send(c.post(&url).bearer_auth("sk-secret").body("the conversation")).await.unwrap_err();
+            assert_eq!((e.kind, e.status.map(|s| s.as_u16())), (HttpErrorKind::BadResponse, Some(status)), "{e}");
+            assert!(e.message.contains("redirects are not followed"), "{}", e.message);
+        }
+        assert_eq!(target_hits.load(Ordering::SeqCst), 0, "a redirect was followed");
     }
 }

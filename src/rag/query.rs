@@ -32,9 +32,11 @@ const QUOTE_CHARS: usize = 400;
 pub enum QuoteSource {
     /// The chunk text LightRAG returned (aligned to our block).
     Chunk,
-    /// LightRAG returned no usable text; the quote is our best evidence block for the query.
+    /// LightRAG returned no usable text, or text that matches none of our blocks
+    /// (`unmatched`): the quote is our best evidence block for the query.
     Evidence,
-    /// No chunk text, and no evidence block matched the query.
+    /// No chunk text (or only text matching none of our blocks), and no evidence block
+    /// matched the query: the quote is empty.
     Missing,
     /// Only an image placeholder, and no evidence block matched the query.
     Placeholder,
@@ -458,7 +460,12 @@ fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
         Some((a, _)) if matches!(a.quality, MatchQuality::Exact | MatchQuality::Fuzzy) => {
             (a.quality, Some(a.first), a.blocks, clip(&blocks.texts[a.first]), QuoteSource::Chunk)
         }
-        Some((_, chunk)) => (MatchQuality::Unmatched, None, 0, clip(chunk), QuoteSource::Chunk),
+        // A chunk that aligns to none of our blocks is not shown (it could say anything):
+        // our own block for the query instead, or nothing.
+        Some(_) => match mapping::best_block_for_terms(&blocks.texts(), query, has_ocr) {
+            Some(i) => (MatchQuality::Unmatched, Some(i), 1, clip(&blocks.texts[i]), QuoteSource::Evidence),
+            None => (MatchQuality::Unmatched, None, 0, String::new(), QuoteSource::Missing),
+        },
         None => match mapping::best_block_for_terms(&blocks.texts(), query, has_ocr) {
             Some(i) => (MatchQuality::FileOnly, Some(i), 1, clip(&blocks.texts[i]), QuoteSource::Evidence),
             None if only_placeholder => (MatchQuality::FileOnly, None, 0, String::new(), QuoteSource::Placeholder),

@@ -498,22 +498,11 @@ fn byte_range(v: &str, len: u64) -> Option<(u64, u64)> {
 }
 
 /// `count` bytes of `file` from its current offset, in 64 KiB chunks (fewer if it shrank).
-fn chunks(file: tokio::fs::File, count: u64) -> impl futures_util::Stream<Item = std::io::Result<Vec<u8>>> {
-    futures_util::stream::unfold((file, count), |(mut file, left)| async move {
-        use tokio::io::AsyncReadExt;
-        if left == 0 {
-            return None;
-        }
-        let mut buf = vec![0u8; left.min(64 * 1024) as usize];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(buf), (file, left - n as u64)))
-            }
-            Err(e) => Some((Err(e), (file, 0))),
-        }
-    })
+/// `ReaderStream` is fused: polled again after its end (the compression layer does) it
+/// answers `None` again instead of panicking like a bare `stream::unfold`.
+fn chunks(file: tokio::fs::File, count: u64) -> tokio_util::io::ReaderStream<tokio::io::Take<tokio::fs::File>> {
+    use tokio::io::AsyncReadExt;
+    tokio_util::io::ReaderStream::with_capacity(file.take(count), 64 * 1024)
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -125,6 +125,10 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     let mut config = Config::for_tests(database_url, data_dir.clone(), vec![docs.clone()]);
     // The parser child is the `mnote` binary (env! of a bin target only works in tests).
     config.parser_exe = PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
+    // The address the server really listens on (what `mnote serve` records after binding).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    config.bind = addr;
     tweak(&mut config);
     if let Some(e) = &embedder {
         mnote::search::vectors::ensure_index(&owner_pool, &mnote::search::vectors::Space::of(e.as_ref()))
@@ -133,8 +137,6 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     }
     let state = AppState::new(pool.clone(), config.clone()).with_embedder(embedder.clone());
     let vector_health = state.vector_health.clone();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
     let app = startup::build_router(state);
     tokio::spawn(async move {
         axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();

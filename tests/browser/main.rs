@@ -23,6 +23,7 @@ mod account;
 mod ai;
 mod ask;
 mod browser;
+mod downloads;
 mod kb;
 mod screens;
 mod search;

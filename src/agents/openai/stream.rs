@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     accumulate::{Accumulator, Turn},
-    upstream::{self, BAD_RESPONSE, STREAM_ERROR, UNAVAILABLE},
+    upstream::{self, BAD_RESPONSE, STREAM_ERROR},
     wire::{ChatRequest, Chunk, Completion},
 };
 use crate::{
@@ -107,9 +107,7 @@ pub async fn complete(
         // bearer_auth marks the header sensitive: HTTP-level debug logs hide it too.
         req = req.bearer_auth(k.expose());
     }
-    let resp = wait(cancel, ep.idle, ep.client.send(req))
-        .await?
-        .map_err(|e| AgentError::upstream(UNAVAILABLE, upstream::transport_message(ep.shown, &e, ep.key)))?;
+    let resp = wait(cancel, ep.idle, ep.client.send(req)).await?.map_err(|e| upstream::send_error(ep.shown, &e, ep.key))?;
     let status = resp.status();
     if !status.is_success() {
         let body = match read_body(resp, MAX_ERROR_BODY, cancel, ep.idle).await {

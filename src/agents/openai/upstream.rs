@@ -2,9 +2,12 @@
 //! stable code a failure gets, and messages that are safe to journal (no API key, no URL
 //! query or userinfo, bounded length).
 
-use crate::platform::{
-    SecretString,
-    http::{self, HttpError, HttpErrorKind},
+use crate::{
+    agents::AgentError,
+    platform::{
+        SecretString,
+        http::{self, HttpError, HttpErrorKind},
+    },
 };
 
 /// The failure codes of this runtime (`run.failed.code`), besides `agent_timeout`.
@@ -53,6 +56,15 @@ pub fn status_message(shown: &str, status: reqwest::StatusCode, body: &[u8], key
         return format!("{shown} refused the credentials (HTTP {code}); check the agent's API key");
     }
     clean(&format!("{shown} answered HTTP {code}: {}", upstream_detail(body)), key)
+}
+
+/// A failed send: no answer (`llm_unavailable`), or an answer the client refuses, such as a
+/// redirect (`llm_bad_response`).
+pub fn send_error(shown: &str, e: &HttpError, key: Option<&SecretString>) -> AgentError {
+    match e.kind {
+        HttpErrorKind::BadResponse => AgentError::upstream(BAD_RESPONSE, clean(&format!("{shown} answered {}", e.message), key)),
+        _ => AgentError::upstream(UNAVAILABLE, transport_message(shown, e, key)),
+    }
 }
 
 /// The message of a request that got no answer.
