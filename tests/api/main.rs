@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod account_takeover;
 mod accounts;
 mod cli;
 mod descriptors;
@@ -13,6 +14,7 @@ mod ingest;
 mod ingest_status;
 mod invitations;
 mod isolation;
+mod login_limits;
 mod kbs_sources;
 mod knowledge_rag;
 mod lightrag;
