@@ -95,7 +95,7 @@ async fn a_team_admin_cannot_take_over_another_teams_invitation() {
     let link_b = join_path(&v);
 
     // 4. Mallory signs in as the victim's email and tries to accept B's invitation.
-    let mut as_victim = signed_in_with(&app, VICTIM, EVIL).await;
+    let as_victim = signed_in_with(&app, VICTIM, EVIL).await;
     let (_, mine) = as_victim.get_json("/api/invitations").await;
     let id = mine["items"]
         .as_array()
@@ -136,7 +136,7 @@ async fn a_team_admin_cannot_take_over_another_teams_invitation() {
     assert!(open["items"].as_array().unwrap().iter().any(|i| i["email"] == VICTIM), "{open}");
 
     // A second link of team A cannot set the existing account's password either.
-    mallory.delete(&format!("/api/members/{victim_id}")).await;
+    assert_eq!(mallory.delete(&format!("/api/members/{victim_id}")).await, StatusCode::NO_CONTENT);
     let (_, v) = mallory.post_json("/api/members", json!({"email": VICTIM, "role": "member"})).await;
     let link_a2 = join_path(&v);
     let mut m2 = app.client();
@@ -191,9 +191,8 @@ async fn an_invitation_is_accepted_only_with_its_own_link() {
     assert!(!member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
 
     // With its own link (the whole URL is accepted too): joined.
-    let (st, v) = a
-        .post_json(&format!("/api/invitations/{id_b}/accept"), json!({"token": format!("http://example.test{link_b}")}))
-        .await;
+    let (st, v) =
+        a.post_json(&format!("/api/invitations/{id_b}/accept"), json!({"token": format!("http://example.test{link_b}")})).await;
     assert_eq!((st, v["role"].as_str()), (StatusCode::OK, Some("admin")), "{v}");
     assert!(member_emails(&beta_owner).await.contains(&"a@alpha.test".to_string()));
 
@@ -206,7 +205,8 @@ async fn an_invitation_is_accepted_only_with_its_own_link() {
     let (_, s) = a.get_json("/api/session").await;
     assert_eq!(s["tenant"]["name"].as_str(), Some("gamma"));
     assert!(member_emails(&gamma_owner).await.contains(&"a@alpha.test".to_string()));
-    let _ = id_g;
+    let (st, e) = a.post_json(&format!("/api/invitations/{id_g}/accept"), json!({"token": g_token})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"), "a used link: {e}");
 
     // Signed in as someone else, the link page does not offer to accept; posting is refused.
     let (_, v) = gamma_owner.post_json("/api/members", json!({"email": "third@alpha.test", "role": "member"})).await;

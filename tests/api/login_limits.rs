@@ -28,6 +28,14 @@ async fn a_password_cannot_be_changed_with_an_api_token() {
         assert_eq!((st, error_code(&e)), (StatusCode::FORBIDDEN, "forbidden"), "{current}: {e}");
         assert!(e["error"]["message"].as_str().unwrap().contains("sign in in the browser"), "{e}");
     }
+    // Nor through the account page's form.
+    let r = t
+        .req(reqwest::Method::POST, "/settings/account/password")
+        .form(&[("current_password", PASSWORD), ("new_password", NEW), ("confirm_password", NEW)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
     assert!(password_is(&app, OWNER, PASSWORD).await && !password_is(&app, OWNER, NEW).await, "the password changed");
     // The session way still works.
     let c = app.login(OWNER).await.with_csrf().await;
