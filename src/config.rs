@@ -27,7 +27,8 @@ pub struct Config {
     pub mcp_rate_limit_per_minute: u32,
     /// `/mcp`: the largest request body.
     pub mcp_max_body_bytes: usize,
-    /// Failed logins allowed per account and per client address within `login_window`.
+    /// Failed password checks allowed per account from one client address within
+    /// `login_window` (per address: 4×, per account: 10×; `auth::rate_limit`).
     pub login_max_failures: i64,
     pub login_window: Duration,
     pub db_max_connections: u32,

@@ -8,8 +8,8 @@
 use askama::Template;
 use axum::{
     Form,
-    extract::State,
-    http::StatusCode,
+    extract::{FromRequestParts, State},
+    http::{HeaderMap, StatusCode, request::Parts},
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
@@ -17,7 +17,11 @@ use sqlx::PgExecutor;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::{Account, EPOCH, LOGIN_AT, USER_ID, Via, password, session_err};
+use super::{
+    EPOCH, LOGIN_AT, SignedIn, USER_ID, Via, password,
+    rate_limit::{self, Peer, client_ip},
+    session_err,
+};
 use crate::{
     error::{ApiJson, AppError, AppResult},
     state::AppState,
@@ -45,9 +49,18 @@ pub async fn start_session(session: &Session, db: impl PgExecutor<'_>, user: Uui
 
 /// Change `user`'s password: `current` must be right, `new` a valid new password. Returns
 /// the account's new session epoch (every session signed in before is signed out).
-pub async fn change_password(state: &AppState, user: Uuid, current: &str, new: &str) -> AppResult<i32> {
+///
+/// The check of `current` is a password check like sign-in, under the same limits and
+/// budget ([`rate_limit`]: per account from `ip`, per address, per account): a wrong current
+/// password counts as a failure, and over a limit the answer is `rate_limited` whatever the
+/// password (issue 31 item 2).
+pub async fn change_password(state: &AppState, user: Uuid, ip: &str, current: &str, new: &str) -> AppResult<i32> {
     let row = tq::user_by_id(&state.pool, user).await?.ok_or(AppError::Unauthorized)?;
-    if !password::verify(current.to_string(), Some(row.password_hash)).await? {
+    let attempt = rate_limit::reserve(&state.pool, &state.config, &row.email, ip).await?;
+    let right = password::verify(current.to_string(), Some(row.password_hash)).await?;
+    rate_limit::finish(&state.pool, attempt, right).await?;
+    if !right {
+        tracing::info!(user.id = %user, client.ip = %ip, "password change: the current password was wrong");
         return Err(AppError::invalid("current_password", "the current password is not right"));
     }
     password::validate_new_password(new)?;
@@ -73,20 +86,42 @@ pub struct PasswordChange {
     new_password: String,
 }
 
-/// `POST /api/account/password` `{currentPassword, newPassword}` → 204. The caller's other
-/// sessions are signed out; a cookie caller's own session stays signed in.
+/// `POST /api/account/password` `{currentPassword, newPassword}` → 204. Sessions only: with a
+/// bearer token it is `forbidden` (a token must not be a way to guess or change the password).
+/// The caller's other sessions are signed out; this session stays signed in.
 pub async fn change_password_api(
     State(state): State<AppState>,
     session: Session,
-    who: Account,
-    auth: Option<super::Auth>,
+    headers: HeaderMap,
+    peer: Peer,
+    who: BrowserSession,
     ApiJson(b): ApiJson<PasswordChange>,
 ) -> AppResult<StatusCode> {
-    let epoch = change_password(&state, who.user_id, &b.current_password, &b.new_password).await?;
-    if auth.is_none_or(|a| a.via == Via::Session) {
-        session.insert(EPOCH, epoch).await.map_err(session_err)?;
-    }
+    let ip = client_ip(state.config.trust_proxy, &headers, peer.0);
+    let epoch = change_password(&state, who.0.user_id, &ip, &b.current_password, &b.new_password).await?;
+    session.insert(EPOCH, epoch).await.map_err(session_err)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A signed-in browser session; a request with `Authorization` is `forbidden` (not
+/// `unauthorized`: the token may be valid, it is just not enough for this).
+pub struct BrowserSession(pub SignedIn);
+
+impl FromRequestParts<AppState> for BrowserSession {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
+        if super::has_bearer(parts) {
+            return Err(Self::token_refused());
+        }
+        Ok(BrowserSession(<SignedIn as FromRequestParts<AppState>>::from_request_parts(parts, state).await?))
+    }
+}
+
+impl BrowserSession {
+    pub fn token_refused() -> AppError {
+        AppError::forbidden("sign in in the browser to change a password; an API token cannot")
+    }
 }
 
 #[derive(Template)]
@@ -117,13 +152,19 @@ pub struct PasswordForm {
 pub async fn change_password_form(
     State(state): State<AppState>,
     session: Session,
+    headers: HeaderMap,
+    peer: Peer,
     page: Page,
     Form(f): Form<PasswordForm>,
 ) -> AppResult<Response> {
+    if page.auth.via != Via::Session {
+        return Err(BrowserSession::token_refused());
+    }
     let result = if f.new_password != f.confirm_password {
         Err(AppError::invalid("confirm_password", "the two new passwords differ"))
     } else {
-        change_password(&state, page.auth.user_id, &f.current_password, &f.new_password).await
+        let ip = client_ip(state.config.trust_proxy, &headers, peer.0);
+        change_password(&state, page.auth.user_id, &ip, &f.current_password, &f.new_password).await
     };
     match result {
         Ok(epoch) => {

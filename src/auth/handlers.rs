@@ -1,11 +1,9 @@
 //! Login, logout, tenant choice, language, and the session info endpoint.
 
-use std::net::SocketAddr;
-
 use askama::Template;
 use axum::{
     Form, Json,
-    extract::{ConnectInfo, Query, State},
+    extract::{Query, State},
     http::HeaderMap,
     response::{IntoResponse, Redirect, Response},
 };
@@ -26,32 +24,7 @@ use crate::{
     web::{AnonCtx, Lang, PageCtx, render, safe_next},
 };
 
-/// The client address used for rate limiting.
-pub fn client_ip(trust_proxy: bool, headers: &HeaderMap, peer: Option<SocketAddr>) -> String {
-    if trust_proxy {
-        // The last entry is the one our own proxy appended; earlier ones are client-supplied.
-        if let Some(last) = headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.rsplit(',').next())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-        {
-            return last.to_string();
-        }
-    }
-    peer.map(|p| p.ip().to_string()).unwrap_or_else(|| "unknown".into())
-}
-
-/// The TCP peer, when the server was started with connect info.
-pub struct Peer(pub Option<SocketAddr>);
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Peer {
-    type Rejection = std::convert::Infallible;
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Peer(parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0)))
-    }
-}
+pub use super::rate_limit::{Peer, client_ip};
 
 #[derive(Template)]
 #[template(path = "auth/login.html")]
@@ -145,6 +118,10 @@ pub async fn login(
         if !invited {
             return Ok(Redirect::to(&next).into_response());
         }
+    }
+    // Back to the invitation link that sent the person here to sign in (they accept there).
+    if next.starts_with("/join/") {
+        return Ok(Redirect::to(&next).into_response());
     }
     Ok(Redirect::to(&format!("/tenants?next={}", crate::web::urlencode(&next))).into_response())
 }
@@ -394,20 +371,4 @@ pub async fn tokens_revoke_form(
     super::tokens::revoke(&mut tx, page.auth.user_id, id).await?;
     tx.commit().await?;
     Ok(Redirect::to("/settings/tokens"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn client_ip_trusts_only_the_proxy_entry() {
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "6.6.6.6, 10.0.0.7".parse().unwrap());
-        let peer = Some("127.0.0.1:9".parse().unwrap());
-        assert_eq!(client_ip(true, &h, peer), "10.0.0.7");
-        assert_eq!(client_ip(false, &h, peer), "127.0.0.1");
-        assert_eq!(client_ip(true, &HeaderMap::new(), peer), "127.0.0.1");
-        assert_eq!(client_ip(false, &HeaderMap::new(), None), "unknown");
-    }
 }

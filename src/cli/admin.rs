@@ -46,7 +46,8 @@ pub async fn add_user(tenant: &str, email: &str, role: Role, password_stdin: boo
     let (_, pool) = app_pool().await?;
     let tenant_id = tq::tenant_by_name(&pool, tenant).await?.with_context(|| format!("no tenant named {tenant:?}"))?;
     let (_, created) = tenants::add_user(&pool, tenant_id, email, role, pw.as_deref()).await.map_err(app_err)?;
-    println!("{email}: {} {} of {tenant}", if created { "created," } else { "existing account," }, role.as_str());
+    let account = if created { "created," } else { "existing account (its password unchanged)," };
+    println!("{email}: {account} {} of {tenant}", role.as_str());
     Ok(())
 }
 

@@ -292,7 +292,8 @@ pub enum BenchCommand {
 
 #[derive(Subcommand)]
 pub enum AdminCommand {
-    /// Create the tenant and its owner if missing (idempotent).
+    /// Create the tenant and its owner if missing (idempotent). An existing account is made
+    /// the owner only when the given password is its own (else nothing changes).
     Bootstrap {
         #[arg(long)]
         tenant: String,
@@ -306,7 +307,9 @@ pub enum AdminCommand {
 
 #[derive(Subcommand)]
 pub enum UserCommand {
-    /// Add an account to a tenant (creating it when new).
+    /// Add an account to a tenant (creating it when new). For an existing account: without
+    /// --password-stdin it is added as it is (its password unchanged); with a password that
+    /// is not its own, nothing is changed and the command fails.
     Add {
         #[arg(long)]
         tenant: String,

@@ -18,7 +18,7 @@ use super::{
     settings::{self, TenantSettings},
 };
 use crate::{
-    auth::{Account, Auth, SignedIn, TENANT_ID, account::start_session, session_err},
+    auth::{Account, Auth, SignedIn, TENANT_ID, account::start_session, handlers::SignedInOpt, session_err},
     db::TenantTx,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
@@ -94,7 +94,8 @@ pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResul
 pub struct NewMember {
     email: String,
     role: Role,
-    password: Option<String>,
+    /// Refused when present: an admin never sets an account's password (issue 31 item 1).
+    password: Option<serde_json::Value>,
     /// How long the invitation stays open (default 14 days, at most 90).
     expires_in_days: Option<i64>,
 }
@@ -109,8 +110,9 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
 }
 
 /// `POST /api/members`: invite an email. The answer is `202 {"status": "invited", "email"}`
-/// whether the email has an account, gets one now (a `password` was given) or has none, so
-/// it tells nobody which emails have accounts; the person joins by accepting.
+/// whether or not the email has an account, so it tells nobody which emails have accounts;
+/// the person joins through the invitation's link. A `password` is refused (`invalid_input`):
+/// the invitee sets their own through the link.
 pub async fn add_member(
     State(state): State<AppState>,
     auth: Auth,
@@ -118,16 +120,14 @@ pub async fn add_member(
     ApiJson(m): ApiJson<NewMember>,
 ) -> AppResult<Response> {
     check_can_assign(&auth, m.role)?;
-    let (email, link) = invitations::invite(
-        &state.pool,
-        auth.tenant_id,
-        auth.user_id,
-        &m.email,
-        m.role,
-        m.password.as_deref(),
-        m.expires_in_days,
-    )
-    .await?;
+    if m.password.is_some() {
+        return Err(AppError::invalid(
+            "password",
+            "an admin does not set passwords: the invitee sets their own through the invitation link",
+        ));
+    }
+    let (email, link) =
+        invitations::invite(&state.pool, auth.tenant_id, auth.user_id, &m.email, m.role, m.expires_in_days).await?;
     let url = link.map(|t| link_url(&state, &headers, &t));
     Ok((StatusCode::ACCEPTED, Json(json!({ "status": "invited", "email": email, "inviteUrl": url }))).into_response())
 }
@@ -172,13 +172,21 @@ pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppR
     Ok(Json(json!({ "items": items })))
 }
 
-/// `POST /api/invitations/{id}/accept`: join the inviting team.
+/// The body of `POST /api/invitations/{id}/accept`: the invitation link's token (or the link).
+#[derive(Deserialize)]
+pub struct AcceptBody {
+    token: Option<String>,
+}
+
+/// `POST /api/invitations/{id}/accept` `{token}`: join the inviting team. Needs the secret of
+/// this invitation's own link (issue 31 item 1).
 pub async fn accept_invitation(
     State(state): State<AppState>,
     who: Account,
     Path(id): Path<Uuid>,
+    ApiJson(b): ApiJson<AcceptBody>,
 ) -> AppResult<Json<serde_json::Value>> {
-    let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept).await?;
+    let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: b.token.as_deref() }).await?;
     Ok(Json(json!({ "status": "accepted", "tenantId": tenant, "role": role })))
 }
 
@@ -188,14 +196,21 @@ pub async fn decline_invitation(State(state): State<AppState>, who: Account, Pat
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The team picker's accept button: join, and switch to the new team.
+/// The team picker's accept form (the invitation link pasted): join, and switch to the team.
+#[derive(Deserialize)]
+pub struct AcceptForm {
+    #[serde(default)]
+    link: String,
+}
+
 pub async fn invitation_accept_form(
     State(state): State<AppState>,
     session: Session,
     who: SignedIn,
     Path(id): Path<Uuid>,
+    Form(f): Form<AcceptForm>,
 ) -> AppResult<Redirect> {
-    let (tenant, _) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept).await?;
+    let (tenant, _) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: Some(&f.link) }).await?;
     session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
     Ok(Redirect::to("/"))
 }
@@ -346,7 +361,7 @@ pub async fn members_add(
 ) -> AppResult<Response> {
     let role = f.role.unwrap_or(Role::Member);
     let result = match check_can_assign(&page.auth, role) {
-        Ok(()) => invitations::invite(&state.pool, page.auth.tenant_id, page.auth.user_id, &f.email, role, None, None).await,
+        Ok(()) => invitations::invite(&state.pool, page.auth.tenant_id, page.auth.user_id, &f.email, role, None).await,
         Err(e) => Err(e),
     };
     match result {
@@ -454,6 +469,18 @@ struct JoinPage {
     /// Why the link cannot be used (translated), when it cannot.
     problem: Option<String>,
     error: Option<String>,
+    /// For an email with an account: who is signed in here, if anyone.
+    signed_in: SignedInAs,
+}
+
+/// Who the link page talks to when the invited email has an account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SignedInAs {
+    Nobody,
+    /// The invited account: it may accept with the link.
+    Invitee,
+    /// Another account (its email): it may not.
+    Other(String),
 }
 
 fn link_problem(ctx: &PageCtx, p: invitations::LinkProblem) -> String {
@@ -463,10 +490,22 @@ fn link_problem(ctx: &PageCtx, p: invitations::LinkProblem) -> String {
     }
 }
 
+async fn signed_in_as(state: &AppState, who: Option<SignedIn>, invited: &str) -> AppResult<SignedInAs> {
+    let Some(who) = who else { return Ok(SignedInAs::Nobody) };
+    let Some(me) = q::user_by_id(&state.pool, who.user_id).await? else { return Ok(SignedInAs::Nobody) };
+    Ok(if me.email.to_lowercase() == invited { SignedInAs::Invitee } else { SignedInAs::Other(me.email) })
+}
+
 /// `GET /join/{token}`: who invites, for which email; a password form for a person without
-/// an account (one with an account signs in and accepts). A used, withdrawn or unknown link
-/// is 404, an expired one 410, each with its explanation.
-pub async fn join_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Path(token): Path<String>) -> AppResult<Response> {
+/// an account; for an email with an account, an accept button when that account is signed in
+/// here (else: sign in, and come back to this link). A used, withdrawn or unknown link is
+/// 404, an expired one 410, each with its explanation.
+pub async fn join_page(
+    State(state): State<AppState>,
+    AnonCtx(ctx): AnonCtx,
+    who: Option<SignedInOpt>,
+    Path(token): Path<String>,
+) -> AppResult<Response> {
     let (invitation, problem, status) = match invitations::by_link(&state.pool, &token).await? {
         Ok(i) => (Some(i), None, StatusCode::OK),
         Err(p) => {
@@ -474,7 +513,11 @@ pub async fn join_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Pat
             (None, Some(link_problem(&ctx, p)), status)
         }
     };
-    let mut r = render(JoinPage { ctx, token, invitation, problem, error: None })?;
+    let signed_in = match &invitation {
+        Some(i) if i.has_account => signed_in_as(&state, who.map(|w| w.0), &i.email).await?,
+        _ => SignedInAs::Nobody,
+    };
+    let mut r = render(JoinPage { ctx, token, invitation, problem, error: None, signed_in })?;
     *r.status_mut() = status;
     Ok(r)
 }
@@ -513,12 +556,25 @@ pub async fn join(
                 Err(p) => (None, Some(link_problem(&ctx, p))),
             };
             let error = invitation.is_some().then(|| form_error(ctx.lang, &e));
-            let mut r = render(JoinPage { ctx, token, invitation, problem, error })?;
+            let mut r = render(JoinPage { ctx, token, invitation, problem, error, signed_in: SignedInAs::Nobody })?;
             *r.status_mut() = status;
             Ok(r)
         }
         Err(e) => Err(e),
     }
+}
+
+/// `POST /join/{token}/accept`: the signed-in invitee (an existing account) accepts through
+/// the link; joins and switches to the team. Anyone else's session is `not_found`.
+pub async fn join_accept(
+    State(state): State<AppState>,
+    session: Session,
+    who: SignedIn,
+    Path(token): Path<String>,
+) -> AppResult<Redirect> {
+    let (tenant, _) = invitations::accept_by_link(&state.pool, who.user_id, &token).await?;
+    session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
+    Ok(Redirect::to("/"))
 }
 
 // ---------------------------------------------------------------- team settings

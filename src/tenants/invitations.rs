@@ -1,11 +1,18 @@
 //! Invitations (issue #14 item 5): a team admin invites an *email*; the person joins only by
-//! accepting after signing in.
+//! accepting through the invitation's one-time link.
 //!
-//! Two things this protects: consent (a team cannot make another team's member its own
-//! without them agreeing) and account privacy (what an admin sees when inviting an email
-//! is the same whether or not an account exists: [`invite`] always ends in one pending
-//! invitation, and creates the account only as an `insert … on conflict do nothing`). The
-//! operator's CLI (`mnote user add`, [`super::add_user`]) still adds members directly.
+//! What this protects:
+//! - consent: a team cannot make another team's member its own without them agreeing;
+//! - account privacy: what an admin sees when inviting an email is the same whether or not
+//!   an account exists ([`invite`] always ends in one pending invitation and creates nothing);
+//! - accounts (issue 31 item 1): an admin never sets a password. An account is created only
+//!   through a link ([`join_by_link`]), by whoever holds it; and an invitation is accepted
+//!   only with the secret of *its own* link ([`answer`], [`accept_by_link`]), by the signed-in
+//!   account of the invited email. So team A's admin, who sees A's link and can create an
+//!   account for any email with it, can never accept team B's invitation to that email: B's
+//!   link goes from B's admin to the real person.
+//!
+//! The operator's CLI (`mnote user add`, [`super::add_user`]) still adds members directly.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -56,6 +63,12 @@ pub fn new_link_token(tenant_id: Uuid) -> String {
     plain.trim_start_matches(crate::auth::tokens::PREFIX).replacen('_', ".", 1)
 }
 
+/// The token of an invitation link given either as the token or as the whole link
+/// (`…/join/<token>`), trimmed.
+pub fn token_of(link: &str) -> &str {
+    link.trim().rsplit("/join/").next().unwrap_or_default().trim_end_matches('/')
+}
+
 /// The tenant an invitation link token claims (verified only by finding its hash there).
 pub fn tenant_of_link(token: &str) -> Option<Uuid> {
     let (tenant, secret) = token.split_once('.')?;
@@ -71,40 +84,21 @@ pub fn link_path(token: &str) -> String {
 }
 
 /// Invite `email` into the inviter's tenant with `role`, valid for `ttl_days`.
-/// Returns the normalised email and the invitation link's token (shown once; `None` when
-/// the email is already a member, so there is nothing to join).
-///
-/// With a `password`, an account is created for the email if none exists (and the password
-/// is ignored if one does); it is validated and hashed in both cases, so neither the answer
-/// nor the work done depends on whether the account existed. The account, new or old, joins
-/// only by accepting. Returns the normalised (lowercased) email.
+/// Returns the normalised (lowercased) email and the invitation link's token (shown once;
+/// `None` when the email is already a member, so there is nothing to join). Creates no
+/// account: the invitee sets their own password through the link.
 pub async fn invite(
     pool: &PgPool,
     tenant_id: Uuid,
     inviter: Uuid,
     email: &str,
     role: Role,
-    pw: Option<&str>,
     ttl_days: Option<i64>,
 ) -> AppResult<(String, Option<String>)> {
     let email = super::validate_email(email)?;
     let ttl = ttl_days.unwrap_or(DEFAULT_TTL_DAYS);
     if !(1..=MAX_TTL_DAYS).contains(&ttl) {
         return Err(AppError::invalid("expiresInDays", format!("1–{MAX_TTL_DAYS} days")));
-    }
-    if let Some(pw) = pw.filter(|p| !p.is_empty()) {
-        password::validate_new_password(pw)?;
-        let hash = password::hash(pw.to_string()).await?;
-        // One statement whatever the case: an existing account keeps its password.
-        sqlx::query(
-            "insert into app_user (id, email, password_hash) values ($1, $2, $3)
-             on conflict ((lower(email))) do nothing",
-        )
-        .bind(Uuid::new_v4())
-        .bind(&email)
-        .bind(&hash)
-        .execute(pool)
-        .await?;
     }
     let lower = email.to_lowercase();
     let mut tx = TenantTx::begin(pool, tenant_id, Scope::User(inviter)).await?;
@@ -208,10 +202,13 @@ async fn link_row(
     })
 }
 
+/// Why a link does not create an account for an email that has one.
+pub const ACCOUNT_EXISTS: &str = "an account with this email exists; sign in, then open this link again to accept";
+
 /// Join through a link: create the account for the invitation's email with `pw`, make it a
 /// member with the invited role and use the link up, in one transaction. Returns the new
 /// user and the tenant. An email that has an account already is `conflict` (that person
-/// signs in and accepts).
+/// signs in and accepts through the link, [`accept_by_link`]).
 pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uuid, Uuid)> {
     password::validate_new_password(pw)?;
     let tenant = tenant_of_link(token).ok_or(AppError::NotFound)?;
@@ -232,7 +229,8 @@ pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uu
     .fetch_optional(&mut *tx)
     .await?;
     let Some(user) = user else {
-        return Err(AppError::Conflict("an account with this email exists; sign in to accept the invitation".into()));
+        // The link never sets the password of an existing account (it may be someone else's).
+        return Err(AppError::Conflict(ACCOUNT_EXISTS.into()));
     };
     sqlx::query(
         "insert into membership (tenant_id, user_id, role) values ($1, $2, $3) on conflict (tenant_id, user_id) do nothing",
@@ -294,17 +292,29 @@ pub async fn withdraw(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
     Ok(n == 1)
 }
 
-/// What the invitee does with an invitation.
+/// What the invitee does with an invitation. Accepting needs the invitation's link (its
+/// token, or the whole link); declining does not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answer {
-    Accept,
+pub enum Answer<'a> {
+    Accept { link: Option<&'a str> },
     Decline,
 }
 
 /// Accept or decline invitation `id` as `user`. Someone else's invitation, or none, is
-/// `not_found`; one already answered or expired is `conflict`. Accepting creates the
-/// membership in the inviting tenant's transaction (an existing membership keeps its role).
-pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppResult<(Uuid, Role)> {
+/// `not_found`; one already answered or expired is `conflict`. Accepting without a link is
+/// `invalid_input` (field `token`), with another invitation's link `not_found`. Accepting
+/// creates the membership in the inviting tenant's transaction (an existing membership
+/// keeps its role) and uses the link up.
+pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> AppResult<(Uuid, Role)> {
+    let link_hash = match answer {
+        Answer::Accept { link } => {
+            let token = link.map(token_of).filter(|t| !t.is_empty()).ok_or_else(|| {
+                AppError::invalid("token", "accept through the invitation's link: give its token (the part after /join/)")
+            })?;
+            Some(crate::auth::tokens::hash(token))
+        }
+        Answer::Decline => None,
+    };
     // Which tenant: readable here only through `own_invitations`, i.e. only for the invitee.
     let mut tx = TenantTx::begin_user_only(pool, user).await?;
     let tenant: Option<Uuid> =
@@ -313,8 +323,9 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppR
     let tenant = tenant.ok_or(AppError::NotFound)?;
 
     let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
-    let row: Option<(Role, bool, bool, bool)> = sqlx::query_as(
-        "select role, accepted_at is not null, declined_at is not null, expires_at <= now()
+    let row: Option<(Role, bool, bool, bool, bool)> = sqlx::query_as(
+        "select role, accepted_at is not null, declined_at is not null, expires_at <= now(),
+                link_hash is not null and link_hash = $4
          from invitation
          where tenant_id = $1 and id = $2 and email = (select lower(email) from app_user where id = $3)
          for update",
@@ -322,9 +333,10 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppR
     .bind(tenant)
     .bind(id)
     .bind(user)
+    .bind(link_hash.as_deref().unwrap_or(""))
     .fetch_optional(&mut *tx)
     .await?;
-    let (role, accepted, declined, expired) = row.ok_or(AppError::NotFound)?;
+    let (role, accepted, declined, expired, link_matches) = row.ok_or(AppError::NotFound)?;
     if accepted {
         return Err(AppError::Conflict("this invitation was already accepted".into()));
     }
@@ -335,7 +347,12 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppR
         return Err(AppError::Conflict("this invitation has expired".into()));
     }
     let column = match answer {
-        Answer::Accept => {
+        Answer::Accept { .. } => {
+            // Only the holder of this invitation's own link: not another invitation's, not a
+            // renewed-away one (issue 31 item 1).
+            if !link_matches {
+                return Err(AppError::NotFound);
+            }
             sqlx::query(
                 "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
                  on conflict (tenant_id, user_id) do nothing",
@@ -356,4 +373,31 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer) -> AppR
         .await?;
     tx.commit().await?;
     Ok((tenant, role))
+}
+
+/// The open invitation behind link `token` if it invites `user`'s email: its id (to accept
+/// with [`answer`]). `not_found` for a link of someone else's invitation, or none.
+pub async fn id_by_link_for(pool: &PgPool, user: Uuid, token: &str) -> AppResult<Uuid> {
+    let token = token_of(token);
+    let tenant = tenant_of_link(token).ok_or(AppError::NotFound)?;
+    let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
+    let id: Option<Uuid> = sqlx::query_scalar(
+        "select id from invitation
+         where tenant_id = $1 and link_hash = $2 and accepted_at is null and declined_at is null
+           and email = (select lower(email) from app_user where id = $3)",
+    )
+    .bind(tenant)
+    .bind(crate::auth::tokens::hash(token))
+    .bind(user)
+    .fetch_optional(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    id.ok_or(AppError::NotFound)
+}
+
+/// Accept the invitation behind link `token` as the signed-in `user` (its email must be the
+/// invited one): the link page's button for a person who has an account.
+pub async fn accept_by_link(pool: &PgPool, user: Uuid, token: &str) -> AppResult<(Uuid, Role)> {
+    let id = id_by_link_for(pool, user, token).await?;
+    answer(pool, user, id, Answer::Accept { link: Some(token) }).await
 }

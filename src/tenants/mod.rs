@@ -42,6 +42,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/admin/members/invitations/{id}/link", post(t::invitation_link_form))
         .route("/admin/members/invitations/{id}/withdraw", post(t::invitation_withdraw_form))
         .route("/join/{token}", get(t::join_page).post(t::join))
+        .route("/join/{token}/accept", post(t::join_accept))
         .route("/invitations/{id}/accept", post(t::invitation_accept_form))
         .route("/invitations/{id}/decline", post(t::invitation_decline_form))
         .route("/admin/settings", get(t::settings_page).post(t::settings_save))
@@ -72,7 +73,8 @@ pub fn validate_tenant_name(name: &str) -> AppResult<String> {
 }
 
 /// Create the tenant if missing and its owner if missing (idempotent). An existing account
-/// keeps its password; it becomes an owner of the tenant.
+/// keeps its password and becomes an owner of the tenant, but only when no password or its
+/// own password is given (see [`check_given_password`]).
 pub async fn bootstrap(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> AppResult<Bootstrapped> {
     let tenant = validate_tenant_name(tenant)?;
     let email = validate_email(email)?;
@@ -83,7 +85,12 @@ pub async fn bootstrap(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> Ap
         None => (q::insert_tenant(&mut *tx, &tenant).await?, true),
     };
     let (user_id, created_user) = match q::user_by_email(&mut *tx, &email).await? {
-        Some(u) => (u.id, false),
+        Some(u) => {
+            if !pw.is_empty() {
+                check_given_password(&email, pw, u.password_hash).await?;
+            }
+            (u.id, false)
+        }
         None => {
             password::validate_new_password(pw)?;
             (q::insert_user(&mut *tx, &email, &password::hash(pw.to_string()).await?).await?, true)
@@ -111,14 +118,36 @@ pub async fn first_run_setup(pool: &PgPool, tenant: &str, email: &str, pw: &str)
     bootstrap(pool, tenant, email, pw).await
 }
 
+/// An operator gave `pw` for `email`, which already has an account: go on only when `pw` is
+/// that account's password. Otherwise the operator believes they are creating an account
+/// with a password they know, while the account may be someone else's (for instance made
+/// through another team's invitation link) and keeps its own password (issue 31 item 1).
+async fn check_given_password(email: &str, pw: &str, hash: String) -> AppResult<()> {
+    if password::verify(pw.to_string(), Some(hash)).await? {
+        return Ok(());
+    }
+    Err(AppError::Conflict(format!(
+        "{email} already has an account, and the given password is not its password: nothing was changed and its \
+         password stays unchanged. The account may be someone else's; to add it to a team anyway, as it is, use \
+         `mnote user add` without --password-stdin"
+    )))
+}
+
 /// Add an account to a tenant directly (creating the account when new) with the given role.
-/// An existing account keeps its password and gets the role. Operator-only (`mnote user add`,
-/// tests): the API and pages invite instead ([`invitations::invite`]), because this path
-/// needs no consent and its error for a missing password reveals whether an account exists.
+/// An existing account keeps its password and gets the role, but only when no password or its
+/// own password is given ([`check_given_password`]): the operator never hands out a password
+/// that is not the account's. Operator-only (`mnote user add`, tests): the API and pages
+/// invite instead ([`invitations::invite`]), because this path needs no consent and its
+/// answers reveal whether an account exists.
 pub async fn add_user(pool: &PgPool, tenant_id: Uuid, email: &str, role: Role, pw: Option<&str>) -> AppResult<(Uuid, bool)> {
     let email = validate_email(email)?;
     let (user_id, created) = match q::user_by_email(pool, &email).await? {
-        Some(u) => (u.id, false),
+        Some(u) => {
+            if let Some(pw) = pw {
+                check_given_password(&email, pw, u.password_hash).await?;
+            }
+            (u.id, false)
+        }
         None => {
             let pw = pw.ok_or_else(|| AppError::invalid("password", "a new account needs a password"))?;
             password::validate_new_password(pw)?;

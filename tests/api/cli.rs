@@ -170,3 +170,43 @@ async fn migrate_and_serve_refuse_a_database_with_citus() {
     sqlx::query("delete from pg_extension where extname = 'citus'").execute(&mut admin).await.unwrap();
     mnote::db::refuse_citus(&app.pool).await.expect("a plain database is accepted");
 }
+
+/// Issue 31 item 1: `mnote user add` (and `admin bootstrap`) given a password for an email
+/// that already has an account never silently keeps that account's unknown password: the
+/// account may be someone else's (e.g. made through another team's invitation link).
+#[tokio::test]
+async fn user_add_refuses_an_existing_account_with_a_password_that_is_not_its_own() {
+    let app = spawn_app().await;
+    let ops = app.bootstrap("ops", "root@ops.test").await;
+    app.bootstrap("alpha", "victim@corp.test").await;
+    app.bootstrap("labs", "root@labs.test").await;
+    let theirs = "the operator's new password";
+    let stdin = format!("{theirs}\n");
+    let add = ["user", "add", "--tenant", "ops", "--email", "Victim@corp.test", "--role", "admin", "--password-stdin"];
+    let (ok, out, err) = mnote(&app, &add, Some(&stdin));
+    assert!(!ok, "added an existing account as if it were new: {out}{err}");
+    assert!(err.contains("already has an account") && err.contains("unchanged"), "{err}");
+    let (ok, out, err) = mnote(
+        &app,
+        &["admin", "bootstrap", "--tenant", "newteam", "--email", "victim@corp.test", "--password-stdin"],
+        Some(&stdin),
+    );
+    assert!(!ok && err.contains("already has an account"), "{out}{err}");
+    // Nothing changed: the given password does not sign in, the account is in no new team.
+    assert_eq!(app.client().login("victim@corp.test", theirs).await.status(), StatusCode::UNAUTHORIZED);
+    let mut victim = app.login("victim@corp.test").await;
+    victim.page("/tenants").await;
+    let r = victim.post_form("/tenants/switch", &[("tenant_id", &ops.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND, "a member of ops");
+    assert!(mnote::tenants::queries::tenant_by_name(&app.pool, "newteam").await.unwrap().is_none());
+
+    // With the account's own password, the operator evidently knows it: added.
+    let (ok, out, err) = mnote(&app, &add, Some(&format!("{PASSWORD}\n")));
+    assert!(ok && out.contains("existing account"), "{out}{err}");
+    let r = victim.post_form("/tenants/switch", &[("tenant_id", &ops.tenant_id.to_string())]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    // Without a password: added, and the output says the password was left as it is.
+    let (ok, out, err) =
+        mnote(&app, &["user", "add", "--tenant", "labs", "--email", "victim@corp.test", "--role", "member"], None);
+    assert!(ok && out.contains("existing account") && out.contains("password unchanged"), "{out}{err}");
+}

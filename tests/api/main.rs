@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod account_takeover;
 mod accounts;
 mod cli;
 mod descriptors;
@@ -18,6 +19,7 @@ mod isolation;
 mod kbs_sources;
 mod knowledge_rag;
 mod lightrag;
+mod login_limits;
 mod malformed_json;
 mod mcp;
 mod mineru;
