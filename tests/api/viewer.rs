@@ -223,7 +223,7 @@ async fn pdf_pages_and_images_show_the_box_over_the_cited_words() {
     let k = kb_with_grant(&app).await;
     copy_fixtures(&app, &dir, "paged", &["known_words.pdf", "scope_zh.png"]);
     std::fs::copy(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/pdf_scanned/ocr_c02-22.pdf"),
+        crate::fixtures::testdata("pdf_scanned/ocr_c02-22.pdf"),
         app.docs.join("team/paged/scan.pdf"),
     )
     .unwrap();

@@ -240,8 +240,7 @@ fn oversized_entries_are_refused() {
 }
 
 fn shared(name: &str) -> ParsedArtifact {
-    let path = format!("{}/../shared/testdata/docs/docx/{name}", env!("CARGO_MANIFEST_DIR"));
-    let a = parse(&std::fs::read(path).unwrap()).unwrap();
+    let a = parse(&crate::ingest::testdata::read(&format!("docx/{name}"))).unwrap();
     a.validate().unwrap();
     a
 }

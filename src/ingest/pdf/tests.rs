@@ -1,4 +1,5 @@
-//! Whole-document tests: real PDFs from the shared test data and hand-written ones.
+//! Whole-document tests: real PDFs from the provisioned test documents (`MNOTE_TESTDATA_DIR`) and
+//! hand-written ones.
 
 use std::path::Path;
 use std::time::Instant;
@@ -8,8 +9,7 @@ use super::quality::{bounded_chars, quality_char};
 use super::*;
 
 fn testdata(rel: &str) -> Vec<u8> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs").join(rel);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    crate::ingest::testdata::read(rel)
 }
 
 fn parse_bytes(bytes: &[u8]) -> Result<ParsedArtifact, ParseError> {
