@@ -492,9 +492,9 @@ async fn pdfs_scans_and_images_become_located_evidence() {
 async fn limits_and_special_files() {
     let d = tempfile::tempdir().unwrap();
     // Page limit, enforced inside the parser child.
-    let pdf = shared("pdf/kz_schutterwald_aktuell.pdf"); // 18 pages
+    let pdf = shared("pdf/kz_bmc_infect_dis_2011_11_124.pdf"); // 7 pages
     let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
-    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 10 };
+    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 5 };
     let e = parse_supervised(&real, &pdf, "pdf", &limits).await.unwrap_err();
     assert_eq!(e.code, "too_many_pages", "{e}");
     let _ = d;
