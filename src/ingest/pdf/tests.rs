@@ -208,7 +208,10 @@ fn journal_article_is_read_column_by_column() {
     let col2 = block_index(&a, "subjected to nested PCR using the following primers");
     let col2_end = block_index(&a, "Table 2 shows the baseline status");
     let page3 = block_index(&a, "Virological and clinical characteristics");
-    assert!(col1 < col1_end && col1_end < col2 && col2 < col2_end && col2_end < page3, "{col1} {col1_end} {col2} {col2_end} {page3}");
+    assert!(
+        col1 < col1_end && col1_end < col2 && col2 < col2_end && col2_end < page3,
+        "{col1} {col1_end} {col2} {col2_end} {page3}"
+    );
     assert!(block(&a, "subjected to nested PCR").bbox.unwrap()[0] > 298.0);
     // A heading is its own block.
     assert_eq!(block(&a, "Statistical analysis").text, "Statistical analysis");
