@@ -5,7 +5,6 @@
 
 use std::{
     io::Write,
-    path::PathBuf,
     sync::{Arc, Mutex},
 };
 

@@ -5,7 +5,7 @@
 //! - a located quality other than `exact` (the search result's quality badge): `hl-approx`
 //!   instead of `hl`, and a visible `p.approx-notice`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mnote::db::{Scope, TenantTx};
 use reqwest::StatusCode;
@@ -413,16 +413,16 @@ async fn scanned_pdf_overlay_is_on_the_page_image() {
 }
 
 /// Images: the Chinese fixture (the OCR box against where the generator drew the text) and an
-/// English one from the provisioned test documents (OCRmyPDF's crom.png, 400 × 50 px).
+/// English one from the provisioned test documents (OCRmyPDF's linn.png, a 2550 × 3300 px scan).
 #[tokio::test]
 async fn image_overlays_cover_the_ocr_text() {
     let (dir, exp) = fixtures();
     let img = &exp["image"];
-    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (testdata("images/ocr_crom.png"), "ocr_crom.png")]).await;
+    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (testdata("images/ocr_linn.png"), "ocr_linn.png")]).await;
     let b = browser_for(&app, "image").await;
     let text = img["text"].as_str().unwrap();
     overlay_case(&b, "scope_zh", text, text, Some(f2(&img["imageSize"])), Some(f4(&img["bbox"]))).await;
-    overlay_case(&b, "ocr_crom", "cromulent", "cromulent", Some([400.0, 50.0]), None).await;
+    overlay_case(&b, "ocr_linn", "LinnSequencer", "LinnSequencer", Some([2550.0, 3300.0]), None).await;
     b.finish().await;
 }
 

@@ -1,7 +1,6 @@
 //! Whole-document tests: real PDFs from the provisioned test documents (`MNOTE_TESTDATA_DIR`) and
 //! hand-written ones.
 
-use std::path::Path;
 use std::time::Instant;
 
 use super::geometry::union;
@@ -213,8 +212,10 @@ fn journal_article_is_read_column_by_column() {
         "{col1} {col1_end} {col2} {col2_end} {page3}"
     );
     assert!(block(&a, "subjected to nested PCR").bbox.unwrap()[0] > 298.0);
-    // A heading is its own block.
-    assert_eq!(block(&a, "Statistical analysis").text, "Statistical analysis");
+    // Run-in headings (bold, at the body size) become sections holding their paragraph.
+    let stats = a.source_map.sections.iter().find(|s| s.title == "Statistical analysis").expect("a section");
+    assert_eq!((stats.level, stats.page_start), (3, Some(2)));
+    assert!(stats.block_ids.contains(&block(&a, "Statistical significance was evaluated").id), "{stats:?}");
 
     // Quality: pdfium finds the block's own text under (nearly) every box.
     let total = a.all_blocks().count();
