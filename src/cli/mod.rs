@@ -213,7 +213,8 @@ pub enum BenchCommand {
         /// The LightRAG API key (default: `./dev lightrag`'s, data/lightrag/api.key).
         #[arg(long)]
         lightrag_key_file: Option<std::path::PathBuf>,
-        #[arg(long, default_value = "../shared/testdata/docs")]
+        /// The test documents (default: the ones `./dev test` provisions, `$MNOTE_TESTDATA_DIR`).
+        #[arg(long, env = "MNOTE_TESTDATA_DIR")]
         docs: std::path::PathBuf,
         #[arg(long, default_value_t = 20)]
         queries: usize,
@@ -235,7 +236,8 @@ pub enum BenchCommand {
     },
     /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
     Ingest {
-        #[arg(long, default_value = "../shared/testdata/docs")]
+        /// The test documents (default: the ones `./dev test` provisions, `$MNOTE_TESTDATA_DIR`).
+        #[arg(long, env = "MNOTE_TESTDATA_DIR")]
         docs: std::path::PathBuf,
         #[arg(long, default_value_t = 3)]
         rounds: usize,

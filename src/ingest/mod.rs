@@ -14,6 +14,8 @@ pub mod pdf;
 pub mod pipeline;
 pub mod progress;
 pub mod providers;
+#[cfg(test)]
+pub(crate) mod testdata;
 pub mod watch;
 pub mod worker;
 

@@ -31,6 +31,18 @@ pub fn fixtures() -> (PathBuf, Value) {
     (dir, serde_json::from_str(&text).expect("expected.json is JSON"))
 }
 
+/// A real-world test document (`tests/testdata/SOURCES.tsv`, provisioned by `./dev test` into
+/// `$MNOTE_TESTDATA_DIR`). Panics (never skips) when it is missing.
+pub fn testdata(rel: &str) -> PathBuf {
+    let dir = std::env::var_os("MNOTE_TESTDATA_DIR").map(PathBuf::from).expect(
+        "MNOTE_TESTDATA_DIR is not set: run the tests through `./dev test`, which provisions the \
+         real-world test documents of tests/testdata/SOURCES.tsv",
+    );
+    let path = dir.join(rel);
+    assert!(path.is_file(), "{} is missing: `./dev test` provisions MNOTE_TESTDATA_DIR", path.display());
+    path
+}
+
 pub struct Kb {
     pub client: Client,
     pub tenant: Uuid,

@@ -430,7 +430,7 @@ async fn the_watcher_notices_a_new_file_without_waiting_for_the_rescan() {
 async fn a_docx_file_becomes_paragraph_evidence() {
     let app = spawn_app().await;
     let k = kb_with_grant(&app).await;
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/docx/d2p_zen_of_python.docx");
+    let src = crate::fixtures::testdata("docx/d2p_zen_of_python.docx");
     std::fs::copy(&src, app.docs.join("team/zen.docx")).unwrap();
     let id = register(&k, &app, "team/zen.docx").await["id"].as_str().unwrap().to_string();
     let out = app.run_jobs().await;
@@ -447,9 +447,7 @@ async fn a_docx_file_becomes_paragraph_evidence() {
     assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "docx_malformed".into() }]);
 }
 
-fn shared(rel: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs").join(rel)
-}
+use crate::fixtures::testdata as shared;
 
 #[tokio::test]
 async fn pdfs_scans_and_images_become_located_evidence() {
@@ -458,7 +456,7 @@ async fn pdfs_scans_and_images_become_located_evidence() {
     for (from, to) in [
         ("pdf/pypdf_multilang.pdf", "team/multilang.pdf"),
         ("pdf_scanned/ocr_c02-22.pdf", "team/scan.pdf"),
-        ("images/rapid_en.jpg", "team/photo.jpg"),
+        ("images/ocr_crom.png", "team/photo.png"),
     ] {
         std::fs::copy(shared(from), app.docs.join(to)).unwrap();
     }
@@ -471,7 +469,7 @@ async fn pdfs_scans_and_images_become_located_evidence() {
     let by_path = |p: &str| list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == p).unwrap().clone();
     assert_eq!(by_path("broken.pdf")["error"]["code"], "pdf_malformed");
     assert_eq!(by_path("broken.png")["error"]["code"], "image_unreadable");
-    for (path, kind) in [("multilang.pdf", "pdf"), ("scan.pdf", "pdf"), ("photo.jpg", "image")] {
+    for (path, kind) in [("multilang.pdf", "pdf"), ("scan.pdf", "pdf"), ("photo.png", "image")] {
         let s = by_path(path);
         assert_eq!(s["status"], "indexed", "{path}: {s}");
         let rows = evidence(&app, k.tenant, s["id"].as_str().unwrap()).await;
@@ -494,9 +492,9 @@ async fn pdfs_scans_and_images_become_located_evidence() {
 async fn limits_and_special_files() {
     let d = tempfile::tempdir().unwrap();
     // Page limit, enforced inside the parser child.
-    let pdf = shared("pdf/pl_federal-register-2020-17221.pdf");
+    let pdf = shared("pdf/kz_bmc_infect_dis_2011_11_124.pdf"); // 7 pages
     let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
-    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 10 };
+    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 5 };
     let e = parse_supervised(&real, &pdf, "pdf", &limits).await.unwrap_err();
     assert_eq!(e.code, "too_many_pages", "{e}");
     let _ = d;

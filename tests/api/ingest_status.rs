@@ -331,8 +331,7 @@ async fn a_pdf_parse_reports_the_pages_done_of_total_while_it_runs() {
     .execute(&k.app.owner_pool)
     .await
     .unwrap();
-    let pdf = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/testdata/docs/pdf/pl_federal-register-2020-17221.pdf");
+    let pdf = crate::fixtures::testdata("pdf/kz_bmc_infect_dis_2011_11_124.pdf");
     std::fs::copy(&pdf, k.app.docs.join("team/register.pdf")).unwrap();
     let (st, s) = k.c.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"grantId": k.grant, "path": "register.pdf"})).await;
     assert!(st.is_success(), "{st} {s}");
@@ -342,20 +341,20 @@ async fn a_pdf_parse_reports_the_pages_done_of_total_while_it_runs() {
     let log: Vec<(Option<String>, Option<i32>, Option<i32>)> =
         sqlx::query_as("select phase, done, total from progress_log order by at").fetch_all(&k.app.owner_pool).await.unwrap();
     let parsing: Vec<i32> =
-        log.iter().filter(|(p, _, t)| p.as_deref() == Some("parsing") && *t == Some(15)).filter_map(|(_, d, _)| *d).collect();
+        log.iter().filter(|(p, _, t)| p.as_deref() == Some("parsing") && *t == Some(7)).filter_map(|(_, d, _)| *d).collect();
     // The first page is reported at once, later ones at most about once a second.
     assert_eq!(parsing.first(), Some(&1), "{log:?}");
-    assert!(parsing.windows(2).all(|w| w[0] < w[1]) && parsing.iter().all(|d| (1..=15).contains(d)), "{log:?}");
-    assert!(log.iter().any(|r| r == &(Some("indexing".into()), Some(15), Some(15))), "{log:?}");
+    assert!(parsing.windows(2).all(|w| w[0] < w[1]) && parsing.iter().all(|d| (1..=7).contains(d)), "{log:?}");
+    assert!(log.iter().any(|r| r == &(Some("indexing".into()), Some(7), Some(7))), "{log:?}");
     let s = source(&k, &id).await;
-    assert_eq!((s["status"].as_str(), s["pages"].as_i64()), (Some("indexed"), Some(15)), "{s}");
+    assert_eq!((s["status"].as_str(), s["pages"].as_i64()), (Some("indexed"), Some(7)), "{s}");
     assert!(s["progress"].is_null(), "no progress once indexed: {s}");
 
     // While parsing, the KB page says "page n of total" (and in Chinese).
-    sys(&k, "update source set status = 'parsing', progress_phase = 'parsing', progress_done = 3, progress_total = 15, progress_started_at = now() where id = $1", &id).await;
+    sys(&k, "update source set status = 'parsing', progress_phase = 'parsing', progress_done = 3, progress_total = 7, progress_started_at = now() where id = $1", &id).await;
     let mut c = k.app.login("owner@acme.test").await;
     let (_, html) = c.page(&format!("/kbs/{}", k.kb)).await;
-    assert!(html.contains("<span class=\"pages\"> · page 3 of 15</span>"), "{html}");
+    assert!(html.contains("<span class=\"pages\"> · page 3 of 7</span>"), "{html}");
     let zh = c.http.get(format!("{}/kbs/{}", k.app.base, k.kb)).header("accept-language", "zh-CN").send().await.unwrap();
-    assert!(zh.text().await.unwrap().contains("第 3 页，共 15 页"));
+    assert!(zh.text().await.unwrap().contains("第 3 页，共 7 页"));
 }

@@ -5,7 +5,6 @@
 
 use std::{
     io::Write,
-    path::PathBuf,
     sync::{Arc, Mutex},
 };
 
@@ -30,9 +29,7 @@ use crate::helpers::*;
 
 const TOKEN: &str = "mineru-test-token-5f1c9a";
 
-fn testdata(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs").join(rel)
-}
+use crate::fixtures::testdata;
 
 // ---- the fake MinerU --------------------------------------------------------------------
 
@@ -313,14 +310,14 @@ async fn a_jpeg_is_converted_to_pixel_boxes() {
     .await;
     let t = team(&app).await;
     enable_external(&t, true).await;
-    let id = add(&app, &t, "images/rapid_en.jpg", "shot.jpg").await;
+    let id = add(&app, &t, "images/ocr_baiona_color.jpg", "shot.jpg").await;
     assert_eq!(app.run_jobs().await, vec![Outcome::Indexed { blocks: 1 }]);
     assert!(fake.seen.lock().unwrap().submits[0].1["files"][0]["name"].as_str().unwrap().ends_with(".jpg"));
     let ev = evidence(&app, t.tenant, &id).await;
     let loc = &ev[0].1;
-    // 709 × 132 px image.
-    assert_eq!((loc["page"].as_u64(), &loc["pageSize"]), (Some(1), &json!([709.0, 132.0])));
-    assert!(near(&loc["bbox"], [14.18, 3.96, 354.5, 26.4]), "{loc}");
+    // 640 × 682 px image; MinerU's boxes are per mille of it.
+    assert_eq!((loc["page"].as_u64(), &loc["pageSize"]), (Some(1), &json!([640.0, 682.0])));
+    assert!(near(&loc["bbox"], [12.8, 20.46, 320.0, 136.4]), "{loc}");
 }
 
 #[tokio::test]
@@ -330,7 +327,7 @@ async fn enabled_without_a_token_fails_with_mineru_token_missing_and_writes_noth
     let (_, v) = t.client.get_json("/api/tenant/settings").await;
     assert_eq!((v["externalParsingUpload"].as_bool(), v["mineruConfigured"].as_bool()), (Some(false), Some(false)));
     enable_external(&t, true).await;
-    let id = add(&app, &t, "images/rapid_en.jpg", "shot.jpg").await;
+    let id = add(&app, &t, "images/ocr_baiona_color.jpg", "shot.jpg").await;
     assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "mineru_token_missing".into() }]);
     let (_, s) = t.client.get_json(&format!("/api/sources/{id}")).await;
     assert_eq!((s["status"].as_str(), s["error"]["code"].as_str()), (Some("failed"), Some("mineru_token_missing")), "{s}");
@@ -348,7 +345,7 @@ async fn with_the_setting_off_or_a_text_pdf_the_local_providers_parse() {
     .await;
     let t = team(&app).await;
     // Off by default: the image is OCR'd locally.
-    let img = add(&app, &t, "images/rapid_en.jpg", "shot.jpg").await;
+    let img = add(&app, &t, "images/ocr_baiona_color.jpg", "shot.jpg").await;
     assert!(matches!(app.run_jobs().await.as_slice(), [Outcome::Indexed { .. }]));
     let (_, s) = t.client.get_json(&format!("/api/sources/{img}")).await;
     assert!(s["provider"].as_str().unwrap().starts_with("tesseract"), "{s}");
@@ -393,7 +390,7 @@ async fn an_unavailable_or_refusing_mineru_gives_stable_codes() {
     .await;
     let t = team(&app).await;
     enable_external(&t, true).await;
-    let id = add(&app, &t, "images/rapid_en.jpg", "shot.jpg").await;
+    let id = add(&app, &t, "images/ocr_baiona_color.jpg", "shot.jpg").await;
     assert_eq!(app.run_jobs().await, vec![Outcome::Retrying { code: "mineru_unavailable".into() }]);
     let (_, s) = t.client.get_json(&format!("/api/sources/{id}")).await;
     assert_eq!((s["status"].as_str(), s["error"]["code"].as_str()), (Some("pending"), Some("mineru_unavailable")), "{s}");
@@ -407,7 +404,7 @@ async fn an_unavailable_or_refusing_mineru_gives_stable_codes() {
     .await;
     let t = team(&app).await;
     enable_external(&t, true).await;
-    let id = add(&app, &t, "images/rapid_en.jpg", "shot.jpg").await;
+    let id = add(&app, &t, "images/ocr_baiona_color.jpg", "shot.jpg").await;
     assert_eq!(app.run_jobs().await, vec![Outcome::Failed { code: "mineru_unauthorized".into() }]);
     let (_, s) = t.client.get_json(&format!("/api/sources/{id}")).await;
     let msg = s["error"]["message"].as_str().unwrap();

@@ -342,11 +342,9 @@ async fn bad_requests_get_stable_codes() {
 async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
     let app = spawn_app().await;
     let report = docx(&["Borrow checker report for the scoped threads design."]);
-    let image =
-        std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/images/rapid_en.jpg"))
-            .unwrap();
+    let image = std::fs::read(crate::fixtures::testdata("images/ocr_crom.png")).unwrap();
     let t =
-        team(&app, "acme", &[("notes/en.md", SCOPED_EN.as_bytes()), ("reports/report.docx", &report), ("scans/en.jpg", &image)])
+        team(&app, "acme", &[("notes/en.md", SCOPED_EN.as_bytes()), ("reports/report.docx", &report), ("scans/en.png", &image)])
             .await;
     let all = search(&t.client, json!({"query": "borrow threads", "mode": "lexical"})).await;
     assert_eq!(paths(&all).len(), 2, "{all}");
@@ -374,18 +372,18 @@ async fn filters_narrow_results_and_ocr_text_can_be_left_out() {
         .expect("an OCR word")
         .to_string();
     let v = search(&t.client, json!({"query": word, "mode": "lexical"})).await;
-    assert!(paths(&v).contains(&"scans/en.jpg".to_string()), "{word}: {v}");
+    assert!(paths(&v).contains(&"scans/en.png".to_string()), "{word}: {v}");
     let v = search(&t.client, json!({"query": word, "mode": "lexical", "includeOcr": false})).await;
-    assert!(!paths(&v).contains(&"scans/en.jpg".to_string()), "{word}: {v}");
+    assert!(!paths(&v).contains(&"scans/en.png".to_string()), "{word}: {v}");
 
     // The compatibility document search: OCR only on request, with its boundary.
     let (st, d) = t.client.get_json(&format!("/api/search/documents?q={word}")).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(d["boundary"]["kind"], "ordinary_local_search");
-    assert!(d["results"].as_array().unwrap().iter().all(|r| r["path"] != "scans/en.jpg"), "{d}");
+    assert!(d["results"].as_array().unwrap().iter().all(|r| r["path"] != "scans/en.png"), "{d}");
     let (_, d) = t.client.get_json(&format!("/api/search/documents?q={word}&includeOcr=true")).await;
     assert_eq!(d["boundary"]["kind"], "ordinary_local_search_with_knowledge_ocr");
-    let hit = d["results"].as_array().unwrap().iter().find(|r| r["path"] == "scans/en.jpg").expect("the image").clone();
+    let hit = d["results"].as_array().unwrap().iter().find(|r| r["path"] == "scans/en.png").expect("the image").clone();
     assert_eq!(hit["matchSource"], "ocr");
     let (_, d) = t.client.get_json("/api/search/documents?q=borrow%20threads").await;
     let docs = d["results"].as_array().unwrap();

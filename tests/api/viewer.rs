@@ -222,11 +222,7 @@ async fn pdf_pages_and_images_show_the_box_over_the_cited_words() {
     let app = spawn_app().await;
     let k = kb_with_grant(&app).await;
     copy_fixtures(&app, &dir, "paged", &["known_words.pdf", "scope_zh.png"]);
-    std::fs::copy(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/testdata/docs/pdf_scanned/ocr_c02-22.pdf"),
-        app.docs.join("team/paged/scan.pdf"),
-    )
-    .unwrap();
+    std::fs::copy(crate::fixtures::testdata("pdf_scanned/ocr_c02-22.pdf"), app.docs.join("team/paged/scan.pdf")).unwrap();
     register(&k, &app, "team/paged").await;
     app.run_jobs().await;
     let sources = sources_by_path(&k).await;

@@ -5,7 +5,7 @@
 //! - a located quality other than `exact` (the search result's quality badge): `hl-approx`
 //!   instead of `hl`, and a visible `p.approx-notice`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use mnote::db::{Scope, TenantTx};
 use reqwest::StatusCode;
@@ -31,21 +31,16 @@ fn fixtures() -> (PathBuf, Value) {
     (dir, serde_json::from_str(&text).unwrap())
 }
 
-/// The shared real-world documents (`shared/testdata/docs`, beside the checkout or at
-/// `$MNOTE_SHARED_TESTDATA`). Panics when missing: these tests never skip.
-fn shared_doc(rel: &str) -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        std::env::var_os("MNOTE_SHARED_TESTDATA").map(PathBuf::from),
-        Some(manifest.join("../shared/testdata/docs")),
-        Some(PathBuf::from("/work/shared/testdata/docs")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .map(|d| d.join(rel))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("shared test document {rel} not found (set MNOTE_SHARED_TESTDATA)"))
+/// A real-world test document (`tests/testdata/SOURCES.tsv`, provisioned by `./dev test` into
+/// `$MNOTE_TESTDATA_DIR`). Panics when missing: these tests never skip.
+fn testdata(rel: &str) -> PathBuf {
+    let dir = std::env::var_os("MNOTE_TESTDATA_DIR").map(PathBuf::from).expect(
+        "MNOTE_TESTDATA_DIR is not set: run the tests through `./dev test`, which provisions the \
+         real-world test documents of tests/testdata/SOURCES.tsv",
+    );
+    let path = dir.join(rel);
+    assert!(path.is_file(), "{} is missing: `./dev test` provisions MNOTE_TESTDATA_DIR", path.display());
+    path
 }
 
 fn compact(s: &str) -> String {
@@ -411,23 +406,23 @@ async fn pdf_overlay_covers_the_drawn_word_at_two_widths() {
 /// A scanned PDF (OCR): the overlay sits on the page image where the OCR box says.
 #[tokio::test]
 async fn scanned_pdf_overlay_is_on_the_page_image() {
-    let app = indexed(&[(shared_doc("pdf_scanned/ocr_c02-22.pdf"), "ocr_c02-22.pdf")]).await;
+    let app = indexed(&[(testdata("pdf_scanned/ocr_c02-22.pdf"), "ocr_c02-22.pdf")]).await;
     let b = browser_for(&app, "scanned").await;
     overlay_case(&b, "kitchen", "kitchen", "kitchen", None, None).await;
     b.finish().await;
 }
 
-/// Images: the Chinese fixture (the OCR box against where the generator drew the text) and a
-/// real English image.
+/// Images: the Chinese fixture (the OCR box against where the generator drew the text) and an
+/// English one from the provisioned test documents (OCRmyPDF's linn.png, a 2550 × 3300 px scan).
 #[tokio::test]
 async fn image_overlays_cover_the_ocr_text() {
     let (dir, exp) = fixtures();
     let img = &exp["image"];
-    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (shared_doc("images/rapid_en.jpg"), "rapid_en.jpg")]).await;
+    let app = indexed(&[(dir.join("scope_zh.png"), "scope_zh.png"), (testdata("images/ocr_linn.png"), "ocr_linn.png")]).await;
     let b = browser_for(&app, "image").await;
     let text = img["text"].as_str().unwrap();
     overlay_case(&b, "scope_zh", text, text, Some(f2(&img["imageSize"])), Some(f4(&img["bbox"]))).await;
-    overlay_case(&b, "rapid_en", "MovieShots", "MovieShots", Some([709.0, 132.0]), None).await;
+    overlay_case(&b, "ocr_linn", "LinnSequencer", "LinnSequencer", Some([2550.0, 3300.0]), None).await;
     b.finish().await;
 }
 
