@@ -1,4 +1,4 @@
-//! An HTTP client for one LightRAG server (lightrag-hku 1.5.x, `../shared/lightrag-api.md`):
+//! An HTTP client for one LightRAG server (lightrag-hku 1.5.x; each method names the route it calls):
 //! typed requests and lenient typed responses, the timeout and bounded retries of the crate's
 //! one outbound client, and errors with stable codes. It knows nothing of our handlers,
 //! tables or tenants; nothing else in the crate builds a LightRAG URL.
