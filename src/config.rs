@@ -123,7 +123,7 @@ impl AgentsConfig {
             acp_memory_bytes: 1024 * 1024 * parse("MNOTE_ACP_MEMORY_MB", 2048u64)?,
             acp_env: acp_env_names(var("MNOTE_ACP_ENV").as_deref().unwrap_or(""))?,
             acp_user: var("MNOTE_ACP_USER").map(|u| u.trim().to_string()).filter(|u| !u.is_empty()),
-            acp_max_line_bytes: parse("MNOTE_ACP_MAX_LINE_BYTES", 8usize << 20)?.max(1024),
+            acp_max_line_bytes: parse("MNOTE_ACP_MAX_LINE_BYTES", DEFAULT_ACP_MAX_LINE_BYTES)?.max(1024),
             max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
             extra_fields: var("MNOTE_AGENT_EXTRA_FIELDS"),
         })
@@ -140,12 +140,16 @@ impl AgentsConfig {
             acp_memory_bytes: 2 << 30,
             acp_env: Vec::new(),
             acp_user: None,
-            acp_max_line_bytes: 8 << 20,
+            acp_max_line_bytes: DEFAULT_ACP_MAX_LINE_BYTES,
             max_concurrent_runs: 8,
             extra_fields: None,
         }
     }
 }
+
+/// The default of MNOTE_ACP_MAX_LINE_BYTES: the longest line an ACP agent may write (a
+/// message with a long answer chunk or tool input).
+pub const DEFAULT_ACP_MAX_LINE_BYTES: usize = 8 << 20;
 
 /// The names of MNOTE_ACP_ENV: comma-separated variable names, none of the server's own.
 pub fn acp_env_names(list: &str) -> anyhow::Result<Vec<String>> {

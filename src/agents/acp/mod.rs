@@ -25,7 +25,7 @@
 //! Failures: nothing from the agent for `idle_timeout` → `agent_timeout`; the process ends or
 //! closes its output mid-run → `acp_failed` with its exit status and the last lines of its
 //! stderr (every configured secret redacted, [`redact`]); a line over MNOTE_ACP_MAX_LINE_BYTES
-//! (default [`transport::MAX_LINE_BYTES`]) → `acp_line_too_long`; a broken protocol (stdout
+//! (default 8 MiB) → `acp_line_too_long`; a broken protocol (stdout
 //! that is not JSON-RPC, another protocol version, an unknown method) → `acp_protocol_error`;
 //! an error answer to one of our requests → `acp_failed`.
 //!

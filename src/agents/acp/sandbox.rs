@@ -95,7 +95,7 @@ pub fn prepare_server(data_dir: &Path, key_file: Option<PathBuf>) -> Vec<String>
 /// A user's `(uid, gid)` from the password database.
 pub fn lookup_user(name: &str) -> Option<(u32, u32)> {
     let name = CString::new(name).ok()?;
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut buf = vec![libc::c_char::default(); 16 * 1024];
     // SAFETY: getpwnam_r writes into `pwd` and `buf` (of the given length) only; `result` is
     // null or points at `pwd`.
     unsafe {

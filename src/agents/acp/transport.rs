@@ -1,7 +1,7 @@
 //! The agent's stdio as newline-delimited JSON-RPC lines for the ACP crate's `Lines`
 //! transport. We read the lines ourselves (rather than the crate's `ByteStreams`) for three
 //! reasons: every line is agent activity (the idle timeout), a line is bounded
-//! (`MNOTE_ACP_MAX_LINE_BYTES`, default [`MAX_LINE_BYTES`]: an agent cannot make us buffer
+//! (`MNOTE_ACP_MAX_LINE_BYTES`, default 8 MiB: an agent cannot make us buffer
 //! without end; a longer line ends the run as `acp_line_too_long` as soon as the cap is
 //! read), and anything on stdout that is not JSON is a protocol violation we report
 //! (`acp_protocol_error`) instead of skipping.
@@ -17,10 +17,6 @@ use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader},
     sync::mpsc::UnboundedSender,
 };
-
-/// The longest line an agent may write by default (a message with a long answer chunk or
-/// tool input).
-pub const MAX_LINE_BYTES: usize = 8 << 20;
 
 /// How the agent broke the transport.
 #[derive(Debug)]
@@ -135,6 +131,8 @@ where
 #[cfg(test)]
 mod tests {
     use futures_util::{SinkExt, StreamExt};
+
+    use crate::config::DEFAULT_ACP_MAX_LINE_BYTES as MAX_LINE_BYTES;
 
     use super::*;
 

@@ -123,7 +123,9 @@ fn run(inv: Invocation) -> ExitCode {
         // SAFETY: `signals` is an initialised set; no info is requested.
         let sig = unsafe { libc::sigwaitinfo(&signals, std::ptr::null_mut()) };
         match sig {
-            libc::SIGCHLD => reap(program, &mut status),
+            libc::SIGCHLD => {
+                reap(program, &mut status);
+            }
             libc::SIGTERM | libc::SIGINT | libc::SIGHUP => break,
             _ => {} // EINTR
         }
