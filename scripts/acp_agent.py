@@ -23,9 +23,16 @@ Directives anywhere in the question:
   [[crash]]  exit(3) mid-answer, after writing to stderr
   [[write]]  first asks the client for permission and to write a file, and reports both
              outcomes in the answer (MNote refuses both)
+Hostile directives (the sandbox tests; each answers a JSON report instead of searching):
+  [[env]]    the names and values of its environment
+  [[steal]]  its uid, and whether it could read --key-file and /proc/<--server-pid>/environ
+  [[daemon]] double-forks a `setsid` child that sleeps for a minute and writes its pid to
+             --daemon-pid-file, then answers
+  [[hugeline]] writes one line of 9 MiB (the transport's default cap is 8 MiB)
 `session/cancel` stops the turn: the pending prompt is answered `{stopReason: "cancelled"}`.
 
-Options: --pid-file PATH  write this process's pid there at start (tests check it is gone).
+Options: --pid-file PATH  write this process's pid there at start (tests check it is gone);
+         --key-file PATH, --server-pid PID, --daemon-pid-file PATH for the hostile directives.
 """
 
 import json
@@ -37,7 +44,8 @@ import time
 import uuid
 
 PROTOCOL_VERSION = 1
-DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write|env|steal|daemon|hugeline)\]\]")
+OPTIONS = {}
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s")
 
 _write_lock = threading.Lock()
@@ -128,6 +136,59 @@ def try_to_write(session_id):
     return "Permission: %s. Write: %s. " % (outcome, written)
 
 
+def try_read(path):
+    try:
+        with open(path, "rb") as f:
+            f.read(64)
+        return "read"
+    except OSError as e:
+        return "denied (%s)" % (e.strerror or e.errno)
+
+
+def daemonize(pid_file):
+    """Double-fork a setsid child that outlives its parents unless killed; wait for its pid."""
+    r, w = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(r)
+        os.setsid()
+        if os.fork() == 0:
+            with open(pid_file, "w") as f:
+                f.write(str(os.getpid()))
+            os.write(w, b"x")
+            os.close(w)
+            time.sleep(60)
+        os._exit(0)
+    os.close(w)
+    os.read(r, 1)
+    os.close(r)
+    os.waitpid(first, 0)
+
+
+def hostile(directives):
+    """The report of a hostile directive (a JSON text), or None."""
+    if "env" in directives:
+        return json.dumps({"env": dict(os.environ)})
+    if "steal" in directives:
+        report = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups()}
+        if OPTIONS.get("key-file"):
+            report["keyFile"] = try_read(OPTIONS["key-file"])
+        if OPTIONS.get("server-pid"):
+            report["serverEnviron"] = try_read("/proc/%s/environ" % OPTIONS["server-pid"])
+        report["parentEnviron"] = try_read("/proc/%d/environ" % os.getppid())
+        return json.dumps(report)
+    if "daemon" in directives:
+        daemonize(OPTIONS["daemon-pid-file"])
+        return "Daemon started."
+    if "hugeline" in directives:
+        with _write_lock:
+            sys.stdout.write('{"jsonrpc":"2.0","method":"session/update","params":{"x":"%s"}}\n' % ("a" * (9 << 20)))
+            sys.stdout.flush()
+        time.sleep(30)
+        return "unreachable"
+    return None
+
+
 def prompt(req_id, params):
     session_id = params.get("sessionId")
     session = _sessions.get(session_id)
@@ -141,6 +202,11 @@ def prompt(req_id, params):
     directives = set(DIRECTIVE.findall(question))
     query = " ".join(DIRECTIVE.sub(" ", question).split())
 
+    report = hostile(directives)
+    if report is not None:
+        notify_update(session_id, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": report}})
+        respond(req_id, {"stopReason": "end_turn"})
+        return
     prefix = try_to_write(session_id) if "write" in directives else ""
     if len(blocks) > 1:  # earlier turns came first: a resumed conversation
         prefix = "(Continuing our conversation.) " + prefix
@@ -211,8 +277,11 @@ def handle_notification(message):
 
 def main():
     args = sys.argv[1:]
-    if "--pid-file" in args:
-        with open(args[args.index("--pid-file") + 1], "w") as f:
+    for name in ("pid-file", "key-file", "server-pid", "daemon-pid-file"):
+        if "--" + name in args:
+            OPTIONS[name] = args[args.index("--" + name) + 1]
+    if "pid-file" in OPTIONS:
+        with open(OPTIONS["pid-file"], "w") as f:
             f.write(str(os.getpid()))
     for line in sys.stdin:
         line = line.strip()

@@ -90,6 +90,17 @@ pub struct AgentsConfig {
     pub max_tool_rounds: usize,
     /// Address-space limit of an ACP agent process.
     pub acp_memory_bytes: u64,
+    /// Variables of the server's environment an ACP agent also gets, by name (MNOTE_ACP_ENV,
+    /// comma-separated; e.g. its model API key). It gets nothing else but PATH, LANG,
+    /// LANGUAGE, LC_*, TZ, TERM and its own HOME/TMPDIR. Names of the server's own settings
+    /// (`MNOTE_*`, `DATABASE_*`, `PG*`) are refused.
+    pub acp_env: Vec<String>,
+    /// The user ACP agents run as when the server runs as root (MNOTE_ACP_USER, default
+    /// `nobody`); a server that is not root runs them as its own user (and refuses another).
+    pub acp_user: Option<String>,
+    /// The longest line an ACP agent may write (MNOTE_ACP_MAX_LINE_BYTES, default 8 MiB);
+    /// longer fails the run as `acp_line_too_long`.
+    pub acp_max_line_bytes: usize,
     /// Runs one process executes at once (more wait as `pending`).
     pub max_concurrent_runs: usize,
     /// Extra agent settings the operator declares (MNOTE_AGENT_EXTRA_FIELDS: a JSON array of
@@ -111,6 +122,9 @@ impl AgentsConfig {
             run_timeout: Duration::from_secs(parse("MNOTE_AGENT_RUN_TIMEOUT_SECS", 600u64)?.max(1)),
             max_tool_rounds: parse("MNOTE_AGENT_MAX_TOOL_ROUNDS", 4usize)?.max(1),
             acp_memory_bytes: 1024 * 1024 * parse("MNOTE_ACP_MEMORY_MB", 2048u64)?,
+            acp_env: acp_env_names(var("MNOTE_ACP_ENV").as_deref().unwrap_or(""))?,
+            acp_user: var("MNOTE_ACP_USER").map(|u| u.trim().to_string()).filter(|u| !u.is_empty()),
+            acp_max_line_bytes: parse("MNOTE_ACP_MAX_LINE_BYTES", DEFAULT_ACP_MAX_LINE_BYTES)?.max(1024),
             max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
             extra_fields: var("MNOTE_AGENT_EXTRA_FIELDS"),
         })
@@ -125,10 +139,32 @@ impl AgentsConfig {
             run_timeout: Duration::from_secs(60),
             max_tool_rounds: 4,
             acp_memory_bytes: 2 << 30,
+            acp_env: Vec::new(),
+            acp_user: None,
+            acp_max_line_bytes: DEFAULT_ACP_MAX_LINE_BYTES,
             max_concurrent_runs: 8,
             extra_fields: None,
         }
     }
+}
+
+/// The default of MNOTE_ACP_MAX_LINE_BYTES: the longest line an ACP agent may write (a
+/// message with a long answer chunk or tool input).
+pub const DEFAULT_ACP_MAX_LINE_BYTES: usize = 8 << 20;
+
+/// The names of MNOTE_ACP_ENV: comma-separated variable names, none of the server's own.
+pub fn acp_env_names(list: &str) -> anyhow::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || name.starts_with(|c: char| c.is_ascii_digit()) {
+            anyhow::bail!("MNOTE_ACP_ENV: {name:?} is not a variable name");
+        }
+        if ["MNOTE_", "DATABASE_", "PG"].iter().any(|p| name.to_ascii_uppercase().starts_with(p)) {
+            anyhow::bail!("MNOTE_ACP_ENV: {name} is one of the server's own settings; an agent never gets those");
+        }
+        names.push(name.to_string());
+    }
+    Ok(names)
 }
 
 /// Knowledge RAG: which LightRAG URLs team admins may bind, how long a call may take, and the
@@ -469,6 +505,15 @@ mod tests {
         let s = SecretString::new("tok-123");
         assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
         assert_eq!(s.expose(), "tok-123");
+    }
+
+    #[test]
+    fn acp_env_passes_names_but_never_the_servers_settings() {
+        assert_eq!(acp_env_names(" OPENAI_API_KEY, HTTPS_PROXY ,").unwrap(), ["OPENAI_API_KEY", "HTTPS_PROXY"]);
+        assert!(acp_env_names("").unwrap().is_empty());
+        for bad in ["MNOTE_EMBED_API_KEY", "DATABASE_URL", "PGPASSWORD", "pgpassword", "A=B", "1X"] {
+            assert!(acp_env_names(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -146,11 +146,7 @@ pub async fn resolve(
                 max_tool_rounds,
             }))
         }
-        Provider::Acp => Arc::new(acp::AcpRuntime::new(acp::AcpSettings {
-            command: cfg.agents.acp_command.clone().unwrap_or_default(),
-            idle_timeout: cfg.agents.idle_timeout,
-            memory_bytes: cfg.agents.acp_memory_bytes,
-        })),
+        Provider::Acp => Arc::new(acp::AcpRuntime::new(acp::AcpSettings::from_config(cfg))),
     };
     Ok(Resolved { provider, note, runtime })
 }

@@ -6,6 +6,12 @@ use crate::{config::Config, db, startup};
 pub async fn serve() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
     tracing::info!(?cfg, "starting");
+    if cfg.agents.acp_command.is_some() {
+        let key_file = std::env::var_os("MNOTE_SECRET_KEY_FILE").map(std::path::PathBuf::from);
+        for warning in crate::agents::acp::sandbox::prepare_server(&cfg.data_dir, key_file) {
+            tracing::warn!("ACP sandbox: {warning}");
+        }
+    }
     let state = startup::prepare(cfg).await?;
     startup::serve(state).await
 }

@@ -15,8 +15,11 @@ fn agent_script() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py").to_string_lossy().into_owned()
 }
 
-/// An app whose `reasonix` runs `python3 scripts/acp_agent.py --pid-file <pid_file>`.
+/// An app whose `reasonix` runs `python3 scripts/acp_agent.py --pid-file <pid_file>`. The
+/// pid file's directory is made writable by anyone: the agent may run as another user.
 async fn acp_app(pid_file: &Path, tweak: impl FnOnce(&mut mnote::config::Config)) -> TestApp {
+    let dir = pid_file.parent().unwrap();
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let command = vec!["python3".into(), agent_script(), "--pid-file".into(), pid_file.to_string_lossy().into_owned()];
     spawn_app_with(|c| {
         c.agents.acp_command = Some(command);
@@ -286,4 +289,112 @@ async fn reasonix_without_an_operator_command_runs_on_builtin() {
     assert_eq!(run["status"], "completed", "{run}");
     assert_eq!((run["provider"].as_str(), run["providerNote"].as_str()), (Some("builtin"), Some("not_configured")), "{run}");
     assert_eq!(run["providerRunId"], Value::Null, "{run}");
+}
+
+// --- The sandbox (issue 31 item 8): a hostile agent's view of the machine. ---
+
+/// An app whose `reasonix` runs the agent with the hostile options: the key file a real
+/// data dir holds (`<data dir>/secret.key`, 0600 as `./dev` makes it), this process's pid as
+/// the server's, and a pid file for the daemon it may start. `dir` is writable by anyone (the
+/// agent may run as another user).
+async fn hostile_app(dir: &Path, tweak: impl FnOnce(&mut mnote::config::Config)) -> TestApp {
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let (pid_file, daemon_file) = (dir.join("agent.pid"), dir.join("daemon.pid"));
+    spawn_app_with(|c| {
+        let key = c.data_dir.join("secret.key");
+        std::fs::create_dir_all(&c.data_dir).unwrap();
+        std::fs::write(&key, "00".repeat(32)).unwrap();
+        std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        let s = |p: &Path| p.to_string_lossy().into_owned();
+        c.agents.acp_command = Some(vec![
+            "python3".into(),
+            agent_script(),
+            "--pid-file".into(),
+            s(&pid_file),
+            "--key-file".into(),
+            s(&key),
+            "--server-pid".into(),
+            std::process::id().to_string(),
+            "--daemon-pid-file".into(),
+            s(&daemon_file),
+        ]);
+        tweak(c);
+    })
+    .await
+}
+
+/// The JSON report a hostile directive answers with.
+async fn report(k: &Kb, directive: &str) -> Value {
+    let run = finished(k, &id_of(&start(k, &format!("{directive} Where do the robots charge?")).await)).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    serde_json::from_str(run["answer"].as_str().unwrap()).unwrap_or_else(|e| panic!("{e}: {run}"))
+}
+
+fn running_as_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test]
+async fn the_agent_sees_only_the_allow_listed_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    // CARGO_PKG_NAME is set by cargo for this process: declared, it passes by name.
+    let app = hostile_app(tmp.path(), |c| c.agents.acp_env = vec!["CARGO_PKG_NAME".into()]).await;
+    let k = seeded(&app).await;
+    let env = report(&k, "[[env]]").await;
+    let env = env["env"].as_object().unwrap_or_else(|| panic!("{env}"));
+    let allowed = ["PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "TZ", "TERM", "CARGO_PKG_NAME"];
+    for name in env.keys() {
+        assert!(allowed.contains(&name.as_str()) || name.starts_with("LC_"), "the agent got {name}: {env:?}");
+    }
+    assert_eq!(env.get("CARGO_PKG_NAME").and_then(Value::as_str), Some(env!("CARGO_PKG_NAME")), "{env:?}");
+    // HOME is the run's own fresh directory, not the server's.
+    let home = env["HOME"].as_str().unwrap();
+    assert!(home.contains("mnote-acp-"), "{home}");
+    assert_ne!(Some(home.to_string()), std::env::var("HOME").ok());
+}
+
+#[tokio::test]
+async fn the_agent_cannot_read_the_key_file_or_the_servers_environment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = hostile_app(tmp.path(), |_| {}).await;
+    let k = seeded(&app).await;
+    let r = report(&k, "[[steal]]").await;
+    let denied = |field: &str| r[field].as_str().is_some_and(|v| v.starts_with("denied"));
+    assert!(denied("serverEnviron"), "{r}");
+    assert!(denied("parentEnviron"), "{r}");
+    // A server that runs as root runs its agents as `nobody` (MNOTE_ACP_USER); otherwise the
+    // agent has the server's uid and file permissions cannot keep it from the key file
+    // (README: what the sandbox holds in which mode).
+    if running_as_root() {
+        assert!(denied("keyFile"), "{r}");
+        assert_eq!((r["uid"].as_u64(), r["gid"].as_u64()), (Some(65534), Some(65534)), "{r}");
+        assert!(!r["groups"].as_array().unwrap().contains(&json!(0)), "{r}");
+    }
+}
+
+#[tokio::test]
+async fn no_process_the_agent_started_outlives_its_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = hostile_app(tmp.path(), |_| {}).await;
+    let k = seeded(&app).await;
+    let run = finished(&k, &id_of(&start(&k, "[[daemon]] Where do the robots charge?").await)).await;
+    assert_eq!((run["status"].as_str(), run["answer"].as_str()), (Some("completed"), Some("Daemon started.")), "{run}");
+    let daemon: u32 = std::fs::read_to_string(tmp.path().join("daemon.pid")).unwrap().trim().parse().unwrap();
+    assert!(is_gone(daemon).await, "the agent's setsid daemon {daemon} outlived the run");
+    assert!(is_gone(agent_pid(&tmp.path().join("agent.pid")).await).await, "the agent outlived its run");
+}
+
+#[tokio::test]
+async fn a_line_over_the_cap_fails_the_run_with_acp_line_too_long() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = hostile_app(tmp.path(), |_| {}).await;
+    let k = seeded(&app).await;
+    let started = std::time::Instant::now();
+    // The agent writes one 9 MiB line, then sleeps for 30 s: the run ends at the cap.
+    let run = finished(&k, &id_of(&start(&k, "[[hugeline]] Where do the robots charge?").await)).await;
+    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("failed"), Some("acp_line_too_long")), "{run}");
+    assert!(run["error"]["message"].as_str().unwrap().contains("8 MiB"), "{run}");
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(is_gone(agent_pid(&tmp.path().join("agent.pid")).await).await, "the agent outlived its run");
 }

@@ -4,9 +4,11 @@
 //! (protocol v1, newline-delimited JSON-RPC 2.0).
 //!
 //! A run is one process and one prompt turn:
-//! 1. the command starts in a fresh temporary directory (also the session's `cwd`), under
-//!    the supervisor's address-space limit, in its own process group, without the server's
-//!    secrets in its environment (database URLs, the master key, tokens);
+//! 1. the command starts in a fresh temporary directory (also the session's `cwd` and the
+//!    agent's HOME and TMPDIR), sandboxed by the supervisor ([`Supervised::sandboxed`]):
+//!    under its address-space limit, with an allow-listed environment ([`sandbox`]: never
+//!    the server's database URLs, keys or tokens, only what MNOTE_ACP_ENV names), without
+//!    new privileges, as MNOTE_ACP_USER (default `nobody`) when the server runs as root;
 //! 2. `initialize` (protocol version 1; client capabilities: no file system, no terminal),
 //!    `session/new` (`mcpServers: []`, our tools in `_meta`, see below), `session/prompt`
 //!    (earlier turns of a resumed conversation as a text block before the question);
@@ -16,14 +18,16 @@
 //! 4. the prompt's `stopReason` ends the turn: `end_turn` → the answer; `cancelled` → the run
 //!    is cancelled; `max_tokens`, `max_turn_requests`, `refusal` → the answer so far with a
 //!    note. `providerRunId` is the ACP `sessionId`;
-//! 5. the process (and its group) is killed when the run ends, however it ends. A cancelled
+//! 5. the process and every process it started (also those that left its process group:
+//!    the shim is their subreaper) are killed when the run ends, however it ends. A cancelled
 //!    run sends `session/cancel` and gives the agent [`session::CANCEL_WAIT`] to end its turn.
 //!
 //! Failures: nothing from the agent for `idle_timeout` → `agent_timeout`; the process ends or
 //! closes its output mid-run → `acp_failed` with its exit status and the last lines of its
-//! stderr; a broken protocol (stdout that is not JSON-RPC, a line over
-//! [`transport::MAX_LINE_BYTES`], another protocol version, an unknown method) →
-//! `acp_protocol_error`; an error answer to one of our requests → `acp_failed`.
+//! stderr (every configured secret redacted, [`redact`]); a line over MNOTE_ACP_MAX_LINE_BYTES
+//! (default 8 MiB) → `acp_line_too_long`; a broken protocol (stdout
+//! that is not JSON-RPC, another protocol version, an unknown method) → `acp_protocol_error`;
+//! an error answer to one of our requests → `acp_failed`.
 //!
 //! ## The `_mnote` extension (our tools, offered to the agent)
 //!
@@ -41,6 +45,7 @@
 //! JSON-RPC "method not found" error. A run never writes files.
 
 pub mod ext;
+pub mod sandbox;
 mod session;
 mod transport;
 mod updates;
@@ -63,7 +68,10 @@ use self::{
     transport::Activity,
 };
 use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput};
-use crate::platform::supervise::{Interactive, Supervised};
+use crate::{
+    config::Config,
+    platform::supervise::{Interactive, Sandbox, Supervised},
+};
 
 #[derive(Debug, Clone)]
 pub struct AcpSettings {
@@ -73,18 +81,29 @@ pub struct AcpSettings {
     pub idle_timeout: Duration,
     /// Address-space limit of the agent process.
     pub memory_bytes: u64,
+    /// The `mnote` executable that runs the sandbox shim.
+    pub shim: PathBuf,
+    /// Variables of the server's environment the agent also gets (MNOTE_ACP_ENV).
+    pub env: Vec<String>,
+    /// MNOTE_ACP_USER (see [`sandbox::run_as`]).
+    pub user: Option<String>,
+    /// The longest line the agent may write (`acp_line_too_long`).
+    pub max_line_bytes: usize,
 }
 
-/// Variables of the server's own environment the agent does not inherit (credentials).
-const SERVER_SECRETS: &[&str] = &[
-    "DATABASE_URL",
-    "MNOTE_MIGRATION_DATABASE_URL",
-    "MNOTE_SECRET_KEY",
-    "MNOTE_SECRET_KEY_FILE",
-    "MNOTE_METRICS_TOKEN",
-    "MNOTE_MINERU_TOKEN",
-    "PGPASSWORD",
-];
+impl AcpSettings {
+    pub fn from_config(cfg: &Config) -> Self {
+        AcpSettings {
+            command: cfg.agents.acp_command.clone().unwrap_or_default(),
+            idle_timeout: cfg.agents.idle_timeout,
+            memory_bytes: cfg.agents.acp_memory_bytes,
+            shim: cfg.parser_exe.clone(),
+            env: cfg.agents.acp_env.clone(),
+            user: cfg.agents.acp_user.clone(),
+            max_line_bytes: cfg.agents.acp_max_line_bytes,
+        }
+    }
+}
 
 /// How long an ended agent's exit status and last stderr lines are waited for.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -93,28 +112,33 @@ const STDERR_QUOTE_CHARS: usize = 600;
 
 pub struct AcpRuntime {
     settings: AcpSettings,
+    /// What the agent's quoted stderr never shows ([`sandbox::known_secrets`]).
+    secrets: Vec<String>,
 }
 
 impl AcpRuntime {
     pub fn new(settings: AcpSettings) -> Self {
-        AcpRuntime { settings }
+        let secrets =
+            sandbox::known_secrets(std::env::vars_os().filter_map(|(n, v)| Some((n.into_string().ok()?, v.into_string().ok()?))));
+        AcpRuntime { settings, secrets }
     }
 
+    /// Start the agent in `workdir` (made its own when it runs as another user).
     fn spawn(&self, workdir: &std::path::Path) -> Result<Interactive, AgentError> {
-        let (program, args) = self
-            .settings
-            .command
-            .split_first()
-            .ok_or_else(|| AgentError::upstream("acp_failed", "no ACP agent command is configured"))?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args).current_dir(workdir);
-        for name in SERVER_SECRETS {
-            cmd.env_remove(name);
+        let failed = |m: String| AgentError::upstream("acp_failed", m);
+        let (program, args) =
+            self.settings.command.split_first().ok_or_else(|| failed("no ACP agent command is configured".into()))?;
+        let user = sandbox::run_as(self.settings.user.as_deref(), sandbox::euid(), sandbox::lookup_user).map_err(failed)?;
+        if let Some((uid, gid)) = user {
+            std::os::unix::fs::chown(workdir, Some(uid), Some(gid))
+                .map_err(|e| failed(format!("the agent's working directory: {e}")))?;
         }
-        Supervised::new(cmd)
+        let env = sandbox::environment(std::env::vars_os(), &self.settings.env, workdir);
+        let confinement = Sandbox { shim: self.settings.shim.clone(), env, user };
+        Supervised::sandboxed(program, args, workdir, confinement)
             .memory_limit(self.settings.memory_bytes)
             .spawn_interactive()
-            .map_err(|e| AgentError::upstream("acp_failed", format!("the agent process could not be started: {e}")))
+            .map_err(|e| failed(format!("the agent process could not be started: {e}")))
     }
 
     /// Talk to the started agent until the turn ends; journals as it goes.
@@ -130,7 +154,10 @@ impl AcpRuntime {
         };
         let activity = Activity::new();
         let (violations_tx, violations) = mpsc::unbounded_channel();
-        let transport = Lines::new(transport::outgoing(stdin), transport::incoming(stdout, activity.clone(), violations_tx));
+        let transport = Lines::new(
+            transport::outgoing(stdin),
+            transport::incoming(stdout, activity.clone(), violations_tx, self.settings.max_line_bytes),
+        );
         let (tx, inbound) = mpsc::unbounded_channel::<Inbound>();
         let tool_tx = tx.clone();
         let client = Client
@@ -176,7 +203,7 @@ impl AcpRuntime {
                 // The connection failed under the conversation: keep what arrived before.
                 driver.drain().await?;
                 match driver.violations.try_recv() {
-                    Ok(v) => Err(Failure::Protocol(v)),
+                    Ok(v) => Err(v.into()),
                     Err(_) => Err(Failure::Closed(e.message.chars().take(300).collect())),
                 }
             }
@@ -192,7 +219,7 @@ impl AcpRuntime {
                 self.settings.idle_timeout.as_secs_f32().round() as u64
             )),
             Failure::Journal(e) => AgentError::Journal(e),
-            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE).await {
+            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE, &self.secrets).await {
                 Some(report) => AgentError::upstream("acp_failed", report),
                 None => AgentError::upstream(
                     "acp_protocol_error",
@@ -200,7 +227,8 @@ impl AcpRuntime {
                 ),
             },
             Failure::Protocol(m) => AgentError::upstream("acp_protocol_error", m),
-            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300)).await {
+            Failure::LineTooLong(m) => AgentError::upstream("acp_line_too_long", m),
+            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300), &self.secrets).await {
                 Some(report) => AgentError::upstream("acp_failed", report),
                 None => AgentError::upstream("acp_failed", m),
             },
@@ -209,11 +237,11 @@ impl AcpRuntime {
 }
 
 /// `"<exit status>; <last stderr lines>"` once the process has ended (within `grace`).
-async fn exit_report(child: &mut Interactive, grace: Duration) -> Option<String> {
+async fn exit_report(child: &mut Interactive, grace: Duration, secrets: &[String]) -> Option<String> {
     let status = child.exited_within(grace).await?;
     let tail = child.stderr_tail(STDERR_QUOTE_CHARS, EXIT_GRACE).await;
     let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let last = redact(&lines[lines.len().saturating_sub(5)..].join(" | "));
+    let last = redact(&lines[lines.len().saturating_sub(5)..].join(" | "), secrets);
     Some(if last.is_empty() {
         format!("the agent process ended ({status}); it wrote nothing on stderr")
     } else {
@@ -221,10 +249,22 @@ async fn exit_report(child: &mut Interactive, grace: Duration) -> Option<String>
     })
 }
 
-/// `text` without the words that look like credentials: the agent may hold a model API key
-/// we do not know, and its stderr is quoted to the user. A word goes when it is an `sk-…`
-/// key or a long run of key characters mixing letters and digits (tokens, not prose or paths).
-fn redact(text: &str) -> String {
+/// `text` without credentials, as the agent's stderr is quoted to the user: every occurrence
+/// of a known secret (`secrets`: the server's and those passed to the agent, whatever their
+/// length) goes, then every word that looks like one (the agent may hold a model API key we
+/// do not know): an `sk-…` key or a long run of key characters mixing letters and digits
+/// (tokens, not prose or paths).
+fn redact(text: &str, secrets: &[String]) -> String {
+    let mut text = text.to_string();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        if text.contains(secret.as_str()) {
+            text = text.replace(secret.as_str(), "[redacted]");
+        }
+    }
+    redact_keyish(&text)
+}
+
+fn redact_keyish(text: &str) -> String {
     let looks_secret = |w: &str| {
         let w = w.trim_matches(|c: char| matches!(c, '"' | '\'' | ',' | ';' | ':' | '(' | ')' | '[' | ']'));
         let keyish = w.chars().all(|c| c.is_ascii_alphanumeric() || "-_.=+".contains(c));
@@ -292,10 +332,20 @@ mod tests {
     fn quoted_stderr_keeps_prose_and_paths_but_not_keys() {
         let line = "openai.AuthenticationError: bad key sk-proj-abc123XYZ (token=9f8e7d6c5b4a39281706f5e4d3c2b1a0ffee) \
                     File \"/usr/lib/python3.11/site-packages/agent/main.py\", line 42";
-        let out = redact(line);
+        let out = redact(line, &[]);
         assert!(out.contains("openai.AuthenticationError: bad key [redacted] "), "{out}");
         assert!(!out.contains("sk-proj") && !out.contains("9f8e7d6c"), "{out}");
         assert!(out.contains("/usr/lib/python3.11/site-packages/agent/main.py"), "{out}");
         assert!(out.contains("line 42"), "{out}");
+    }
+
+    #[test]
+    fn quoted_stderr_never_shows_a_known_secret_however_short() {
+        // Short, or prose-like: the word heuristics alone let these through.
+        let secrets = vec!["hunter2-pass".to_string(), "k9".to_string(), "plain words".to_string()];
+        let line = "auth failed with key=hunter2-pass (k9); header: plain words; done";
+        let out = redact(line, &secrets);
+        assert_eq!(out, "auth failed with key=[redacted] ([redacted]); header: [redacted]; done");
+        assert_eq!(redact(line, &[]), line, "nothing here looks like a key by itself");
     }
 }

@@ -24,7 +24,7 @@ use tokio::{sync::mpsc::UnboundedReceiver, time::Instant};
 
 use super::{
     ext::{self, ToolsCallRequest, ToolsCallResponse},
-    transport::Activity,
+    transport::{Activity, Violation},
     updates::Updates,
 };
 use crate::{
@@ -65,9 +65,20 @@ pub enum Failure {
     Closed(String),
     /// The agent broke the protocol.
     Protocol(String),
+    /// The agent wrote a line over the transport's cap.
+    LineTooLong(String),
     /// The agent answered one of our requests with an error.
     Agent(String),
     Journal(JournalError),
+}
+
+impl From<Violation> for Failure {
+    fn from(v: Violation) -> Self {
+        match v {
+            Violation::LineTooLong(m) => Failure::LineTooLong(m),
+            Violation::Protocol(m) => Failure::Protocol(m),
+        }
+    }
 }
 
 impl From<JournalError> for Failure {
@@ -94,7 +105,7 @@ fn request_failed(method: &str, e: agent_client_protocol::Error) -> Failure {
 pub struct Driver<'a> {
     pub env: &'a RunEnv,
     pub inbound: UnboundedReceiver<Inbound>,
-    pub violations: UnboundedReceiver<String>,
+    pub violations: UnboundedReceiver<Violation>,
     pub activity: Activity,
     pub idle: Duration,
     pub updates: Updates,
@@ -105,7 +116,7 @@ impl<'a> Driver<'a> {
     pub fn new(
         env: &'a RunEnv,
         inbound: UnboundedReceiver<Inbound>,
-        violations: UnboundedReceiver<String>,
+        violations: UnboundedReceiver<Violation>,
         activity: Activity,
         idle: Duration,
     ) -> Self {
@@ -141,7 +152,7 @@ impl<'a> Driver<'a> {
             let idle_at = self.idle_deadline();
             tokio::select! {
                 biased;
-                Some(v) = self.violations.recv() => return Err(Failure::Protocol(v)),
+                Some(v) = self.violations.recv() => return Err(v.into()),
                 Some(item) = self.inbound.recv() => self.serve(item).await?,
                 r = &mut response => return r.map_err(|e| request_failed(method, e)),
                 _ = self.env.cancel.cancelled() => return Err(Failure::Cancelled),
@@ -166,7 +177,7 @@ impl<'a> Driver<'a> {
             let give_up_at = cancelled_at.map_or(idle_at, |t| t + CANCEL_WAIT);
             tokio::select! {
                 biased;
-                Some(v) = self.violations.recv() => return Err(Failure::Protocol(v)),
+                Some(v) = self.violations.recv() => return Err(v.into()),
                 Some(item) = self.inbound.recv() => self.serve(item).await?,
                 r = &mut response => break r,
                 _ = self.env.cancel.cancelled(), if cancelled_at.is_none() => {

@@ -5,11 +5,21 @@
 //! children that talk over pipes (ACP agents) start with [`Supervised::spawn_interactive`]:
 //! the same limit and stderr tail, killed with their process group.
 //!
+//! A child that must not see the server (an ACP agent: someone else's program) is built with
+//! [`Supervised::sandboxed`]: it runs under the [`shim`] (`mnote sandbox-shim`), with only
+//! the environment it is given, optionally as another user, without new privileges, and
+//! the shim, a child subreaper, kills everything the child started (also what left its
+//! process group with `setsid`) when the child ends or the supervisor ends it (SIGTERM).
+//!
 //! ```ignore
 //! let out = Supervised::new(cmd).memory_limit(2 << 30).timeout(Duration::from_secs(30)).run().await?;
 //! ```
 
+pub mod shim;
+
 use std::{
+    ffi::OsString,
+    path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
     sync::{Arc, Mutex},
     time::Duration,
@@ -22,6 +32,21 @@ use tokio::{
 
 /// Bytes of stderr kept (the end of it; the beginning is dropped as the child writes more).
 const STDERR_KEEP_BYTES: usize = 8 * 1024;
+/// How long a sandboxed child's shim may take to kill and reap its tree after SIGTERM
+/// before it is killed itself (longer than the shim's own cleanup limit).
+const SHIM_GRACE: Duration = Duration::from_secs(6);
+
+/// How [`Supervised::sandboxed`] confines a child.
+#[derive(Debug, Clone)]
+pub struct Sandbox {
+    /// The `mnote` executable, run as the shim.
+    pub shim: PathBuf,
+    /// The child's whole environment (nothing of the server's is inherited).
+    pub env: Vec<(OsString, OsString)>,
+    /// Run the child as this `(uid, gid)`, with no supplementary groups (the server must run
+    /// as root); `None`: the server's user.
+    pub user: Option<(u32, u32)>,
+}
 
 /// A child process to run under limits. Build with [`Supervised::new`], then [`run`](Self::run).
 pub struct Supervised {
@@ -31,6 +56,7 @@ pub struct Supervised {
     stdin: Option<Vec<u8>>,
     capture_stdout: bool,
     report: Option<Report>,
+    sandboxed: bool,
 }
 
 /// Lines of stderr that start with `prefix` go to `on_line` (without the prefix) instead of
@@ -76,7 +102,19 @@ impl Supervised {
     /// Supervise `cmd` (program, arguments and environment already set). Stdin, stdout and
     /// stderr are set by the supervisor; the child is killed when the run is dropped.
     pub fn new(cmd: tokio::process::Command) -> Self {
-        Supervised { cmd, memory_bytes: None, timeout: None, stdin: None, capture_stdout: true, report: None }
+        Supervised { cmd, memory_bytes: None, timeout: None, stdin: None, capture_stdout: true, report: None, sandboxed: false }
+    }
+
+    /// Supervise `program args…` started in `cwd` under the sandbox shim (see the module
+    /// docs). Ending it ([`Interactive::kill`], drop) asks the shim to end the whole tree.
+    pub fn sandboxed(program: &str, args: &[String], cwd: &Path, sandbox: Sandbox) -> Self {
+        let mut cmd = tokio::process::Command::new(&sandbox.shim);
+        cmd.arg(shim::SUBCOMMAND);
+        if let Some((uid, gid)) = sandbox.user {
+            cmd.arg("--uid").arg(uid.to_string()).arg("--gid").arg(gid.to_string());
+        }
+        cmd.arg("--").arg(program).args(args).current_dir(cwd).env_clear().envs(sandbox.env);
+        Supervised { sandboxed: true, ..Supervised::new(cmd) }
     }
 
     /// Address-space limit (`RLIMIT_AS`) of the child, in bytes.
@@ -112,7 +150,7 @@ impl Supervised {
 
     /// Start the child and wait for it (or for the timeout).
     pub async fn run(self) -> Result<Output, SuperviseError> {
-        let Supervised { mut cmd, memory_bytes, timeout, stdin, capture_stdout, report } = self;
+        let Supervised { mut cmd, memory_bytes, timeout, stdin, capture_stdout, report, .. } = self;
         cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(if capture_stdout { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::piped())
@@ -160,8 +198,10 @@ impl Supervised {
     /// [`stdin_bytes`](Self::stdin_bytes) and [`discard_stdout`](Self::discard_stdout) do
     /// not apply: the caller decides when the child has run long enough.
     pub fn spawn_interactive(self) -> Result<Interactive, SuperviseError> {
-        let Supervised { mut cmd, memory_bytes, .. } = self;
-        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true).process_group(0);
+        let Supervised { mut cmd, memory_bytes, sandboxed, .. } = self;
+        // A sandboxed child's shim is asked to end (SIGTERM) rather than killed outright: it
+        // has a tree to kill first.
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(!sandboxed).process_group(0);
         if let Some(mem) = memory_bytes {
             limit_address_space(&mut cmd, mem);
         }
@@ -170,7 +210,7 @@ impl Supervised {
         let stdout = child.stdout.take();
         let tail = Arc::new(Mutex::new(Vec::new()));
         let stderr_reader = child.stderr.take().map(|e| tokio::spawn(keep_tail(e, tail.clone())));
-        Ok(Interactive { child, stdin, stdout, tail, stderr_reader, status: None })
+        Ok(Interactive { child, stdin, stdout, tail, stderr_reader, status: None, sandboxed })
     }
 }
 
@@ -184,6 +224,8 @@ pub struct Interactive {
     stderr_reader: Option<tokio::task::JoinHandle<()>>,
     /// Set once the child has been waited for (reaped): its pid may be reused after that.
     status: Option<ExitStatus>,
+    /// Started with [`Supervised::sandboxed`]: the child is the shim.
+    sandboxed: bool,
 }
 
 impl Interactive {
@@ -217,8 +259,15 @@ impl Interactive {
     }
 
     /// Kill the child's process group (the child and whatever it started) and reap the
-    /// child. Idempotent; returns the exit status when it could be read.
+    /// child; a sandboxed child's shim first gets [`SHIM_GRACE`] to kill its whole tree.
+    /// Idempotent; returns the exit status when it could be read.
     pub async fn kill(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() && self.sandboxed {
+            self.signal(libc::SIGTERM);
+            if let Ok(Ok(s)) = tokio::time::timeout(SHIM_GRACE, self.child.wait()).await {
+                self.status = Some(s);
+            }
+        }
         if self.status.is_none() {
             self.kill_group();
             let _ = self.child.start_kill();
@@ -243,6 +292,18 @@ impl Interactive {
         tail.into_iter().rev().collect::<String>().trim().to_string()
     }
 
+    /// Send `sig` to the child while it is not reaped.
+    fn signal(&self, sig: libc::c_int) {
+        if self.status.is_none()
+            && let Some(pid) = self.child.id().and_then(|p| i32::try_from(p).ok())
+        {
+            // SAFETY: kill(2) on our unreaped child; no memory is touched.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    }
+
     fn kill_group(&self) {
         // Only while the child is not reaped: its pid (the group's id) cannot be reused yet.
         if self.status.is_none()
@@ -258,7 +319,12 @@ impl Interactive {
 
 impl Drop for Interactive {
     fn drop(&mut self) {
-        self.kill_group();
+        if self.sandboxed {
+            // The shim kills the tree and ends; tokio reaps it in the background.
+            self.signal(libc::SIGTERM);
+        } else {
+            self.kill_group();
+        }
         if let Some(r) = self.stderr_reader.take() {
             r.abort();
         }
