@@ -356,7 +356,7 @@ async fn switching_a_capability_off_changes_the_tools_the_scripted_openai_server
 }
 
 fn acp_script() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py").to_string_lossy().into_owned()
+    crate::fixtures::acp_agent_script()
 }
 
 /// The `session/new` requests the ACP agent received, from the copy `tee` kept of its stdin.
@@ -368,6 +368,8 @@ fn session_news(log: &Path) -> Vec<Value> {
 #[tokio::test]
 async fn switching_knowledge_rag_off_changes_the_tools_offered_to_the_acp_agent() {
     let dir = tempfile::tempdir().unwrap();
+    // The agent may run as an unprivileged user (a server running as root): it writes here.
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let log = dir.path().join("stdin.jsonl");
     let pid = dir.path().join("agent.pid");
     let line = format!("tee -a '{}' | exec python3 '{}' --pid-file '{}'", log.display(), acp_script(), pid.display());

@@ -294,3 +294,22 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
         assert!(!rows(&app, k.tenant, s).await.is_empty(), "{good}");
     }
 }
+
+/// `scripts/acp_agent.py`, copied once per test binary into a directory anyone may read: the
+/// server runs ACP agents as an unprivileged user when it runs as root, and a checkout under
+/// a private home directory would be out of that user's reach.
+pub fn acp_agent_script() -> String {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("mnote-test-acp-agent-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let script = dir.join("acp_agent.py");
+        std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py"), &script).unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        script
+    })
+    .to_string_lossy()
+    .into_owned()
+}

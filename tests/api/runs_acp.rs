@@ -12,7 +12,7 @@ use crate::{fixtures::*, helpers::*};
 const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall. Each robot reports its battery level to the fleet controller every minute.\n";
 
 fn agent_script() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py").to_string_lossy().into_owned()
+    acp_agent_script()
 }
 
 /// An app whose `reasonix` runs `python3 scripts/acp_agent.py --pid-file <pid_file>`. The
