@@ -267,6 +267,7 @@ impl TestApp {
     }
 }
 
+#[derive(Clone)]
 pub struct Client {
     pub http: reqwest::Client,
     pub base: String,
