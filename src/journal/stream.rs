@@ -196,10 +196,15 @@ pub fn sse(
         loop {
             if Instant::now() >= c.recheck_at {
                 // However busy the stream: a revoked token or a demoted admin stops here.
-                let allowed = {
-                    let _permit = c.state.run_hub.read_permit().await;
-                    still_allowed(&c.state, &c.auth, &c.grant, run).await
-                };
+                // In a task of its own: a read permit is never held by a client that stopped
+                // reading (a future only moves while its stream is polled).
+                let (state, auth, grant) = (c.state.clone(), c.auth.clone(), c.grant.clone());
+                let allowed = tokio::spawn(async move {
+                    let _permit = state.run_hub.read_permit().await;
+                    still_allowed(&state, &auth, &grant, run).await
+                })
+                .await
+                .unwrap_or(Ok(false));
                 match allowed {
                     Ok(true) => c.recheck_at = Instant::now() + every,
                     Ok(false) => return None,
@@ -217,12 +222,17 @@ pub fn sse(
             }
             if c.reread {
                 c.reread = false;
-                let got = {
-                    let _permit = c.state.run_hub.read_permit().await;
-                    read(&c.state, &c.auth, run, c.cursor).await
-                };
+                let (state, auth, cursor) = (c.state.clone(), c.auth.clone(), c.cursor);
+                let got = tokio::spawn(async move {
+                    let _permit = state.run_hub.read_permit().await;
+                    read(&state, &auth, run, cursor).await
+                })
+                .await
+                .unwrap_or(Ok(None));
                 match got {
                     Ok(Some((_, items, ended))) => {
+                        // A full page: the next one at once (not after the idle re-read).
+                        c.reread = !ended && items.len() as i64 >= store::PAGE;
                         c.take(&items);
                         c.done = ended;
                     }
