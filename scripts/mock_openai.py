@@ -20,6 +20,9 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[error]]      a few deltas, then `data: {"error": ...}` and the connection closes without [DONE]
   [[fabricate]]  the answer cites a random evidence id and a real one beside an unrelated sentence
   [[loop]]       calls the search tool again every time tools are offered
+  [[hugeline]]   after the first chunk, one `data:` line that never ends (64 KB writes, fast,
+                 up to 256 MB or until the client goes away)
+  [[huge]]       an answer of 4 MB, streamed in 8 KB deltas as fast as possible
 With `tools` and no `role: tool` message yet: one `mnote_evidence_search` call (arguments split
 over 3 chunks); after a tool message: one line per top result (<= 3), "<first sentence of its
 quote> [evidence:<evidenceId>]"; without tools: a plain answer. The key `sk-wrong` gets 401 on
@@ -116,7 +119,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge)\]\]")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -220,6 +223,20 @@ def serve_scripted(handler, body):
 
     try:
         send(chunk({"role": "assistant", "content": ""}))
+        if "hugeline" in flags:
+            handler.wfile.write(b"data: ")
+            block = b"x" * 65536
+            for _ in range(4096):
+                handler.wfile.write(block)
+            return None
+        if "huge" in flags:
+            piece = "y" * 8192
+            for _ in range(512):
+                send(chunk({"content": piece}))
+            send(chunk(finish="stop"))
+            handler.wfile.write(b"data: [DONE]\n\n")
+            handler.wfile.flush()
+            return None
         if kind == "tool":
             n = len(payload)
             parts = [payload[: n // 3], payload[n // 3 : 2 * n // 3], payload[2 * n // 3 :]]

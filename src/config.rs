@@ -27,6 +27,13 @@ pub struct Config {
     pub mcp_rate_limit_per_minute: u32,
     /// `/mcp`: the largest request body.
     pub mcp_max_body_bytes: usize,
+    /// How often an open run event stream re-checks that its caller may still read the run
+    /// (token not revoked, still a member, run still visible), however busy it is
+    /// (MNOTE_SSE_RECHECK_SECS).
+    pub sse_recheck: Duration,
+    /// Run event streams one member may hold open at once in this process (MNOTE_SSE_MAX_PER_USER);
+    /// the next is `429 too_many_streams`.
+    pub sse_max_per_user: usize,
     /// Failed password checks allowed per account from one client address within
     /// `login_window` (per address: 4×, per account: 10×; `auth::rate_limit`).
     pub login_max_failures: i64,
@@ -103,6 +110,21 @@ pub struct AgentsConfig {
     pub acp_max_line_bytes: usize,
     /// Runs one process executes at once (more wait as `pending`).
     pub max_concurrent_runs: usize,
+    /// Runs one member may have pending or running at once (MNOTE_MAX_RUNS_PER_USER); the next
+    /// is `429 too_many_runs`.
+    pub max_runs_per_user: i64,
+    /// The longest answer a run may produce, in bytes (MNOTE_RUN_MAX_ANSWER_BYTES):
+    /// past it the run fails with `answer_too_large`.
+    pub max_answer_bytes: usize,
+    /// The largest single journal event, in bytes of JSON (MNOTE_RUN_MAX_EVENT_BYTES): past it
+    /// the run fails with `event_too_large`.
+    pub max_event_bytes: usize,
+    /// Events one run may journal (MNOTE_RUN_MAX_EVENTS): past it the run fails with
+    /// `too_many_events`.
+    pub max_events: i64,
+    /// The longest line a model may stream (SSE line of the chat completion), in bytes
+    /// (MNOTE_AGENT_MAX_LINE_BYTES): past it the run fails with `llm_bad_response`.
+    pub max_line_bytes: usize,
     /// Extra agent settings the operator declares (MNOTE_AGENT_EXTRA_FIELDS: a JSON array of
     /// fields, see `agents::descriptors::ExtraField`); they show up in the descriptors and the
     /// settings pages like the built-in ones.
@@ -126,6 +148,11 @@ impl AgentsConfig {
             acp_user: var("MNOTE_ACP_USER").map(|u| u.trim().to_string()).filter(|u| !u.is_empty()),
             acp_max_line_bytes: parse("MNOTE_ACP_MAX_LINE_BYTES", DEFAULT_ACP_MAX_LINE_BYTES)?.max(1024),
             max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
+            max_runs_per_user: parse("MNOTE_MAX_RUNS_PER_USER", 4i64)?.max(1),
+            max_answer_bytes: parse("MNOTE_RUN_MAX_ANSWER_BYTES", 1024 * 1024usize)?.max(1024),
+            max_event_bytes: parse("MNOTE_RUN_MAX_EVENT_BYTES", 256 * 1024usize)?.max(1024),
+            max_events: parse("MNOTE_RUN_MAX_EVENTS", 5000i64)?.max(10),
+            max_line_bytes: parse("MNOTE_AGENT_MAX_LINE_BYTES", 1024 * 1024usize)?.max(1024),
             extra_fields: var("MNOTE_AGENT_EXTRA_FIELDS"),
         })
     }
@@ -143,6 +170,12 @@ impl AgentsConfig {
             acp_user: None,
             acp_max_line_bytes: DEFAULT_ACP_MAX_LINE_BYTES,
             max_concurrent_runs: 8,
+            // Tests create runs back to back; the limit's own test lowers it.
+            max_runs_per_user: 50,
+            max_answer_bytes: 1024 * 1024,
+            max_event_bytes: 256 * 1024,
+            max_events: 5000,
+            max_line_bytes: 1024 * 1024,
             extra_fields: None,
         }
     }
@@ -176,6 +209,9 @@ pub struct RagConfig {
     pub allowed_urls: Vec<String>,
     /// Limit of one LightRAG call (MNOTE_RAG_TIMEOUT_SECS).
     pub timeout: Duration,
+    /// The largest LightRAG response body read, in bytes (MNOTE_RAG_MAX_BODY_BYTES): past it
+    /// the call fails with `knowledge_rag_bad_response`.
+    pub max_body_bytes: usize,
     /// The key secrets are sealed with at rest: MNOTE_SECRET_KEY (64 hex digits or base64),
     /// else the file MNOTE_SECRET_KEY_FILE, else `<data dir>/secret.key` (`./dev` creates it).
     pub secret_key: Option<crate::platform::crypto::MasterKey>,
@@ -206,6 +242,7 @@ impl RagConfig {
                 .map(|v| v.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect())
                 .unwrap_or_default(),
             timeout: Duration::from_secs(parse("MNOTE_RAG_TIMEOUT_SECS", 30u64)?.max(1)),
+            max_body_bytes: parse("MNOTE_RAG_MAX_BODY_BYTES", 16 * 1024 * 1024usize)?.max(1024),
             secret_key,
             sync_interval: Duration::from_secs(parse("MNOTE_RAG_SYNC_INTERVAL_SECS", 30u64)?.max(1)),
             upload_kinds: match var("MNOTE_RAG_UPLOAD_KINDS") {
@@ -225,6 +262,7 @@ impl RagConfig {
         RagConfig {
             allowed_urls: Vec::new(),
             timeout: Duration::from_secs(5),
+            max_body_bytes: 16 * 1024 * 1024,
             secret_key: Some(crate::platform::crypto::MasterKey::generate()),
             sync_interval: Duration::from_secs(1),
             upload_kinds: vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
@@ -347,6 +385,8 @@ impl Config {
             upload_max_bytes: parse("MNOTE_UPLOAD_MAX_BYTES", 100 * 1024 * 1024u64)?,
             mcp_rate_limit_per_minute: parse("MNOTE_MCP_RATE_LIMIT", 120u32)?,
             mcp_max_body_bytes: parse("MNOTE_MCP_MAX_BODY_BYTES", 1024 * 1024usize)?,
+            sse_recheck: Duration::from_millis((1000.0 * parse("MNOTE_SSE_RECHECK_SECS", 5.0f64)?.max(0.1)) as u64),
+            sse_max_per_user: parse("MNOTE_SSE_MAX_PER_USER", 8usize)?.max(1),
             login_max_failures: parse("MNOTE_LOGIN_MAX_FAILURES", 5i64)?,
             login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
             db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
@@ -393,6 +433,8 @@ impl Config {
             upload_max_bytes: 1024 * 1024,
             mcp_rate_limit_per_minute: 120,
             mcp_max_body_bytes: 256 * 1024,
+            sse_recheck: Duration::from_secs(5),
+            sse_max_per_user: 8,
             login_max_failures: 5,
             login_window: Duration::from_secs(900),
             db_max_connections: 8,

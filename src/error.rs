@@ -42,6 +42,10 @@ pub enum AppError {
     Invalid { message: String, fields: BTreeMap<String, String> },
     #[error("too many attempts; try again in {retry_after_secs} seconds")]
     RateLimited { retry_after_secs: u64 },
+    /// A per-user limit on live things (`too_many_tokens`, `too_many_streams`, `too_many_runs`;
+    /// 429): the caller must let one go (revoke a token, close a stream, wait for a run).
+    #[error("{message}")]
+    LimitReached { code: &'static str, message: String },
     #[error("upload exceeds the limit of {limit} bytes")]
     TooLarge { limit: u64 },
     /// A JSON body over [`JSON_BODY_LIMIT`] (`body_too_large`, 413).
@@ -76,6 +80,10 @@ impl AppError {
         AppError::Invalid { fields: BTreeMap::from([(field.to_string(), message.clone())]), message }
     }
 
+    pub fn limit(code: &'static str, message: impl Into<String>) -> Self {
+        AppError::LimitReached { code, message: message.into() }
+    }
+
     pub fn forbidden(message: impl Into<String>) -> Self {
         AppError::Forbidden(message.into())
     }
@@ -93,6 +101,7 @@ impl AppError {
             AppError::Invalid { .. } => "invalid_input",
             AppError::Sqlx(e) if is_invalid_text(e) => "invalid_input",
             AppError::RateLimited { .. } => "rate_limited",
+            AppError::LimitReached { code, .. } => code,
             AppError::TooLarge { .. } => "file_too_large",
             AppError::BodyTooLarge { .. } => "body_too_large",
             AppError::Upstream(_) => "upstream_unavailable",
@@ -115,7 +124,7 @@ impl AppError {
             AppError::Conflict(_) => StatusCode::CONFLICT,
             AppError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AppError::Sqlx(e) if is_invalid_text(e) => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            AppError::RateLimited { .. } | AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::TooLarge { .. } | AppError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
             AppError::FileMissing(_) => StatusCode::GONE,

@@ -144,6 +144,7 @@ pub async fn resolve(
                 with_tools: agent.uses_tools(),
                 idle_timeout: cfg.agents.idle_timeout,
                 max_tool_rounds,
+                max_line_bytes: cfg.agents.max_line_bytes,
             }))
         }
         Provider::Acp => Arc::new(acp::AcpRuntime::new(acp::AcpSettings::from_config(cfg))),

@@ -92,7 +92,14 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     };
     let allowed = allowed_capabilities(agent, &switches, &prefs);
     let transcript = transcript_of(state, &actor, &run).await?;
-    let events = EventSink::db(state.pool.clone(), tenant, run_id, agent.source());
+    let events = EventSink::db_limited(
+        state.pool.clone(),
+        tenant,
+        run_id,
+        agent.source(),
+        crate::journal::sink::COALESCE,
+        crate::journal::sink::Limits::of(&state.config.agents),
+    );
     let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
     let tools = Arc::new(tools.restrict(&allowed));
     let env = RunEnv { events: events.clone(), tools: tools.clone(), cancel: stop.clone() };
@@ -123,6 +130,18 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
     };
     drop(fut);
+    // The final answer (the streamed text with its citation links) is bounded too.
+    let cap = state.config.agents.max_answer_bytes.saturating_mul(2);
+    let outcome = outcome.and_then(|out| {
+        if out.answer.len() > cap {
+            Err(AgentError::Journal(crate::journal::sink::JournalError::Limit {
+                code: "answer_too_large",
+                message: format!("the answer of {} bytes is over the limit", out.answer.len()),
+            }))
+        } else {
+            Ok(out)
+        }
+    });
     let stopped = *reason.lock().unwrap_or_else(|e| e.into_inner());
     if stopped == Some(Stop::LeaseLost) {
         return Ok(()); // the reconciler owns the run now

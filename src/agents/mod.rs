@@ -182,7 +182,7 @@ impl AgentError {
             AgentError::Cancelled => "cancelled",
             AgentError::Timeout(_) => "agent_timeout",
             AgentError::Upstream { code, .. } => code,
-            AgentError::Journal(_) => "journal_unavailable",
+            AgentError::Journal(e) => e.code(),
             AgentError::Internal(_) => "internal",
         }
     }

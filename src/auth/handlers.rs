@@ -267,6 +267,7 @@ pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b):
     let name = token_name(&b.name)?;
     let days = token_expiry(b.expires_in_days)?;
     let mut tx = auth.tx(&state).await?;
+    super::tokens::ensure_room(&mut tx, auth.user_id).await?;
     let (rec, plain) = super::tokens::create_expiring(&mut tx, auth.tenant_id, auth.user_id, &name, days).await?;
     tx.commit().await?;
     let mut body = serde_json::to_value(&rec).map_err(|e| AppError::Internal(e.into()))?;
@@ -356,6 +357,14 @@ pub async fn tokens_create_form(
         }
     };
     let mut tx = page.auth.tx(&state).await?;
+    if let Err(e) = super::tokens::ensure_room(&mut tx, page.auth.user_id).await {
+        drop(tx);
+        let msg = crate::web::form_error(page.ctx.lang, &e);
+        let status = e.status();
+        let mut r = tokens_page_for(&state, page, None, Some(msg), b.name).await?;
+        *r.status_mut() = status;
+        return Ok(r);
+    }
     let (_, plain) = super::tokens::create_expiring(&mut tx, page.auth.tenant_id, page.auth.user_id, &name, days).await?;
     tx.commit().await?;
     session.insert("new_token", plain).await.map_err(session_err)?;

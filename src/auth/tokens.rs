@@ -55,6 +55,34 @@ impl ApiToken {
 /// The longest expiry a token may be given, in days.
 pub const MAX_EXPIRY_DAYS: i64 = 3650;
 
+/// Live (neither revoked nor expired) tokens one member may hold in a team: a token cannot
+/// mint an unbounded crowd of tokens (each with its own budget somewhere).
+pub const MAX_LIVE_PER_USER: i64 = 50;
+
+/// Refuse a new token when the member already holds [`MAX_LIVE_PER_USER`] live ones
+/// (`too_many_tokens`, 429). Takes a transaction-scoped lock on the member's tokens, so
+/// concurrent creations count one after the other: call it in the transaction that creates.
+pub async fn ensure_room(conn: &mut PgConnection, user_id: Uuid) -> Result<(), crate::error::AppError> {
+    sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))")
+        .bind(user_id)
+        .execute(&mut *conn)
+        .await?;
+    let live: i64 = sqlx::query_scalar(
+        "select count(*) from api_token where user_id = $1 and revoked_at is null
+           and (expires_at is null or expires_at > now())",
+    )
+    .bind(user_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    if live >= MAX_LIVE_PER_USER {
+        return Err(crate::error::AppError::limit(
+            "too_many_tokens",
+            format!("you already have {live} active API tokens (at most {MAX_LIVE_PER_USER}); revoke one first"),
+        ));
+    }
+    Ok(())
+}
+
 /// What [`authenticate`] found for a plaintext.
 pub enum Authenticated {
     Member(crate::tenants::queries::Member),
@@ -116,6 +144,18 @@ pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<
         .execute(conn)
         .await?;
     Ok(r.rows_affected() == 1)
+}
+
+/// Whether the token with this hash is still live (not revoked, not expired) and `user`'s.
+pub async fn is_live_for(conn: &mut PgConnection, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "select exists(select 1 from api_token where token_hash = $1 and user_id = $2 and revoked_at is null
+                         and (expires_at is null or expires_at > now()))",
+    )
+    .bind(token_hash)
+    .bind(user_id)
+    .fetch_one(conn)
+    .await
 }
 
 /// Find the active token with this plaintext in the transaction's tenant and its user's

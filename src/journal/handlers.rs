@@ -154,6 +154,13 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
         Vec::new()
     };
     let mut tx = auth.tx(state).await?;
+    let max = state.config.agents.max_runs_per_user;
+    if store::live_runs_of(&mut tx, auth.user_id, &body.request_id).await? >= max {
+        return Err(AppError::limit(
+            "too_many_runs",
+            format!("you already have {max} runs waiting or running; wait for one to end or cancel one"),
+        ));
+    }
     let target = sha256_hex(&json!({"agentId": agent.as_str(), "contextRefs": &body.context_refs, "prompt": body.prompt.trim()}));
     let capability = sha256_hex(&json!({"provider": provider.as_str(), "tools": tool_names}));
     let created = store::create(
@@ -224,13 +231,27 @@ pub async fn events(
     Path(id): Path<Uuid>,
     Query(q): Query<EventsQuery>,
     headers: HeaderMap,
+    session: tower_sessions::Session,
 ) -> AppResult<Response> {
     let wants_sse = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).is_some_and(|a| a.contains("text/event-stream"));
     let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
     let after = last_event_id.or(q.after_seq).unwrap_or(0).max(0);
     if wants_sse {
         load(&state, &auth, id).await?;
-        return Ok(stream::sse(state, auth, id, after).into_response());
+        let grant = match crate::auth::bearer_token(&headers) {
+            Some(token) => stream::Grant::Token(crate::auth::tokens::hash(token)),
+            None => stream::Grant::Session {
+                epoch: session.get::<i32>(crate::auth::EPOCH).await.map_err(crate::auth::session_err)?.unwrap_or(0),
+            },
+        };
+        let max = state.config.sse_max_per_user;
+        let Some(slot) = state.run_hub.admit(auth.tenant_id, auth.user_id, max) else {
+            return Err(AppError::limit(
+                "too_many_streams",
+                format!("you already have {max} run event streams open; close one first"),
+            ));
+        };
+        return Ok(stream::sse(state, auth, grant, slot, id, after).into_response());
     }
     let page = stream::page(&state, &auth, id, after).await?.ok_or(AppError::NotFound)?;
     Ok(Json(page).into_response())

@@ -5,12 +5,22 @@
 //! connect and periodically; the feed itself reads as the tenant's background scope.
 //!
 //! A client keeps its own cursor: a batch that starts past `cursor + 1` (it subscribed while
-//! the feed was between reads, or it lagged) makes it read the gap from the database itself,
-//! and seqs at or below the cursor are skipped, so nothing is lost or repeated.
+//! the feed was between reads) makes it read the gap from the database itself, and seqs at or
+//! below the cursor are skipped, so nothing is lost or repeated. A client that falls more
+//! than the feed's buffer behind (a reader slower than the run) is cut off instead of
+//! re-reading: it reconnects with `Last-Event-ID`.
+//!
+//! The hub also bounds what clients cost the database (issue 31 item 9): each member holds at
+//! most `MNOTE_SSE_MAX_PER_USER` streams ([`RunHub::admit`]), and the clients' own reads (the
+//! first page, a gap, the access re-check) share [`RunHub::read_permit`]'s few permits, a
+//! quarter of the pool, so a crowd of streams never takes the connections other requests need.
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, Weak},
+    sync::{
+        Arc, Mutex, Weak,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -45,11 +55,65 @@ pub struct RunHub {
     pool: PgPool,
     pings: broadcast::Sender<String>,
     feeds: Mutex<HashMap<Uuid, Weak<Feed>>>,
+    /// Open streams per member (tenant, user).
+    streams: Mutex<HashMap<(Uuid, Uuid), usize>>,
+    /// The clients' own database reads share these.
+    reads: tokio::sync::Semaphore,
+    /// Reads done by clients (not by feeds), for tests and metrics.
+    client_reads: AtomicU64,
+}
+
+/// One open stream of a member; dropping it frees the slot.
+pub struct StreamSlot {
+    hub: Arc<RunHub>,
+    key: (Uuid, Uuid),
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut streams = self.hub.streams.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = streams.get_mut(&self.key) {
+            *n -= 1;
+            if *n == 0 {
+                streams.remove(&self.key);
+            }
+        }
+    }
 }
 
 impl RunHub {
     pub fn new(pool: PgPool, pings: broadcast::Sender<String>) -> Self {
-        RunHub { pool, pings, feeds: Mutex::new(HashMap::new()) }
+        let permits = (pool.options().get_max_connections() as usize / 4).max(1);
+        RunHub {
+            pool,
+            pings,
+            feeds: Mutex::new(HashMap::new()),
+            streams: Mutex::new(HashMap::new()),
+            reads: tokio::sync::Semaphore::new(permits),
+            client_reads: AtomicU64::new(0),
+        }
+    }
+
+    /// A stream slot for the member, or `None` when they already hold `max`.
+    pub fn admit(self: &Arc<Self>, tenant: Uuid, user: Uuid, max: usize) -> Option<StreamSlot> {
+        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let n = streams.entry((tenant, user)).or_insert(0);
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(StreamSlot { hub: self.clone(), key: (tenant, user) })
+    }
+
+    /// Wait for one of the permits the clients' own reads share (counted).
+    pub async fn read_permit(&self) -> tokio::sync::SemaphorePermit<'_> {
+        self.client_reads.fetch_add(1, Ordering::Relaxed);
+        self.reads.acquire().await.expect("the semaphore is never closed")
+    }
+
+    /// How many reads clients have done (the first page, gaps, re-checks) in this process.
+    pub fn client_reads(&self) -> u64 {
+        self.client_reads.load(Ordering::Relaxed)
     }
 
     /// The run's feed (started if nobody watches it yet) and a receiver of its batches. Keep

@@ -3,6 +3,12 @@
 //! flushes the pending text first, so the journal's order is the order things happened.
 //! Appends survive a Postgres restart: a failed append is retried (it is one transaction, so
 //! a retry never leaves half an append) for up to [`RETRY_FOR`].
+//!
+//! A journal sink also bounds what one run may write ([`Limits`], from `MNOTE_RUN_MAX_*`):
+//! the streamed answer (`answer_too_large`), one event's JSON (`event_too_large`; streamed
+//! text is split into deltas under it instead), the number of events (`too_many_events`) and
+//! their total size (`journal_too_large`). Past a limit nothing more is written and the
+//! runtime gets [`JournalError::Limit`], which fails the run with that code.
 
 use std::{
     sync::{Arc, Weak},
@@ -25,6 +31,58 @@ pub const RETRY_FOR: Duration = Duration::from_secs(20);
 pub enum JournalError {
     #[error("the run journal could not be written: {0}")]
     Db(#[from] sqlx::Error),
+    /// The run passed one of its [`Limits`]; `code` is the run's failure code.
+    #[error("{message}")]
+    Limit { code: &'static str, message: String },
+}
+
+impl JournalError {
+    /// The run's failure code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JournalError::Db(_) => "journal_unavailable",
+            JournalError::Limit { code, .. } => code,
+        }
+    }
+}
+
+/// What one run may write through its sink.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The streamed answer, in bytes.
+    pub answer_bytes: usize,
+    /// One event's JSON, in bytes.
+    pub event_bytes: usize,
+    /// Events in the run's journal.
+    pub events: i64,
+    /// All events' JSON together, in bytes.
+    pub journal_bytes: usize,
+}
+
+impl Limits {
+    pub const NONE: Limits =
+        Limits { answer_bytes: usize::MAX, event_bytes: usize::MAX, events: i64::MAX, journal_bytes: usize::MAX };
+
+    pub fn of(cfg: &crate::config::AgentsConfig) -> Self {
+        Limits {
+            answer_bytes: cfg.max_answer_bytes,
+            event_bytes: cfg.max_event_bytes,
+            events: cfg.max_events,
+            // Room for the answer streamed once plus every other event at its largest size
+            // a few times over; a run past it is producing far more than it can show.
+            journal_bytes: cfg.max_answer_bytes.saturating_mul(4).max(cfg.max_event_bytes.saturating_mul(64)),
+        }
+    }
+
+    /// The largest delta text written as one event (room for JSON escapes: a control
+    /// character takes six bytes).
+    fn delta_bytes(&self) -> usize {
+        (self.event_bytes / 8).max(1)
+    }
+}
+
+fn limit(code: &'static str, message: String) -> JournalError {
+    JournalError::Limit { code, message }
 }
 
 enum Target {
@@ -43,6 +101,10 @@ struct Pending {
     since: Option<Instant>,
     /// Every delta so far (the answer as streamed).
     streamed: String,
+    /// Events written (the run's `run.created` counts).
+    events: i64,
+    /// Bytes of event JSON written.
+    bytes: usize,
 }
 
 struct Inner {
@@ -50,6 +112,7 @@ struct Inner {
     source: EventSource,
     pending: Mutex<Pending>,
     coalesce: Duration,
+    limits: Limits,
 }
 
 /// A run's event writer; cheap to clone (runtimes hand it to callbacks).
@@ -66,7 +129,12 @@ impl EventSink {
 
     /// [`EventSink::db`] with another coalescing window (`Duration::ZERO`: a row per delta).
     pub fn db_with(pool: PgPool, tenant: Uuid, run: Uuid, source: EventSource, coalesce: Duration) -> Self {
-        let sink = Self::new(Target::Db { pool, tenant, run }, source, coalesce);
+        Self::db_limited(pool, tenant, run, source, coalesce, Limits::NONE)
+    }
+
+    /// A run's journal sink under `limits` (what the executor uses).
+    pub fn db_limited(pool: PgPool, tenant: Uuid, run: Uuid, source: EventSource, coalesce: Duration, limits: Limits) -> Self {
+        let sink = Self::new(Target::Db { pool, tenant, run }, source, coalesce, limits);
         if !coalesce.is_zero() {
             tokio::spawn(ticker(Arc::downgrade(&sink.inner), coalesce));
         }
@@ -75,11 +143,17 @@ impl EventSink {
 
     /// Events kept in memory ([`EventSink::recorded`]); deltas are not coalesced.
     pub fn memory(source: EventSource) -> Self {
-        Self::new(Target::Memory(Default::default()), source, Duration::ZERO)
+        Self::new(Target::Memory(Default::default()), source, Duration::ZERO, Limits::NONE)
     }
 
-    fn new(target: Target, source: EventSource, coalesce: Duration) -> Self {
-        EventSink { inner: Arc::new(Inner { target, source, pending: Mutex::new(Pending::default()), coalesce }) }
+    /// [`EventSink::memory`] under `limits`.
+    pub fn memory_limited(source: EventSource, limits: Limits) -> Self {
+        Self::new(Target::Memory(Default::default()), source, Duration::ZERO, limits)
+    }
+
+    fn new(target: Target, source: EventSource, coalesce: Duration, limits: Limits) -> Self {
+        let pending = Pending { events: 1, ..Pending::default() };
+        EventSink { inner: Arc::new(Inner { target, source, pending: Mutex::new(pending), coalesce, limits }) }
     }
 
     /// The agent's source (`hermes`, `reasonix`, `chat_only`).
@@ -93,8 +167,25 @@ impl EventSink {
             return Ok(());
         }
         let mut p = self.inner.pending.lock().await;
-        p.text.push_str(text);
+        let limits = self.inner.limits;
+        if p.streamed.len().saturating_add(text.len()) > limits.answer_bytes {
+            return Err(limit("answer_too_large", format!("the answer grew past the limit of {} bytes", limits.answer_bytes)));
+        }
         p.streamed.push_str(text);
+        // Text arriving faster than the window is written in pieces under the event limit.
+        let mut rest = text;
+        while !rest.is_empty() {
+            let room = limits.delta_bytes().saturating_sub(p.text.len()).max(1);
+            let mut cut = rest.len().min(room);
+            while !rest.is_char_boundary(cut) {
+                cut += 1;
+            }
+            p.text.push_str(&rest[..cut]);
+            rest = &rest[cut..];
+            if p.text.len() >= limits.delta_bytes() {
+                self.flush_locked(&mut p).await?;
+            }
+        }
         p.since.get_or_insert_with(Instant::now);
         if p.since.is_some_and(|t| t.elapsed() >= self.inner.coalesce) {
             self.flush_locked(&mut p).await?;
@@ -107,7 +198,7 @@ impl EventSink {
         let mut p = self.inner.pending.lock().await;
         let mut batch = take_text(&mut p, self.inner.source);
         batch.push((source, event));
-        self.write(&batch).await
+        self.write(&mut p, &batch).await
     }
 
     /// An event attributed to the agent.
@@ -136,10 +227,31 @@ impl EventSink {
 
     async fn flush_locked(&self, p: &mut Pending) -> Result<(), JournalError> {
         let batch = take_text(p, self.inner.source);
-        if batch.is_empty() { Ok(()) } else { self.write(&batch).await }
+        if batch.is_empty() { Ok(()) } else { self.write(p, &batch).await }
     }
 
-    async fn write(&self, batch: &[(EventSource, Event)]) -> Result<(), JournalError> {
+    async fn write(&self, p: &mut Pending, batch: &[(EventSource, Event)]) -> Result<(), JournalError> {
+        let limits = self.inner.limits;
+        if p.events.saturating_add(batch.len() as i64) > limits.events {
+            return Err(limit("too_many_events", format!("the run wrote more than {} events", limits.events)));
+        }
+        let mut bytes = 0usize;
+        for (_, e) in batch {
+            let n = serde_json::to_vec(&e.split().1).map_or(0, |v| v.len());
+            if n > limits.event_bytes {
+                let kind = e.split().0;
+                return Err(limit(
+                    "event_too_large",
+                    format!("a {kind} event of {n} bytes is over the limit of {} bytes", limits.event_bytes),
+                ));
+            }
+            bytes += n;
+        }
+        if p.bytes.saturating_add(bytes) > limits.journal_bytes {
+            return Err(limit("journal_too_large", format!("the run wrote more than {} bytes of events", limits.journal_bytes)));
+        }
+        p.events += batch.len() as i64;
+        p.bytes += bytes;
         match &self.inner.target {
             Target::Memory(m) => {
                 m.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(batch);
@@ -231,5 +343,38 @@ mod tests {
         assert_eq!(got[0].1, Event::MessageDelta { text: "Hel".into() });
         assert_eq!(got[2].0, EventSource::Mnote);
         assert_eq!(s.streamed().await, "Hello");
+    }
+
+    /// Issue 31 item 10: 2,000 plan events of 100 KB and a 105-million-character answer were
+    /// journaled. Each limit stops the run with its own code, and streamed text is cut into
+    /// deltas under the event limit rather than refused.
+    #[tokio::test]
+    async fn a_limited_sink_refuses_past_each_limit_with_its_code() {
+        let limits = Limits { answer_bytes: 1000, event_bytes: 400, events: 100, journal_bytes: 100_000 };
+        let s = EventSink::memory_limited(EventSource::Hermes, limits);
+        s.delta(&"a".repeat(900)).await.unwrap();
+        let deltas = s.recorded();
+        assert!(deltas.len() >= 2, "900 bytes of text in deltas of at most 50: {}", deltas.len());
+        let e = s.delta(&"b".repeat(200)).await.unwrap_err();
+        assert_eq!(e.code(), "answer_too_large");
+        assert_eq!(s.streamed().await.len(), 900, "nothing past the limit is kept");
+
+        let s = EventSink::memory_limited(EventSource::Hermes, Limits { events: 5, ..limits });
+        let big = Event::ChangedFiles { files: vec!["x".repeat(500)] };
+        assert_eq!(s.agent(big).await.unwrap_err().code(), "event_too_large");
+        for _ in 0..4 {
+            s.agent(Event::ChangedFiles { files: vec![] }).await.unwrap();
+        }
+        let e = s.agent(Event::ChangedFiles { files: vec![] }).await.unwrap_err();
+        assert_eq!(e.code(), "too_many_events", "run.created and 4 events are the 5 allowed");
+
+        let s = EventSink::memory_limited(EventSource::Hermes, Limits { journal_bytes: 1000, events: 1000, ..limits });
+        let mut codes = Vec::new();
+        for _ in 0..10 {
+            if let Err(e) = s.agent(Event::ChangedFiles { files: vec!["f".repeat(300)] }).await {
+                codes.push(e.code());
+            }
+        }
+        assert_eq!(codes.first(), Some(&"journal_too_large"), "{codes:?}");
     }
 }

@@ -275,6 +275,23 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     })
 }
 
+/// Runs `actor` has pending or running, other than the one of `request_id` (a retry of a
+/// request is not a new run). Takes a transaction-scoped lock on the actor's runs first, so
+/// concurrent creations count one after the other: call it in the transaction that creates.
+pub async fn live_runs_of(conn: &mut PgConnection, actor: Uuid, request_id: &str) -> sqlx::Result<i64> {
+    sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.ai_run:' || $1::text, 0))")
+        .bind(actor)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query_scalar(
+        "select count(*) from ai_run where actor_id = $1 and status in ('pending', 'running') and request_id <> $2",
+    )
+    .bind(actor)
+    .bind(request_id)
+    .fetch_one(conn)
+    .await
+}
+
 pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where id = $1")).bind(id).fetch_optional(conn).await
 }

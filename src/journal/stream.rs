@@ -4,11 +4,19 @@
 //! reconciliation: a run whose status is terminal but whose journal lacks the terminal event
 //! gets one supplied (marked `reconciled: true`, never stored).
 //!
-//! The stream subscribes to the process's `mnote_run` relay before it reads, then re-reads on
-//! every wake-up for its run (and on a lagged channel): a notification is a wake-up, never
-//! the data, so nothing sent while the listener reconnects is lost.
+//! The stream subscribes to the run's feed in the process's [`super::hub`] before it reads;
+//! the feed's batches are the data, a gap before a batch is read by the client itself, and a
+//! client that lags past the feed's buffer is cut off (it reconnects with `Last-Event-ID`).
+//!
+//! Access is re-checked every `MNOTE_SSE_RECHECK_SECS` however busy the stream is: the API
+//! token still live (not revoked or expired) or the session's epoch unchanged, the caller
+//! still a member, the run still visible under RLS. When any fails, the stream ends (closes,
+//! with no further event); reconnecting then gets the refusal as an HTTP error.
 
-use std::{convert::Infallible, time::Duration};
+use std::{
+    convert::Infallible,
+    time::{Duration, Instant},
+};
 
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
@@ -21,7 +29,46 @@ use super::{
     Event, RunStatus,
     store::{self, EventRow, EventView, RunRow},
 };
-use crate::{auth::Auth, error::AppResult, state::AppState};
+use crate::{
+    auth::{Auth, tokens},
+    db::{Scope, TenantTx},
+    error::AppResult,
+    state::AppState,
+};
+
+/// What the stream's caller signed in with, to re-check while the stream is open.
+#[derive(Clone, Debug)]
+pub enum Grant {
+    /// An API token, by its hash.
+    Token(String),
+    /// A browser session, by the account's session epoch when it was opened.
+    Session { epoch: i32 },
+}
+
+/// Whether `auth` may still read `run`: its credential is live, it is still a member, and the
+/// run is still visible to it under RLS.
+async fn still_allowed(state: &AppState, auth: &Auth, grant: &Grant, run: Uuid) -> AppResult<bool> {
+    match grant {
+        Grant::Token(hash) => {
+            let mut tx = TenantTx::begin(&state.pool, auth.tenant_id, Scope::System).await?;
+            let live = tokens::is_live_for(&mut tx, hash, auth.user_id).await?;
+            tx.commit().await?;
+            if !live {
+                return Ok(false);
+            }
+        }
+        Grant::Session { epoch } => {
+            if crate::auth::account::session_epoch(&state.pool, auth.user_id).await? != Some(*epoch) {
+                return Ok(false);
+            }
+        }
+    }
+    let mut tx = auth.tx(state).await?;
+    let member = crate::tenants::queries::member(&mut tx, auth.user_id).await?.is_some();
+    let visible = member && store::get(&mut tx, run).await?.is_some();
+    tx.commit().await?;
+    Ok(visible)
+}
 
 /// `GET …/events?afterSeq=N` as JSON.
 #[derive(Debug, Serialize)]
@@ -115,17 +162,58 @@ fn sse_event(e: &EventView) -> SseEvent {
         .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"))
 }
 
-/// How often an open stream re-reads under the caller's RLS (access lost, or an ending the
-/// journal lacks): besides that, it is fed by the process's [`super::hub`].
-const RECHECK: Duration = Duration::from_secs(15);
+/// How often a quiet stream re-reads under the caller's RLS (an ending the journal lacks):
+/// besides that, it is fed by the process's [`super::hub`].
+const IDLE_REREAD: Duration = Duration::from_secs(15);
 
-/// The SSE stream of `run` after `after` (the caller has checked that the run is visible).
-pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+/// The SSE stream of `run` after `after` (the caller has checked that the run is visible and
+/// holds one of its stream slots).
+pub fn sse(
+    state: AppState,
+    auth: Auth,
+    grant: Grant,
+    slot: super::hub::StreamSlot,
+    run: Uuid,
+    after: i64,
+) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     // Subscribed before the first read: nothing appended after the read is missed.
     let (feed, rx) = state.run_hub.watch(auth.tenant_id, run);
-    let init = Cursor { state, auth, _feed: feed, rx, cursor: after, done: false, reread: true, queue: Default::default() };
+    let every = state.config.sse_recheck;
+    let init = Cursor {
+        state,
+        auth,
+        grant,
+        _slot: slot,
+        _feed: feed,
+        rx,
+        cursor: after,
+        done: false,
+        reread: true,
+        recheck_at: Instant::now() + every,
+        queue: Default::default(),
+    };
     let stream = futures_util::stream::unfold(init, move |mut c| async move {
         loop {
+            if Instant::now() >= c.recheck_at {
+                // However busy the stream: a revoked token or a demoted admin stops here.
+                // In a task of its own: a read permit is never held by a client that stopped
+                // reading (a future only moves while its stream is polled).
+                let (state, auth, grant) = (c.state.clone(), c.auth.clone(), c.grant.clone());
+                let allowed = tokio::spawn(async move {
+                    let _permit = state.run_hub.read_permit().await;
+                    still_allowed(&state, &auth, &grant, run).await
+                })
+                .await
+                .unwrap_or(Ok(false));
+                match allowed {
+                    Ok(true) => c.recheck_at = Instant::now() + every,
+                    Ok(false) => return None,
+                    Err(e) => {
+                        tracing::debug!(run = %run, "run stream access check failed: {e}");
+                        return None;
+                    }
+                }
+            }
             if let Some(e) = c.queue.pop_front() {
                 return Some((Ok(e), c));
             }
@@ -134,8 +222,17 @@ pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Strea
             }
             if c.reread {
                 c.reread = false;
-                match read(&c.state, &c.auth, run, c.cursor).await {
+                let (state, auth, cursor) = (c.state.clone(), c.auth.clone(), c.cursor);
+                let got = tokio::spawn(async move {
+                    let _permit = state.run_hub.read_permit().await;
+                    read(&state, &auth, run, cursor).await
+                })
+                .await
+                .unwrap_or(Ok(None));
+                match got {
                     Ok(Some((_, items, ended))) => {
+                        // A full page: the next one at once (not after the idle re-read).
+                        c.reread = !ended && items.len() as i64 >= store::PAGE;
                         c.take(&items);
                         c.done = ended;
                     }
@@ -155,9 +252,13 @@ pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Strea
                             c.done = batch.iter().any(|e| Event::ends_stream(&e.kind));
                         }
                     }
-                    Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => c.reread = true,
+                    // Fell further behind than the feed keeps: cut off rather than re-read
+                    // the journal (the client resumes with Last-Event-ID).
+                    Err(RecvError::Lagged(_)) => return None,
+                    Err(RecvError::Closed) => c.reread = true,
                 },
-                _ = tokio::time::sleep(RECHECK) => c.reread = true,
+                _ = tokio::time::sleep_until(c.recheck_at.into()) => {}
+                _ = tokio::time::sleep(IDLE_REREAD) => c.reread = true,
             }
         }
     });
@@ -168,6 +269,11 @@ pub fn sse(state: AppState, auth: Auth, run: Uuid, after: i64) -> Sse<impl Strea
 struct Cursor {
     state: AppState,
     auth: Auth,
+    grant: Grant,
+    /// Holds the member's stream slot while the stream is open.
+    _slot: super::hub::StreamSlot,
+    /// When access is checked next.
+    recheck_at: Instant,
     /// Keeps the run's feed alive while this client listens.
     _feed: std::sync::Arc<super::hub::Feed>,
     rx: tokio::sync::broadcast::Receiver<super::hub::Batch>,

@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::server::{McpServer, Shared};
 use crate::{
-    auth::{Auth, bearer_token, tokens},
+    auth::{Auth, bearer_token},
     config::Config,
     error::AppError,
     state::AppState,
@@ -28,8 +28,9 @@ use crate::{
 #[derive(Clone, Debug)]
 pub struct Caller {
     pub auth: Auth,
-    /// The token's hash: the key of its rate limit.
-    pub token_key: String,
+    /// The key of the rate limit: the member (tenant and user), so all of one person's tokens
+    /// share one budget.
+    pub limit_key: String,
     /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on.
     pub citation_base: String,
 }
@@ -123,9 +124,9 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
         )
         .into_response();
     }
-    let Some(token) = bearer_token(&parts.headers).map(str::to_string) else {
+    if bearer_token(&parts.headers).is_none() {
         return challenge(AppError::Unauthorized.into_response());
-    };
+    }
     let limit = state.config.mcp_max_body_bytes;
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
@@ -136,7 +137,8 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
         Err(e @ AppError::Unauthorized) => return challenge(e.into_response()),
         Err(e) => return e.into_response(),
     };
-    parts.extensions.insert(Caller { auth, token_key: tokens::hash(&token), citation_base: citation_base(&state.config) });
+    let limit_key = format!("{}:{}", auth.tenant_id, auth.user_id);
+    parts.extensions.insert(Caller { auth, limit_key, citation_base: citation_base(&state.config) });
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -1,7 +1,8 @@
-//! The per-token rate limit of `/mcp`: a token bucket per API token (keyed by the token's
-//! hash), `MNOTE_MCP_RATE_LIMIT` calls a minute with bursts of the same size, in this process.
-//! Tool calls and resource reads take one each; a refused call is a tool error `rate_limited`
-//! with the seconds to wait.
+//! The rate limit of `/mcp`: a token bucket per member (tenant and user, whichever of their
+//! API tokens calls), `MNOTE_MCP_RATE_LIMIT` requests a minute with bursts of the same size,
+//! in this process. Tool calls, resource reads and the tool and resource lists take one each;
+//! a refused tool call is a tool error `rate_limited` with the seconds to wait, any other
+//! refused request a protocol error with the same code.
 
 use std::{
     collections::HashMap,
@@ -67,7 +68,7 @@ mod tests {
         assert!((0..3).all(|_| l.take_at("a", t0).is_ok()));
         let wait = l.take_at("a", t0).unwrap_err();
         assert!((1..=20).contains(&wait), "{wait}");
-        assert!(l.take_at("b", t0).is_ok(), "another token has its own bucket");
+        assert!(l.take_at("b", t0).is_ok(), "another member has their own bucket");
         assert!(l.take_at("a", t0 + Duration::from_secs(21)).is_ok(), "one call back after 20 s");
         assert!(RateLimit::new(0).take_at("a", t0).is_ok());
     }

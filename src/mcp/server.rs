@@ -62,6 +62,19 @@ pub fn protocol_error(code: &str, message: String) -> ErrorData {
     }
 }
 
+impl McpServer {
+    /// One request from the caller's budget (every list, call and read counts); a refusal
+    /// that is not a tool call is a protocol error carrying `rate_limited`.
+    fn take(&self, caller: &Caller) -> Result<(), ErrorData> {
+        self.shared.limit.take(&caller.limit_key).map_err(|wait| {
+            ErrorData::internal_error(
+                format!("too many MCP requests; try again in {wait} seconds"),
+                Some(json!({"code": "rate_limited", "retryAfterSecs": wait})),
+            )
+        })
+    }
+}
+
 impl ServerHandler for McpServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
@@ -75,6 +88,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = caller(&ctx)?;
+        self.take(&caller)?;
         Ok(ListToolsResult::with_all_items(tools::list(&self.shared.state, &caller).await))
     }
 
@@ -84,9 +98,8 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = caller(&ctx)?;
-        if let Err(wait) = self.shared.limit.take(&caller.token_key) {
-            let mut r =
-                tools::error_result("rate_limited", &format!("too many calls with this token; try again in {wait} seconds"));
+        if let Err(wait) = self.shared.limit.take(&caller.limit_key) {
+            let mut r = tools::error_result("rate_limited", &format!("too many MCP requests; try again in {wait} seconds"));
             if let Some(s) = r.structured_content.as_mut() {
                 s["error"]["retryAfterSecs"] = json!(wait);
             }
@@ -101,6 +114,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = caller(&ctx)?;
+        self.take(&caller)?;
         let items =
             resources::list(&self.shared.state, &caller).await.map_err(|e| protocol_error(e.code(), e.public_message()))?;
         Ok(ListResourcesResult::with_all_items(items))
@@ -112,12 +126,7 @@ impl ServerHandler for McpServer {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = caller(&ctx)?;
-        if let Err(wait) = self.shared.limit.take(&caller.token_key) {
-            return Err(ErrorData::internal_error(
-                format!("too many calls with this token; try again in {wait} seconds"),
-                Some(json!({"code": "rate_limited", "retryAfterSecs": wait})),
-            ));
-        }
+        self.take(&caller)?;
         let r = resources::read(&self.shared.state, &caller, &request.uri)
             .await
             .map_err(|e| protocol_error(e.code(), e.public_message()))?;

@@ -271,6 +271,29 @@ fn normalise_url(url: &str) -> Option<String> {
     Some(s)
 }
 
+/// The body of `resp`, refused once it passes `limit` bytes (a `Content-Length` over it is
+/// refused before reading): an upstream cannot make us hold an unbounded answer. The error is
+/// `BadResponse`, its message names the limit.
+pub async fn read_limited(resp: reqwest::Response, limit: usize) -> Result<Vec<u8>, HttpError> {
+    let too_large = || HttpError {
+        kind: HttpErrorKind::BadResponse,
+        message: format!("the response is larger than {limit} bytes"),
+        status: None,
+    };
+    if resp.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    let mut resp = resp;
+    while let Some(part) = resp.chunk().await.map_err(HttpError::transport)? {
+        if body.len() + part.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&part);
+    }
+    Ok(body)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{

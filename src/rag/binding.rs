@@ -66,7 +66,7 @@ impl Binding {
 
     /// A client for this endpoint, with its key opened.
     pub fn client(&self, cfg: &RagConfig) -> Result<LightRag, RagError> {
-        LightRag::new(&self.url, self.key(cfg)?, cfg.timeout)
+        Ok(LightRag::new(&self.url, self.key(cfg)?, cfg.timeout)?.with_max_body(cfg.max_body_bytes))
     }
 }
 

@@ -301,7 +301,12 @@ pub struct LightRag {
     base: reqwest::Url,
     key: Option<SecretString>,
     http: Client,
+    /// The largest response body read (`MNOTE_RAG_MAX_BODY_BYTES`).
+    max_body: usize,
 }
+
+/// The largest LightRAG response read unless [`LightRag::with_max_body`] says otherwise.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
 
 impl LightRag {
     /// A client for `base_url` (`http(s)://host:port[/prefix]`), each request limited to
@@ -317,7 +322,18 @@ impl LightRag {
         }
         base.set_query(None);
         base.set_fragment(None);
-        Ok(LightRag { base, key: key.filter(|k| !k.expose().is_empty()), http: shared_http(timeout, 2)? })
+        Ok(LightRag {
+            base,
+            key: key.filter(|k| !k.expose().is_empty()),
+            http: shared_http(timeout, 2)?,
+            max_body: DEFAULT_MAX_BODY,
+        })
+    }
+
+    /// Refuse response bodies over `bytes` (`knowledge_rag_bad_response`).
+    pub fn with_max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
     }
 
     /// The same endpoint for a quick probe: `PROBE_TIMEOUT` (or less), no retries.
@@ -348,7 +364,7 @@ impl LightRag {
         let result = async {
             let resp = self.http.send(self.auth(req)).await.map_err(RagError::of_http)?;
             let status = resp.status();
-            let body = resp.bytes().await.map_err(|e| RagError::of_http(HttpError::transport(e)))?;
+            let body = crate::platform::http::read_limited(resp, self.max_body).await.map_err(RagError::of_http)?;
             if !status.is_success() {
                 let detail = error_detail(&body);
                 if status.as_u16() == 409 {

@@ -1,7 +1,7 @@
 //! Sessions, CSRF, rate limiting, API tokens, /setup and tenant choice.
 
 use reqwest::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::helpers::*;
 
@@ -191,6 +191,38 @@ async fn api_tokens_are_shown_once_stored_hashed_tracked_and_revocable() {
     assert_eq!(c.delete(&format!("/api/tokens/{id}")).await, StatusCode::NO_CONTENT);
     assert_eq!(t.get_json("/api/kbs").await.0, StatusCode::UNAUTHORIZED);
     assert_eq!(c.delete(&format!("/api/tokens/{id}")).await, StatusCode::NOT_FOUND);
+}
+
+/// Issue 31 item 7: a token could mint tokens without a cap (300 in 2.4 s). A member holds at
+/// most `MAX_LIVE_PER_USER` live tokens; the next is `429 too_many_tokens`, concurrent
+/// requests cannot race past the cap, and revoking one makes room again.
+#[tokio::test]
+async fn a_member_holds_a_bounded_number_of_live_tokens() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let cap = 50; // mnote::auth::tokens::MAX_LIVE_PER_USER
+    let minter = app.api(s.tenant_id, s.user_id).await; // live token number 1
+    // Everything at once: the cap holds under concurrency.
+    let tries =
+        futures_util::future::join_all((0..cap + 5).map(|i| minter.post_json("/api/tokens", json!({"name": format!("t{i}")}))))
+            .await;
+    let created: Vec<&Value> = tries.iter().filter(|(st, _)| *st == StatusCode::CREATED).map(|(_, v)| v).collect();
+    assert_eq!(created.len(), cap - 1, "one token existed already");
+    for (st, v) in tries.iter().filter(|(st, _)| *st != StatusCode::CREATED) {
+        assert_eq!((*st, error_code(v)), (StatusCode::TOO_MANY_REQUESTS, "too_many_tokens"), "{v}");
+    }
+    // A browser form gets the same refusal, on the page.
+    let c = app.login("owner@acme.test").await.with_csrf().await;
+    let (st, v) = c.post_json("/api/tokens", json!({"name": "one more"})).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::TOO_MANY_REQUESTS, "too_many_tokens"), "{v}");
+    // Revoking one makes room for exactly one.
+    let id = created[0]["id"].as_str().unwrap();
+    assert_eq!(c.delete(&format!("/api/tokens/{id}")).await, StatusCode::NO_CONTENT);
+    assert_eq!(c.post_json("/api/tokens", json!({"name": "replacement"})).await.0, StatusCode::CREATED);
+    assert_eq!(c.post_json("/api/tokens", json!({"name": "too many"})).await.0, StatusCode::TOO_MANY_REQUESTS);
+    // Another member is not affected.
+    let m = app.add_user(s.tenant_id, "member@acme.test", "member").await;
+    assert_eq!(app.api(s.tenant_id, m).await.post_json("/api/tokens", json!({"name": "mine"})).await.0, StatusCode::CREATED);
 }
 
 #[tokio::test]

@@ -269,6 +269,7 @@ impl TestApp {
     }
 }
 
+#[derive(Clone)]
 pub struct Client {
     pub http: reqwest::Client,
     pub base: String,

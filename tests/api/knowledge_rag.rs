@@ -273,6 +273,8 @@ enum Fake {
     Slow,
     Fail500,
     Malformed,
+    /// A 20 MB answer (issue 31 item 10: a 300 MB reply added 600 MB of RSS).
+    Huge,
 }
 
 /// A fake LightRAG whose query behaviour the test switches.
@@ -294,6 +296,9 @@ async fn fake_lightrag(behaviour: std::sync::Arc<std::sync::Mutex<Fake>>) -> Str
                 }
                 Fake::Fail500 => (S::INTERNAL_SERVER_ERROR, axum::Json(json!({"detail": "Internal server error (error_id: x)"})))
                     .into_response(),
+                Fake::Huge => {
+                    axum::Json(json!({"status": "success", "message": "x".repeat(20 << 20), "data": {}})).into_response()
+                }
                 Fake::Malformed => {
                     (S::OK, [("content-type", "application/json")], "{\"status\": \"success\", \"data\": [").into_response()
                 }
@@ -323,6 +328,7 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     let app = spawn_app_with(move |c| {
         c.rag.allowed_urls = vec![f, d];
         c.rag.timeout = Duration::from_secs(1);
+        c.rag.max_body_bytes = 1 << 20;
     })
     .await;
     let (dir, _) = fixtures();
@@ -369,6 +375,7 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     for (fault, code) in [
         (Fake::Fail500, "knowledge_rag_unavailable"),
         (Fake::Malformed, "knowledge_rag_bad_response"),
+        (Fake::Huge, "knowledge_rag_bad_response"),
         (Fake::Slow, "knowledge_rag_timeout"),
     ] {
         *behaviour.lock().unwrap() = fault;

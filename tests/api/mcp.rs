@@ -363,8 +363,42 @@ async fn bad_arguments_are_tool_errors_with_invalid_input_and_the_rate_limit_has
     assert_eq!(error_code(&r), "rate_limited");
     let wait = r.structured_content.as_ref().unwrap()["error"]["retryAfterSecs"].as_u64().unwrap();
     assert!((1..=8).contains(&wait), "{wait}");
-    let other = connect(&app, &app.token(t.tenant, t.user).await).await.unwrap();
+    // The budget is the member's (issue 31 item 7): a fresh token of the same member is
+    // refused too, another member is not.
+    let fresh = connect(&app, &app.token(t.tenant, t.user).await).await.unwrap();
+    assert_eq!(error_code(&call(&fresh, "evidence_search", json!({"query": "作用域"})).await), "rate_limited");
+    let member = app.add_user(t.tenant, "member@acme.test", "member").await;
+    let other = connect(&app, &app.token(t.tenant, member).await).await.unwrap();
     ok(&call(&other, "evidence_search", json!({"query": "作用域"})).await);
+}
+
+/// Issue 31 item 7: every token had its own budget and `tools/list` / `resources/list` were
+/// never counted. Now one member's tokens share one budget and every list, call and read
+/// takes from it.
+#[tokio::test]
+async fn a_members_tokens_share_one_mcp_budget_and_lists_count() {
+    let app = spawn_app_with(|c| c.mcp_rate_limit_per_minute = 6).await;
+    let t = team(&app, "acme").await;
+    let a = connect(&app, &app.token(t.tenant, t.user).await).await.unwrap();
+    let b = connect(&app, &app.token(t.tenant, t.user).await).await.unwrap();
+    for _ in 0..3 {
+        a.list_all_tools().await.unwrap();
+    }
+    for _ in 0..2 {
+        b.list_all_resources().await.unwrap();
+    }
+    ok(&call(&b, "evidence_search", json!({"query": "作用域"})).await); // the sixth request
+    assert_eq!(error_code(&call(&b, "evidence_search", json!({"query": "作用域"})).await), "rate_limited");
+    let e = a.list_all_tools().await.expect_err("the list is refused once the budget is spent");
+    assert!(format!("{e:?}").contains("rate_limited"), "{e:?}");
+    let e = b.list_all_resources().await.expect_err("so is the resource list");
+    assert!(format!("{e:?}").contains("rate_limited"), "{e:?}");
+    // Minting a new token buys nothing.
+    let c = connect(&app, &app.token(t.tenant, t.user).await).await.unwrap();
+    assert!(c.list_all_tools().await.is_err());
+    let member = app.add_user(t.tenant, "member@acme.test", "member").await;
+    let other = connect(&app, &app.token(t.tenant, member).await).await.unwrap();
+    assert!(!other.list_all_tools().await.unwrap().is_empty());
 }
 
 #[tokio::test]

@@ -331,3 +331,52 @@ async fn a_run_survives_the_database_dropping_its_connections_mid_stream() {
     assert_eq!(streamed(&evs), run["answer"].as_str().unwrap(), "every streamed delta is in the journal once");
     assert_eq!(kinds(&evs).last(), Some(&"run.completed"));
 }
+
+/// Issue 31 item 10: a single 200 MB model line kept a run busy for ~5 min (the idle timeout
+/// never fired). A line past `max_line_bytes` fails the run at once with `llm_bad_response`.
+#[tokio::test]
+async fn a_model_line_without_end_fails_the_run_at_the_line_limit() {
+    let c = setup(
+        |c| {
+            c.agents.idle_timeout = std::time::Duration::from_secs(60);
+            c.agents.max_line_bytes = 1 << 20;
+        },
+        &[],
+    )
+    .await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let started = std::time::Instant::now();
+    let id = start(&c, "hermes", "Where do the robots charge? [[hugeline]]").await;
+    let (run, evs) = ended(&c, &id, "failed", KEY).await;
+    assert_eq!(run["error"]["code"], "llm_bad_response", "{run}");
+    assert!(run["error"]["message"].as_str().unwrap().contains("a line longer than 1048576 bytes"), "{run}");
+    assert_eq!(evs.last().unwrap()["payload"]["code"], "llm_bad_response");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "took {:?}", started.elapsed());
+}
+
+/// Issue 31 item 10: a 105-million-character answer was stored and served. The streamed
+/// answer stops at `max_answer_bytes` (`answer_too_large`), every event stays under
+/// `max_event_bytes`, and what is stored is bounded.
+#[tokio::test]
+async fn an_answer_over_the_limit_fails_the_run_with_answer_too_large() {
+    let c = setup(
+        |c| {
+            c.agents.max_answer_bytes = 256 << 10;
+            c.agents.max_event_bytes = 64 << 10;
+        },
+        &[],
+    )
+    .await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[huge]]").await;
+    let (run, evs) = ended(&c, &id, "failed", KEY).await;
+    assert_eq!(run["error"]["code"], "answer_too_large", "{run}");
+    assert_eq!(evs.last().unwrap()["payload"]["code"], "answer_too_large");
+    let text = streamed(&evs);
+    assert!(!text.is_empty() && text.len() <= 256 << 10, "{} bytes streamed", text.len());
+    for e in &evs {
+        let n = e["payload"].to_string().len();
+        assert!(n <= 64 << 10, "a {} event of {n} bytes", e["kind"]);
+    }
+    assert!(run.to_string().len() < 600 << 10, "the stored run is bounded: {} bytes", run.to_string().len());
+}

@@ -48,6 +48,8 @@ pub struct OpenAiSettings {
     /// No chunk for this long fails the run (`agent_timeout`).
     pub idle_timeout: Duration,
     pub max_tool_rounds: usize,
+    /// The longest line the model may stream (`MNOTE_AGENT_MAX_LINE_BYTES`).
+    pub max_line_bytes: usize,
 }
 
 pub struct OpenAiRuntime {
@@ -143,7 +145,7 @@ impl OpenAiRuntime {
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| AgentError::upstream(upstream::UNAVAILABLE, format!("cannot build the HTTP client: {}", e.message)))?;
-        let ep = Endpoint { client: &client, url: &url, shown: &shown, key, idle: s.idle_timeout };
+        let ep = Endpoint { client: &client, url: &url, shown: &shown, key, idle: s.idle_timeout, max_line: s.max_line_bytes };
         let tools: Vec<ToolSpec> = if s.with_tools { tool_specs(env.tools.offered()) } else { Vec::new() };
 
         // No tool offered (chat_only, or every capability switched off): the chat-only prompt.

@@ -33,6 +33,42 @@ pub struct Endpoint<'a> {
     pub shown: &'a str,
     pub key: Option<&'a SecretString>,
     pub idle: Duration,
+    /// The longest line of the event stream (`MNOTE_AGENT_MAX_LINE_BYTES`): a longer one fails
+    /// the request as `llm_bad_response` as soon as it passes the limit, however fast it comes.
+    pub max_line: usize,
+}
+
+/// A byte stream's failure, or a line over the limit.
+#[derive(Debug)]
+enum LineError {
+    Transport(reqwest::Error),
+    TooLong(usize),
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LineError::Transport(e) => e.fmt(f),
+            LineError::TooLong(n) => write!(f, "a line longer than {n} bytes"),
+        }
+    }
+}
+
+/// `bytes`, failing once a line (bytes since the last CR or LF) passes `max`.
+fn limit_lines<B: AsRef<[u8]>>(
+    bytes: impl futures_util::Stream<Item = reqwest::Result<B>>,
+    max: usize,
+) -> impl futures_util::Stream<Item = Result<B, LineError>> {
+    let mut line = 0usize;
+    bytes.map(move |part| {
+        let part = part.map_err(LineError::Transport)?;
+        let b = part.as_ref();
+        line = match b.iter().rposition(|b| *b == b'\n' || *b == b'\r') {
+            Some(i) => b.len() - i - 1,
+            None => line + b.len(),
+        };
+        if line > max { Err(LineError::TooLong(max)) } else { Ok(part) }
+    })
 }
 
 /// The answer as streamed across rounds. A round after tool calls starts on a new paragraph
@@ -137,12 +173,15 @@ pub async fn complete(
         out.push(&step.text).await?;
         return Ok(acc.finish());
     }
-    let mut events = resp.bytes_stream().eventsource();
+    let mut events = limit_lines(resp.bytes_stream(), ep.max_line).eventsource();
     let mut done = false;
     while let Some(item) = wait(cancel, ep.idle, events.next()).await? {
         let ev = match item {
             Ok(ev) => ev,
-            Err(EventStreamError::Transport(e)) => {
+            Err(EventStreamError::Transport(LineError::TooLong(n))) => {
+                return Err(bad(ep, &format!("a line longer than {n} bytes")));
+            }
+            Err(EventStreamError::Transport(LineError::Transport(e))) => {
                 let e = http::HttpError::transport(e);
                 return Err(AgentError::upstream(
                     STREAM_ERROR,

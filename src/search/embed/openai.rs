@@ -12,6 +12,11 @@ use crate::platform::{
     http::{self, HttpError, HttpErrorKind},
 };
 
+/// The largest embeddings response read: this much plus [`MAX_BODY_PER_INPUT`] per input
+/// (4,096 dimensions as JSON numbers take about 100 KB).
+const MAX_BODY_BASE: usize = 1 << 20;
+const MAX_BODY_PER_INPUT: usize = 256 << 10;
+
 /// Default texts per HTTP request. Hosted APIs take far more, but self-hosted servers (e.g.
 /// text-embeddings-inference) default to 32 per request.
 pub(super) const HTTP_BATCH: usize = 32;
@@ -101,7 +106,12 @@ impl OpenAiEmbedder {
         }
         let resp = self.client.send(req).await.map_err(|e| self.transport_error(e))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| self.transport_error(HttpError::transport(e)))?;
+        // A batch's vectors as JSON: a few KB per input; far more is not an embedding answer.
+        let limit = MAX_BODY_BASE + input.len() * MAX_BODY_PER_INPUT;
+        let bytes = crate::platform::http::read_limited(resp, limit).await.map_err(|e| match e.kind {
+            HttpErrorKind::BadResponse => EmbedError::failed(format!("{} answered too much: {}", self.shown, e.message)),
+            _ => self.transport_error(e),
+        })?;
         if !status.is_success() {
             return Err(self.status_error(status, &bytes));
         }
