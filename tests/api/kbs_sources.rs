@@ -132,7 +132,7 @@ async fn kb_crud_and_validation() {
     assert_eq!(c.delete(&format!("/api/kbs/{id}")).await, StatusCode::NO_CONTENT);
     assert_eq!(c.get_json(&format!("/api/kbs/{id}")).await.0, StatusCode::NOT_FOUND);
     let (st, e) = c.get_json("/api/kbs/not-a-uuid").await;
-    assert_eq!(st, StatusCode::BAD_REQUEST, "{e}");
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{e}");
     let (st, e) = c.get_json("/api/nothing-here").await;
     assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"));
 }

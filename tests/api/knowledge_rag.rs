@@ -297,7 +297,7 @@ async fn fake_lightrag(behaviour: std::sync::Arc<std::sync::Mutex<Fake>>) -> Str
                 Fake::Fail500 => (S::INTERNAL_SERVER_ERROR, axum::Json(json!({"detail": "Internal server error (error_id: x)"})))
                     .into_response(),
                 Fake::Huge => {
-                    axum::Json(json!({"status": "success", "message": "x".repeat(20 << 20), "data": {}})).into_response()
+                    axum::Json(json!({"status": "success", "message": "x".repeat(3 << 20), "data": {}})).into_response()
                 }
                 Fake::Malformed => {
                     (S::OK, [("content-type", "application/json")], "{\"status\": \"success\", \"data\": [").into_response()
