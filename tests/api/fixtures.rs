@@ -31,17 +31,7 @@ pub fn fixtures() -> (PathBuf, Value) {
     (dir, serde_json::from_str(&text).expect("expected.json is JSON"))
 }
 
-/// A real-world test document (`tests/testdata/SOURCES.tsv`, provisioned by `./dev test` into
-/// `$MNOTE_TESTDATA_DIR`). Panics (never skips) when it is missing.
-pub fn testdata(rel: &str) -> PathBuf {
-    let dir = std::env::var_os("MNOTE_TESTDATA_DIR").map(PathBuf::from).expect(
-        "MNOTE_TESTDATA_DIR is not set: run the tests through `./dev test`, which provisions the \
-         real-world test documents of tests/testdata/SOURCES.tsv",
-    );
-    let path = dir.join(rel);
-    assert!(path.is_file(), "{} is missing: `./dev test` provisions MNOTE_TESTDATA_DIR", path.display());
-    path
-}
+pub use crate::files::testdata;
 
 pub struct Kb {
     pub client: Client,
@@ -295,21 +285,7 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     }
 }
 
-/// `scripts/acp_agent.py`, copied once per test binary into a directory anyone may read: the
-/// server runs ACP agents as an unprivileged user when it runs as root, and a checkout under
-/// a private home directory would be out of that user's reach.
+/// The test ACP agent where the unprivileged agent user can read it, as a command argument.
 pub fn acp_agent_script() -> String {
-    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    COPY.get_or_init(|| {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("mnote-test-acp-agent-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let script = dir.join("acp_agent.py");
-        std::fs::copy(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py"), &script).unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        script
-    })
-    .to_string_lossy()
-    .into_owned()
+    crate::files::acp_agent_script().to_string_lossy().into_owned()
 }

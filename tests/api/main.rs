@@ -1,6 +1,8 @@
 //! Integration tests: the real HTTP server against a real Postgres (one throwaway database
 //! per test), connecting as the confined app role. Run with `./dev test`.
 
+#[path = "../common/files.rs"]
+mod files;
 mod helpers;
 
 mod account_takeover;

@@ -442,18 +442,9 @@ async fn hermes_runtime() -> Runtime {
     Runtime { app, seed, agent: "hermes", provider: "openai", note: "scripted" }
 }
 
-/// `scripts/acp_agent.py` (the test ACP agent), copied into a directory anyone may read: the
-/// server runs ACP agents as an unprivileged user when it runs as root, and a checkout under
-/// a private home directory would be out of that user's reach.
+/// `scripts/acp_agent.py` (the test ACP agent), where the unprivileged agent user can read it.
 fn acp_agent() -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("mnote-browser-acp-agent-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let script = dir.join("acp_agent.py");
-    std::fs::copy(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/acp_agent.py"), &script).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    script
+    crate::files::acp_agent_script().to_path_buf()
 }
 
 /// An app whose `reasonix` runs on the test ACP agent.

@@ -11,6 +11,8 @@
 //! Run with `./dev test --test browser` (it installs chromium + chromium-driver).
 //! `MNOTE_CHROMIUM` / `MNOTE_CHROMEDRIVER` override /usr/bin/chromium and /usr/bin/chromedriver.
 
+#[path = "../common/files.rs"]
+mod files;
 #[allow(dead_code)]
 #[path = "../api/helpers.rs"]
 mod helpers;

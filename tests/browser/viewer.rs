@@ -15,6 +15,7 @@ use uuid::Uuid;
 
 use crate::{
     browser::Browser,
+    files::testdata,
     helpers::{PASSWORD, TestApp, spawn_app},
 };
 
@@ -29,18 +30,6 @@ fn fixtures() -> (PathBuf, Value) {
     let text = std::fs::read_to_string(dir.join("expected.json"))
         .unwrap_or_else(|e| panic!("{}/expected.json: {e}; `./dev provision` generates it", dir.display()));
     (dir, serde_json::from_str(&text).unwrap())
-}
-
-/// A real-world test document (`tests/testdata/SOURCES.tsv`, provisioned by `./dev test` into
-/// `$MNOTE_TESTDATA_DIR`). Panics when missing: these tests never skip.
-fn testdata(rel: &str) -> PathBuf {
-    let dir = std::env::var_os("MNOTE_TESTDATA_DIR").map(PathBuf::from).expect(
-        "MNOTE_TESTDATA_DIR is not set: run the tests through `./dev test`, which provisions the \
-         real-world test documents of tests/testdata/SOURCES.tsv",
-    );
-    let path = dir.join(rel);
-    assert!(path.is_file(), "{} is missing: `./dev test` provisions MNOTE_TESTDATA_DIR", path.display());
-    path
 }
 
 fn compact(s: &str) -> String {
