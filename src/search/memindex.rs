@@ -103,6 +103,11 @@ impl KbIndex {
     pub fn postings(&self) -> usize {
         self.terms.values().map(|p| p.docs.len()).sum()
     }
+
+    /// How many blocks it holds (every block of the KB, removed sources' included).
+    pub fn blocks(&self) -> usize {
+        self.ids.len()
+    }
 }
 
 /// Parse Postgres's text form of a tsvector (`'lexeme':1,4B 'other'`) into (lexeme, number of
@@ -152,10 +157,14 @@ pub fn parse_tsvector(s: &str) -> Vec<(String, u16)> {
     out
 }
 
-/// Read one KB's blocks and build its postings. `None` when the KB changed while it was read
+/// Read one KB's blocks (removed sources' included) and build its postings. `None` when the KB changed while it was read
 /// (the statistics row differs before and after): the caller tries again later.
 pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<KbIndex>> {
     let mut tx = TenantTx::begin(pool, version.tenant_id, Scope::System).await?;
+    // Every block, removed sources' too: removing or restoring a source leaves the KB's
+    // statistics (so the mirror's version) as they are, and a mirror built while a source was
+    // removed must still hold its blocks once it is restored. Hydration re-checks visibility.
+    crate::sources::queries::include_deleted(&mut tx, true).await?;
     let before = current_version(&mut tx, version).await?;
     let Some(v) = before else { return Ok(None) };
     let avgdl = avgdl(&v);

@@ -113,6 +113,27 @@ async fn a_removed_source_leaves_list_and_search_at_once_and_comes_back_whole() 
     assert_eq!(st, StatusCode::NOT_FOUND, "not removed any more");
 }
 
+/// The lexical mirror is keyed by the KB's block statistics, which removing a source leaves as
+/// they are: a mirror built while a source is removed must hold its blocks, or a restored
+/// source stays out of lexical search until the KB next changes (seen in CI).
+#[tokio::test]
+async fn a_mirror_built_while_a_source_is_removed_still_finds_it_once_restored() {
+    let t = team().await;
+    let alpha = source_id(&t, "alpha.md").await;
+    assert_eq!(t.c.delete(&format!("/api/sources/{alpha}")).await, StatusCode::NO_CONTENT);
+
+    let mut tx = mnote::db::TenantTx::begin(&t.app.pool, t.tenant, mnote::db::Scope::System).await.unwrap();
+    let versions = mnote::search::memindex::visible_versions(&mut tx, None).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    let index = mnote::search::memindex::build(&t.app.pool, versions[0]).await.unwrap().expect("the KB did not change");
+    assert_eq!(index.blocks() as i64, versions[0].blocks, "every block of the KB, the removed source's included");
+
+    let (st, back) = t.c.post_json(&format!("/api/sources/{alpha}/restore"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{back}");
+    assert_eq!(hits(&t.c, "zanzibar").await, 1);
+}
+
 #[tokio::test]
 async fn a_deleted_kb_is_hidden_with_its_sources_restorable_and_its_name_free() {
     let t = team().await;
