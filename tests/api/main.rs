@@ -8,6 +8,7 @@ mod helpers;
 mod account_takeover;
 mod accounts;
 mod cli;
+mod clients;
 mod descriptors;
 mod downloads;
 mod fixtures;
