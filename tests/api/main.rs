@@ -25,6 +25,7 @@ mod lightrag;
 mod login_limits;
 mod malformed_json;
 mod mcp;
+mod mcp_clients;
 mod mineru;
 mod ops;
 mod pages;
