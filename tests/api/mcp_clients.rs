@@ -271,7 +271,9 @@ async fn mcp_remote(url: &str, auth: &str, home: &str, messages: &[Value], repli
         .arg(&bin)
         .arg(url)
         .arg("--header")
-        .arg(format!("Authorization:{auth}"))
+        // The snippet's form: mcp-remote expands `${MNOTE_AUTH}` from its environment.
+        .arg("Authorization:${MNOTE_AUTH}")
+        .env("MNOTE_AUTH", auth)
         .env("HOME", home)
         .env("MCP_REMOTE_CONFIG_DIR", home)
         .env("NO_COLOR", "1")
