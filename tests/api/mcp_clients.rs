@@ -27,6 +27,15 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p
 #[tokio::test]
 async fn oauth_discovery_paths_answer_a_json_404_and_the_401_says_how_to_get_a_token() {
     let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let expired = app.token(s.tenant_id, s.user_id).await;
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, s.tenant_id, mnote::db::Scope::User(s.user_id)).await.unwrap();
+    sqlx::query("update api_token set expires_at = now() - interval '1 second' where token_hash = $1")
+        .bind(mnote::auth::tokens::hash(&expired))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
     let http = reqwest::Client::new();
     for path in [
         "/.well-known/oauth-protected-resource",
@@ -67,9 +76,11 @@ async fn oauth_discovery_paths_answer_a_json_404_and_the_401_says_how_to_get_a_t
         }
         r.send()
     };
-    for (token, says, challenge) in [
-        (None, "an API token is required", "Bearer realm=\"mnote\", error_description="),
-        (Some("mnote_wrong"), "not valid here", "Bearer realm=\"mnote\", error=\"invalid_token\", error_description="),
+    let invalid = "Bearer realm=\"mnote\", error=\"invalid_token\", error_description=";
+    for (token, code, says, challenge) in [
+        (None, "unauthorized", "an API token is required", "Bearer realm=\"mnote\", error_description="),
+        (Some("mnote_wrong"), "unauthorized", "not valid here", invalid),
+        (Some(expired.as_str()), "token_expired", "this API token has expired", invalid),
     ] {
         let r = post(token).await.unwrap();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
@@ -77,7 +88,7 @@ async fn oauth_discovery_paths_answer_a_json_404_and_the_401_says_how_to_get_a_t
         assert!(www.starts_with(challenge) && www.contains("Settings -> API tokens"), "{www}");
         assert!(!www.contains("resource_metadata"), "no OAuth metadata is advertised: {www}");
         let v: Value = r.json().await.unwrap();
-        assert_eq!(v["error"]["code"], "unauthorized", "{v}");
+        assert_eq!(v["error"]["code"], code, "{v}");
         let message = v["error"]["message"].as_str().unwrap();
         assert!(message.contains(says) && message.contains(HOW) && message.contains("Authorization: Bearer"), "{message}");
     }
