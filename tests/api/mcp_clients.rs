@@ -45,6 +45,7 @@ async fn oauth_discovery_paths_answer_a_json_404_and_the_401_says_how_to_get_a_t
         "/.well-known/openid-configuration",
         "/.well-known/openid-configuration/mcp",
         "/mcp/.well-known/openid-configuration",
+        "/mcp/.well-known/oauth-authorization-server",
     ] {
         let r = http.get(format!("{}{path}", app.base)).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{path}");
