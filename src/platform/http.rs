@@ -315,6 +315,53 @@ mod tests {
         assert_eq!((e.kind, e.message.as_str()), (HttpErrorKind::Unavailable, "HTTP 503"));
     }
 
+    /// Issue 26 item 3: a prefix allows its own origin and the paths under it, segment by
+    /// segment; never a look-alike host, another port or scheme, userinfo, or a path that only
+    /// starts with the same letters or climbs out with `..`.
+    #[test]
+    fn allow_list_prefixes_match_whole_origins_and_path_segments() {
+        let allowed = vec!["https://api.openai.com/v1".to_string(), "https://api.deepseek.com".to_string()];
+        for ok in [
+            "https://api.openai.com/v1",
+            "https://api.openai.com/v1/",
+            "https://API.OpenAI.com/v1",
+            "https://api.openai.com:443/v1",
+            "https://api.openai.com/v1/chat/completions",
+            " https://api.deepseek.com ",
+            "https://api.deepseek.com/v1",
+        ] {
+            assert!(allow_listed(&allowed, ok).is_ok(), "{ok}");
+        }
+        assert_eq!(allow_listed(&allowed, "https://API.openai.com/v1/").unwrap(), "https://api.openai.com/v1");
+        for bad in [
+            "https://api.openai.com.evil.example/v1",
+            "https://api.openai.com/v1@evil.example",
+            "https://api.openai.com/v10",
+            "https://api.openai.com/v1evil",
+            "https://api.openai.com/v1/../admin",
+            "https://api.openai.com/v1/%2e%2e/admin",
+            "https://api.openai.com:8443/v1",
+            "http://api.openai.com/v1",
+            "https://api.openai.com./v1",
+            "https://evil.example/https://api.openai.com/v1",
+            "https://api.deepseek.com.evil.example/v1",
+            "https://api.deepseek.com:444",
+        ] {
+            assert_eq!(allow_listed(&allowed, bad), Err(AllowList::NotAllowed), "{bad}");
+        }
+        for malformed in [
+            "https://api.openai.com@evil.example/v1",
+            "https://user:pw@api.openai.com/v1",
+            "https://api.openai.com/v1?x=1",
+            "https://api.openai.com/v1#f",
+            "ftp://api.openai.com/v1",
+            "api.openai.com/v1",
+        ] {
+            assert_eq!(allow_listed(&allowed, malformed), Err(AllowList::Malformed), "{malformed}");
+        }
+        assert_eq!(allow_listed(&[], "https://api.openai.com/v1"), Err(AllowList::NoneAllowed));
+    }
+
     #[test]
     fn urls_are_shown_without_query_or_userinfo() {
         let u = reqwest::Url::parse("https://user:pw@cdn.example:8443/a/b.zip?X-Amz-Signature=abc#f").unwrap();

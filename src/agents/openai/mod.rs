@@ -15,8 +15,8 @@
 
 mod accumulate;
 mod stream;
-mod upstream;
-mod wire;
+pub(crate) mod upstream;
+pub(crate) mod wire;
 
 use std::time::Duration;
 
