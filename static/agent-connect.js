@@ -8,7 +8,7 @@
     var field = panel && panel.querySelector('input[name="' + sel.getAttribute("data-url-field") + '"]');
     if (!field) return;
     var use = sel.form && sel.form.querySelector(".connect-use");
-    if (use) use.hidden = true;
+    if (use) { use.hidden = true; use.style.display = "none"; }
     sel.addEventListener("change", function () {
       var opt = sel.options[sel.selectedIndex];
       var url = opt ? opt.getAttribute("data-url") : "";

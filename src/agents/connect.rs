@@ -93,6 +93,8 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(30);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// The test stream is read until this much answer text, or its end.
 const TEST_REPLY_CHARS: usize = 160;
+/// The first words shown of the test's answer (whole words, at most this many characters).
+const TEST_REPLY_WORDS_CHARS: usize = 100;
 /// The test stream is dropped past this many bytes.
 const TEST_MAX_BYTES: usize = 1 << 20;
 /// Longest error body quoted from.
@@ -392,7 +394,7 @@ pub async fn test_connection(t: &Target, lang: Lang) -> AppResult<TestResult> {
     if chunks == 0 {
         return Err(failure(upstream::BAD_RESPONSE, format!("{shown} streamed no answer at all")));
     }
-    let reply: String = text.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(TEST_REPLY_CHARS).collect();
+    let reply = first_words(&text, TEST_REPLY_WORDS_CHARS);
     Ok(TestResult {
         ok: true,
         endpoint_url: t.endpoint.clone(),
@@ -402,6 +404,28 @@ pub async fn test_connection(t: &Target, lang: Lang) -> AppResult<TestResult> {
         latency_ms: latency.as_millis() as u64,
         chunks,
     })
+}
+
+/// The whole words of `text` that fit in `max` characters, with "…" when some were left out
+/// (a single longer word is cut).
+fn first_words(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    for (i, w) in words.iter().enumerate() {
+        let len = out.chars().count() + usize::from(!out.is_empty()) + w.chars().count();
+        if len > max {
+            if out.is_empty() {
+                out = w.chars().take(max).collect();
+            }
+            out.push('…');
+            return out;
+        }
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
 }
 
 // ---- the API ----
@@ -472,6 +496,14 @@ async fn test_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reply_is_cut_at_a_word() {
+        assert_eq!(first_words("  Hello   there, friend ", 100), "Hello there, friend");
+        assert_eq!(first_words("Hello there, friend", 12), "Hello there,…");
+        assert_eq!(first_words("Supercalifragilistic", 5), "Super…");
+        assert_eq!(first_words("", 5), "");
+    }
 
     #[test]
     fn every_preset_is_in_the_default_allow_list_and_found_by_its_url() {

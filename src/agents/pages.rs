@@ -270,7 +270,7 @@ pub async fn connect_form(
         agent_config::apply_patch(&mut tx, &page.auth, agent, patch).await?;
         tx.commit().await?;
         flash(&session, page.ctx.t("agents.connect.model_saved").replace("{model}", &model)).await?;
-        return Ok(Redirect::to(&format!("/settings/agents?tab={tab}")).into_response());
+        return Ok(Redirect::to(&format!("/settings/agents?tab={tab}#connect-{tab}")).into_response());
     }
     let listing = match form.step.as_str() {
         "models" => true,
