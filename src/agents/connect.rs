@@ -55,7 +55,11 @@ pub const PRESETS: &[Preset] = &[
     Preset { id: "fireworks", name: "Fireworks AI", url: "https://api.fireworks.ai/inference/v1" },
     Preset { id: "xai", name: "xAI (Grok)", url: "https://api.x.ai/v1" },
     Preset { id: "gemini", name: "Google Gemini", url: "https://generativelanguage.googleapis.com/v1beta/openai" },
-    Preset { id: "dashscope", name: "Alibaba Cloud Qwen (DashScope, China)", url: "https://dashscope.aliyuncs.com/compatible-mode/v1" },
+    Preset {
+        id: "dashscope",
+        name: "Alibaba Cloud Qwen (DashScope, China)",
+        url: "https://dashscope.aliyuncs.com/compatible-mode/v1",
+    },
     Preset {
         id: "dashscope_intl",
         name: "Alibaba Cloud Qwen (DashScope, international)",
@@ -160,7 +164,9 @@ fn failure(code: &'static str, message: String) -> AppError {
 /// A request that failed before an answer, or an answer the client refused.
 fn send_failure(shown: &str, e: &HttpError, key: Option<&SecretString>) -> AppError {
     match e.kind {
-        HttpErrorKind::Timeout => failure(TIMEOUT, upstream::clean(&format!("{shown} did not answer in time: {}", e.message), key)),
+        HttpErrorKind::Timeout => {
+            failure(TIMEOUT, upstream::clean(&format!("{shown} did not answer in time: {}", e.message), key))
+        }
         HttpErrorKind::Unauthorized => failure(upstream::UNAUTHORIZED, format!("{shown} refused the credentials")),
         HttpErrorKind::BadResponse => {
             failure(upstream::BAD_RESPONSE, upstream::clean(&format!("{shown} answered {}", e.message), key))
@@ -480,16 +486,9 @@ async fn test_handler(
     ApiJson(input): ApiJson<CheckInput>,
 ) -> AppResult<Json<TestResult>> {
     let agent = agent_of(&agent)?;
-    let t = target(
-        &state,
-        &auth,
-        agent,
-        Lang::En,
-        input.endpoint_url.as_deref(),
-        input.api_key.as_deref(),
-        input.model.as_deref(),
-    )
-    .await?;
+    let t =
+        target(&state, &auth, agent, Lang::En, input.endpoint_url.as_deref(), input.api_key.as_deref(), input.model.as_deref())
+            .await?;
     Ok(Json(test_connection(&t, Lang::En).await?))
 }
 

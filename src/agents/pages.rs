@@ -329,9 +329,11 @@ fn failed_outcome(ctx: &PageCtx, listing: bool, e: &AppError) -> ConnectOutcome 
     let (message, detail) = match e {
         AppError::Invalid { fields, .. } => (fields.values().next().cloned().unwrap_or_else(|| e.to_string()), None),
         AppError::Provider { code, message } => {
-            let words = ctx.lang.t_opt(&format!("agents.connect.error.{code}")).unwrap_or_else(|| ctx.t("agents.connect.error.other"));
+            let words =
+                ctx.lang.t_opt(&format!("agents.connect.error.{code}")).unwrap_or_else(|| ctx.t("agents.connect.error.other"));
             let lead = ctx.t(if listing { "agents.connect.list_failed" } else { "agents.connect.test_failed" });
-            (format!("{lead} {words}"), Some(message.clone()))
+            let gap = if ctx.is_zh() { "" } else { " " };
+            (format!("{lead}{gap}{words}"), Some(message.clone()))
         }
         other => (ctx.t("agents.connect.error.other"), Some(other.public_message())),
     };

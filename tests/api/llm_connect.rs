@@ -100,7 +100,8 @@ async fn a_refused_key_or_an_unreachable_endpoint_gets_a_stable_code_and_no_secr
         no_key(&v, "sk-wrong");
     }
     // The saved wrong key is the one used (sealed, opened for the check).
-    let (st, v) = put_config(&api, "chat_only", json!({"endpointUrl": mock_llm(), "model": "scripted", "apiKey": "sk-wrong"})).await;
+    let (st, v) =
+        put_config(&api, "chat_only", json!({"endpointUrl": mock_llm(), "model": "scripted", "apiKey": "sk-wrong"})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     let (st, v) = api.post_json("/api/page-ai/agents/chat_only/test", json!({})).await;
     assert_eq!((st, v["error"]["code"].as_str()), (StatusCode::BAD_GATEWAY, Some("llm_unauthorized")), "{v}");
@@ -125,9 +126,11 @@ async fn a_url_outside_the_allow_list_is_refused_naming_its_origin_and_the_opera
     let app = spawn_app_with(|c| c.agents.allowed_urls = vec![mock_root()]).await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let api = app.api(s.tenant_id, s.user_id).await;
-    for (path, method) in
-        [("/api/page-ai/agents/hermes/config", "PUT"), ("/api/page-ai/agents/hermes/models", "POST"), ("/api/page-ai/agents/hermes/test", "POST")]
-    {
+    for (path, method) in [
+        ("/api/page-ai/agents/hermes/config", "PUT"),
+        ("/api/page-ai/agents/hermes/models", "POST"),
+        ("/api/page-ai/agents/hermes/test", "POST"),
+    ] {
         let (st, v) =
             api.send_json(method, path, json!({"endpointUrl": "http://10.0.0.1:8000/v1/x", "model": "m", "apiKey": KEY})).await;
         assert_eq!((st, v["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")), "{v}");
@@ -139,13 +142,20 @@ async fn a_url_outside_the_allow_list_is_refused_naming_its_origin_and_the_opera
     // The settings page, in English then in Chinese: the same words next to the field.
     let mut web = app.login("owner@acme.test").await;
     web.page("/settings/agents?tab=hermes").await;
-    let r = web.post_form("/settings/agents/hermes", &[("section", "admin"), ("ai.agent.hermes.endpoint_url", "http://10.0.0.1/v1")]).await;
+    let r = web
+        .post_form("/settings/agents/hermes", &[("section", "admin"), ("ai.agent.hermes.endpoint_url", "http://10.0.0.1/v1")])
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let html = r.text().await.unwrap();
-    assert!(html.contains("This server does not allow calls to http://10.0.0.1.") && html.contains("MNOTE_AGENT_ALLOWED_URLS"), "{html}");
+    assert!(
+        html.contains("This server does not allow calls to http://10.0.0.1.") && html.contains("MNOTE_AGENT_ALLOWED_URLS"),
+        "{html}"
+    );
     let (st, _) = api.send_json("PATCH", "/api/page-ai/preferences", json!({"ai.common.ui_language": "zh-CN"})).await;
     assert_eq!(st, StatusCode::OK);
-    let r = web.post_form("/settings/agents/hermes", &[("section", "admin"), ("ai.agent.hermes.endpoint_url", "http://10.0.0.1/v1")]).await;
+    let r = web
+        .post_form("/settings/agents/hermes", &[("section", "admin"), ("ai.agent.hermes.endpoint_url", "http://10.0.0.1/v1")])
+        .await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
     let html = r.text().await.unwrap();
     assert!(html.contains("此服务器不允许连接 http://10.0.0.1") && html.contains("MNOTE_AGENT_ALLOWED_URLS"), "{html}");
@@ -205,7 +215,10 @@ async fn the_settings_page_lists_the_models_saves_the_picked_one_and_tests_witho
     let r = web.post_form("/settings/agents/hermes/connect", &[("step", "models")]).await;
     assert_eq!(r.status(), StatusCode::OK);
     let html = r.text().await.unwrap();
-    assert!(html.contains("The provider lists these models:") && html.contains(r#"<option value="scripted">scripted</option>"#), "{html}");
+    assert!(
+        html.contains("The provider lists these models:") && html.contains(r#"<option value="scripted">scripted</option>"#),
+        "{html}"
+    );
     // No model yet: the test asks for one, in words.
     let r = web.post_form("/settings/agents/hermes/connect", &[("step", "test")]).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);

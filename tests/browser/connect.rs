@@ -74,7 +74,10 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
     )
     .await;
     let presets = b
-        .js("return Array.from(document.querySelectorAll('#panel-hermes select.connect-provider option')).map(o => o.value)", vec![])
+        .js(
+            "return Array.from(document.querySelectorAll('#panel-hermes select.connect-provider option')).map(o => o.value)",
+            vec![],
+        )
         .await;
     assert_eq!(presets, json!(["openai", "deepseek", "custom"]), "the presets inside the allow-list, then custom");
     b.screenshot("preset-en").await;
@@ -97,7 +100,9 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
     // The provider's models, listed server-side; pick one.
     click_to(&b, "#panel-hermes button.connect-list", "#panel-hermes .connect-result").await;
     assert!(text(&b, "#panel-hermes .connect-message").await.contains("The provider lists these models"));
-    let models = b.js("return Array.from(document.querySelectorAll('#panel-hermes .connect-models option')).map(o => o.value)", vec![]).await;
+    let models = b
+        .js("return Array.from(document.querySelectorAll('#panel-hermes .connect-models option')).map(o => o.value)", vec![])
+        .await;
     assert_eq!(models, json!(["mock-embed", "mock-llm", "scripted"]));
     b.screenshot("models-en").await;
     b.find("#panel-hermes .connect-models select").await.select_by_value("scripted").await.unwrap();
@@ -130,7 +135,11 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
     )
     .await;
     let id = b
-        .poll("the run", "const t = document.querySelector('#ai-run .ai-turn'); return t && t.getAttribute('data-run-id')", vec![])
+        .poll(
+            "the run",
+            "const t = document.querySelector('#ai-run .ai-turn'); return t && t.getAttribute('data-run-id')",
+            vec![],
+        )
         .await;
     b.screenshot("run-streaming-en").await;
     let ended = b
@@ -184,5 +193,25 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
     b.screenshot("refused-zh").await;
     let (_, cfg) = api.get_json("/api/page-ai/agents/hermes/config").await;
     assert_eq!(cfg["endpointUrl"].as_str(), Some(root.as_str()), "the refused URL was not saved");
+
+    // A key the provider refuses: the test says so in words (no bare code, never the key).
+    let (st, v) = api
+        .send_json(
+            "PUT",
+            "/api/page-ai/agents/hermes/config",
+            json!({"endpointUrl": root, "model": "scripted", "apiKey": "sk-wrong"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    b.goto("/settings/agents?tab=hermes").await;
+    click_to(&b, "#panel-hermes button.connect-test", "#panel-hermes .connect-failed").await;
+    let msg = text(&b, "#panel-hermes .connect-failed .connect-message").await;
+    assert!(msg.starts_with("连接测试失败。服务商拒绝了此 API 密钥"), "{msg}");
+    let page = b.js("return document.body.innerText", vec![]).await;
+    assert!(!page.as_str().unwrap().contains("llm_unauthorized") && !page.as_str().unwrap().contains("sk-wrong"));
+    b.screenshot("failed-zh").await;
+    b.resize(420, 900).await;
+    fits(&b).await;
+    b.screenshot("failed-zh-420").await;
     b.finish().await;
 }
