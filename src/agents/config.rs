@@ -139,8 +139,10 @@ pub async fn resolve(
             };
             let max_tool_rounds =
                 tuning.max_tool_rounds.unwrap_or(cfg.agents.max_tool_rounds).clamp(1, cfg.agents.max_tool_rounds);
+            let endpoint = row.endpoint_url.clone().unwrap_or_default();
             Arc::new(openai::OpenAiRuntime::new(openai::OpenAiSettings {
-                endpoint: row.endpoint_url.unwrap_or_default(),
+                public_only: public_only(cfg, &endpoint),
+                endpoint,
                 model,
                 api_key,
                 with_tools: agent.uses_tools(),
@@ -237,6 +239,17 @@ pub fn check_endpoint_in(cfg: &Config, url: &str, lang: Lang) -> Result<String, 
         };
         lang.t(key).replace("{origin}", &origin_of(url))
     })
+}
+
+/// Whether `url` is allowed only by entries of the default list of public providers
+/// ([`crate::config::DEFAULT_AGENT_ALLOWED_URLS`]) and by no entry the operator wrote: then its
+/// connections go to public addresses only (a provider's name that resolved to a private or
+/// loopback address is refused). An endpoint the operator listed is theirs to vouch for.
+pub fn public_only(cfg: &Config, url: &str) -> bool {
+    use crate::platform::http::allow_listed;
+    let (defaults, own): (Vec<String>, Vec<String>) =
+        cfg.agents.allowed_urls.iter().cloned().partition(|u| crate::config::DEFAULT_AGENT_ALLOWED_URLS.contains(&u.as_str()));
+    allow_listed(&defaults, url).is_ok() && allow_listed(&own, url).is_err()
 }
 
 /// `scheme://host[:port]` of `url` (what a refusal names), or the start of the text when it is

@@ -114,6 +114,8 @@ pub struct Target {
     pub endpoint: String,
     pub key: Option<SecretString>,
     pub model: Option<String>,
+    /// Public addresses only ([`config::public_only`]).
+    pub public_only: bool,
 }
 
 /// The target of a check of `agent`: the given values over the stored ones. The stored key
@@ -154,7 +156,8 @@ pub async fn target(
         Some(m) => Some(check_model(m).map_err(|e| AppError::invalid("model", e))?.to_string()),
         None => row.and_then(|r| r.model),
     };
-    Ok(Target { endpoint, key, model })
+    let public_only = config::public_only(&state.config, &endpoint);
+    Ok(Target { endpoint, key, model, public_only })
 }
 
 fn failure(code: &'static str, message: String) -> AppError {
@@ -182,10 +185,11 @@ async fn status_failure(shown: &str, resp: reqwest::Response, key: Option<&Secre
     failure(upstream::code_of_status(status), upstream::status_message(shown, status, &body, key))
 }
 
-fn client(timeout: Duration) -> AppResult<http::Client> {
+fn client(timeout: Duration, public_only: bool) -> AppResult<http::Client> {
     http::Client::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(timeout)
+        .public_only(public_only)
         .build()
         .map_err(|e| AppError::Upstream(format!("cannot build the HTTP client: {}", e.message)))
 }
@@ -225,7 +229,7 @@ pub async fn list_models(t: &Target) -> AppResult<Vec<ModelInfo>> {
     let url = upstream::models_url(&t.endpoint).map_err(|m| failure(upstream::BAD_RESPONSE, m))?;
     let shown = http::display_url(&url);
     let key = t.key.as_ref();
-    let c = client(MODELS_TIMEOUT)?;
+    let c = client(MODELS_TIMEOUT, t.public_only)?;
     let req = with_key(c.get(url).header(reqwest::header::ACCEPT, "application/json"), key);
     let resp = c.send(req).await.map_err(|e| send_failure(&shown, &e, key))?;
     if !resp.status().is_success() {
@@ -312,7 +316,7 @@ pub async fn test_connection(t: &Target, lang: Lang) -> AppResult<TestResult> {
     let url = upstream::chat_url(&t.endpoint).map_err(|m| failure(upstream::BAD_RESPONSE, m))?;
     let shown = http::display_url(&url);
     let key = t.key.as_ref();
-    let c = client(TEST_TIMEOUT)?;
+    let c = client(TEST_TIMEOUT, t.public_only)?;
     let started = Instant::now();
     let mut completion_tokens = false;
     let resp = loop {
@@ -495,6 +499,23 @@ async fn test_handler(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only endpoints allowed by the default public providers alone are public-only; one the
+    /// operator listed (even beside the defaults) is not.
+    #[test]
+    fn endpoints_of_the_default_list_alone_connect_to_public_addresses_only() {
+        let mut cfg = crate::config::Config::for_tests("postgres://x".into(), "/tmp".into(), vec![]);
+        cfg.agents.allowed_urls = crate::config::agent_allowed_urls(None);
+        assert!(config::public_only(&cfg, "https://api.openai.com/v1"));
+        assert!(config::public_only(&cfg, "https://api.deepseek.com/v1"));
+        cfg.agents.allowed_urls =
+            crate::config::agent_allowed_urls(Some("https://api.openai.com/v1,http://10.0.0.5:8000/v1,https://llm.corp.example"));
+        assert!(config::public_only(&cfg, "https://api.openai.com/v1"));
+        assert!(!config::public_only(&cfg, "http://10.0.0.5:8000/v1"));
+        assert!(!config::public_only(&cfg, "https://llm.corp.example/v1"));
+        cfg.agents.allowed_urls = vec!["https://api.openai.com".into()];
+        assert!(!config::public_only(&cfg, "https://api.openai.com/v1"), "the operator's own entry");
+    }
 
     #[test]
     fn the_reply_is_cut_at_a_word() {
