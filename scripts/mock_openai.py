@@ -11,7 +11,8 @@ Neither can run on these machines, so tests, `./dev lightrag start --mock` and
   POST /v1/chat/completions  {messages, stream?, response_format?}
                              -> extraction rows, query keywords (JSON), or an answer citing [1];
                                 `stream: true` answers as SSE chunks ending with `data: [DONE]`.
-  GET  /v1/models, /health
+  GET  /v1/models, /health   -> {"object": "list", "data": [{"id", "object": "model", "created",
+                                "owned_by"}, ...]}: mock-llm, mock-embed and scripted
 
 A model whose name starts with `scripted` gets the scripted agent instead (the agent runtime
 tests): streamed tool calls and cited answers, with directives in the last user message:
@@ -317,7 +318,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.wrong_key():
             return None
         if self.path.rstrip("/") in ("/health", "/v1/models"):
-            self.send_json(200, {"object": "list", "data": [{"id": "mock-llm", "object": "model"}, {"id": "mock-embed", "object": "model"}]})
+            self.send_json(200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 1700000000, "owned_by": "mnote-mock"}
+                for m in ("mock-llm", "mock-embed", "scripted")]})
         else:
             self.send_json(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 

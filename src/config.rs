@@ -84,7 +84,9 @@ pub struct Config {
 /// `allowed_urls`; the ACP command of `reasonix` comes from here only, never from a team admin.
 #[derive(Clone, Debug)]
 pub struct AgentsConfig {
-    /// URL prefixes an agent endpoint may use (MNOTE_AGENT_ALLOWED_URLS, comma-separated).
+    /// URL prefixes an agent endpoint may use (MNOTE_AGENT_ALLOWED_URLS, comma-separated;
+    /// unset: [`DEFAULT_AGENT_ALLOWED_URLS`], the public HTTPS endpoints of the major
+    /// OpenAI-compatible providers; `none`: nothing). Setting it replaces the default list.
     pub allowed_urls: Vec<String>,
     /// The ACP agent program of `reasonix` and its arguments (MNOTE_ACP_REASONIX_COMMAND,
     /// split on whitespace); `None`: reasonix runs on builtin.
@@ -134,9 +136,7 @@ pub struct AgentsConfig {
 impl AgentsConfig {
     fn from_env() -> anyhow::Result<Self> {
         Ok(AgentsConfig {
-            allowed_urls: var("MNOTE_AGENT_ALLOWED_URLS")
-                .map(|v| v.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect())
-                .unwrap_or_default(),
+            allowed_urls: agent_allowed_urls(std::env::var("MNOTE_AGENT_ALLOWED_URLS").ok().as_deref()),
             acp_command: var("MNOTE_ACP_REASONIX_COMMAND")
                 .map(|c| c.split_whitespace().map(String::from).collect::<Vec<_>>())
                 .filter(|c| !c.is_empty()),
@@ -178,6 +178,38 @@ impl AgentsConfig {
             max_line_bytes: 1024 * 1024,
             extra_fields: None,
         }
+    }
+}
+
+/// The agent endpoints a team admin may use when the operator sets no
+/// MNOTE_AGENT_ALLOWED_URLS: the public HTTPS API roots of the major OpenAI-compatible
+/// providers (documented in the README). Private and local endpoints (vLLM, Ollama, a proxy)
+/// are never in it: the operator lists them in MNOTE_AGENT_ALLOWED_URLS, which replaces this.
+pub const DEFAULT_AGENT_ALLOWED_URLS: &[&str] = &[
+    "https://api.openai.com/v1",
+    "https://api.deepseek.com",
+    "https://api.mistral.ai/v1",
+    "https://api.groq.com/openai/v1",
+    "https://openrouter.ai/api/v1",
+    "https://api.together.xyz/v1",
+    "https://api.fireworks.ai/inference/v1",
+    "https://api.x.ai/v1",
+    "https://generativelanguage.googleapis.com/v1beta/openai",
+    "https://dashscope.aliyuncs.com/compatible-mode/v1",
+    "https://dashscope-intl.aliyuncs.com/compatible-mode/v1",
+    "https://api.moonshot.cn/v1",
+    "https://api.moonshot.ai/v1",
+    "https://open.bigmodel.cn/api/paas/v4",
+    "https://api.siliconflow.cn/v1",
+];
+
+/// The agent allow-list from MNOTE_AGENT_ALLOWED_URLS: unset or blank → the default list;
+/// `none` → nothing; else its comma-separated prefixes (the default list is not added).
+pub fn agent_allowed_urls(value: Option<&str>) -> Vec<String> {
+    match value.map(str::trim) {
+        None | Some("") => DEFAULT_AGENT_ALLOWED_URLS.iter().map(|u| u.to_string()).collect(),
+        Some(v) if v.eq_ignore_ascii_case("none") => Vec::new(),
+        Some(v) => v.split(',').map(str::trim).filter(|u| !u.is_empty()).map(String::from).collect(),
     }
 }
 
@@ -556,6 +588,27 @@ mod tests {
         for bad in ["MNOTE_EMBED_API_KEY", "DATABASE_URL", "PGPASSWORD", "pgpassword", "A=B", "1X"] {
             assert!(acp_env_names(bad).is_err(), "{bad}");
         }
+    }
+
+    /// Issue 26 item 3: unset → the public providers (https only, no private address); set →
+    /// exactly what the operator listed; `none` → nothing.
+    #[test]
+    fn the_agent_allow_list_defaults_to_public_https_providers() {
+        let d = agent_allowed_urls(None);
+        assert_eq!(d, agent_allowed_urls(Some("  ")));
+        assert!(d.iter().any(|u| u == "https://api.openai.com/v1"), "{d:?}");
+        for u in &d {
+            let url = reqwest::Url::parse(u).unwrap();
+            assert_eq!(url.scheme(), "https", "{u}");
+            let host = url.host_str().unwrap();
+            assert!(host.parse::<std::net::IpAddr>().is_err() && host.contains('.') && !host.ends_with(".local"), "{u}");
+        }
+        assert_eq!(
+            agent_allowed_urls(Some("http://10.0.0.5:8000/v1, http://127.0.0.1:11434/v1,")),
+            ["http://10.0.0.5:8000/v1", "http://127.0.0.1:11434/v1"]
+        );
+        assert!(agent_allowed_urls(Some("none")).is_empty());
+        assert!(agent_allowed_urls(Some("NONE")).is_empty());
     }
 
     #[test]

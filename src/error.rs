@@ -53,6 +53,10 @@ pub enum AppError {
     BodyTooLarge { limit: u64 },
     #[error("{0}")]
     Upstream(String),
+    /// A model provider's failure with its own stable code (`llm_unauthorized`,
+    /// `llm_unavailable`, `llm_timeout`, `llm_bad_response`): 502, a timeout 504.
+    #[error("{message}")]
+    Provider { code: &'static str, message: String },
     /// `410 Gone` (`file_missing`): the source is known but its original file is gone.
     #[error("{0}")]
     FileMissing(String),
@@ -105,6 +109,7 @@ impl AppError {
             AppError::TooLarge { .. } => "file_too_large",
             AppError::BodyTooLarge { .. } => "body_too_large",
             AppError::Upstream(_) => "upstream_unavailable",
+            AppError::Provider { code, .. } => code,
             AppError::FileMissing(_) => "file_missing",
             AppError::Sqlx(e) if is_unavailable(e) => "upstream_unavailable",
             AppError::Sqlx(_) | AppError::Internal(_) => "internal",
@@ -127,6 +132,8 @@ impl AppError {
             AppError::RateLimited { .. } | AppError::LimitReached { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::TooLarge { .. } | AppError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             AppError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            AppError::Provider { code: "llm_timeout", .. } => StatusCode::GATEWAY_TIMEOUT,
+            AppError::Provider { .. } => StatusCode::BAD_GATEWAY,
             AppError::FileMissing(_) => StatusCode::GONE,
             AppError::Sqlx(e) if is_unavailable(e) => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Sqlx(_) | AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,5 +1,6 @@
 //! Which runtime an agent runs on in a tenant. An admin sets `hermes` / `chat_only` to an
-//! OpenAI-compatible endpoint (inside the operator's `MNOTE_AGENT_ALLOWED_URLS`), a model and
+//! OpenAI-compatible endpoint (inside the operator's `MNOTE_AGENT_ALLOWED_URLS`, by default the
+//! public HTTPS endpoints of the major providers: `crate::config::DEFAULT_AGENT_ALLOWED_URLS`), a model and
 //! an API key (sealed at rest, never returned); `reasonix` runs the operator's ACP command
 //! (`MNOTE_ACP_REASONIX_COMMAND`). An agent with nothing configured runs on `builtin` and the
 //! run says so (`providerNote: not_configured`).
@@ -22,6 +23,7 @@ use crate::{
     error::{ApiJson, AppError, AppResult},
     platform::SecretString,
     state::AppState,
+    web::Lang,
 };
 
 /// `GET/PUT/DELETE /api/page-ai/agents/{agentId}/config`, `GET /api/page-ai/agents`.
@@ -137,8 +139,10 @@ pub async fn resolve(
             };
             let max_tool_rounds =
                 tuning.max_tool_rounds.unwrap_or(cfg.agents.max_tool_rounds).clamp(1, cfg.agents.max_tool_rounds);
+            let endpoint = row.endpoint_url.clone().unwrap_or_default();
             Arc::new(openai::OpenAiRuntime::new(openai::OpenAiSettings {
-                endpoint: row.endpoint_url.unwrap_or_default(),
+                public_only: public_only(cfg, &endpoint),
+                endpoint,
                 model,
                 api_key,
                 with_tools: agent.uses_tools(),
@@ -152,7 +156,7 @@ pub async fn resolve(
     Ok(Resolved { provider, note, runtime })
 }
 
-fn open_key(cfg: &Config, tenant: Uuid, agent: AgentId, sealed: &[u8]) -> AppResult<SecretString> {
+pub fn open_key(cfg: &Config, tenant: Uuid, agent: AgentId, sealed: &[u8]) -> AppResult<SecretString> {
     let master = cfg
         .rag
         .secret_key
@@ -216,16 +220,47 @@ pub struct ConfigInput {
     pub api_key: Option<String>,
 }
 
-/// `url` checked against the operator's allow-list (normalized), or why not.
-pub fn check_endpoint(cfg: &Config, url: &str) -> Result<String, &'static str> {
-    crate::platform::http::allow_listed(&cfg.agents.allowed_urls, url).map_err(|e| {
-        use crate::platform::http::AllowList;
-        match e {
-            AllowList::Malformed => "an http(s) URL without user, query or fragment",
-            AllowList::NoneAllowed => "no agent endpoint is allowed on this server (the operator sets MNOTE_AGENT_ALLOWED_URLS)",
-            AllowList::NotAllowed => "this URL is not among the agent endpoints the operator allows",
-        }
+/// `url` checked against the operator's allow-list (normalized), or why not (in English: the
+/// JSON API's words).
+pub fn check_endpoint(cfg: &Config, url: &str) -> Result<String, String> {
+    check_endpoint_in(cfg, url, Lang::En)
+}
+
+/// `url` checked against the operator's allow-list (normalized), or why not in `lang`: a URL
+/// outside the list names its origin and what the admin asks the operator to set
+/// (`MNOTE_AGENT_ALLOWED_URLS`), never a bare code.
+pub fn check_endpoint_in(cfg: &Config, url: &str, lang: Lang) -> Result<String, String> {
+    use crate::platform::http::{AllowList, allow_listed};
+    allow_listed(&cfg.agents.allowed_urls, url).map_err(|e| {
+        let key = match e {
+            AllowList::Malformed => "agents.refused.malformed",
+            AllowList::NoneAllowed => "agents.refused.none_allowed",
+            AllowList::NotAllowed => "agents.refused.not_allowed",
+        };
+        lang.t(key).replace("{origin}", &origin_of(url))
     })
+}
+
+/// Whether `url` is allowed only by entries of the default list of public providers
+/// ([`crate::config::DEFAULT_AGENT_ALLOWED_URLS`]) and by no entry the operator wrote: then its
+/// connections go to public addresses only (a provider's name that resolved to a private or
+/// loopback address is refused). An endpoint the operator listed is theirs to vouch for.
+pub fn public_only(cfg: &Config, url: &str) -> bool {
+    use crate::platform::http::allow_listed;
+    let (defaults, own): (Vec<String>, Vec<String>) =
+        cfg.agents.allowed_urls.iter().cloned().partition(|u| crate::config::DEFAULT_AGENT_ALLOWED_URLS.contains(&u.as_str()));
+    allow_listed(&defaults, url).is_ok() && allow_listed(&own, url).is_err()
+}
+
+/// `scheme://host[:port]` of `url` (what a refusal names), or the start of the text when it is
+/// no URL.
+pub fn origin_of(url: &str) -> String {
+    match reqwest::Url::parse(url.trim()) {
+        Ok(u) if u.host_str().is_some() => {
+            format!("{}://{}{}", u.scheme(), u.host_str().unwrap_or(""), u.port().map(|p| format!(":{p}")).unwrap_or_default())
+        }
+        _ => url.trim().chars().take(100).collect(),
+    }
 }
 
 /// A model name (1–200 characters, trimmed), or why not.

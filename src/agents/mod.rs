@@ -17,6 +17,7 @@ pub mod builtin;
 pub mod capabilities;
 pub mod citations;
 pub mod config;
+pub mod connect;
 pub mod descriptors;
 pub mod executor;
 pub mod openai;

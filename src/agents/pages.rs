@@ -21,7 +21,8 @@ use tower_sessions::Session;
 use super::{
     AgentId, Provider,
     capabilities::{self, Switches},
-    config::AgentView,
+    config::{self as agent_config, AdminPatch, AgentView},
+    connect::{self, ModelInfo, Preset},
     descriptors::{self, Descriptor, Descriptors, Field, FieldKind},
     preferences, tools,
 };
@@ -36,7 +37,10 @@ use crate::{
 /// `capabilities`).
 pub fn page_router() -> axum::Router<AppState> {
     use axum::routing::{get, post};
-    axum::Router::new().route("/settings/agents", get(agents_page)).route("/settings/agents/{tab}", post(save_form))
+    axum::Router::new()
+        .route("/settings/agents", get(agents_page))
+        .route("/settings/agents/{tab}", post(save_form))
+        .route("/settings/agents/{tab}/connect", post(connect_form))
 }
 
 /// What `view`'s agent runs on, in words (the agent picker and this page say the same).
@@ -63,6 +67,22 @@ struct CapabilityRow {
 struct AgentTab {
     d: Descriptor,
     runs_on: String,
+    /// The provider preset the connect section shows selected (`custom` when none fits).
+    preset: String,
+    /// What the last "list models" / "test connection" of this agent found.
+    outcome: Option<ConnectOutcome>,
+}
+
+/// The result of a check on the settings page, in the reader's language.
+pub struct ConnectOutcome {
+    ok: bool,
+    message: String,
+    /// The server's own words (English, without key or URL query), folded away.
+    detail: Option<String>,
+    /// A successful listing: the models to pick from.
+    models: Vec<ModelInfo>,
+    /// The agent's current default model (preselected in the list).
+    current_model: String,
 }
 
 impl AgentTab {
@@ -96,12 +116,25 @@ struct SettingsPage {
     capabilities: Vec<CapabilityRow>,
     /// Whether the server can store an API key at all (`MNOTE_SECRET_KEY`).
     can_store_keys: bool,
+    /// The provider presets inside the allow-list.
+    presets: Vec<Preset>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub struct TabQuery {
     #[serde(default)]
     tab: Option<String>,
+    /// A provider preset whose URL the tab's endpoint field shows (not saved yet).
+    #[serde(default)]
+    provider: Option<String>,
+}
+
+/// What one render adds for the connect section: a preset picked without JavaScript, the
+/// outcome of a check.
+#[derive(Default)]
+struct ConnectExtra {
+    preset: Option<(AgentId, Preset)>,
+    outcome: Option<(AgentId, ConnectOutcome)>,
 }
 
 fn known_tab(tab: Option<&str>) -> String {
@@ -118,7 +151,24 @@ async fn page_for(
     errors: BTreeMap<String, String>,
     attempted: &BTreeMap<String, Value>,
 ) -> AppResult<Response> {
+    page_with(state, page, tab, errors, attempted, ConnectExtra::default()).await
+}
+
+async fn page_with(
+    state: &AppState,
+    page: Page,
+    tab: String,
+    errors: BTreeMap<String, String>,
+    attempted: &BTreeMap<String, Value>,
+    mut extra: ConnectExtra,
+) -> AppResult<Response> {
     let mut d = descriptors::for_caller(state, &page.auth, page.ctx.lang).await?;
+    let is_admin = page.auth.role.is_admin();
+    let mut attempted = attempted.clone();
+    if let Some((agent, p)) = extra.preset.filter(|_| is_admin) {
+        attempted.insert(format!("ai.agent.{}.endpoint_url", agent.as_str()), json!(p.url));
+    }
+    let attempted = &attempted;
     // A form that failed shows what was typed (never a secret).
     for f in d.common.fields.iter_mut().chain(d.items.iter_mut().flat_map(|x| x.fields.iter_mut())) {
         if let Some(v) = attempted.get(&f.key)
@@ -127,7 +177,6 @@ async fn page_for(
             f.value = v.clone();
         }
     }
-    let is_admin = page.auth.role.is_admin();
     let capabilities = if is_admin {
         let switches: Switches = capabilities::get_switches(state, &page.auth).await?;
         capabilities::all()
@@ -143,7 +192,23 @@ async fn page_for(
         Vec::new()
     };
     let failed = !errors.is_empty();
-    let tabs = d.items.iter().map(|x| AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone() }).collect();
+    let tabs = d
+        .items
+        .iter()
+        .map(|x| {
+            let url_key = format!("ai.agent.{}.endpoint_url", x.agent_id);
+            let url = x.field(&url_key).map(Field::text).unwrap_or_default();
+            let preset = match extra.preset {
+                Some((a, p)) if a.as_str() == x.agent_id => p.id.to_string(),
+                _ => connect::preset_of_url(&url).map(|p| p.id.to_string()).unwrap_or_else(|| "custom".to_string()),
+            };
+            let outcome = match &extra.outcome {
+                Some((a, _)) if a.as_str() == x.agent_id => extra.outcome.take().map(|(_, o)| o),
+                _ => None,
+            };
+            AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone(), preset, outcome }
+        })
+        .collect();
     let resp = render(SettingsPage {
         ctx: page.ctx,
         descriptors: d,
@@ -154,6 +219,7 @@ async fn page_for(
         allowed: if is_admin { state.config.agents.allowed_urls.clone() } else { Vec::new() },
         capabilities,
         can_store_keys: state.config.rag.secret_key.is_some(),
+        presets: if is_admin { connect::presets(&state.config) } else { Vec::new() },
     })?;
     Ok(if failed { (StatusCode::UNPROCESSABLE_ENTITY, resp).into_response() } else { resp })
 }
@@ -161,7 +227,117 @@ async fn page_for(
 /// `GET /settings/agents?tab=`
 pub async fn agents_page(State(state): State<AppState>, page: Page, Query(q): Query<TabQuery>) -> AppResult<Response> {
     let tab = known_tab(q.tab.as_deref());
-    page_for(&state, page, tab, BTreeMap::new(), &BTreeMap::new()).await
+    let preset = match (AgentId::parse(&tab), q.provider.as_deref().and_then(connect::preset)) {
+        (Some(a), Some(p)) if a.configured_provider() == Provider::OpenAi && connect::presets(&state.config).contains(&p) => {
+            Some((a, p))
+        }
+        _ => None,
+    };
+    page_with(&state, page, tab, BTreeMap::new(), &BTreeMap::new(), ConnectExtra { preset, outcome: None }).await
+}
+
+/// The connect section's buttons.
+#[derive(Debug, Deserialize)]
+pub struct ConnectForm {
+    /// `models` (list the provider's models), `test` (test the connection), `use` (save
+    /// `model` as the default model).
+    step: String,
+    #[serde(default)]
+    model: Option<String>,
+}
+
+/// `POST /settings/agents/{agent}/connect` (admins): list the models or test the connection
+/// with the saved configuration (the page again, with the outcome in words), or save the
+/// model picked from the list (back to the tab with a notice).
+pub async fn connect_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(tab): Path<String>,
+    axum::Form(form): axum::Form<ConnectForm>,
+) -> AppResult<Response> {
+    page.auth.require_admin()?;
+    let agent = AgentId::parse(&tab).filter(|a| a.configured_provider() == Provider::OpenAi).ok_or(AppError::NotFound)?;
+    let lang = page.ctx.lang;
+    if form.step == "use" {
+        let model = form.model.as_deref().unwrap_or("");
+        let model = match agent_config::check_model(model) {
+            Ok(m) => m.to_string(),
+            Err(e) => return Err(AppError::invalid("model", e)),
+        };
+        let mut tx = page.auth.tx(&state).await?;
+        let patch = AdminPatch { model: Some(Some(model.clone())), ..AdminPatch::default() };
+        agent_config::apply_patch(&mut tx, &page.auth, agent, patch).await?;
+        tx.commit().await?;
+        flash(&session, page.ctx.t("agents.connect.model_saved").replace("{model}", &model)).await?;
+        return Ok(Redirect::to(&format!("/settings/agents?tab={tab}#connect-{tab}")).into_response());
+    }
+    let listing = match form.step.as_str() {
+        "models" => true,
+        "test" => false,
+        _ => return Err(AppError::invalid("step", "one of models, test, use")),
+    };
+    let checked: AppResult<(Found, String)> = async {
+        let t = connect::target(&state, &page.auth, agent, lang, None, None, None).await?;
+        let current = t.model.clone().unwrap_or_default();
+        let found = if listing {
+            Found::Models(connect::list_models(&t).await?)
+        } else {
+            Found::Test(connect::test_connection(&t, lang).await?)
+        };
+        Ok((found, current))
+    }
+    .await;
+    let outcome = match checked {
+        Ok((Found::Models(models), current)) => ConnectOutcome {
+            ok: true,
+            message: page.ctx.t(if models.is_empty() { "agents.connect.no_models" } else { "agents.connect.models_listed" }),
+            detail: None,
+            models,
+            current_model: current,
+        },
+        Ok((Found::Test(r), current)) => ConnectOutcome {
+            ok: true,
+            message: page
+                .ctx
+                .t(if r.reply.is_empty() { "agents.connect.test_ok_empty" } else { "agents.connect.test_ok" })
+                .replace("{model}", &r.model)
+                .replace("{reply}", &r.reply)
+                .replace("{first}", &r.first_token_ms.to_string())
+                .replace("{total}", &r.latency_ms.to_string()),
+            detail: None,
+            models: Vec::new(),
+            current_model: current,
+        },
+        Err(e) => failed_outcome(&page.ctx, listing, &e),
+    };
+    let status = if outcome.ok { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
+    let extra = ConnectExtra { preset: None, outcome: Some((agent, outcome)) };
+    let resp = page_with(&state, page, tab, BTreeMap::new(), &BTreeMap::new(), extra).await?;
+    Ok((status, resp).into_response())
+}
+
+/// What a check found.
+enum Found {
+    Models(Vec<ModelInfo>),
+    Test(connect::TestResult),
+}
+
+/// A failed check in words: the code's sentence (never the bare code), the server's message
+/// folded away; a refused URL or a missing model is its own sentence.
+fn failed_outcome(ctx: &PageCtx, listing: bool, e: &AppError) -> ConnectOutcome {
+    let (message, detail) = match e {
+        AppError::Invalid { fields, .. } => (fields.values().next().cloned().unwrap_or_else(|| e.to_string()), None),
+        AppError::Provider { code, message } => {
+            let words =
+                ctx.lang.t_opt(&format!("agents.connect.error.{code}")).unwrap_or_else(|| ctx.t("agents.connect.error.other"));
+            let lead = ctx.t(if listing { "agents.connect.list_failed" } else { "agents.connect.test_failed" });
+            let gap = if ctx.is_zh() { "" } else { " " };
+            (format!("{lead}{gap}{words}"), Some(message.clone()))
+        }
+        other => (ctx.t("agents.connect.error.other"), Some(other.public_message())),
+    };
+    ConnectOutcome { ok: false, message, detail, models: Vec::new(), current_model: String::new() }
 }
 
 /// The values a settings form sent for `fields`: `(patch, what to show again on error,

@@ -203,10 +203,10 @@ pub async fn patch(state: &AppState, auth: &Auth, lang: Lang, input: &serde_json
                 match col {
                     ConfigColumn::EndpointUrl => match text(change) {
                         None => p.endpoint_url = Some(None),
-                        Some(u) => match agent_config::check_endpoint(cfg, &u) {
+                        Some(u) => match agent_config::check_endpoint_in(cfg, &u, lang) {
                             Ok(u) => p.endpoint_url = Some(Some(u)),
                             Err(m) => {
-                                errors.insert(spec.key.clone(), m.into());
+                                errors.insert(spec.key.clone(), m);
                             }
                         },
                     },

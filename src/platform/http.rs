@@ -112,6 +112,7 @@ pub struct ClientBuilder {
     user_agent: String,
     retries: u32,
     backoff: Duration,
+    public_only: bool,
 }
 
 impl ClientBuilder {
@@ -140,10 +141,23 @@ impl ClientBuilder {
         self
     }
 
+    /// Connect only to public addresses: a host name that resolves to a loopback, private,
+    /// link-local or otherwise non-public address fails to connect ("resolves only to
+    /// non-public addresses"), checked on the addresses the connection then uses. For
+    /// endpoints allowed by a default list of public providers rather than by the operator.
+    /// (An IP literal is not resolved: callers allow only host names this way.)
+    pub fn public_only(mut self, on: bool) -> Self {
+        self.public_only = on;
+        self
+    }
+
     pub fn build(self) -> Result<Client, HttpError> {
         // Never follow a redirect: every endpoint this client calls passed an operator's
         // allow-list, and a 30x would carry the request (its key, the conversation) past it.
         let mut b = reqwest::Client::builder().user_agent(self.user_agent).redirect(reqwest::redirect::Policy::none());
+        if self.public_only {
+            b = b.dns_resolver(PublicOnly);
+        }
         if let Some(d) = self.connect_timeout {
             b = b.connect_timeout(d);
         }
@@ -171,6 +185,7 @@ impl Client {
             user_agent: USER_AGENT.to_string(),
             retries: 0,
             backoff: Duration::from_millis(500),
+            public_only: false,
         }
     }
 
@@ -225,6 +240,64 @@ impl Client {
                     return Ok(resp);
                 }
             }
+        }
+    }
+}
+
+/// The resolver of [`ClientBuilder::public_only`]: the system's answer without non-public
+/// addresses, or an error when none is left.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let found: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let public: Vec<std::net::SocketAddr> = found.into_iter().filter(|a| is_public(a.ip())).collect();
+            if public.is_empty() {
+                let e = std::io::Error::new(
+                    std::io::ErrorKind::PermissionDenied,
+                    format!("{host} resolves only to non-public addresses, which this endpoint may not use"),
+                );
+                return Err(Box::new(e) as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Whether `ip` is a public unicast address (not loopback, private, shared, link-local,
+/// unique-local, documentation, benchmarking, reserved, multicast or unspecified).
+pub fn is_public(ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || v4.is_multicast()
+                || o[0] == 0
+                || (o[0] == 100 && (o[1] & 0xc0) == 64)
+                || (o[0] == 198 && (o[1] & 0xfe) == 18)
+                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+                || o[0] >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x64 && s[1] == 0xff9b))
         }
     }
 }
@@ -313,6 +386,93 @@ mod tests {
         assert_eq!(HttpErrorKind::of_status(S::BAD_REQUEST), HttpErrorKind::BadResponse);
         let e = HttpError::status(S::SERVICE_UNAVAILABLE);
         assert_eq!((e.kind, e.message.as_str()), (HttpErrorKind::Unavailable, "HTTP 503"));
+    }
+
+    /// Issue 26 item 3: a prefix allows its own origin and the paths under it, segment by
+    /// segment; never a look-alike host, another port or scheme, userinfo, or a path that only
+    /// starts with the same letters or climbs out with `..`.
+    #[test]
+    fn allow_list_prefixes_match_whole_origins_and_path_segments() {
+        let allowed = vec!["https://api.openai.com/v1".to_string(), "https://api.deepseek.com".to_string()];
+        for ok in [
+            "https://api.openai.com/v1",
+            "https://api.openai.com/v1/",
+            "https://API.OpenAI.com/v1",
+            "https://api.openai.com:443/v1",
+            "https://api.openai.com/v1/chat/completions",
+            " https://api.deepseek.com ",
+            "https://api.deepseek.com/v1",
+        ] {
+            assert!(allow_listed(&allowed, ok).is_ok(), "{ok}");
+        }
+        assert_eq!(allow_listed(&allowed, "https://API.openai.com/v1/").unwrap(), "https://api.openai.com/v1");
+        for bad in [
+            "https://api.openai.com.evil.example/v1",
+            "https://api.openai.com/v1@evil.example",
+            "https://api.openai.com/v10",
+            "https://api.openai.com/v1evil",
+            "https://api.openai.com/v1/../admin",
+            "https://api.openai.com/v1/%2e%2e/admin",
+            "https://api.openai.com:8443/v1",
+            "http://api.openai.com/v1",
+            "https://api.openai.com./v1",
+            "https://evil.example/https://api.openai.com/v1",
+            "https://api.deepseek.com.evil.example/v1",
+            "https://api.deepseek.com:444",
+        ] {
+            assert_eq!(allow_listed(&allowed, bad), Err(AllowList::NotAllowed), "{bad}");
+        }
+        for malformed in [
+            "https://api.openai.com@evil.example/v1",
+            "https://user:pw@api.openai.com/v1",
+            "https://api.openai.com/v1?x=1",
+            "https://api.openai.com/v1#f",
+            "ftp://api.openai.com/v1",
+            "api.openai.com/v1",
+        ] {
+            assert_eq!(allow_listed(&allowed, malformed), Err(AllowList::Malformed), "{malformed}");
+        }
+        assert_eq!(allow_listed(&[], "https://api.openai.com/v1"), Err(AllowList::NoneAllowed));
+    }
+
+    #[test]
+    fn only_public_unicast_addresses_are_public() {
+        for ip in [
+            "10.0.0.1",
+            "172.16.5.4",
+            "192.168.1.1",
+            "127.0.0.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+            "224.0.0.1",
+            "255.255.255.255",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["104.18.6.192", "8.8.8.8", "2606:4700::6812:6c0", "::ffff:8.8.8.8"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    /// A host name that resolves to a non-public address is never connected to by a
+    /// public-only client (`localhost` here), while an ordinary client reaches it.
+    #[tokio::test]
+    async fn a_public_only_client_refuses_a_name_that_resolves_to_a_private_address() {
+        let (url, hits) = flaky_server(0).await;
+        let url = url.replace("127.0.0.1", "localhost");
+        let c = Client::builder().public_only(true).connect_timeout(Duration::from_secs(5)).build().unwrap();
+        let e = c.send(c.get(&url)).await.unwrap_err();
+        assert_eq!(e.kind, HttpErrorKind::Unavailable, "{e}");
+        assert!(e.message.contains("resolves only to non-public addresses"), "{}", e.message);
+        assert_eq!(hits.load(Ordering::SeqCst), 0);
+        let c = Client::builder().connect_timeout(Duration::from_secs(5)).build().unwrap();
+        assert_eq!(c.send(c.get(&url)).await.unwrap().status(), 200);
     }
 
     #[test]

@@ -24,6 +24,8 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("/static/app.css", "text/css; charset=utf-8", include_str!("../../static/app.css")),
     // Page AI: a run's journal streamed into the page, resumed after a reload.
     ("/static/ai-run.js", "text/javascript; charset=utf-8", include_str!("../../static/ai-run.js")),
+    // The agent settings' provider presets (optional).
+    ("/static/agent-connect.js", "text/javascript; charset=utf-8", include_str!("../../static/agent-connect.js")),
     // Live source status on the KB page (server-sent events).
     ("/static/kb-live.js", "text/javascript; charset=utf-8", include_str!("../../static/kb-live.js")),
     // Keyboard shortcuts and the copy buttons of `/search` (optional).

@@ -22,6 +22,7 @@ mod isolation;
 mod kbs_sources;
 mod knowledge_rag;
 mod lightrag;
+mod llm_connect;
 mod login_limits;
 mod malformed_json;
 mod mcp;

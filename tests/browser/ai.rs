@@ -539,7 +539,7 @@ async fn a_reload_mid_answer_picks_the_run_up_without_rendering_anything_twice()
             vec![],
         )
         .await;
-    assert!(err.as_str().unwrap().contains("not among the agent endpoints"), "{err}");
+    assert!(err.as_str().unwrap().contains("此服务器不允许连接 http://evil.example"), "{err}");
     assert!(text(&b, "#panel-hermes form[data-section=admin] .settings-status").await.contains("未保存"));
     assert_eq!(run_of(&rt.seed.api, &id).await["provider"], "openai");
     let (_, agents) = rt.seed.api.get_json("/api/page-ai/agents").await;

@@ -25,6 +25,7 @@ mod account;
 mod ai;
 mod ask;
 mod browser;
+mod connect;
 mod downloads;
 mod kb;
 mod screens;

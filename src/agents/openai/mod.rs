@@ -15,8 +15,8 @@
 
 mod accumulate;
 mod stream;
-mod upstream;
-mod wire;
+pub(crate) mod upstream;
+pub(crate) mod wire;
 
 use std::time::Duration;
 
@@ -50,6 +50,9 @@ pub struct OpenAiSettings {
     pub max_tool_rounds: usize,
     /// The longest line the model may stream (`MNOTE_AGENT_MAX_LINE_BYTES`).
     pub max_line_bytes: usize,
+    /// Connect to public addresses only (an endpoint allowed only by the default list of
+    /// public providers, see `agents::config::public_only`).
+    pub public_only: bool,
 }
 
 pub struct OpenAiRuntime {
@@ -141,10 +144,10 @@ impl OpenAiRuntime {
         let key = s.api_key.as_ref().filter(|k| !k.expose().is_empty());
         let url = upstream::chat_url(&s.endpoint).map_err(|m| AgentError::upstream(upstream::UNAVAILABLE, m))?;
         let shown = http::display_url(&url);
-        let client = http::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| AgentError::upstream(upstream::UNAVAILABLE, format!("cannot build the HTTP client: {}", e.message)))?;
+        let client =
+            http::Client::builder().connect_timeout(CONNECT_TIMEOUT).public_only(s.public_only).build().map_err(|e| {
+                AgentError::upstream(upstream::UNAVAILABLE, format!("cannot build the HTTP client: {}", e.message))
+            })?;
         let ep = Endpoint { client: &client, url: &url, shown: &shown, key, idle: s.idle_timeout, max_line: s.max_line_bytes };
         let tools: Vec<ToolSpec> = if s.with_tools { tool_specs(env.tools.offered()) } else { Vec::new() };
 

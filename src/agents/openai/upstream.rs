@@ -19,19 +19,39 @@ pub const STREAM_ERROR: &str = "llm_stream_error";
 /// Longest upstream detail quoted in a message.
 const DETAIL_CHARS: usize = 300;
 
-/// `{endpoint}/chat/completions`, where an endpoint not ending in `/v1` gets it appended
-/// (admins paste both `http://host:8000` and `http://host:8000/v1`); an endpoint that already
-/// names `/chat/completions` is taken as it is.
+/// `{endpoint}/chat/completions`, where an endpoint whose path names no API version gets `/v1`
+/// appended (admins paste both `http://host:8000` and `http://host:8000/v1`; a versioned path
+/// such as `/api/paas/v4` or `/v1beta/openai` is taken as the API root); an endpoint that
+/// already names `/chat/completions` is taken as it is.
 pub fn chat_url(endpoint: &str) -> Result<reqwest::Url, String> {
     let base = endpoint.trim().trim_end_matches('/');
-    let full = if base.ends_with("/chat/completions") {
-        base.to_string()
-    } else if base.ends_with("/v1") {
-        format!("{base}/chat/completions")
-    } else {
-        format!("{base}/v1/chat/completions")
-    };
-    let url = reqwest::Url::parse(&full).map_err(|_| "the configured endpoint is not a valid URL".to_string())?;
+    if base.ends_with("/chat/completions") {
+        return parse_http(base);
+    }
+    parse_http(&format!("{}/chat/completions", api_root(base)?))
+}
+
+/// `{root}/models` of `endpoint` (the provider's model list, `GET`), with the same rules as
+/// [`chat_url`].
+pub fn models_url(endpoint: &str) -> Result<reqwest::Url, String> {
+    let base = endpoint.trim().trim_end_matches('/');
+    let base = base.strip_suffix("/chat/completions").unwrap_or(base);
+    parse_http(&format!("{}/models", api_root(base)?))
+}
+
+/// The API root of `base` (no trailing slash): itself when a path segment names a version
+/// (`v1`, `v4`, `v1beta`), else with `/v1`.
+fn api_root(base: &str) -> Result<String, String> {
+    let url = parse_http(base)?;
+    let versioned = url.path_segments().into_iter().flatten().any(|s| {
+        let mut c = s.chars();
+        c.next() == Some('v') && c.next().is_some_and(|d| d.is_ascii_digit())
+    });
+    Ok(if versioned { base.to_string() } else { format!("{base}/v1") })
+}
+
+fn parse_http(s: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(s).map_err(|_| "the configured endpoint is not a valid URL".to_string())?;
     match url.scheme() {
         "http" | "https" if url.host_str().is_some() => Ok(url),
         _ => Err("the configured endpoint is not an http(s) URL".to_string()),
@@ -136,8 +156,26 @@ mod tests {
             ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1/chat/completions"),
             (" https://llm.example/openai/ ", "https://llm.example/openai/v1/chat/completions"),
             ("https://llm.example/v1/chat/completions", "https://llm.example/v1/chat/completions"),
+            // Versioned API roots of the providers are taken as they are.
+            ("https://open.bigmodel.cn/api/paas/v4", "https://open.bigmodel.cn/api/paas/v4/chat/completions"),
+            (
+                "https://generativelanguage.googleapis.com/v1beta/openai/",
+                "https://generativelanguage.googleapis.com/v1beta/openai/chat/completions",
+            ),
+            ("https://api.deepseek.com", "https://api.deepseek.com/v1/chat/completions"),
+            ("https://api.groq.com/openai/v1", "https://api.groq.com/openai/v1/chat/completions"),
+            // A word that starts with v is no version.
+            ("https://llm.example/vllm", "https://llm.example/vllm/v1/chat/completions"),
         ] {
             assert_eq!(chat_url(given).unwrap().as_str(), want, "{given}");
+        }
+        for (given, want) in [
+            ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1/models"),
+            ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000/v1/models"),
+            ("https://llm.example/v1/chat/completions", "https://llm.example/v1/models"),
+            ("https://open.bigmodel.cn/api/paas/v4", "https://open.bigmodel.cn/api/paas/v4/models"),
+        ] {
+            assert_eq!(models_url(given).unwrap().as_str(), want, "{given}");
         }
         assert!(chat_url("ftp://x/v1").is_err());
         assert!(chat_url("not a url").is_err());
