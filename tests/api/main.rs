@@ -8,6 +8,8 @@ mod helpers;
 mod account_takeover;
 mod accounts;
 mod cli;
+mod cluster;
+mod cluster_harness;
 mod descriptors;
 mod downloads;
 mod fixtures;
