@@ -78,6 +78,10 @@ pub struct Config {
     pub metrics_token: Option<SecretString>,
     /// AI runs: agent endpoints and commands (operator-controlled), limits.
     pub agents: AgentsConfig,
+    /// After SIGTERM, how long open connections (event streams, uploads) may go on before the
+    /// server closes them and stops (MNOTE_SHUTDOWN_GRACE_SECS): a replica being replaced
+    /// must exit even while browsers stream from it (they reconnect to another replica).
+    pub shutdown_grace: Duration,
 }
 
 /// AI runs. Team admins configure `hermes`/`chat_only` endpoints, but only inside
@@ -412,6 +416,7 @@ impl Config {
             rag,
             metrics_token: var("MNOTE_METRICS_TOKEN").map(|t| SecretString::new(t.trim())),
             agents: AgentsConfig::from_env()?,
+            shutdown_grace: Duration::from_secs(parse("MNOTE_SHUTDOWN_GRACE_SECS", 10u64)?),
         })
     }
 
@@ -458,6 +463,7 @@ impl Config {
             rag: RagConfig::for_tests(),
             metrics_token: None,
             agents: AgentsConfig::for_tests(),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 

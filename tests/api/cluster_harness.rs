@@ -179,6 +179,27 @@ impl TestCluster {
         self.replicas[i].kill();
     }
 
+    /// SIGTERM replica `i` (a rolling update's stop) and wait until it exits; its exit status,
+    /// `None` when it was still running after `guard` (then it is killed).
+    pub async fn terminate(&mut self, i: usize, guard: Duration) -> Option<std::process::ExitStatus> {
+        let r = &mut self.replicas[i];
+        let child = r.child.as_mut()?;
+        // SAFETY: kill(2) on our own child process, not yet reaped; no memory is touched.
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let deadline = tokio::time::Instant::now() + guard;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(status) = child.try_wait().unwrap() {
+                r.child = None;
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        r.kill();
+        None
+    }
+
     /// Every replica's log, for a failure message.
     pub fn logs(&self) -> String {
         self.replicas
