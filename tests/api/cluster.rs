@@ -451,6 +451,46 @@ async fn a_replica_killed_mid_parse_loses_no_job() {
     assert!(blocks[0].0 > 0 && blocks[0].0 == blocks[0].1, "one set of blocks: {blocks:?}");
 }
 
+/// An upload received by one replica (kept in the shared data directory) is parsed by another
+/// replica's worker and downloaded and rendered through it, byte for byte.
+#[tokio::test]
+async fn an_upload_through_one_replica_is_parsed_and_served_by_another() {
+    // A takes the upload and ingests nothing; B is the only worker.
+    let mut cl = TestCluster::start(0, &[]).await;
+    cl.add(&[("MNOTE_INGEST_WORKERS", "0")]).await;
+    cl.add(&[]).await;
+    let s = cl.app.bootstrap("acme", OWNER).await;
+    let token = cl.app.token(s.tenant_id, s.user_id).await;
+    let (a, b) = (cl.with_token(0, &token), cl.with_token(1, &token));
+    let (st, kb) = a.post_json("/api/kbs", json!({"name": "Uploads"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let pdf = std::fs::read(crate::fixtures::testdata("pdf/pypdf_multilang.pdf")).unwrap();
+    let form =
+        reqwest::multipart::Form::new().part("file", reqwest::multipart::Part::bytes(pdf.clone()).file_name("multilang.pdf"));
+    let r = a.http.post(format!("{}/api/kbs/{kb}/uploads", a.base)).bearer_auth(&token).multipart(form).send().await.unwrap();
+    let (st, up) = json_of(r).await;
+    assert_eq!(st, StatusCode::CREATED, "{up}");
+    let id = up["items"][0]["id"].as_str().unwrap().to_string();
+    let items = all_indexed(&cl, &b, &kb, 1, Duration::from_secs(180)).await;
+    assert_eq!(items[0]["id"].as_str(), Some(id.as_str()));
+    let jobs: Vec<(Option<String>,)> = system_rows(&cl, s.tenant_id, "select worker from ingest_job", None).await;
+    assert!(jobs.iter().all(|(w,)| w.as_deref().is_some_and(|w| cl.replica(1).owns_worker(w))), "{jobs:?}");
+
+    let r = b
+        .req(reqwest::Method::GET, &format!("/sources/{id}/download"))
+        .header("accept-encoding", "identity")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.bytes().await.unwrap().as_ref(), pdf.as_slice(), "B serves the bytes A received");
+    let r = b.get(&format!("/sources/{id}/pages/1.png?scale=1")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(r.headers()["content-type"], "image/png");
+    assert!(r.bytes().await.unwrap().starts_with(b"\x89PNG"), "a rendered page");
+}
+
 // ---------------------------------------------------------------------------------------
 // Search
 
