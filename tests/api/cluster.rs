@@ -144,13 +144,13 @@ fn seq_of(e: &crate::cluster_harness::SseEvent) -> i64 {
 async fn runs_stream_resume_and_cancel_across_replicas_and_a_killed_replicas_run_ends_interrupted() {
     let mock = crate::lightrag::mock_llm();
     let root = mock.trim_end_matches("/v1").to_string();
-    // A short lease (heartbeat every 3 s) so the killed replica's run is noticed soon; the
+    // A short lease (heartbeat every 5 s) so the killed replica's run is noticed soon; the
     // model may be silent for long (`[[hang]]`) without failing the run.
     let mut cl = TestCluster::start(
         3,
         &[
             ("MNOTE_AGENT_ALLOWED_URLS", &root),
-            ("MNOTE_RUN_LEASE_SECS", "9"),
+            ("MNOTE_RUN_LEASE_SECS", "15"),
             ("MNOTE_AGENT_IDLE_TIMEOUT_SECS", "600"),
             ("MNOTE_MAX_RUNS_PER_USER", "2"),
         ],
@@ -247,7 +247,7 @@ async fn runs_stream_resume_and_cancel_across_replicas_and_a_killed_replicas_run
         }
     }
     let e = interrupted.unwrap_or_else(|| panic!("no run.interrupted on A\n{}", cl.logs()));
-    eprintln!("the killed replica's run was interrupted {:?} after the kill (lease 9 s)", killed.elapsed());
+    eprintln!("the killed replica's run was interrupted {:?} after the kill (lease 15 s)", killed.elapsed());
     let payload: Value = serde_json::from_str(&e.data).unwrap();
     assert_eq!(payload["payload"]["reason"], "worker_lost", "{payload}");
     let n = *seen.last().unwrap();
