@@ -23,6 +23,13 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[hugeline]]   after the first chunk, one `data:` line that never ends (64 KB writes, fast,
                  up to 256 MB or until the client goes away)
   [[huge]]       an answer of 4 MB, streamed in 8 KB deltas as fast as possible
+  [[needchoice]] tools are ignored unless the request says `tool_choice` (as llama-cpp-python's
+                 server does): without it, the answer without tools
+  [[namerepeat]] every tool-call delta repeats `id`, `type` and `function.name` beside its piece
+                 of `arguments` (as llama-cpp-python's and some vLLM versions' streams do)
+  [[textcall]]   the tool call written as plain text in `content` (a Hermes/Qwen-style
+                 `<tool_call>{"name": …, "arguments": …}</tool_call>` block) instead of
+                 `tool_calls`, finish reason `stop` (a model the server does not parse calls for)
 With `tools` and no `role: tool` message yet: one `mnote_evidence_search` call (arguments split
 over 3 chunks); after a tool message: one line per top result (<= 3), "<first sentence of its
 quote> [evidence:<evidenceId>]"; without tools: a plain answer. The key `sk-wrong` gets 401 on
@@ -119,7 +126,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall)\]\]")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -144,7 +151,11 @@ def script_for(body):
     flags = set(DIRECTIVE.findall(last))
     question = " ".join(DIRECTIVE.sub(" ", last).split())
     tool_msgs = [m for m in messages if m.get("role") == "tool"]
-    if body.get("tools") and "loop" in flags:  # a model that never stops searching
+    tools = body.get("tools") and not ("needchoice" in flags and not body.get("tool_choice"))
+    if tools and "textcall" in flags:
+        call = json.dumps({"name": "mnote_evidence_search", "arguments": {"query": question}}, ensure_ascii=False)
+        return ("text", f"<tool_call>\n{call}\n</tool_call>"), flags
+    if tools and "loop" in flags:  # a model that never stops searching
         return ("tool", json.dumps({"query": question}, ensure_ascii=False)), flags
     if tool_msgs:
         try:
@@ -160,7 +171,7 @@ def script_for(body):
                 lines.append(f"The fleet was founded on the Moon in 1802. [evidence:{results[0]['evidenceId']}]")
             lines.append(f"Penguins supervise the night shift. [evidence:{uuid.uuid4()}]")
         return ("text", "\n".join(lines) if lines else NOTHING), flags
-    if body.get("tools"):
+    if tools:
         return ("tool", json.dumps({"query": question}, ensure_ascii=False)), flags
     return ("text", f"This is a scripted answer without tools. You asked: \u201c{question}\u201d. "
                     "I cannot search your knowledge bases in this conversation. "
@@ -244,7 +255,11 @@ def serve_scripted(handler, body):
                                         "function": {"name": "mnote_evidence_search", "arguments": parts[0]}}]}))
             for p in parts[1:]:
                 time.sleep(0.02)
-                send(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
+                if "namerepeat" in flags:
+                    send(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
+                                                "function": {"name": "mnote_evidence_search", "arguments": p}}]}))
+                else:
+                    send(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
             send(chunk(finish="tool_calls"))
         else:
             slow = "slow" in flags

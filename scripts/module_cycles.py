@@ -1,10 +1,28 @@
 #!/usr/bin/env python3
-"""Fail when the crate's file modules import each other in a cycle (`./dev test` runs it).
+"""The crate's structure check (`./dev test` runs it). Fails when:
 
-Every `src/**/*.rs` file is a module; an edge is a `crate::a::b` or `super::x` path (including
-`use crate::{a::{b, c}}` groups) resolved to the longest existing file module. Test code
+1. file modules import each other in a cycle;
+2. top-level folders (features: `agents`, `journal`, …) import each other in a cycle, or a
+   folder imports one that `docs/ARCHITECTURE.md` does not allow it to (the table under
+   "## Allowed dependencies", one line per folder: `| folder | may import |`);
+3. a source file is longer than MAX_LINES.
+
+Every `src/**/*.rs` file is a module. An edge is a path that names another module:
+`crate::a::b` and `super::x` (also inside `use crate::{a::{b, c}}` groups and with `as`
+renames), a name brought in by `use` and then used as a path (`use crate::journal;` …
+`journal::pages::x`, `use crate::journal as j;` … `j::x`), resolved to the longest existing
+file module; and the `crate::…` calls of the askama templates a module renders
+(`#[template(path = "…")]`, following `extends`, `include` and `import`). Test code
 (`#[cfg(test)]` and after) and comments are ignored; a `mod.rs` declaring its children is not
-an edge. Prints each cycle (strongly connected component) and exits 1 if there is one.
+an edge.
+
+`state` is the service container: features import it, and it imports their service files, so
+it takes no part in folder cycles (rule 1 still holds for its files).
+
+Known debts (edges that break rule 1 or 2 today, each with what removes it) are listed in the
+same document under "## Known dependency debts" as `- folder a -> b: reason` or
+`- module a/x -> b: reason`; the check fails when a debt is gone (so the list stays true) or
+when a new violation appears. `--graph` prints the folder graph.
 """
 
 import collections
@@ -12,8 +30,15 @@ import os
 import re
 import sys
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-IDENT = r"[a-z_][a-z0-9_]*"
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.normpath(os.path.join(HERE, ".."))
+ROOT = os.path.join(REPO, "src")
+TEMPLATES = os.path.join(REPO, "templates")
+ARCH = os.path.join(REPO, "docs", "ARCHITECTURE.md")
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+MAX_LINES = 800
+# Files over MAX_LINES today, each to be split (issue "One typed API for the second half").
+LONG_FILE_DEBTS = {"src/agents/descriptors.rs"}
 
 
 def modules():
@@ -31,9 +56,56 @@ def modules():
     return files
 
 
-def main():
-    files = modules()
+def split_top(s, sep=","):
+    depth, cur, out = 0, "", []
+    for ch in s:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == sep and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return out
 
+
+def use_items(prefix, body):
+    """(path, bound name) of every item of a `use` tree below `prefix`."""
+    out = []
+    for it in split_top(body):
+        it = it.strip()
+        if not it:
+            continue
+        m = re.match(rf"((?:{IDENT}::)*)\{{(.*)\}}$", it, re.S)
+        if m:
+            sub = prefix + [x for x in m.group(1).split("::") if x]
+            out += use_items(sub, m.group(2))
+            continue
+        m = re.match(rf"({IDENT}(?:::{IDENT})*)(?:\s+as\s+({IDENT}))?$", it, re.S)
+        if not m:
+            continue
+        parts = prefix + m.group(1).split("::")
+        if parts and parts[-1] == "self":
+            parts = parts[:-1]
+        if not parts:
+            continue
+        out.append((parts, m.group(2) or parts[-1]))
+    return out
+
+
+def template_paths(name, seen):
+    """A template and those it extends, includes or imports (transitively)."""
+    path = os.path.join(TEMPLATES, name)
+    if name in seen or not os.path.isfile(path):
+        return
+    seen.add(name)
+    text = open(path, encoding="utf-8").read()
+    for m in re.finditer(r"\{%-?\s*(?:extends|include|import)\s+\"([^\"]+)\"", text):
+        template_paths(m.group(1), seen)
+
+
+def edges_of(files):
     def resolve(parts):
         for i in range(len(parts), 0, -1):
             if tuple(parts[:i]) in files:
@@ -45,41 +117,51 @@ def main():
         text = open(path, encoding="utf-8").read().split("#[cfg(test)]")[0]
         text = re.sub(r"//[^\n]*", "", text)
         parent = list(mod[:-1])
+        me = list(mod)
 
         def add(parts):
             t = resolve(parts)
             if t and t != mod:
                 edges[mod].add(t)
 
-        for m in re.finditer(rf"crate::((?:{IDENT}::)*{IDENT})(?![a-z0-9_]|::\{{)", text):
-            add(m.group(1).split("::"))
-        for m in re.finditer(rf"super::((?:{IDENT}::)*{IDENT})(?![a-z0-9_]|::\{{)", text):
-            add(parent + m.group(1).split("::"))
-        for m in re.finditer(rf"(crate|super)::((?:{IDENT}::)*)\{{(.*?)\}};", text, re.S):
-            prefix = ([] if m.group(1) == "crate" else parent) + [x for x in m.group(2).split("::") if x]
-            depth, cur, items = 0, "", []
-            for ch in m.group(3):
-                depth += ch == "{"
-                depth -= ch == "}"
-                if ch == "," and depth == 0:
-                    items.append(cur)
-                    cur = ""
-                else:
-                    cur += ch
-            items.append(cur)
-            for it in items:
-                head = re.match(rf"({IDENT}(?:::{IDENT})*)", it.strip())
-                if not head:
-                    continue
-                h = prefix + head.group(1).split("::")
-                sub = re.search(r"::\{(.*)\}", it, re.S)
-                if sub:
-                    for x in re.findall(IDENT, sub.group(1)):
-                        add(h + [x])
-                else:
-                    add(h)
+        def absolute(head, rest):
+            if head == "crate":
+                return rest
+            if head == "super":
+                return parent + rest
+            if head == "self":
+                return me + rest
+            return None
 
-    index, low, stack, on, cycles, counter = {}, {}, [], set(), [], [0]
+        # Names bound by `use` (modules among them): `use crate::journal;`, `… as j;`, groups.
+        bound = {}
+        for m in re.finditer(r"\buse\s+(crate|super|self)::(.*?);", text, re.S):
+            body = m.group(2)
+            base = absolute(m.group(1), [])
+            for parts, name in use_items(base, body):
+                add(parts)
+                if name != "_" and name != "*":
+                    bound[name] = parts
+        # Paths written out in full.
+        for m in re.finditer(rf"\b(crate|super)::((?:{IDENT}::)*{IDENT})(?![A-Za-z0-9_]|::\{{)", text):
+            add(absolute(m.group(1), m.group(2).split("::")))
+        # Paths through a bound name: `journal::pages::x`, `j::x`.
+        for name, parts in bound.items():
+            for m in re.finditer(rf"(?<![A-Za-z0-9_:]){re.escape(name)}::((?:{IDENT}::)*{IDENT})", text):
+                add(parts + m.group(1).split("::"))
+        # The templates this module renders: their `crate::…` calls are this module's imports.
+        seen = set()
+        for m in re.finditer(r"#\[template\([^)]*path\s*=\s*\"([^\"]+)\"", text):
+            template_paths(m.group(1), seen)
+        for name in seen:
+            t = open(os.path.join(TEMPLATES, name), encoding="utf-8").read()
+            for m in re.finditer(rf"\bcrate::((?:{IDENT}::)*{IDENT})", t):
+                add(m.group(1).split("::"))
+    return edges
+
+
+def sccs(nodes, edges):
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
     sys.setrecursionlimit(10000)
 
     def visit(v):
@@ -102,17 +184,110 @@ def main():
                 if w == v:
                     break
             if len(comp) > 1:
-                cycles.append(sorted("/".join(x) or "lib" for x in comp))
+                out.append(comp)
 
-    for v in list(files):
+    for v in list(nodes):
         if v not in index:
             visit(v)
-    for c in cycles:
-        print("import cycle between modules:", " ".join(c))
-        for a in c:
+    return out
+
+
+def architecture():
+    """The allowed folder dependencies and the known debts, from docs/ARCHITECTURE.md."""
+    text = open(ARCH, encoding="utf-8").read()
+    allowed, debts = {}, {}
+    sec = re.search(r"^## Allowed dependencies\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    if not sec:
+        sys.exit("docs/ARCHITECTURE.md has no '## Allowed dependencies' section")
+    for line in sec.group(1).splitlines():
+        m = re.match(r"\|\s*`?([a-z_]+)`?\s*\|(.*)\|\s*$", line)
+        if not m or m.group(1) in ("folder",):
+            continue
+        allowed[m.group(1)] = set(re.findall(r"`([a-z_]+)`", m.group(2)))
+    mdebts = {}
+    sec = re.search(r"^## Known dependency debts\n(.*?)(?=^## |\Z)", text, re.S | re.M)
+    for line in (sec.group(1).splitlines() if sec else []):
+        m = re.match(r"-\s*(folder|module)\s+`?([a-z_/]+)`?\s*->\s*`?([a-z_/]+)`?\s*:", line)
+        if m:
+            (debts if m.group(1) == "folder" else mdebts)[(m.group(2), m.group(3))] = line
+    return allowed, debts, mdebts
+
+
+def folder(mod):
+    return mod[0] if mod else "lib"
+
+
+def main():
+    files = modules()
+    edges = edges_of(files)
+    failed = False
+    allowed, debts, mdebts = ({}, {}, {}) if "--graph" in sys.argv else architecture()
+
+    # 1. File modules (without the known debts, each of which must still exist).
+    name = lambda m: "/".join(m) or "lib"  # noqa: E731
+    present = {(name(a), name(b)) for a, bs in edges.items() for b in bs}
+    for d in sorted(set(mdebts) - present):
+        failed = True
+        print(f"the known debt module {d[0]} -> {d[1]} is gone: remove it from docs/ARCHITECTURE.md")
+    medges = collections.defaultdict(set, {a: {b for b in bs if (name(a), name(b)) not in mdebts} for a, bs in edges.items()})
+    for comp in sccs(list(files), medges):
+        failed = True
+        names = sorted("/".join(x) or "lib" for x in comp)
+        print("import cycle between modules:", " ".join(names))
+        for a in names:
             ka = tuple(a.split("/")) if a != "lib" else ()
-            print("   ", a, "->", ", ".join(sorted("/".join(x) for x in edges[ka] if "/".join(x) in c)))
-    return 1 if cycles else 0
+            print("   ", a, "->", ", ".join(sorted("/".join(x) for x in medges[ka] if "/".join(x) in names)))
+
+    # 2. Folders.
+    fedges = collections.defaultdict(set)
+    why = {}
+    for a, targets in edges.items():
+        for b in targets:
+            fa, fb = folder(a), folder(b)
+            if fa != fb and fa != "lib":
+                fedges[fa].add(fb)
+                why.setdefault((fa, fb), ("/".join(a), "/".join(b)))
+    if "--graph" in sys.argv:
+        for f in sorted(fedges):
+            print(f, "->", ", ".join(sorted(fedges[f])))
+        return 0
+    violations = set()
+    for fa in sorted(fedges):
+        if fa not in allowed:
+            print(f"folder {fa}/ is not in docs/ARCHITECTURE.md's allowed dependencies")
+            failed = True
+            continue
+        for fb in sorted(fedges[fa]):
+            if fb not in allowed[fa]:
+                violations.add((fa, fb))
+    for v in sorted(violations - set(debts)):
+        failed = True
+        a, b = why[v]
+        print(f"{v[0]}/ imports {v[1]}/, which docs/ARCHITECTURE.md does not allow (first seen: {a} -> {b})")
+    for d in sorted(set(debts) - violations):
+        failed = True
+        print(f"the known debt {d[0]} -> {d[1]} is gone: remove it from docs/ARCHITECTURE.md")
+    graph = collections.defaultdict(
+        set, {a: {b for b in bs if (a, b) not in debts and b != "state"} for a, bs in fedges.items() if a != "state"}
+    )
+    for comp in sccs(list(graph), graph):
+        failed = True
+        print("import cycle between folders:", " ".join(sorted(comp)))
+        for a in sorted(comp):
+            for b in sorted(graph[a] & set(comp)):
+                print(f"    {a} -> {b} (e.g. {why[(a, b)][0]} -> {why[(a, b)][1]})")
+
+    # 3. Long files.
+    for mod, path in sorted(files.items()):
+        rel = os.path.relpath(path, REPO)
+        n = sum(1 for _ in open(path, encoding="utf-8"))
+        if n > MAX_LINES and rel not in LONG_FILE_DEBTS:
+            failed = True
+            print(f"{rel} has {n} lines (more than {MAX_LINES}): split it")
+        if n <= MAX_LINES and rel in LONG_FILE_DEBTS:
+            failed = True
+            print(f"{rel} has {n} lines now: remove it from LONG_FILE_DEBTS")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -224,7 +224,8 @@ pub struct EventsQuery {
 }
 
 /// `GET /api/page-ai/runs/{hostRunId}/events?afterSeq=N`: JSON, or SSE with
-/// `Accept: text/event-stream` (`Last-Event-ID` wins over `afterSeq`).
+/// `Accept: text/event-stream` (`Last-Event-ID` wins over `afterSeq`; `204 No Content` when the
+/// run has ended and the cursor is at or past its ending event).
 pub async fn events(
     State(state): State<AppState>,
     auth: Auth,
@@ -237,7 +238,11 @@ pub async fn events(
     let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<i64>().ok());
     let after = last_event_id.or(q.after_seq).unwrap_or(0).max(0);
     if wants_sse {
-        load(&state, &auth, id).await?;
+        // A reconnect after the run's ending event: 204 stops a standard EventSource client
+        // (an empty 200 stream would have it reconnect every few seconds, forever).
+        if stream::over_after(&state, &auth, id, after).await?.ok_or(AppError::NotFound)? {
+            return Ok(StatusCode::NO_CONTENT.into_response());
+        }
         let grant = match crate::auth::bearer_token(&headers) {
             Some(token) => stream::Grant::Token(crate::auth::tokens::hash(token)),
             None => stream::Grant::Session {

@@ -1,6 +1,7 @@
 //! Reading a run's journal: a JSON page (`?afterSeq=N`) or a server-sent-event stream of the
 //! same events (`id:` = seq, `Last-Event-ID` honoured, keep-alive comments, ends after the
-//! event that ends the run). Both read under the caller's RLS and apply terminal
+//! event that ends the run; a reconnect at or past that event is `204 No Content`, see
+//! [`over_after`]). Both read under the caller's RLS and apply terminal
 //! reconciliation: a run whose status is terminal but whose journal lacks the terminal event
 //! gets one supplied (marked `reconciled: true`, never stored).
 //!
@@ -113,6 +114,21 @@ async fn read(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult
         }
     };
     Ok(Some((row, items, ended)))
+}
+
+/// Whether the run is gone (`None`) or its events after `after` are over: the run has ended
+/// and `after` is at or past its ending event (the journal's, else the one its status implies,
+/// [`reconciled`]). A stream resumed there would end at once, empty; the handler answers
+/// `204 No Content` instead, which tells a standard EventSource client to stop reconnecting.
+pub async fn over_after(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult<Option<bool>> {
+    let mut tx = auth.tx(state).await?;
+    let Some(row) = store::get(&mut tx, run).await? else { return Ok(None) };
+    let ending = store::ending_seq(&mut tx, run).await?;
+    tx.commit().await?;
+    Ok(Some(match ending {
+        Some(seq) => after >= seq,
+        None => reconciled(&row).is_some_and(|e| after >= e.seq),
+    }))
 }
 
 /// The ending event the run's status implies.

@@ -43,7 +43,39 @@ pub fn router(state: &AppState) -> Router<AppState> {
         Arc::new(NeverSessionManager::default()),
         transport_config(&state.config),
     );
-    Router::new().route_service("/mcp", service).layer(from_fn(json_errors)).layer(from_fn_with_state(state.clone(), guard))
+    Router::new()
+        .route_service("/mcp", service)
+        .layer(from_fn(json_errors))
+        .layer(from_fn_with_state(state.clone(), guard))
+        .merge(discovery())
+}
+
+/// The OAuth discovery paths MCP clients probe after a `401` (RFC 9728 protected-resource
+/// metadata, RFC 8414 authorization-server metadata, OpenID Connect discovery, at the root and
+/// under `/mcp`) and dynamic client registration (`POST /register`): this server runs no OAuth
+/// authorization server, so each answers at once with a JSON `404` saying where tokens come
+/// from, and the client stops there instead of trying the next guess.
+const DISCOVERY_PATHS: [&str; 9] = [
+    "/.well-known/oauth-protected-resource",
+    "/.well-known/oauth-protected-resource/mcp",
+    "/.well-known/oauth-authorization-server",
+    "/.well-known/oauth-authorization-server/mcp",
+    "/.well-known/openid-configuration",
+    "/.well-known/openid-configuration/mcp",
+    "/mcp/.well-known/openid-configuration",
+    "/mcp/.well-known/oauth-authorization-server",
+    "/register",
+];
+
+/// How to get a token, for every refusal of `/mcp` and every discovery path.
+const TOKEN_HELP: &str = "this server takes API tokens issued out of band, not OAuth: create one in Settings → API tokens \
+    (/settings/tokens) or with `mnote token create`, and send it as `Authorization: Bearer mnote_…`";
+
+fn discovery() -> Router<AppState> {
+    async fn no_oauth() -> Response {
+        (StatusCode::NOT_FOUND, axum::Json(json!({"error": {"code": "not_found", "message": TOKEN_HELP}}))).into_response()
+    }
+    DISCOVERY_PATHS.iter().fold(Router::new(), |r, p| r.route(p, axum::routing::any(no_oauth)))
 }
 
 /// Stateless JSON (no sessions: any replica answers any request), the request size limit,
@@ -107,8 +139,28 @@ fn citation_base(cfg: &Config) -> String {
     format!("http://{bound}")
 }
 
-fn challenge(mut r: Response) -> Response {
-    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"mnote\""));
+/// A refused credential: `401` with our error body saying how to get a token, and a
+/// `WWW-Authenticate: Bearer` challenge (RFC 6750: `invalid_token` when a token was sent, no
+/// error code when none was) with the same description.
+fn refused(e: AppError, token_sent: bool) -> Response {
+    let code = e.code();
+    let message = match e {
+        AppError::TokenExpired => format!("this API token has expired; {TOKEN_HELP}"),
+        _ if token_sent => format!("this API token is not valid here (unknown, revoked or of another server); {TOKEN_HELP}"),
+        _ => format!("an API token is required; {TOKEN_HELP}"),
+    };
+    let mut r = (StatusCode::UNAUTHORIZED, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response();
+    // A header value is visible ASCII: the description without the non-ASCII of the message.
+    let ascii: String =
+        message.replace('→', "->").replace('…', "...").chars().filter(|c| c.is_ascii() && *c != '"' && *c != '\\').collect();
+    let challenge = if token_sent {
+        format!("Bearer realm=\"mnote\", error=\"invalid_token\", error_description=\"{ascii}\"")
+    } else {
+        format!("Bearer realm=\"mnote\", error_description=\"{ascii}\"")
+    };
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
     r
 }
 
@@ -125,7 +177,7 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
         .into_response();
     }
     if bearer_token(&parts.headers).is_none() {
-        return challenge(AppError::Unauthorized.into_response());
+        return refused(AppError::Unauthorized, parts.headers.contains_key(header::AUTHORIZATION));
     }
     let limit = state.config.mcp_max_body_bytes;
     let declared = parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
@@ -134,7 +186,7 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
     }
     let auth = match Auth::from_request_parts(&mut parts, &state).await {
         Ok(a) => a,
-        Err(e @ AppError::Unauthorized) => return challenge(e.into_response()),
+        Err(e @ (AppError::Unauthorized | AppError::TokenExpired)) => return refused(e, true),
         Err(e) => return e.into_response(),
     };
     let limit_key = format!("{}:{}", auth.tenant_id, auth.user_id);

@@ -33,9 +33,20 @@ pub fn admin_url() -> String {
         .expect("MNOTE_TEST_ADMIN_URL is not set: run the tests through `./dev test`, which starts Postgres")
 }
 
+/// A URL of `db` for `role`, on the admin URL's server, with the role's password when one of
+/// the URLs `./dev` exports names that role (its cluster refuses TCP logins without one).
 pub fn role_url(role: &str, db: &str) -> String {
     let opts = PgConnectOptions::from_str(&admin_url()).expect("admin url");
-    format!("postgres://{role}@{}:{}/{db}", opts.get_host(), opts.get_port())
+    let password = ["MNOTE_TEST_ADMIN_URL", "DATABASE_URL", "MNOTE_MIGRATION_DATABASE_URL"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .filter_map(|u| reqwest::Url::parse(&u).ok())
+        .find(|u| u.username() == role)
+        .and_then(|u| u.password().map(str::to_string));
+    let mut url = reqwest::Url::parse(&format!("postgres://{}:{}/{db}", opts.get_host(), opts.get_port())).expect("role url");
+    url.set_username(role).expect("role name");
+    url.set_password(password.as_deref()).expect("password");
+    url.to_string()
 }
 
 /// Drop databases left by earlier runs, once per test binary (every test waits for it: a

@@ -290,8 +290,20 @@ async fn events_resume_after_seq_and_last_event_id_without_duplicates_or_gaps() 
     assert!(text.starts_with("part1 part2 part3 part4 part5 late live0 "), "{text}");
     assert!(text.contains("live2"), "{text}");
 
-    // After the end, a stream from the last id ends at once; the JSON page says ended.
-    let mut sse = SseReader::open(&c, &path, Some(last.id)).await;
+    // After the end, a reconnect from the ending event's id (or past it, or `afterSeq` there)
+    // is 204 No Content, which stops a standard EventSource client; from before it, the rest
+    // of the events, then the end. The JSON page says ended.
+    for (query, header) in [("", Some(last.id)), ("", Some(last.id + 5)), (&*format!("?afterSeq={}", last.id), None)] {
+        let mut req = c.req(reqwest::Method::GET, &format!("{path}{query}")).header("accept", "text/event-stream");
+        if let Some(id) = header {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::NO_CONTENT, "{query} {header:?}");
+        assert!(r.bytes().await.unwrap().is_empty());
+    }
+    let mut sse = SseReader::open(&c, &path, Some(last.id - 1)).await;
+    assert_eq!(sse.next().await.map(|e| e.id), Some(last.id));
     assert!(sse.next().await.is_none());
     let (_, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq={}", last.id)).await;
     assert_eq!((seqs(&page).len(), &page["ended"], &page["status"]), (0, &json!(true), &json!("completed")));
@@ -325,6 +337,15 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     let e = sse.next().await.unwrap();
     assert_eq!((e.id, e.kind.as_str()), (3, "run.failed"));
     assert!(sse.next().await.is_none(), "the stream ends after the supplied ending");
+    // Reconnecting from the supplied ending's id: 204, as after a stored ending.
+    let r = c
+        .req(reqwest::Method::GET, &format!("/api/page-ai/runs/{run}/events"))
+        .header("accept", "text/event-stream")
+        .header("last-event-id", "3")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
     // Nothing was stored: the journal still ends at seq 2.
     let mut tx = TenantTx::begin(&app.pool, s.tenant_id, Scope::System).await.unwrap();
     let n: i64 =
@@ -819,4 +840,41 @@ async fn bench_sse_crowd_against_normal_requests() {
             pct_ms(&mut lat, 1.0),
         );
     }
+}
+
+/// Issue 27: a standard WHATWG EventSource client (npm `eventsource`, pinned in
+/// tests/clients) that does not close itself on `run.completed` reconnected to a finished
+/// run every 3 s forever (`Last-Event-ID` = the ending's seq, an empty `200` stream each
+/// time). The reconnect now gets `204 No Content`, and the client stops: two connections in
+/// all, the events once, the client closed and quiet for two more reconnect intervals.
+#[tokio::test]
+async fn a_standard_eventsource_client_stops_reconnecting_to_a_finished_run() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let run = manual_run(&app, s.tenant_id, s.user_id, "s-es").await;
+    append(&app, s.tenant_id, run, vec![delta("the answer")]).await;
+    finish_completed(&app, s.tenant_id, run, "the answer").await;
+    let token = app.token(s.tenant_id, s.user_id).await;
+    let url = format!("{}/api/page-ai/runs/{run}/events", app.base);
+    let script = crate::clients::script("eventsource_count.mjs");
+    let out = crate::clients::node(
+        &[script.as_os_str(), url.as_ref(), "run.created".as_ref(), "message.delta".as_ref(), "run.completed".as_ref()],
+        &[("MNOTE_TOKEN", &token)],
+        Duration::from_secs(120),
+    )
+    .await;
+    assert!(out.status.success(), "{}", crate::clients::text(&out));
+    let report: Value =
+        serde_json::from_slice(out.stdout.trim_ascii()).unwrap_or_else(|e| panic!("{e}: {}", crate::clients::text(&out)));
+    let connections: Vec<(Option<i64>, Option<&str>)> =
+        report["connections"].as_array().unwrap().iter().map(|c| (c["status"].as_i64(), c["lastEventId"].as_str())).collect();
+    assert_eq!(connections, vec![(Some(200), None), (Some(204), Some("3"))], "{report}");
+    let kinds: Vec<&str> = report["events"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["run.created", "message.delta", "run.completed"], "{report}");
+    assert_eq!(
+        (report["opens"].as_i64(), &report["closed"], &report["reason"]),
+        (Some(1), &json!(true), &json!("closed")),
+        "{report}"
+    );
+    assert_eq!(report["errors"].as_array().unwrap().last().unwrap()["code"], 204, "{report}");
 }

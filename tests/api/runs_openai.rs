@@ -380,3 +380,54 @@ async fn an_answer_over_the_limit_fails_the_run_with_answer_too_large() {
     }
     assert!(run.to_string().len() < 600 << 10, "the stored run is bounded: {} bytes", run.to_string().len());
 }
+
+/// Issue 27: llama-cpp-python's server ignores `tools` unless the request says `tool_choice`
+/// (`[[needchoice]]` shapes the mock so): tools are always offered with `tool_choice: "auto"`,
+/// and the model searches.
+#[tokio::test]
+async fn a_server_that_ignores_tools_without_tool_choice_still_gets_them() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[needchoice]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let started: Vec<&Value> = evs.iter().filter(|e| e["kind"] == "tool.started").collect();
+    assert_eq!(started.len(), 1, "the tools were ignored: {:?} {run}", kinds(&evs));
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains("The robots charge overnight in the north hall.") && answer.contains("](/sources/"), "{answer}");
+    assert!(!answer.contains("without tools"), "{answer}");
+}
+
+/// Issue 27: some servers (llama-cpp-python, some vLLM versions) repeat `id`, `type` and
+/// `function.name` in every tool-call delta (`[[namerepeat]]`): still one call, its name
+/// once and its arguments whole.
+#[tokio::test]
+async fn a_stream_repeating_the_function_name_in_every_delta_is_one_call() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[namerepeat]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let started: Vec<&Value> = evs.iter().filter(|e| e["kind"] == "tool.started").collect();
+    assert_eq!(started.len(), 1, "{:?}", kinds(&evs));
+    assert_eq!(started[0]["payload"]["arguments"]["query"], "Where do the robots charge?", "{}", started[0]);
+    let completed = evs.iter().find(|e| e["kind"] == "tool.completed").expect("tool.completed");
+    assert_eq!(completed["payload"]["ok"], true, "a repeated name made an unknown tool: {completed}");
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains("The robots charge overnight in the north hall.") && answer.contains("](/sources/"), "{answer}");
+}
+
+/// Issue 27: a model whose server does not parse its calls writes the call as text
+/// (`<tool_call>{…}</tool_call>` in `content`, `[[textcall]]`): the run completes with that
+/// text as its answer; nothing is run, nothing crashes.
+#[tokio::test]
+async fn a_tool_call_written_as_text_ends_as_an_answer_with_the_text() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    let id = start(&c, "hermes", "Where do the robots charge? [[textcall]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.starts_with("<tool_call>") && answer.contains("\"name\": \"mnote_evidence_search\""), "{answer}");
+    assert!(answer.contains("Where do the robots charge?"), "{answer}");
+    assert!(!kinds(&evs).iter().any(|k| k.starts_with("tool.")), "{:?}", kinds(&evs));
+    assert_eq!(streamed(&evs), answer);
+    assert_eq!(kinds(&evs).last(), Some(&"run.completed"));
+}

@@ -25,7 +25,7 @@ use futures_util::future::BoxFuture;
 use self::{
     accumulate::ToolCall,
     stream::{Endpoint, Streamed},
-    wire::{ChatRequest, FunctionCallOut, FunctionSpec, Message, StreamOptions, ToolCallOut, ToolSpec},
+    wire::{ChatRequest, FunctionCallOut, FunctionSpec, Message, ToolCallOut, ToolSpec},
 };
 use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole};
 use crate::platform::{SecretString, http};
@@ -158,13 +158,7 @@ impl OpenAiRuntime {
             if !tools.is_empty() && !offer {
                 messages.push(Message::User { content: LAST_ROUND.to_string() });
             }
-            let body = ChatRequest {
-                model: &s.model,
-                messages: &messages,
-                stream: true,
-                stream_options: StreamOptions { include_usage: true },
-                tools: if offer { &tools } else { &[] },
-            };
+            let body = ChatRequest::new(&s.model, &messages, if offer { &tools } else { &[] });
             let turn = stream::complete(&ep, &body, &env.cancel, &mut out).await?;
             if let Some(u) = turn.usage {
                 tracing::debug!(prompt = ?u.prompt_tokens, completion = ?u.completion_tokens, "model usage");

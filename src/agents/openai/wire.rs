@@ -16,6 +16,25 @@ pub struct ChatRequest<'a> {
     /// Left out when empty: several servers reject `"tools": []`.
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     pub tools: &'a [ToolSpec<'a>],
+    /// `"auto"` whenever `tools` are sent (see [`ChatRequest::new`]): some servers
+    /// (llama-cpp-python's) ignore the tools without it; left out with no tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<&'static str>,
+}
+
+impl<'a> ChatRequest<'a> {
+    /// A streamed request (usage asked for) offering `tools`, with `tool_choice: "auto"` when
+    /// there are any.
+    pub fn new(model: &'a str, messages: &'a [Message], tools: &'a [ToolSpec<'a>]) -> Self {
+        ChatRequest {
+            model,
+            messages,
+            stream: true,
+            stream_options: StreamOptions { include_usage: true },
+            tools,
+            tool_choice: (!tools.is_empty()).then_some("auto"),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -242,15 +261,10 @@ mod tests {
         ];
         let params = json!({"type": "object"});
         let tools = [ToolSpec { kind: "function", function: FunctionSpec { name: "f", description: "d", parameters: &params } }];
-        let body = ChatRequest {
-            model: "m",
-            messages: &messages,
-            stream: true,
-            stream_options: StreamOptions { include_usage: true },
-            tools: &tools,
-        };
+        let body = ChatRequest::new("m", &messages, &tools);
         let v = serde_json::to_value(&body).unwrap();
-        assert_eq!(v["stream_options"], json!({"include_usage": true}));
+        assert_eq!((&v["stream"], &v["stream_options"]), (&json!(true), &json!({"include_usage": true})));
+        assert_eq!(v["tool_choice"], "auto", "tools offered: tool_choice auto");
         assert_eq!(v["messages"][0], json!({"role": "system", "content": "s"}));
         assert_eq!(
             v["messages"][1],
@@ -259,8 +273,8 @@ mod tests {
         );
         assert_eq!(v["messages"][2], json!({"role": "tool", "tool_call_id": "c1", "content": "{\"results\":[]}"}));
         assert_eq!(v["tools"][0]["function"]["parameters"], params);
-        let no_tools = ChatRequest { tools: &[], ..body };
-        assert!(serde_json::to_value(&no_tools).unwrap().get("tools").is_none());
+        let no_tools = serde_json::to_value(ChatRequest::new("m", &messages, &[])).unwrap();
+        assert!(no_tools.get("tools").is_none() && no_tools.get("tool_choice").is_none(), "{no_tools}");
     }
 
     #[test]
