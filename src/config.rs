@@ -78,6 +78,10 @@ pub struct Config {
     pub metrics_token: Option<SecretString>,
     /// AI runs: agent endpoints and commands (operator-controlled), limits.
     pub agents: AgentsConfig,
+    /// After SIGTERM, how long open connections (event streams, uploads) may go on before the
+    /// server closes them and stops (MNOTE_SHUTDOWN_GRACE_SECS): a replica being replaced
+    /// must exit even while browsers stream from it (they reconnect to another replica).
+    pub shutdown_grace: Duration,
 }
 
 /// AI runs. Team admins configure `hermes`/`chat_only` endpoints, but only inside
@@ -402,6 +406,7 @@ impl Config {
         let public_url = var("MNOTE_PUBLIC_URL").map(|u| u.trim_end_matches('/').to_string());
         let https = public_url.as_deref().is_some_and(|u| u.starts_with("https://"));
         let rag = RagConfig::from_env(&data_dir)?;
+        run_lease_from_env()?;
         Ok(Config {
             database_url,
             migration_database_url: var("MNOTE_MIGRATION_DATABASE_URL"),
@@ -443,6 +448,7 @@ impl Config {
             rag,
             metrics_token: var("MNOTE_METRICS_TOKEN").map(|t| SecretString::new(t.trim())),
             agents: AgentsConfig::from_env()?,
+            shutdown_grace: Duration::from_secs(parse("MNOTE_SHUTDOWN_GRACE_SECS", 10u64)?),
         })
     }
 
@@ -489,6 +495,7 @@ impl Config {
             rag: RagConfig::for_tests(),
             metrics_token: None,
             agents: AgentsConfig::for_tests(),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 
@@ -512,6 +519,23 @@ impl MigrationTarget {
             .context("set MNOTE_MIGRATION_DATABASE_URL (the owner role) to migrate")?;
         Ok(MigrationTarget { owner_url, app_url: std::env::var("DATABASE_URL").ok() })
     }
+}
+
+/// The default of MNOTE_RUN_LEASE_SECS.
+pub const DEFAULT_RUN_LEASE: Duration = Duration::from_secs(30);
+
+/// How long a run's lease lasts without a heartbeat (MNOTE_RUN_LEASE_SECS, default 30, at
+/// least 3): a replica that dies holding runs has them marked `interrupted` (`worker_lost`)
+/// by another one within about this long plus a third of it. The heartbeat renews the lease
+/// every third of it. Read on its own, once per process: the journal's SQL and the executor
+/// take no configuration ([`Config::from_env`] refuses a bad value).
+pub fn run_lease() -> Duration {
+    static LEASE: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *LEASE.get_or_init(|| run_lease_from_env().unwrap_or(DEFAULT_RUN_LEASE))
+}
+
+fn run_lease_from_env() -> anyhow::Result<Duration> {
+    Ok(Duration::from_secs(parse("MNOTE_RUN_LEASE_SECS", DEFAULT_RUN_LEASE.as_secs())?.max(3)))
 }
 
 /// MNOTE_LOG_FORMAT=json: JSON log lines. Read on its own because logging starts before (and

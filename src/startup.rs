@@ -135,11 +135,25 @@ pub async fn serve(state: AppState) -> anyhow::Result<()> {
         cfg.bind = listener.local_addr()?;
         state.config = std::sync::Arc::new(cfg);
     }
-    let (pool, instance) = (state.pool.clone(), state.instance_id.clone());
+    let (pool, instance, grace) = (state.pool.clone(), state.instance_id.clone(), state.config.shutdown_grace);
     let app = build_router(state);
-    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    // On SIGTERM the server stops accepting and waits for open requests, but event streams
+    // (a run's, the KB page's) never finish on their own: after the grace they are closed
+    // (their clients resume on another replica) so the process stops and hands its runs over.
+    let (signalled_tx, mut signalled) = tokio::sync::watch::channel(false);
+    let server =
+        axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).with_graceful_shutdown(async move {
+            shutdown_signal().await;
+            let _ = signalled_tx.send(true);
+        });
+    let drained = async move {
+        let _ = signalled.wait_for(|s| *s).await;
+        tokio::time::sleep(grace).await;
+    };
+    tokio::select! {
+        r = server => r?,
+        _ = drained => tracing::warn!(grace_secs = grace.as_secs(), "connections still open after the shutdown grace: closed"),
+    }
     cleanup.abort();
     let _ = stop_tx.send(true);
     for w in workers {

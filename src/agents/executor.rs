@@ -23,7 +23,7 @@ use crate::{
     db::{Scope, TenantTx},
     journal::{
         sink::{EventSink, retrying},
-        store::{self, Beat, Ending, LEASE, RunRow},
+        store::{self, Beat, Ending, RunRow},
     },
     state::AppState,
 };
@@ -257,7 +257,7 @@ async fn heartbeat(
     stop: CancellationToken,
     reason: Arc<std::sync::Mutex<Option<Stop>>>,
 ) {
-    let mut tick = tokio::time::interval(LEASE / 3);
+    let mut tick = tokio::time::interval(store::lease() / 3);
     tick.tick().await;
     loop {
         tick.tick().await;

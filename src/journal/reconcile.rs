@@ -11,8 +11,12 @@ use uuid::Uuid;
 use super::store;
 use crate::db::{Scope, TenantTx};
 
-/// How often expired leases are looked for.
+/// How often expired leases are looked for (more often with a lease shorter than 30 s).
 pub const INTERVAL: Duration = Duration::from_secs(10);
+
+fn interval() -> Duration {
+    INTERVAL.min(store::lease() / 3)
+}
 
 /// One pass over every tenant; the runs it interrupted.
 pub async fn once(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
@@ -42,14 +46,14 @@ pub async fn release(pool: &PgPool, owner: &str) -> sqlx::Result<usize> {
     Ok(n)
 }
 
-/// Reconcile every [`INTERVAL`] until `stop` turns true.
+/// Reconcile every [`INTERVAL`] (or a third of the lease, if shorter) until `stop` turns true.
 pub async fn run(pool: PgPool, mut stop: tokio::sync::watch::Receiver<bool>) {
     loop {
         if let Err(e) = once(&pool).await {
             tracing::debug!("run reconciler: {e}");
         }
         tokio::select! {
-            _ = tokio::time::sleep(INTERVAL) => {}
+            _ = tokio::time::sleep(interval()) => {}
             _ = stop.changed() => return,
         }
     }

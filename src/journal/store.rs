@@ -11,8 +11,13 @@ use super::{ContextRefs, ErrorBody, Event, EventSource, RunStatus};
 /// Most events one read (a JSON page, an SSE read) returns.
 pub const PAGE: i64 = 500;
 
-/// How long a worker's lease lasts without a heartbeat.
-pub const LEASE: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a worker's lease lasts without a heartbeat by default.
+pub const LEASE: std::time::Duration = crate::config::DEFAULT_RUN_LEASE;
+
+/// How long a worker's lease lasts without a heartbeat in this process (MNOTE_RUN_LEASE_SECS).
+pub fn lease() -> std::time::Duration {
+    crate::config::run_lease()
+}
 
 #[derive(Debug, Clone, FromRow)]
 pub struct RunRow {
@@ -209,7 +214,7 @@ const RUN_COLUMNS: &str = "tenant_id, id, actor_id, request_id, session_id, agen
 /// loser waits for the winner's commit, then finds its row).
 pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<Created> {
     let id = Uuid::new_v4();
-    let lease = LEASE.as_secs() as f64;
+    let lease = lease().as_secs_f64();
     let inserted: Option<RunRow> = sqlx::query_as(&format!(
         "insert into ai_run (tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_note, status, \
              prompt, context_refs, target_snapshot_hash, capability_snapshot_hash, preferences, parent_run_id, \
@@ -372,7 +377,7 @@ pub async fn claim(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx::Res
     )
     .bind(run)
     .bind(owner)
-    .bind(LEASE.as_secs() as f64)
+    .bind(lease().as_secs_f64())
     .execute(conn)
     .await?
     .rows_affected();
@@ -396,7 +401,7 @@ pub async fn heartbeat(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx:
     )
     .bind(run)
     .bind(owner)
-    .bind(LEASE.as_secs() as f64)
+    .bind(lease().as_secs_f64())
     .fetch_optional(conn)
     .await?;
     Ok(match row {

@@ -9,6 +9,8 @@ mod account_takeover;
 mod accounts;
 mod cli;
 mod clients;
+mod cluster;
+mod cluster_harness;
 mod descriptors;
 mod downloads;
 mod fixtures;
