@@ -64,6 +64,28 @@ pub async fn of(binding: Uuid, url: &str, client: &LightRag, max_age: Duration) 
     Ok(held)
 }
 
+/// At most this many documents absent from a listing are confirmed one by one.
+pub const CONFIRM: usize = 10;
+
+/// Of the documents a listing lacks (`(doc_id, track_id)`), those LightRAG really lost. A
+/// listing paged by offset while documents come and go can skip one, so each is confirmed by
+/// its track (`/documents/track_status/{id}`, which a wiped storage no longer knows), at most
+/// [`CONFIRM`] of them: when every one of those is lost, the rest are taken as lost too (a
+/// wiped storage); otherwise only the confirmed ones are.
+pub async fn confirm_lost(client: &LightRag, candidates: &[(&str, &str)]) -> Result<HashSet<String>, RagError> {
+    let mut lost = HashSet::new();
+    for (doc, track) in candidates.iter().take(CONFIRM) {
+        let t = client.track_status(track).await?;
+        if !t.documents.iter().any(|d| d.id == *doc) {
+            lost.insert(doc.to_string());
+        }
+    }
+    if lost.len() == candidates.len().min(CONFIRM) {
+        lost.extend(candidates.iter().skip(CONFIRM).map(|(d, _)| d.to_string()));
+    }
+    Ok(lost)
+}
+
 /// The drift of a binding, as the status API and the KB page show it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -30,6 +30,8 @@ pub struct Item {
     /// When we last recorded the document's state.
     #[serde(skip)]
     pub recorded_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(skip)]
+    pub track_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -100,6 +102,7 @@ pub async fn items(conn: &mut PgConnection, b: &Binding) -> sqlx::Result<Vec<Ite
             resource_path: r.resource_path,
             source_status: r.status,
             registered: r.track_id.is_some(),
+            track_id: r.track_id,
             lightrag_status: r.doc_status,
             lightrag_doc_id: r.doc_id,
             ocr_text_exposed: r.ocr_text_exposed,
@@ -136,13 +139,31 @@ pub async fn drift(cfg: &RagConfig, b: &Binding, items: &mut [Item]) -> Option<D
             return None;
         }
     };
+    // Seen processed before the listing and absent from it: confirmed by their tracks.
+    let candidates: Vec<(&str, &str)> = items
+        .iter()
+        .filter(|i| i.lightrag_status.as_deref() == Some("processed"))
+        .filter(|i| i.recorded_at.zip(i.lightrag_doc_id.as_deref()).is_some_and(|(at, doc)| held.lost(doc, at)))
+        .filter_map(|i| Some((i.lightrag_doc_id.as_deref()?, i.track_id.as_deref()?)))
+        .collect();
+    let confirmed = if candidates.is_empty() {
+        Default::default()
+    } else {
+        match super::held::confirm_lost(&client, &candidates).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(kb.id = %b.kb_id, code = e.code(), "confirming lost LightRAG documents: {e}");
+                return None;
+            }
+        }
+    };
     let mut missing = 0;
     for i in items.iter_mut() {
-        let (Some(doc), Some(at)) = (&i.lightrag_doc_id, i.recorded_at) else { continue };
+        let Some(doc) = i.lightrag_doc_id.as_deref() else { continue };
         i.lost = match i.lightrag_status.as_deref() {
-            Some("processed") => held.lost(doc, at),
+            Some("processed") => confirmed.contains(doc),
             // Found lost by the sync, not sent again yet.
-            Some("deleted") => !held.ids.contains(doc),
+            Some("deleted") => i.track_id.is_some() && !held.ids.contains(doc),
             _ => false,
         };
         missing += usize::from(i.lost);

@@ -150,7 +150,14 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
     let mut rows = rows;
     if rows.iter().any(|d| d.status.0 == DocState::Processed) {
         let held = super::held::of(b.id, &b.url, &client, cfg.rag.drift_ttl).await?;
-        for d in rows.iter_mut().filter(|d| d.status.0 == DocState::Processed && held.lost(&d.doc_id, d.updated_at)) {
+        let candidates: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|d| d.status.0 == DocState::Processed && held.lost(&d.doc_id, d.updated_at))
+            .filter_map(|d| Some((d.doc_id.as_str(), d.track_id.as_deref()?)))
+            .collect();
+        let lost =
+            if candidates.is_empty() { Default::default() } else { super::held::confirm_lost(&client, &candidates).await? };
+        for d in rows.iter_mut().filter(|d| d.status.0 == DocState::Processed && lost.contains(&d.doc_id)) {
             let m = "LightRAG no longer holds this document; it is sent again";
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
             docs::set_state(&mut tx, b.id, d.source_id, DocState::Deleted, Some(("knowledge_rag_doc_lost", m)), None).await?;

@@ -11,10 +11,12 @@ use crate::{fixtures::*, helpers::*, lightrag};
 
 const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall, and each robot reports its battery level to the fleet controller every minute.\n";
 
-/// Sync passes until nothing is left to send or waiting in LightRAG.
+/// Sync passes until nothing is left to send or waiting in LightRAG (a hang guard of a few
+/// minutes: the shared LightRAG parses every test's documents one pipeline at a time, each
+/// chunk embedded by a real model).
 async fn settle(app: &TestApp, tenant: Uuid) -> mnote::rag::sync::Report {
     let mut last = Default::default();
-    for _ in 0..240 {
+    for _ in 0..960 {
         let r = mnote::rag::sync::pass_tenant(&app.pool, &app.config, tenant, None).await.expect("sync pass");
         if r.sent == 0 && r.pending == 0 && r.deleted == 0 && r.errors.is_empty() {
             return r;
@@ -350,7 +352,7 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let sync = tokio::spawn(mnote::rag::sync::run(app.pool.clone(), std::sync::Arc::new(app.config.clone()), events, stop));
     let mut healed = false;
-    for _ in 0..480 {
+    for _ in 0..960 {
         let s = kb_status(&k).await;
         let processed = s["counts"]["processed"].as_u64() == Some(2);
         if s["state"] == "ok"
@@ -376,22 +378,25 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
 }
 
 /// Real retrieval (the test LightRAG embeds with multilingual-e5-small): a Chinese query finds
-/// the Chinese document first, among Chinese and English neighbours, in unsegmented text, and
-/// the OCR text of a Chinese screenshot.
+/// the Chinese document about it first, in unsegmented text, among Chinese and English
+/// neighbours. (The OCR path, a Chinese screenshot found by 线程作用域, is in
+/// `a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks`. Contents differ from
+/// every other test's: LightRAG 1.5.7 skips a document whose content it already holds.)
 #[tokio::test]
 async fn a_chinese_query_retrieves_the_chinese_document_through_lightrag() {
     let server = lightrag::shared();
     let url = server.url.clone();
     let app = spawn_app_with(|c| c.rag.allowed_urls = vec![url.clone()]).await;
-    let (dir, _) = fixtures();
     let k = kb_with_grant(&app).await;
-    copy_fixtures(&app, &dir, "zh", &["scope_zh.png"]);
     app.write_doc(
         "team/zh/scope.md",
-        "# 线程\n\n线程作用域结束时，所有在作用域内启动的线程都会被等待，因此可以安全地借用外部变量。\n",
+        "# 作用域线程\n\n线程作用域结束时，所有在作用域内启动的线程都会被等待，因此这些线程可以安全地借用外部变量。\n",
     );
-    app.write_doc("team/zh/alloc.md", "# 内存\n\n内存分配器负责管理堆上的内存；异步运行时负责调度任务和处理网络事件。\n");
-    app.write_doc("team/zh/handbook.md", HANDBOOK);
+    app.write_doc("team/zh/alloc.md", "# 堆与运行时\n\n内存分配器负责管理堆上的内存；异步运行时负责调度任务和处理网络事件。\n");
+    app.write_doc(
+        "team/zh/dock.md",
+        "# Loading dock\n\nTrucks unload pallets at the loading dock between six and ten in the morning.\n",
+    );
     register(&k, &app, "team/zh").await;
     app.run_jobs().await;
     let (st, b) = k
@@ -404,9 +409,7 @@ async fn a_chinese_query_retrieves_the_chinese_document_through_lightrag() {
     let id = |p: &str| sources[p]["id"].as_str().unwrap().to_string();
 
     let refs = reference_ids(&k, "线程作用域").await;
-    assert!(refs.len() >= 2, "{refs:?}");
-    let top2: Vec<&String> = refs.iter().take(2).collect();
-    assert!(top2.contains(&&id("zh/scope.md")) && top2.contains(&&id("zh/scope_zh.png")), "{refs:?}");
+    assert_eq!(refs.first(), Some(&id("zh/scope.md")), "{refs:?}");
     let refs = reference_ids(&k, "堆内存是怎样分配的？").await;
     assert_eq!(refs.first(), Some(&id("zh/alloc.md")), "{refs:?}");
 }
