@@ -257,6 +257,10 @@ pub struct RagConfig {
     /// default `markdown,text`); every other kind is sent as our extracted text (OCR text
     /// included), which LightRAG's chunks then align to exactly (docs/BENCHMARKS.md).
     pub upload_kinds: Vec<crate::evidence::SourceKind>,
+    /// How long a listing of what a LightRAG holds is reused (MNOTE_RAG_DRIFT_TTL_SECS, 30):
+    /// the status and the sync compare it with what we sent, to notice a server that lost
+    /// its storage.
+    pub drift_ttl: Duration,
 }
 
 impl RagConfig {
@@ -281,6 +285,7 @@ impl RagConfig {
             max_body_bytes: parse("MNOTE_RAG_MAX_BODY_BYTES", 16 * 1024 * 1024usize)?.max(1024),
             secret_key,
             sync_interval: Duration::from_secs(parse("MNOTE_RAG_SYNC_INTERVAL_SECS", 30u64)?.max(1)),
+            drift_ttl: Duration::from_secs(parse("MNOTE_RAG_DRIFT_TTL_SECS", 30u64)?.max(1)),
             upload_kinds: match var("MNOTE_RAG_UPLOAD_KINDS") {
                 None => vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
                 Some(v) => v
@@ -301,6 +306,7 @@ impl RagConfig {
             max_body_bytes: 16 * 1024 * 1024,
             secret_key: Some(crate::platform::crypto::MasterKey::generate()),
             sync_interval: Duration::from_secs(1),
+            drift_ttl: Duration::from_secs(1),
             upload_kinds: vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
         }
     }

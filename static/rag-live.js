@@ -7,6 +7,12 @@
   function refresh() {
     fetch(url, { credentials: "same-origin" }).then(function (r) { return r.ok ? r.json() : null; }).then(function (d) {
       if (!d) return;
+      var drift = document.getElementById("rag-drift");
+      if (drift && d.drift) {
+        drift.textContent = d.drift.text;
+        drift.className = d.drift.lost ? "notice warn" : "muted small";
+        drift.setAttribute("data-lost", String(d.drift.lost));
+      }
       d.items.forEach(function (it) {
         var row = table.querySelector('tr[data-source-id="' + it.sourceId + '"]');
         if (!row) return;

@@ -420,17 +420,23 @@ impl LightRag {
 
     /// Every document the server holds (`/documents/paginated`, 200 per page).
     pub async fn all_documents(&self) -> Result<Vec<DocStatus>, RagError> {
+        Ok(self.documents(10_000).await?.0)
+    }
+
+    /// The documents the server holds, at most `max_pages` pages of 200 (`/documents/paginated`,
+    /// whose `page_size` is 10..=200): the documents, and whether that was all of them.
+    pub async fn documents(&self, max_pages: usize) -> Result<(Vec<DocStatus>, bool), RagError> {
         let mut out = Vec::new();
-        for page in 1.. {
+        for page in 1..=max_pages {
             let body = serde_json::json!({ "page": page, "page_size": 200, "sort_field": "id", "sort_direction": "asc" });
             let p: DocsPage = self.call(self.http.post(self.url("documents/paginated")).json(&body)).await?;
             let more = p.pagination.has_next && !p.documents.is_empty();
             out.extend(p.documents);
-            if !more || page > 10_000 {
-                break;
+            if !more {
+                return Ok((out, true));
             }
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     /// Start deleting documents (LightRAG deletes in the background; `busy` when another

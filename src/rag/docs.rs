@@ -72,6 +72,9 @@ pub struct DocRow {
     pub attempts: i32,
     pub run_after: DateTime<Utc>,
     pub sent_at: Option<DateTime<Utc>>,
+    /// When we last recorded this row's state (a document seen `processed` before a listing
+    /// of LightRAG started and absent from it is lost).
+    pub updated_at: DateTime<Utc>,
 }
 
 /// `status` as read from the table.
@@ -85,7 +88,7 @@ impl From<String> for StateCol {
 }
 
 const COLUMNS: &str = "binding_id, source_id, file_source, doc_id, source_hash, method, status, track_id, ocr_expected, \
-                       ocr_text_exposed, error_code, error_message, attempts, run_after, sent_at";
+                       ocr_text_exposed, error_code, error_message, attempts, run_after, sent_at, updated_at";
 
 pub async fn of_binding(conn: &mut PgConnection, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
     sqlx::query_as(&format!("select {COLUMNS} from rag_doc where binding_id = $1 order by source_id"))

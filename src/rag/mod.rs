@@ -5,6 +5,7 @@
 //! - [`client`]: the HTTP client for LightRAG (the only code that builds its URLs);
 //! - [`binding`]: the KB ↔ endpoint binding, URL allow-list, sealed API key;
 //! - [`docs`] + [`sync`]: one LightRAG document per indexed source, kept in step;
+//! - [`held`]: what LightRAG really holds (bounded, cached), the drift from what we sent;
 //! - [`mapping`]: chunk text → evidence blocks; [`query`]: query, open_reference;
 //! - [`status`], [`handlers`] (API), [`pages`] (KB knowledge-RAG page, Ask page).
 
@@ -14,6 +15,7 @@ pub mod blocks;
 pub mod client;
 pub mod docs;
 pub mod handlers;
+pub mod held;
 pub mod mapping;
 pub mod pages;
 pub mod query;

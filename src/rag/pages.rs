@@ -15,6 +15,7 @@ use super::{
     binding::{self, BindingView},
     client::QueryMode,
     handlers::{self, BindBody},
+    held::Drift,
     query::{self, AnswerPart, QueryInput, QueryResult, QuoteSource, answer_parts},
     status::{self, Item},
 };
@@ -31,7 +32,24 @@ struct KbRagPage {
     kb: crate::kbs::Kb,
     binding: Option<BindingView>,
     items: Vec<ItemRow>,
+    /// What LightRAG holds against what we sent, in words (`lost` says it lost documents).
+    drift: Option<DriftLine>,
     allowed: Vec<String>,
+}
+
+struct DriftLine {
+    lost: bool,
+    text: String,
+}
+
+fn drift_line(ctx: &PageCtx, d: Option<&Drift>) -> DriftLine {
+    match d {
+        Some(d) if d.missing > 0 => {
+            DriftLine { lost: true, text: ctx.t("rag.drift.lost").replace("{n}", &d.missing.to_string()) }
+        }
+        Some(d) => DriftLine { lost: false, text: ctx.t("rag.drift.ok").replace("{n}", &d.held.to_string()) },
+        None => DriftLine { lost: false, text: ctx.t("rag.drift.unchecked") },
+    }
 }
 
 /// A status item with its diagnostics in words.
@@ -53,6 +71,9 @@ fn item_row(ctx: &PageCtx, item: Item) -> ItemRow {
     if item.ocr_text_exposed == Some(true) {
         notes.push(ctx.t("rag.diag.ocr_exposed"));
     }
+    if item.lost {
+        notes.push(ctx.t("rag.diag.lost"));
+    }
     if !item.locator_available {
         notes.push(ctx.t("rag.diag.no_locator"));
     }
@@ -62,34 +83,44 @@ fn item_row(ctx: &PageCtx, item: Item) -> ItemRow {
     ItemRow { item, state, notes }
 }
 
-/// A visible KB, its live binding and the sync state of its sources (rows in words).
-async fn kb_state(state: &AppState, page: &Page, id: Uuid) -> AppResult<(crate::kbs::Kb, Option<BindingView>, Vec<ItemRow>)> {
+/// A visible KB, its live binding, the sync state of its sources (rows in words) and the
+/// drift from what LightRAG holds (the cached listing; asked after the transaction).
+async fn kb_state(
+    state: &AppState,
+    page: &Page,
+    id: Uuid,
+) -> AppResult<(crate::kbs::Kb, Option<BindingView>, Vec<ItemRow>, Option<DriftLine>)> {
     let mut tx = page.auth.tx(state).await?;
     let kb = crate::kbs::visible(&mut tx, &page.auth, id).await?;
     let b = binding::active(&mut tx, id).await?;
-    let items = match &b {
+    let mut items = match &b {
         Some(b) => status::items(&mut tx, b).await?,
         None => Vec::new(),
     };
     tx.commit().await?;
+    let drift = match &b {
+        Some(b) => Some(drift_line(&page.ctx, status::drift(&state.config.rag, b, &mut items).await.as_ref())),
+        None => None,
+    };
     let rows = items.into_iter().map(|i| item_row(&page.ctx, i)).collect();
-    Ok((kb, b.map(|b| b.view()), rows))
+    Ok((kb, b.map(|b| b.view()), rows, drift))
 }
 
 pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
-    let (kb, binding, items) = kb_state(&state, &page, id).await?;
+    let (kb, binding, items, drift) = kb_state(&state, &page, id).await?;
     let allowed = if kb.can_manage { state.config.rag.allowed_urls.clone() } else { Vec::new() };
-    render(KbRagPage { ctx: page.ctx, kb, binding, items, allowed })
+    render(KbRagPage { ctx: page.ctx, kb, binding, items, drift, allowed })
 }
 
-/// The rows of the sync table, for the page's live refresh.
+/// The rows of the sync table and the drift line, for the page's live refresh.
 pub async fn status_json(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
-    let (_, _, items) = kb_state(&state, &page, id).await?;
+    let (_, _, items, drift) = kb_state(&state, &page, id).await?;
     let rows: Vec<serde_json::Value> = items
         .into_iter()
         .map(|r| serde_json::json!({ "sourceId": r.item.source_id, "state": r.state, "status": r.item.lightrag_status, "notes": r.notes }))
         .collect();
-    Ok(Json(serde_json::json!({ "items": rows })))
+    let drift = drift.map(|d| serde_json::json!({ "lost": d.lost, "text": d.text }));
+    Ok(Json(serde_json::json!({ "items": rows, "drift": drift })))
 }
 
 #[derive(Deserialize)]

