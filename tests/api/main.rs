@@ -35,6 +35,7 @@ mod runs_openai;
 mod search;
 mod search_page;
 mod security;
+mod session_expiry;
 mod soft_delete;
 mod symlink_race;
 mod tenant_roots;

@@ -66,10 +66,15 @@ async fn source_id(client: &Client, kb: &str, path: &str) -> Uuid {
 
 /// Start a run and wait for its end (polling, bounded by a number of rounds, not a clock).
 async fn ask(client: &Client, prompt: &str, context: Value) -> Value {
+    ask_agent(client, "hermes", prompt, context).await
+}
+
+/// [`ask`] with another agent.
+async fn ask_agent(client: &Client, agent: &str, prompt: &str, context: Value) -> Value {
     let body = json!({
         "requestId": format!("req-{}", Uuid::new_v4().simple()),
         "sessionId": "session-1",
-        "agentId": "hermes",
+        "agentId": agent,
         "prompt": prompt,
         "contextRefs": context,
     });
@@ -208,6 +213,36 @@ async fn a_question_with_nothing_relevant_gets_the_plain_answer_without_citation
     let run = ask(&t.client, "冰岛的火山什么时候喷发？", json!({"kbIds": [t.kb]})).await;
     assert_eq!(run["answer"], "在知识库中没有找到与这个问题相关的内容。");
     assert_eq!(run["receipt"]["total"], 0);
+}
+
+/// "Chat only" with no model connected runs on the built-in agent with no tools: it plans no
+/// search, calls nothing (no `unknown_tool` failure) and completes with an answer that says,
+/// in the question's language, what it cannot do without tools.
+#[tokio::test]
+async fn chat_only_without_a_model_answers_without_planning_searches() {
+    let app = spawn_app().await;
+    let t = team(&app, "acme", &[("en.md", EN)]).await;
+    for (q, words) in [
+        ("How do scoped threads borrow data from the parent stack?", "without tools I cannot search"),
+        ("线程作用域怎么借用栈上的数据？", "没有工具就无法检索"),
+    ] {
+        let run = ask_agent(&t.client, "chat_only", q, json!({"kbIds": [t.kb]})).await;
+        assert_eq!(run["status"], "completed", "{run}");
+        assert_eq!((run["provider"].as_str(), run["providerNote"].as_str()), (Some("builtin"), Some("not_configured")));
+        let answer = run["answer"].as_str().unwrap();
+        assert!(answer.contains(words), "{answer}");
+        assert!(answer.contains("Hermes"), "it names the agent that can search: {answer}");
+        assert_eq!(run["receipt"]["total"], 0);
+        assert!(run["receipt"]["toolCalls"].as_array().unwrap().is_empty(), "{run}");
+        let items = events(&t.client, &run).await;
+        let k = kinds(&items);
+        assert!(!k.iter().any(|x| x.starts_with("tool.") || *x == "plan.updated" || *x == "run.failed"), "{k:?}");
+        assert_eq!(k.last(), Some(&"run.completed"), "{k:?}");
+        let streamed: String =
+            items.iter().filter(|e| e["kind"] == "message.delta").map(|e| e["payload"]["text"].as_str().unwrap()).collect();
+        assert_eq!(streamed, answer, "the answer streamed whole");
+        assert!(items.iter().filter(|e| e["kind"] == "message.delta").all(|e| e["source"] == "chat_only"));
+    }
 }
 
 #[tokio::test]

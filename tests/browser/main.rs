@@ -31,3 +31,4 @@ mod screens;
 mod search;
 mod settings;
 mod viewer;
+mod walk;
