@@ -215,6 +215,32 @@ async fn a_question_with_nothing_relevant_gets_the_plain_answer_without_citation
     assert_eq!(run["receipt"]["total"], 0);
 }
 
+/// Item 4 of issue 26: a run whose searches returned passages never answers "nothing relevant".
+/// Here no sentence shares enough of the question's words to be picked as an answer (only
+/// "pager"), so the closest passages are quoted, said as such, with checked citations.
+#[tokio::test]
+async fn searches_that_returned_passages_never_end_in_nothing_relevant() {
+    let app = spawn_app().await;
+    let ops = "# Operations\n\nThe pager goes to the next engineer every Monday at ten.\n\nBackups run nightly.\n";
+    let t = team(&app, "acme", &[("ops.md", ops)]).await;
+    for (q, intro) in [
+        ("Who carries the pager during the weekend shift rotation?", "No passage answers this question word for word."),
+        ("周末轮班时谁拿着 pager？", "没有找到逐字回答这个问题的段落。"),
+    ] {
+        let run = ask(&t.client, q, json!({"kbIds": [t.kb]})).await;
+        assert_eq!(run["status"], "completed", "{run}");
+        let completed = assert_journal(&events(&t.client, &run).await);
+        let found: u64 = completed.iter().map(|c| c["payload"]["count"].as_u64().unwrap_or(0)).sum();
+        assert!(found > 0, "the searches returned passages: {completed:?}");
+        let answer = run["answer"].as_str().unwrap();
+        assert_ne!(answer, NOTHING_EN);
+        assert!(!answer.contains("没有找到与这个问题相关的内容"), "{answer}");
+        assert!(answer.starts_with(intro), "{answer}");
+        assert!(answer.contains("The pager goes to the next engineer every Monday at ten."), "{answer}");
+        assert_all_verified(&run);
+    }
+}
+
 /// "Chat only" with no model connected runs on the built-in agent with no tools: it plans no
 /// search, calls nothing (no `unknown_tool` failure) and completes with an answer that says,
 /// in the question's language, what it cannot do without tools.
