@@ -173,9 +173,13 @@ async fn j_and_k_move_between_search_results_without_a_script_error() {
     b.js("window.__errors = []; window.addEventListener('error', e => window.__errors.push(String(e.message)));", vec![]).await;
     let focused = "const all = Array.from(document.querySelectorAll('#results .result-title')); \
                    return all.indexOf(document.activeElement)";
-    let body = b.find("body").await;
-    for (key, want) in [("j", 0), ("j", 1), ("j", 2), ("j", 2), ("k", 1)] {
-        body.send_keys(key).await.unwrap();
+    // Nothing focused: the keys go to the page, then to the focused result (keyboard actions,
+    // which type into whatever has the focus, as a person does).
+    b.js("document.activeElement && document.activeElement.blur()", vec![]).await;
+    for (key, want) in [('j', 0), ('j', 1), ('j', 2), ('j', 2), ('k', 1)] {
+        use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+        let press = KeyActions::new("keyboard".into()).then(KeyAction::Down { value: key }).then(KeyAction::Up { value: key });
+        b.c.perform_actions(press).await.unwrap();
         let at = b.js(focused, vec![]).await;
         assert_eq!(at, json!(want), "after {key}");
     }
@@ -240,6 +244,18 @@ async fn tokens_ask_before_revoking_invitations_promise_no_email_and_members_rea
             if lang == "en" { ("Invitation sent", "No email is sent") } else { ("已发送邀请", "系统不会发送邮件") };
         assert!(!flash.contains(promise) && flash.contains(no_email), "{tag}: {flash}");
         assert_no_overflow(&overflow(&b, "").await, &tag);
+        // Each member's email is readable: nothing of the row (the role form) lies over it.
+        let covered = b
+            .js(
+                "const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+                 return Array.from(document.querySelectorAll('.members-table tbody tr')).filter(tr => {
+                   const t = tr.querySelector('td.card-title').getBoundingClientRect();
+                   return Array.from(tr.querySelectorAll('td.card-status > *')).some(e => hit(t, e.getBoundingClientRect()));
+                 }).map(tr => tr.querySelector('td.card-title').innerText)",
+                vec![],
+            )
+            .await;
+        assert_eq!(covered, json!([]), "{tag}: emails under the role form");
         b.screenshot(&format!("members-{tag}")).await;
         b.js("window.scrollTo(0, document.body.scrollHeight)", vec![]).await;
         b.screenshot(&format!("members-end-{tag}")).await;
