@@ -18,7 +18,7 @@ use uuid::Uuid;
 
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole, citations,
-    tools::{self, EvidenceHit, SearchOutput},
+    tools::{self, EvidenceHit, ReadOutput, SearchOutput},
 };
 use crate::{
     journal::{Event, PlanEntry},
@@ -36,6 +36,9 @@ const MAX_QUERY_CHARS: usize = 500;
 const MAX_SENTENCE_CHARS: usize = 320;
 /// Streamed piece size, in characters.
 const PIECE_CHARS: usize = 24;
+/// Passages read whole per answer (one `read` call each): those whose quote the search cut short
+/// and that hold a sentence of the answer.
+const MAX_READS: usize = 3;
 
 /// Words that ask rather than say what is asked about (besides the analyzer's stop words).
 const QUESTION_WORDS: &[&str] = &[
@@ -478,6 +481,28 @@ pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)], fit
     out
 }
 
+/// Whether the search cut `quote` short (it starts or ends with `…`).
+fn is_cut(quote: &str) -> bool {
+    let t = quote.trim();
+    t.starts_with('…') || t.ends_with('…')
+}
+
+/// The hits (indices) to read whole: those whose quote was cut short and that hold a sentence
+/// the answer would quote (or, with none, the closest), at most [`MAX_READS`], in answer order.
+pub fn cut_passages(question: &str, hits: &[EvidenceHit]) -> Vec<usize> {
+    let mut picked = select_sentences(question, hits);
+    if picked.is_empty() {
+        picked = closest_sentences(question, hits);
+    }
+    let mut out: Vec<usize> = Vec::new();
+    for (i, _) in picked {
+        if is_cut(&hits[i].quote) && !out.contains(&i) && out.len() < MAX_READS {
+            out.push(i);
+        }
+    }
+    out
+}
+
 /// The built-in answer to `question` from the searches' `hits`: the sentences that answer it,
 /// else (the searches found passages) the closest ones, said as such; "nothing relevant" only
 /// when the searches found nothing quotable.
@@ -569,6 +594,24 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     }
     plan.last_mut().expect("the answer step").1 = "in_progress";
     publish(env, &plan).await?;
+
+    // Whole sentences: a passage the search quoted cut short (around the match) is read whole
+    // when it holds a sentence of the answer, so the answer quotes the sentence, not a piece.
+    if env.tools.offered().iter().any(|d| d.name == tools::READ) {
+        for (n, i) in cut_passages(question, &hits).into_iter().enumerate() {
+            let call_id = format!("builtin-read-{}", n + 1);
+            let args = json!({"evidenceId": hits[i].evidence_id, "window": 0});
+            let result = tokio::select! {
+                r = env.tools.call(&call_id, tools::READ, args) => r,
+                _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+            };
+            if let (true, Ok(out)) = (result.ok, serde_json::from_value::<ReadOutput>(result.content))
+                && let Some(b) = out.blocks.iter().find(|b| b.anchor && !b.text.trim().is_empty())
+            {
+                hits[i].quote = b.text.clone();
+            }
+        }
+    }
 
     let answer = answer_from(question, lang, &hits);
     let answer = continuing(input, answer);
@@ -750,5 +793,18 @@ mod tests {
         assert!(looks_like_code("let x = vec![1, 2, 3];"));
         assert!(!looks_like_code("Scoped threads (since Rust 1.63) borrow data."));
         assert!(!looks_like_code("线程作用域可以借用栈上的数据。"));
+    }
+
+    #[test]
+    fn passages_cut_short_are_read_whole_before_quoting() {
+        let hits = vec![
+            hit(1, 10, "a.md", "…from the stack of the calling function, because scoped threads borrow data…"),
+            hit(2, 20, "b.md", "Scoped threads borrow data from the stack."),
+            hit(3, 30, "c.md", "…gardening tomatoes…"),
+        ];
+        let q = "How do scoped threads borrow data from the stack?";
+        assert_eq!(cut_passages(q, &hits), vec![0], "the cut passage that answers, not the whole one nor the irrelevant one");
+        assert!(cut_passages("tomatoes gardening", &hits).contains(&2));
+        assert!(is_cut("…x") && is_cut("x…") && !is_cut("x"));
     }
 }

@@ -116,8 +116,10 @@ fn assert_journal(items: &[Value]) -> Vec<Value> {
     assert_eq!(k.first(), Some(&"run.created"), "{k:?}");
     assert_eq!(k.last(), Some(&"run.completed"), "{k:?}");
     let first_plan = k.iter().position(|x| *x == "plan.updated").expect("a plan");
-    let started: Vec<&Value> = items.iter().filter(|e| e["kind"] == "tool.started").collect();
-    let completed: Vec<Value> = items.iter().filter(|e| e["kind"] == "tool.completed").cloned().collect();
+    // The searches (a passage read whole afterwards is a `read` call after them).
+    let search = |e: &&Value| e["payload"]["name"] == "mnote.evidence.search";
+    let started: Vec<&Value> = items.iter().filter(|e| e["kind"] == "tool.started").filter(search).collect();
+    let completed: Vec<Value> = items.iter().filter(|e| e["kind"] == "tool.completed").filter(search).cloned().collect();
     assert!(!started.is_empty() && started.len() <= 3, "{k:?}");
     assert_eq!(started.len(), completed.len());
     assert!(k.iter().position(|x| *x == "tool.started").unwrap() > first_plan, "the plan comes first: {k:?}");
@@ -239,6 +241,35 @@ async fn searches_that_returned_passages_never_end_in_nothing_relevant() {
         assert!(answer.contains("The pager goes to the next engineer every Monday at ten."), "{answer}");
         assert_all_verified(&run);
     }
+}
+
+/// A passage longer than a search quote: the sentence that answers is cut by the quote, so the
+/// built-in agent reads the passage whole (one `read` call) and quotes the whole sentence.
+#[tokio::test]
+async fn a_sentence_cut_by_the_search_quote_is_read_and_quoted_whole() {
+    let app = spawn_app().await;
+    let long = "At the end of every shift the robots charge overnight in the north hall, where forty docking stations \
+                line the eastern wall, each one installed during the second expansion of the building, checked every \
+                quarter by the facilities team and fed by its own circuit, until the morning crew arrives at six.";
+    let para = format!(
+        "Robots were introduced here in 2019. Staff meet at nine for a short briefing. Deliveries arrive from the port \
+         twice a week, and the loading bay closes at five. {long} The canteen serves lunch from noon. Visitors sign in at \
+         the front desk and wear a badge. Forklifts keep to the marked lanes at all times."
+    );
+    assert!(para.chars().count() > 420, "longer than a search quote");
+    let t = team(&app, "acme", &[("site.md", &format!("# Site\n\n{para}\n"))]).await;
+    let run = ask(&t.client, "Where do the robots charge overnight?", json!({"kbIds": [t.kb]})).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let items = events(&t.client, &run).await;
+    assert_journal(&items);
+    let reads: Vec<&Value> =
+        items.iter().filter(|e| e["kind"] == "tool.completed" && e["payload"]["name"] == "mnote.evidence.read").collect();
+    assert_eq!(reads.len(), 1, "the cut passage read once: {items:?}");
+    assert_eq!(reads[0]["payload"]["ok"], true, "{:?}", reads[0]);
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains(long), "the whole sentence: {answer}");
+    assert!(!answer.contains('…'), "no cut piece: {answer}");
+    assert_all_verified(&run);
 }
 
 /// "Chat only" with no model connected runs on the built-in agent with no tools: it plans no
