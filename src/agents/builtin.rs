@@ -4,11 +4,18 @@
 //!    analyzer's terms: jieba for Chinese, stop and question words dropped, adjacent words
 //!    joined back into phrases as written) — and publishes the plan;
 //! 2. runs each through the tool box (so each is journaled and on the receipt);
-//! 3. answers extractively: the quotes' sentences that share enough of the question's terms,
-//!    best first, deduplicated, grouped by document under its title, each followed by a
-//!    numbered citation (`[1 · notes.md · L3–5](…)`), in the question's language; or says
-//!    plainly that nothing relevant was found (no citations then);
-//! 4. streams the answer in small pieces and stops promptly when cancelled.
+//! 3. reads whole (the `read` tool, at most [`MAX_READS`]) the passages whose search quote cut
+//!    short a sentence the answer would quote;
+//! 4. answers extractively: the quotes' sentences that share enough of the question's terms,
+//!    best first (whole sentences before cut pieces, no code lines unless the question is about
+//!    code, no heading-only passages), deduplicated, grouped by document under its title, each
+//!    followed by a numbered citation (`[1 · notes.md · L3–5](…)`), in the question's language;
+//!    when the searches returned passages but no sentence shares enough words, the closest
+//!    passages, said as such; "nothing relevant" only when nothing was found (no citations);
+//! 5. streams the answer in small pieces and stops promptly when cancelled.
+//!
+//! Offered no search tool (`chat_only`, or the evidence capability switched off) it plans and
+//! calls nothing and answers that without tools it cannot search.
 
 use std::collections::HashSet;
 
