@@ -806,6 +806,26 @@ mod tests {
     }
 
     #[test]
+    fn failures_and_counts_read_in_the_readers_language_without_raw_codes() {
+        for lang in [Lang::En, Lang::ZhCn] {
+            for code in TOOL_ERRORS.iter().chain(&["something_new"]) {
+                let w = tool_error_words(lang, code);
+                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
+            }
+            for code in ["tool_failed", "agent_timeout", "llm_unavailable", "acp_failed", "internal", "something_new"] {
+                let w = run_error_words(lang, code);
+                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
+            }
+            assert!(!about(lang, AgentId::ChatOnly).starts_with("assist."), "{lang:?}");
+        }
+        assert_eq!(tool_error_words(Lang::En, "unknown_tool"), "the agent asked for a tool this run does not offer");
+        assert_eq!(run_error_words(Lang::ZhCn, "no_such_code"), "智能体未能完成这个回答。");
+        assert_eq!(results_words(Lang::En, 1), "1 result");
+        assert_eq!(results_words(Lang::En, 3), "3 results");
+        assert_eq!(results_words(Lang::ZhCn, 1), "1 条结果");
+    }
+
+    #[test]
     fn labels_exist_in_both_languages() {
         for lang in [Lang::En, Lang::ZhCn] {
             let v: serde_json::Value = serde_json::from_str(&labels(lang)).unwrap();
