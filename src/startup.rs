@@ -29,7 +29,7 @@ async fn not_found() -> AppError {
 pub fn build_router(state: AppState) -> Router {
     let cfg = &state.config;
     let sessions = SessionManagerLayer::new(PostgresStore::new(state.pool.clone()))
-        .with_name("mnote_session")
+        .with_name(crate::web::SESSION_COOKIE)
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         .with_secure(cfg.cookie_secure)

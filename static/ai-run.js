@@ -22,6 +22,8 @@
   var ENDINGS = { "run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled", "run.interrupted": "interrupted" };
   var meta = document.querySelector('meta[name="csrf-token"]');
   var CSRF = meta ? meta.getAttribute("content") : "";
+  // A question typed when the session had ended, kept (this tab only) across the sign-in.
+  var DRAFT = "mnote.page_ai_draft.v1";
 
   function uuid() {
     var b = new Uint8Array(16);
@@ -176,6 +178,7 @@
 
   AiRun.prototype.start = function () {
     var self = this;
+    this.restoreDraft();
     this.loadAgents();
     if (this.form && this.root.getAttribute("data-source-id") && !this.form.querySelector('input[name="kb_id"]')) this.loadSourceKb();
     var runId = this.root.getAttribute("data-run-id");
@@ -227,10 +230,14 @@
         (d.fields || []).forEach(function (f) { if (/\.model$/.test(f.key) && typeof f.value === "string") model = f.value; });
         var note = self.runsOn({ provider: d.runtimeProvider, providerNote: d.runtimeConfigured ? null : "not_configured",
           model: model, usesTools: (d.tools || []).length > 0 });
-        o.setAttribute("data-note", note);
+        var about = self.t("about." + d.agentId);
+        if (about === "about." + d.agentId) about = "";
+        var panel = self.root.classList.contains("ai-panel");
+        // Each option says what the agent is, the note line below what it runs on (the
+        // compact panel names the agent only and says both in its note line).
+        o.setAttribute("data-note", panel && about ? about + " · " + note : note);
         o.setAttribute("data-capabilities", (d.capabilities || []).join(" "));
-        // The compact panel names the agent only; the note line says what it runs on.
-        o.textContent = self.root.classList.contains("ai-panel") ? d.displayName : d.displayName + " — " + note;
+        o.textContent = panel || !about ? d.displayName : d.displayName + " — " + about;
       });
       if (defaultAgent && self.root.classList.contains("ai-panel") && !self.agentTouched &&
           self.agentSelect.querySelector('option[value="' + CSS.escape(defaultAgent) + '"]')) {
@@ -272,6 +279,41 @@
     return { kbIds: kbIds, sourceIds: values.call(this, 'input[name="source_id"]') };
   };
 
+  // A refused request because the session ended (idle expiry, signed out elsewhere: 401, or
+  // the session's CSRF token gone: 403 csrf_failed) is not an error to show. Still signed in
+  // (the token changed, e.g. a sign-in in another tab): take the new token and `retry` once.
+  // Otherwise keep the question for this page and go to the sign-in page, which comes back here.
+  AiRun.prototype.sessionEnded = function (r, prompt, retry) {
+    var code = r.json && r.json.error ? r.json.error.code : "";
+    if (!(r.status === 401 || (r.status === 403 && code === "csrf_failed"))) return false;
+    var scope = this.scope;
+    var here = location.pathname + location.search;
+    api("GET", "/api/session").then(function (s) {
+      if (s.ok && s.json && s.json.csrfToken && retry && !retry.again) {
+        CSRF = s.json.csrfToken;
+        retry.again = true;
+        retry();
+        return;
+      }
+      try { sessionStorage.setItem(DRAFT, JSON.stringify({ path: here, scope: scope, prompt: prompt || "" })); } catch (e) { /* not kept */ }
+      location.assign("/login?next=" + encodeURIComponent(here) + "&expired=1");
+    });
+    return true;
+  };
+
+  // The question kept by `sessionEnded`, back in its box after the sign-in.
+  AiRun.prototype.restoreDraft = function () {
+    var d = null;
+    try { d = JSON.parse(sessionStorage.getItem(DRAFT) || "null"); } catch (e) { d = null; }
+    if (!d || d.path !== location.pathname + location.search || d.scope !== this.scope || !this.form) return;
+    try { sessionStorage.removeItem(DRAFT); } catch (e) { /* ignore */ }
+    var box = this.form.querySelector('textarea[name="prompt"]');
+    if (box && !box.value && d.prompt) {
+      box.value = d.prompt;
+      box.focus();
+    }
+  };
+
   AiRun.prototype.problem = function (msg) {
     if (!this.formError) return;
     this.formError.textContent = msg || "";
@@ -297,6 +339,7 @@
     };
     api("POST", "/api/page-ai/runs", body).then(function (r) {
       button.disabled = false;
+      if (self.sessionEnded(r, prompt, function () { self.ask(); })) return;
       if (!r.ok || !r.json || !r.json.hostRunId) {
         // The request id stays: a retry gets the run this request created, if it did.
         var why = r.status === 0 ? self.t("network") : self.t("start_failed") + (r.json && r.json.error ? ": " + r.json.error.message : "");
@@ -318,6 +361,7 @@
     b.disabled = true;
     b.textContent = this.t("cancelling");
     api("POST", "/api/page-ai/runs/" + id + "/cancel").then(function (r) {
+      if (self.sessionEnded(r, "", function () { self.cancel(form); })) return;
       if (!r.ok) {
         b.disabled = false;
         b.textContent = self.t("cancel");
@@ -336,7 +380,11 @@
     var b = form.querySelector("button");
     b.disabled = true;
     api("GET", "/api/page-ai/runs/" + parentId).then(function (p) {
-      if (!p.ok || !p.json) { b.disabled = false; self.problem(self.t("start_failed")); return null; }
+      if (!p.ok || !p.json) {
+        b.disabled = false;
+        if (!self.sessionEnded(p, "")) self.problem(self.t("start_failed"));
+        return null;
+      }
       var run = p.json;
       return api("POST", "/api/page-ai/runs", {
         requestId: uuid(), sessionId: run.sessionId, agentId: run.agentId, prompt: run.prompt,
@@ -346,6 +394,7 @@
     }).then(function (r) {
       if (!r) return;
       b.disabled = false;
+      if (self.sessionEnded(r, "", function () { self.resume(form); })) return;
       if (!r.ok || !r.json || !r.json.hostRunId) {
         self.problem(self.t("start_failed") + (r.json && r.json.error ? ": " + r.json.error.message : ""));
         return;
@@ -566,8 +615,8 @@
         var card = this.toolCard(p.callId, p.name);
         card.className = "ai-tool " + (p.ok ? "ok" : "failed");
         card.querySelector(".ai-tool-state").textContent = this.t(p.ok ? "tool.ok" : "tool.failed");
-        var summary = p.error ? (p.error.message || "") + " (" + (p.error.code || "") + ")"
-          : (typeof p.count === "number" ? this.t("results").replace("{n}", p.count) : (p.summary || ""));
+        var summary = p.error ? (this.L["tool_error." + p.error.code] || this.t("tool_error.other"))
+          : (typeof p.count === "number" ? (p.count === 1 ? this.t("results_one") : this.t("results").replace("{n}", p.count)) : (p.summary || ""));
         card.querySelector(".ai-tool-summary").textContent = summary;
         break;
       }
@@ -617,7 +666,7 @@
           if (fin && fin.getAttribute("data-has-answer") === "true") turn.querySelector(".ai-stream").hidden = true;
         } else if (payload && payload.code) {
           var a = el("div", "alert ai-error");
-          a.append(el("code", "ai-error-code", payload.code), " ", el("span", "ai-error-message", payload.message || ""));
+          a.append(el("strong", null, self.t("run_error.other")), " ", el("code", "ai-error-code", payload.code));
           result.replaceChildren(a);
         }
         turn.setAttribute("data-ended", status);

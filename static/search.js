@@ -17,9 +17,11 @@
       if (!all.length) return;
       const i = all.indexOf(document.activeElement);
       const next = e.key === 'j' ? Math.min(i + 1, all.length - 1) : Math.max(i - 1, 0);
+      const target = all[i < 0 ? 0 : next];
       e.preventDefault();
-      all[i < 0 ? 0 : next].focus();
-      all[i < 0 ? 0 : next].closest('.result').scrollIntoView({ block: 'nearest' });
+      target.focus();
+      // The document's block (a title sits in `.result-doc`, not in a passage's `.result`).
+      (target.closest('.result-doc, .result') || target).scrollIntoView({ block: 'nearest' });
     }
   });
 

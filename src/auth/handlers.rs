@@ -43,13 +43,20 @@ pub struct NextQuery {
     /// `done`: the visitor came from `/setup`, which is finished.
     #[serde(default)]
     setup: Option<String>,
+    /// `1`: the visitor's session ended while they were using a page (`web::html_errors`).
+    #[serde(default)]
+    expired: Option<String>,
 }
 
 pub async fn login_page(State(state): State<AppState>, AnonCtx(ctx): AnonCtx, Query(q): Query<NextQuery>) -> AppResult<Response> {
     if !tq::any_users(&state.pool).await? {
         return Ok(Redirect::to("/setup").into_response());
     }
-    let notice = q.setup.as_deref().filter(|s| *s == "done").map(|_| ctx.t("setup.already_done"));
+    let notice = match (q.setup.as_deref(), q.expired.as_deref()) {
+        (Some("done"), _) => Some(ctx.t("setup.already_done")),
+        (_, Some("1")) => Some(ctx.t("assist.session_expired")),
+        _ => None,
+    };
     render(LoginPage { ctx, next: safe_next(q.next.as_deref()), email: String::new(), error: None, notice })
 }
 
@@ -371,13 +378,47 @@ pub async fn tokens_create_form(
     Ok(Redirect::to("/settings/tokens").into_response())
 }
 
+/// A question before something that cannot be undone (`templates/admin/confirm.html`).
+#[derive(Template)]
+#[template(path = "admin/confirm.html")]
+struct ConfirmPage {
+    ctx: PageCtx,
+    title: String,
+    lines: Vec<String>,
+    action: String,
+    ok_label: String,
+    cancel_url: String,
+}
+
+#[derive(Deserialize)]
+pub struct ConfirmForm {
+    #[serde(default)]
+    confirm: Option<String>,
+}
+
+/// `POST /settings/tokens/{id}/revoke`: with `confirm=yes` (the dialog, or the confirmation
+/// page) it revokes; without (no JavaScript), it shows the confirmation page first.
 pub async fn tokens_revoke_form(
     State(state): State<AppState>,
     page: crate::web::Page,
     axum::extract::Path(id): axum::extract::Path<Uuid>,
-) -> AppResult<Redirect> {
+    Form(f): Form<ConfirmForm>,
+) -> AppResult<Response> {
     let mut tx = page.auth.tx(&state).await?;
+    if f.confirm.as_deref() != Some("yes") {
+        let tokens = super::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
+        tx.commit().await?;
+        let t = tokens.into_iter().find(|t| t.id == id && t.revoked_at.is_none()).ok_or(AppError::NotFound)?;
+        return render(ConfirmPage {
+            title: page.ctx.t("assist.token_revoke_title"),
+            lines: vec![page.ctx.t("assist.token_revoke_confirm").replace("{name}", &t.name)],
+            action: format!("/settings/tokens/{id}/revoke"),
+            ok_label: page.ctx.t("tokens.revoke"),
+            cancel_url: "/settings/tokens".into(),
+            ctx: page.ctx,
+        });
+    }
     super::tokens::revoke(&mut tx, page.auth.user_id, id).await?;
     tx.commit().await?;
-    Ok(Redirect::to("/settings/tokens"))
+    Ok(Redirect::to("/settings/tokens").into_response())
 }

@@ -84,8 +84,48 @@ pub fn labels(lang: impl std::borrow::Borrow<Lang>) -> String {
         KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
     for a in AgentId::ALL {
         map.insert(format!("agent.{}", a.as_str()), serde_json::Value::String(a.display_name().into()));
+        map.insert(format!("about.{}", a.as_str()), serde_json::Value::String(about(lang, a)));
     }
+    map.insert("results_one".into(), serde_json::Value::String(lang.t("assist.result_one")));
+    map.insert("tool_error.other".into(), serde_json::Value::String(lang.t("assist.tool_error.other")));
+    for code in TOOL_ERRORS {
+        map.insert(format!("tool_error.{code}"), serde_json::Value::String(tool_error_words(lang, code)));
+    }
+    map.insert("run_error.other".into(), serde_json::Value::String(lang.t("assist.run_error.other")));
     serde_json::Value::Object(map).to_string()
+}
+
+/// The tool error codes the catalogue has words for (`assist.tool_error.<code>`).
+const TOOL_ERRORS: &[&str] = &[
+    "unknown_tool",
+    "invalid_arguments",
+    "not_found",
+    "too_many_calls",
+    "knowledge_rag_unavailable",
+    "knowledge_rag_timeout",
+    "knowledge_rag_unauthorized",
+    "knowledge_rag_bad_response",
+    "internal",
+];
+
+/// A failed tool call in the reader's words (never the raw code or the server's English).
+fn tool_error_words(lang: Lang, code: &str) -> String {
+    lang.t_opt(&format!("assist.tool_error.{code}")).unwrap_or_else(|| lang.t("assist.tool_error.other"))
+}
+
+/// Why a run failed, in the reader's words.
+fn run_error_words(lang: Lang, code: &str) -> String {
+    lang.t_opt(&format!("assist.run_error.{code}")).unwrap_or_else(|| lang.t("assist.run_error.other"))
+}
+
+/// What `agent` is, in one line of `lang` (the picker's option: "Hermes — …").
+pub fn about(lang: Lang, agent: AgentId) -> String {
+    lang.t(&format!("assist.about.{}", agent.as_str()))
+}
+
+/// "3 results", "1 result" (the tool cards).
+fn results_words(lang: Lang, n: usize) -> String {
+    if n == 1 { lang.t("assist.result_one") } else { lang.t("ai.results").replace("{n}", &n.to_string()) }
 }
 
 /// What the compact panel of another page puts in context.
@@ -177,6 +217,10 @@ pub struct ResultView {
     verified_class: &'static str,
     unverified: Vec<UnverifiedRow>,
     error: Option<ErrorBody>,
+    /// Why the run failed, in the reader's words.
+    error_words: String,
+    /// The server's own message of a failure, for admins (it may name server settings).
+    error_detail: bool,
     cancelled: bool,
     interrupted: bool,
     /// The id a resume form sends (a second submit of the same form resumes once).
@@ -201,7 +245,9 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
         let head = if verified { ctx.t("ai.cite_ok") } else { ctx.t("ai.cite_not_verified") };
         format!("{head}: {}", reason_words(ctx, reason))
     };
-    let rendered = run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render(a, &checks, &tooltip));
+    let mark = ctx.t("assist.unsupported_mark");
+    let rendered =
+        run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render_marked(a, &checks, &tooltip, Some(&mark)));
     let (total, verified) = receipt.as_ref().map(|r| (r.total, r.verified)).unwrap_or_default();
     let verified_line = rendered.as_ref().map(|_| {
         if total == 0 {
@@ -239,6 +285,8 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
         answer_html: rendered.map(|r| r.html),
         verified_line,
         unverified,
+        error_words: error.as_ref().map(|e| run_error_words(ctx.lang, &e.code)).unwrap_or_default(),
+        error_detail: ctx.user.as_ref().is_some_and(|u| u.is_admin),
         error,
         cancelled: status == RunStatus::Cancelled,
         interrupted: status == RunStatus::Interrupted,
@@ -281,11 +329,11 @@ fn args_summary(v: &serde_json::Value) -> String {
 
 fn tool_summary(ctx: &PageCtx, c: &super::ToolCompleted) -> String {
     if let Some(e) = &c.error {
-        return format!("{} ({})", e.message, e.code);
+        return tool_error_words(ctx.lang, &e.code);
     }
     // A count reads in the page's language; the tool's own summary (English) otherwise.
     match (c.count, &c.summary) {
-        (Some(n), _) => ctx.t("ai.results").replace("{n}", &n.to_string()),
+        (Some(n), _) => results_words(ctx.lang, n),
         (None, Some(s)) => s.clone(),
         _ => String::new(),
     }
@@ -409,6 +457,8 @@ fn history(ctx: &PageCtx, runs: &[RunRow], current: Option<Uuid>) -> Vec<History
 pub struct AgentChoice {
     id: &'static str,
     name: &'static str,
+    /// What the agent is, in one line.
+    about: String,
     note: String,
     caps: String,
     selected: bool,
@@ -491,6 +541,7 @@ async fn page_of(
         .map(|x| AgentChoice {
             id: x.agent_id,
             name: x.display_name,
+            about: AgentId::parse(x.agent_id).map(|a| about(ctx.lang, a)).unwrap_or_default(),
             note: agent_pages::runs_on_words(&ctx, x),
             caps: capability_words(&ctx, x),
             selected: x.agent_id == picked.as_str(),
@@ -755,14 +806,32 @@ mod tests {
     }
 
     #[test]
+    fn failures_and_counts_read_in_the_readers_language_without_raw_codes() {
+        for lang in [Lang::En, Lang::ZhCn] {
+            for code in TOOL_ERRORS.iter().chain(&["something_new"]) {
+                let w = tool_error_words(lang, code);
+                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
+            }
+            for code in ["tool_failed", "agent_timeout", "llm_unavailable", "acp_failed", "internal", "something_new"] {
+                let w = run_error_words(lang, code);
+                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
+            }
+            assert!(!about(lang, AgentId::ChatOnly).starts_with("assist."), "{lang:?}");
+        }
+        assert_eq!(tool_error_words(Lang::En, "unknown_tool"), "the agent asked for a tool this run does not offer");
+        assert_eq!(run_error_words(Lang::ZhCn, "no_such_code"), "智能体未能完成这个回答。");
+        assert_eq!(results_words(Lang::En, 1), "1 result");
+        assert_eq!(results_words(Lang::En, 3), "3 results");
+        assert_eq!(results_words(Lang::ZhCn, 1), "1 条结果");
+    }
+
+    #[test]
     fn labels_exist_in_both_languages() {
         for lang in [Lang::En, Lang::ZhCn] {
             let v: serde_json::Value = serde_json::from_str(&labels(lang)).unwrap();
             for (k, w) in v.as_object().unwrap() {
-                assert!(
-                    !w.as_str().unwrap().starts_with("ai.") && !w.as_str().unwrap().is_empty(),
-                    "{lang:?}: ai.{k} is missing"
-                );
+                let w = w.as_str().unwrap();
+                assert!(!w.starts_with("ai.") && !w.starts_with("assist.") && !w.is_empty(), "{lang:?}: ai.{k} is missing");
             }
         }
     }

@@ -133,19 +133,64 @@ pub fn segments(quote: &str, ranges: &[[usize; 2]]) -> Vec<(String, bool)> {
             _ => merged.push((s, e)),
         }
     }
-    let mut out = Vec::new();
+    let hide = markup_mask(&chars);
+    let piece = |a: usize, b: usize| -> String { (a..b).filter(|i| !hide[*i]).map(|i| chars[i]).collect() };
+    let mut out: Vec<(String, bool)> = Vec::new();
+    let mut push = |text: String, marked: bool| {
+        if !text.is_empty() {
+            out.push((text, marked));
+        }
+    };
     let mut at = 0;
     for (s, e) in merged {
         if s > at {
-            out.push((chars[at..s].iter().collect(), false));
+            push(piece(at, s), false);
         }
-        out.push((chars[s..e].iter().collect(), true));
+        push(piece(s, e), true);
         at = e;
     }
     if at < n {
-        out.push((chars[at..].iter().collect(), false));
+        push(piece(at, n), false);
     }
     out
+}
+
+/// The characters of a quote that are Markdown code markup, not text: a fence (three or more
+/// backticks or tildes, with its language word and line end) and inline-code backticks. A
+/// quote shows the code, never the fences around it.
+fn markup_mask(chars: &[char]) -> Vec<bool> {
+    let n = chars.len();
+    let mut hide = vec![false; n];
+    let mut i = 0;
+    while i < n {
+        let c = chars[i];
+        if c != '`' && c != '~' {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < n && chars[j] == c {
+            j += 1;
+        }
+        let end = if j - i >= 3 {
+            // A fence: its info string (one word, e.g. `rust`) and the line end go too.
+            let mut k = j;
+            while k < n && chars[k] != '\n' {
+                k += 1;
+            }
+            let info_is_word = chars[j..k].iter().all(|c| c.is_alphanumeric() || "-_+.#".contains(*c));
+            if info_is_word { (k + 1).min(n) } else { j }
+        } else if c == '`' {
+            j
+        } else {
+            i // one or two tildes are text
+        };
+        for h in hide.iter_mut().take(end).skip(i) {
+            *h = true;
+        }
+        i = end.max(i + 1);
+    }
+    hide
 }
 
 /// The parts of "Page 3 · Heading › Sub · Lines 4–6 · Paragraph 7" from a locator, in the UI
@@ -385,6 +430,15 @@ mod tests {
 
     fn marked(q: &str, r: &[[usize; 2]]) -> String {
         segments(q, r).into_iter().map(|(t, m)| if m { format!("[{t}]") } else { t }).collect()
+    }
+
+    #[test]
+    fn quotes_show_code_without_its_fences_and_backticks() {
+        assert_eq!(marked("```rust\nlet x = 1;\n```", &[[16, 17]]), "let x = [1];\n");
+        assert_eq!(marked("Call `borrow()` first.", &[[6, 12]]), "Call [borrow]() first.");
+        assert_eq!(marked("~~~\ncode\n~~~ and ~ok~", &[]), "code\n and ~ok~");
+        assert_eq!(marked("``", &[[0, 2]]), "");
+        assert_eq!(marked("a ``` b", &[]), "a  b");
     }
 
     #[test]

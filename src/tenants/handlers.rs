@@ -367,7 +367,8 @@ pub async fn members_add(
     match result {
         Ok((email, link)) => {
             // One message for every case: the page must not tell which emails have accounts.
-            flash(&session, format!("{} {email}", page.ctx.t("members.invited"))).await?;
+            // No email is sent: the flash says so, and the link to send is shown below it.
+            flash(&session, page.ctx.t("assist.invite_created").replace("{email}", &email)).await?;
             if let Some(t) = link {
                 session.insert("invite_link", (email, link_url(&state, &headers, &t))).await.map_err(session_err)?;
             }

@@ -316,6 +316,11 @@ struct ErrorPage {
 pub async fn html_errors(req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+    let is_get = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
+    // Where the person was: the page a form was sent from (same site only), for a form whose
+    // session ended; a page they asked for themselves.
+    let back = if is_get { path_and_query.clone() } else { same_site_referer(req.headers()).unwrap_or_else(|| "/".into()) };
+    let had_session = sent_cookie(req.headers(), SESSION_COOKIE);
     let (mut parts, body) = req.into_parts();
     let lang = lang_of(&parts).await;
     let slot = NavSlot::default();
@@ -330,13 +335,22 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     if api_client {
         return resp;
     }
+    let signed_in = match &session {
+        Some(s) => matches!(s.get::<serde_json::Value>(auth::USER_ID).await, Ok(Some(_))),
+        None => false,
+    };
     match info.redirect_to {
-        Some("/login") => {
-            let next = urlencode(&path_and_query);
-            return Redirect::to(&format!("/login?next={next}")).into_response();
-        }
+        Some("/login") => return to_login(&back, had_session),
         Some(to) => return Redirect::to(to).into_response(),
         None => {}
+    }
+    // A form of a signed-in page sent after its session ended (idle expiry — the browser may
+    // have dropped the cookie by then —, signed out elsewhere) is not a forgery to report but a
+    // sign-in to ask for: the sign-in page, then back to the page the form was on. Nothing of
+    // the form was done. A signed-in session's wrong token, and the forms for visitors
+    // (sign-in, setup, invitation links), keep the error page.
+    if info.code == "csrf_failed" && !is_get && !signed_in && !visitor_form(&path) {
+        return to_login(&back, true);
     }
     let csrf = match &session {
         Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
@@ -359,6 +373,53 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
         Ok(html) => (info.status, Html(html)).into_response(),
         Err(_) => resp,
     }
+}
+
+/// The session cookie's name (`startup` names the session layer's cookie with it).
+pub const SESSION_COOKIE: &str = "mnote_session";
+
+/// `/login?next=<back>`, with `expired=1` when the request came with a session that has ended
+/// (the sign-in page then says so).
+fn to_login(back: &str, expired: bool) -> Response {
+    let next = urlencode(&safe_next(Some(back)));
+    let flag = if expired { "&expired=1" } else { "" };
+    Redirect::to(&format!("/login?next={next}{flag}")).into_response()
+}
+
+/// The forms a visitor without a session sends (their CSRF token is the browser cookie's).
+fn visitor_form(path: &str) -> bool {
+    matches!(path, "/login" | "/setup" | "/language") || path.starts_with("/join/")
+}
+
+/// Whether the request carries cookie `name`.
+fn sent_cookie(headers: &HeaderMap, name: &str) -> bool {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .any(|pair| pair.trim().split_once('=').is_some_and(|(k, _)| k == name))
+}
+
+/// The path (and query) of the `Referer` when it is a page of this site (same host and port
+/// as the request's `Host`), else `None`.
+pub fn same_site_referer(headers: &HeaderMap) -> Option<String> {
+    let referer = headers.get(header::REFERER)?.to_str().ok()?;
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let u = reqwest::Url::parse(referer).ok()?;
+    let authority = match u.port() {
+        Some(p) => format!("{}:{p}", u.host_str()?),
+        None => u.host_str()?.to_string(),
+    };
+    if !authority.eq_ignore_ascii_case(host) {
+        return None;
+    }
+    let mut out = u.path().to_string();
+    if let Some(q) = u.query() {
+        out.push('?');
+        out.push_str(q);
+    }
+    Some(safe_next(Some(&out)))
 }
 
 pub fn urlencode(s: &str) -> String {
@@ -449,6 +510,27 @@ mod tests {
         }
         assert_eq!(safe_next(Some("/\t/evil.example/x")), "/");
         assert_eq!(safe_next(Some("/kbs/1?q=a%20b#hl")), "/kbs/1?q=a%20b#hl");
+    }
+
+    #[test]
+    fn the_referer_counts_only_from_this_site() {
+        let h = |referer: &str, host: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::REFERER, referer.parse().unwrap());
+            m.insert(header::HOST, host.parse().unwrap());
+            m
+        };
+        assert_eq!(
+            same_site_referer(&h("http://mnote.example:8080/ai?session=s1", "mnote.example:8080")),
+            Some("/ai?session=s1".into())
+        );
+        assert_eq!(same_site_referer(&h("https://mnote.example/kbs/1", "mnote.example")), Some("/kbs/1".into()));
+        assert_eq!(same_site_referer(&h("https://evil.example/kbs/1", "mnote.example")), None);
+        assert_eq!(same_site_referer(&h("http://mnote.example:9090/x", "mnote.example:8080")), None);
+        assert_eq!(same_site_referer(&HeaderMap::new()), None);
+        let mut c = HeaderMap::new();
+        c.insert(header::COOKIE, "a=1; mnote_session=xyz".parse().unwrap());
+        assert!(sent_cookie(&c, SESSION_COOKIE) && !sent_cookie(&c, "mnote"));
     }
 
     #[test]

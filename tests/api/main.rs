@@ -40,6 +40,7 @@ mod runs_openai;
 mod search;
 mod search_page;
 mod security;
+mod session_expiry;
 mod soft_delete;
 mod symlink_race;
 mod tenant_roots;

@@ -25,21 +25,21 @@ use crate::{
     lightrag,
 };
 
-const EMAIL: &str = "owner@acme.test";
+pub(crate) const EMAIL: &str = "owner@acme.test";
 const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall. Each robot reports its battery level to the fleet controller every minute.\n\n## Safety\n\nPeople wear orange vests on the warehouse floor.\n";
 const HANDBOOK_ZH: &str = "# 仓库手册\n\n## 充电\n\n机器人在北厅过夜充电。每台机器人每分钟向调度系统报告电量。\n\n## 安全\n\n仓库地面上的人员穿橙色背心。\n";
-const QUESTION: &str = "Where do the robots charge overnight?";
+pub(crate) const QUESTION: &str = "Where do the robots charge overnight?";
 
 /// A tenant whose owner has the KB "Handbook" with the two handbooks indexed.
-struct Seed {
-    tenant: uuid::Uuid,
-    api: Client,
-    kb: String,
+pub(crate) struct Seed {
+    pub(crate) tenant: uuid::Uuid,
+    pub(crate) api: Client,
+    pub(crate) kb: String,
     /// `handbook.md`'s source id.
-    source: String,
+    pub(crate) source: String,
 }
 
-async fn seed(app: &TestApp) -> Seed {
+pub(crate) async fn seed(app: &TestApp) -> Seed {
     let s = app.bootstrap("acme", EMAIL).await;
     let api = app.api(s.tenant_id, s.user_id).await;
     app.write_doc("team/handbook.md", HANDBOOK);
@@ -65,7 +65,7 @@ async fn seed(app: &TestApp) -> Seed {
 }
 
 /// Every event of a run's journal, oldest first.
-async fn journal(api: &Client, run: &str) -> Vec<Value> {
+pub(crate) async fn journal(api: &Client, run: &str) -> Vec<Value> {
     let mut out: Vec<Value> = Vec::new();
     loop {
         let after = out.last().map(|e| e["seq"].as_i64().unwrap()).unwrap_or(0);
@@ -80,7 +80,7 @@ async fn journal(api: &Client, run: &str) -> Vec<Value> {
     }
 }
 
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+pub(crate) fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
@@ -116,7 +116,7 @@ fn answer_text(md: &str) -> String {
     squash(&out)
 }
 
-async fn run_of(api: &Client, id: &str) -> Value {
+pub(crate) async fn run_of(api: &Client, id: &str) -> Value {
     let (st, run) = api.get_json(&format!("/api/page-ai/runs/{id}")).await;
     assert_eq!(st, StatusCode::OK, "{run}");
     run
@@ -129,7 +129,7 @@ async fn shown_run(b: &Browser, root: &str) -> String {
 }
 
 /// Wait until the component's run ended and its result is in; how it ended.
-async fn ended(b: &Browser, root: &str) -> String {
+pub(crate) async fn ended(b: &Browser, root: &str) -> String {
     let v = b
         .poll(
             "the run to end",
@@ -140,19 +140,19 @@ async fn ended(b: &Browser, root: &str) -> String {
     v.as_str().unwrap().to_string()
 }
 
-async fn text(b: &Browser, css: &str) -> String {
+pub(crate) async fn text(b: &Browser, css: &str) -> String {
     let v = b.js("const e = document.querySelector(arguments[0]); return e ? e.textContent : null", vec![json!(css)]).await;
     v.as_str().unwrap_or_else(|| panic!("{}: no `{css}`", b.name)).to_string()
 }
 
-async fn count(b: &Browser, css: &str) -> usize {
+pub(crate) async fn count(b: &Browser, css: &str) -> usize {
     b.js("return document.querySelectorAll(arguments[0]).length", vec![json!(css)]).await.as_u64().unwrap() as usize
 }
 
 const SHOWN: &str = "const t = document.querySelector(arguments[0] + ' .ai-turn'); return t && t.getAttribute('data-run-id')";
 
 /// Ask through the component's form; the id of the run it then shows.
-async fn ask(b: &Browser, root: &str, agent: &str, prompt: &str) -> String {
+pub(crate) async fn ask(b: &Browser, root: &str, agent: &str, prompt: &str) -> String {
     let sel = format!("{root} select.ai-agent");
     b.wait_for(&sel).await.select_by_value(agent).await.unwrap();
     // The component's first look for a run to resume is over (it may show one).
@@ -182,7 +182,7 @@ async fn shot(b: &Browser, root: &str, label: &str) {
     b.screenshot(label).await;
 }
 
-async fn to_chinese(b: &Browser) {
+pub(crate) async fn to_chinese(b: &Browser) {
     b.goto("/").await;
     b.js("document.querySelector('form.lang button[value=\"zh-CN\"]').click()", vec![]).await;
     b.poll(
@@ -258,7 +258,7 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert_eq!(count(&b, "#ai-run .ai-tool").await, of_kind(&events, "tool.started").len());
     assert!(count(&b, "#ai-run .ai-tool.ok").await >= 1);
     assert!(!text(&b, "#ai-run .ai-plan").await.is_empty(), "the plan is shown");
-    check_verified_line(&b, &run, "Verified").await;
+    check_verified_line(&b, &run, "Quotes checked").await;
     assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
     // The run is in the session's history.
     b.poll("the history", "return document.querySelectorAll('#ai-run .ai-history li.current').length === 1", vec![]).await;
@@ -334,14 +334,14 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     let zh = ask(&b, "#ai-run", "hermes", "机器人在哪里过夜充电？").await;
     assert_eq!(ended(&b, "#ai-run").await, "completed");
     let run = run_of(&seed.api, &zh).await;
-    check_verified_line(&b, &run, "已核验").await;
+    check_verified_line(&b, &run, "引文核对").await;
     assert!(text(&b, "#ai-run .ai-answer").await.contains("北厅"));
     assert!(text(&b, "#ai-run .ai-status").await.contains("已完成"));
     shot(&b, "#ai-run", "zh").await;
     // The run's own page, rendered by the server.
     b.goto(&format!("/ai/runs/{zh}")).await;
     b.wait_for("#ai-run .ai-turn[data-ended=completed] .ai-answer a.ai-cite").await;
-    assert!(text(&b, "#ai-run .ai-verified").await.contains("已核验"));
+    assert!(text(&b, "#ai-run .ai-verified").await.contains("引文核对"));
     shot(&b, "#ai-run", "run-page-zh").await;
     b.finish().await;
 
@@ -391,7 +391,8 @@ async fn builtin_a_reload_right_after_asking_shows_the_final_state_once() {
     let seed = seed(&app).await;
     let b = Browser::start("ai-builtin-reload", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
-    for (lang, word, question) in [("en", "Verified", QUESTION), ("zh", "已核验", "机器人在哪里过夜充电？")] {
+    for (lang, word, question) in [("en", "Quotes checked", QUESTION), ("zh", "引文核对", "机器人在哪里过夜充电？")]
+    {
         if lang == "zh" {
             to_chinese(&b).await;
         }
@@ -505,7 +506,7 @@ async fn reload_mid_answer(rt: &Runtime, name: &str) -> (Browser, String) {
     assert!(of_kind(&events, "message.delta").len() >= 10, "a slow answer comes in many deltas");
     // The transcript is the journal's text exactly (nothing twice, nothing missing), one card
     // per tool call, the final answer in place of the streamed text.
-    check_shown_once(&b, &id, &run, &events, "Verified").await;
+    check_shown_once(&b, &id, &run, &events, "Quotes checked").await;
     shot(&b, "#ai-run", "resumed-en").await;
 
     // 中文: the same run, ended, shown from the snapshot.
@@ -513,7 +514,7 @@ async fn reload_mid_answer(rt: &Runtime, name: &str) -> (Browser, String) {
     b.goto("/ai").await;
     assert_eq!(shown_run(&b, "#ai-run").await, id);
     assert_eq!(ended(&b, "#ai-run").await, "completed");
-    check_shown_once(&b, &id, &run, &events, "已核验").await;
+    check_shown_once(&b, &id, &run, &events, "引文核对").await;
     shot(&b, "#ai-run", "resumed-zh").await;
     (b, id)
 }
@@ -632,7 +633,7 @@ async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
     let (app, seed) = reasonix_app().await;
     let b = Browser::start("ai-reasonix", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
-    for (lang, word, status) in [("en", "Verified", "Completed"), ("zh", "已核验", "已完成")] {
+    for (lang, word, status) in [("en", "Quotes checked", "Completed"), ("zh", "引文核对", "已完成")] {
         if lang == "zh" {
             to_chinese(&b).await;
         }

@@ -113,6 +113,12 @@ pub struct Browser {
 impl Browser {
     /// A fresh browser (new empty profile) with a 1280×900 window, for the app at `base`.
     pub async fn start(name: &str, base: &str) -> Browser {
+        Browser::start_in(name, base, None).await
+    }
+
+    /// [`Browser::start`], the browser asking for pages in `accept_language` (e.g. `zh-CN`):
+    /// what a visitor without a session (the sign-in page) is shown in.
+    pub async fn start_in(name: &str, base: &str, accept_language: Option<&str>) -> Browser {
         let driver = Driver::start(name).await;
         let profile = tempfile::tempdir().unwrap();
         let args = vec![
@@ -140,9 +146,17 @@ impl Browser {
             "--window-size=1280,900".into(),
             format!("--user-data-dir={}", profile.path().display()),
         ];
+        let mut args = args;
+        if let Some(l) = accept_language {
+            args.push(format!("--lang={l}"));
+        }
+        let prefs = match accept_language {
+            Some(l) => json!({ "intl.accept_languages": l }),
+            None => json!({}),
+        };
         let caps = json!({
             "browserName": "chrome",
-            "goog:chromeOptions": { "binary": env_or("MNOTE_CHROMIUM", "/usr/bin/chromium"), "args": args },
+            "goog:chromeOptions": { "binary": env_or("MNOTE_CHROMIUM", "/usr/bin/chromium"), "args": args, "prefs": prefs },
         });
         let caps = caps.as_object().unwrap().clone();
         let c = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())

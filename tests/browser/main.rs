@@ -32,3 +32,4 @@ mod screens;
 mod search;
 mod settings;
 mod viewer;
+mod walk;

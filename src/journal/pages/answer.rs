@@ -105,6 +105,14 @@ struct Out<'t> {
     citations: usize,
     unverified: usize,
     tooltip: Tooltip<'t>,
+    /// The words marking an unsupported claim (none: not marked).
+    mark: Option<&'t str>,
+}
+
+/// Reasons that say the cited passage does not back the sentence (a check that could not run,
+/// `check_failed`, or a citation the receipt has no check for, says nothing either way).
+fn unsupported(reason: &str) -> bool {
+    matches!(reason, "unsupported" | "evidence_not_found" | "not_visible" | "malformed")
 }
 
 impl Out<'_> {
@@ -115,6 +123,13 @@ impl Out<'_> {
     fn text(&mut self, s: &str) {
         if !s.is_empty() {
             self.events.push(Event::Text(CowStr::from(s.to_string())));
+        }
+    }
+
+    /// The mark after an unsupported citation, if marks are on.
+    fn mark_after(&mut self, verified: bool, reason: &str) {
+        if let Some(m) = self.mark.filter(|_| !verified && unsupported(reason)) {
+            self.html(format!(" <span class=\"ai-unsupported\" data-reason=\"{}\">{}</span>", escape(reason), escape(m)));
         }
     }
 
@@ -147,6 +162,7 @@ impl Out<'_> {
             self.cite_open("span", None, first, verified, &reason);
             self.text(&text[start..end]);
             self.html("</span>".into());
+            self.mark_after(verified, &reason);
             at = end;
         }
         self.text(&text[at..]);
@@ -155,7 +171,8 @@ impl Out<'_> {
 
 /// How a link's label is being shown.
 enum Link {
-    Cite,
+    /// Our citation, with its check.
+    Cite(bool, String),
     /// Another `/sources/` link without evidence: an anchor, not a citation.
     Plain,
     /// Anything else: the label as text.
@@ -172,9 +189,17 @@ fn demote(level: HeadingLevel) -> HeadingLevel {
 }
 
 /// Render `markdown` with its citations marked from `checks` (the receipt, in order).
+#[cfg(test)]
 pub fn render(markdown: &str, checks: &[Check], tooltip: Tooltip<'_>) -> Rendered {
+    render_marked(markdown, checks, tooltip, None)
+}
+
+/// [`render`], and after each citation the receipt found unsupported (its sentence is not in
+/// the cited passage, or the passage is not there) the visible `mark`, so the claim is marked
+/// where it stands, not only in the list below the answer.
+pub fn render_marked(markdown: &str, checks: &[Check], tooltip: Tooltip<'_>, mark: Option<&str>) -> Rendered {
     let mut checks = Checks::new(checks);
-    let mut out = Out { events: Vec::new(), citations: 0, unverified: 0, tooltip };
+    let mut out = Out { events: Vec::new(), citations: 0, unverified: 0, tooltip, mark };
     let mut links: Vec<Link> = Vec::new();
     let mut image_depth = 0usize;
     let mut pending_text = String::new();
@@ -202,7 +227,7 @@ pub fn render(markdown: &str, checks: &[Check], tooltip: Tooltip<'_>) -> Rendere
                     Some(Some(evidence)) if links.is_empty() => {
                         let (verified, reason) = checks.take(Some(evidence));
                         out.cite_open("a", Some(&dest_url), Some(evidence), verified, &reason);
-                        Link::Cite
+                        Link::Cite(verified, reason)
                     }
                     Some(None) if links.is_empty() => {
                         out.html(format!("<a class=\"ai-link\" href=\"{}\">", escape(&dest_url)));
@@ -212,11 +237,14 @@ pub fn render(markdown: &str, checks: &[Check], tooltip: Tooltip<'_>) -> Rendere
                 };
                 links.push(kind);
             }
-            Event::End(TagEnd::Link) => {
-                if let Some(Link::Cite | Link::Plain) = links.pop() {
+            Event::End(TagEnd::Link) => match links.pop() {
+                Some(Link::Cite(verified, reason)) => {
                     out.html("</a>".into());
+                    out.mark_after(verified, &reason);
                 }
-            }
+                Some(Link::Plain) => out.html("</a>".into()),
+                _ => {}
+            },
             Event::Start(Tag::Image { .. }) => image_depth += 1,
             Event::End(TagEnd::Image) => image_depth = image_depth.saturating_sub(1),
             Event::Start(Tag::Heading { level, .. }) => out.events.push(Event::Start(Tag::Heading {
@@ -396,5 +424,28 @@ mod tests {
         );
         assert_eq!(citation_target(&format!("/sources/{SRC}/view")), Some(None));
         assert_eq!(citation_target("https://x/sources/"), None);
+    }
+
+    #[test]
+    fn unsupported_claims_are_marked_where_they_stand() {
+        let md =
+            format!("Robots charge at night {}. The moon is cheese {}. Gone {}.", link("1", EV1), link("2", EV2), link("3", EV1));
+        let checks = [check(EV1, true, "quote_found"), check(EV2, false, "unsupported")];
+        let r = render_marked(&md, &checks, &words, Some("not <supported>"));
+        // The unsupported citation and the one whose passage is gone are marked right after
+        // themselves; the verified one and the unchecked one (not_checked) are not.
+        assert_eq!(r.html.matches("class=\"ai-unsupported\"").count(), 1, "{}", r.html);
+        assert!(
+            r.html.contains("</a> <span class=\"ai-unsupported\" data-reason=\"unsupported\">not &lt;supported&gt;</span>"),
+            "{}",
+            r.html
+        );
+        let md2 = format!("Gone {}. Also [evidence:{EV2}].", link("1", EV1));
+        let r2 =
+            render_marked(&md2, &[check(EV1, false, "evidence_not_found"), check(EV2, false, "unsupported")], &words, Some("X"));
+        assert_eq!(r2.html.matches("class=\"ai-unsupported\"").count(), 2, "{}", r2.html);
+        assert!(r2.html.contains("</span> <span class=\"ai-unsupported\""), "a marker span is marked too: {}", r2.html);
+        // Without marks (the default render) nothing is added.
+        assert!(!render(&md, &checks, &words).html.contains("ai-unsupported"));
     }
 }
