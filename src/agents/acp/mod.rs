@@ -10,7 +10,8 @@
 //!    the server's database URLs, keys or tokens, only what MNOTE_ACP_ENV names), without
 //!    new privileges, as MNOTE_ACP_USER (default `nobody`) when the server runs as root;
 //! 2. `initialize` (protocol version 1; client capabilities: no file system, no terminal),
-//!    `session/new` (`mcpServers: []`, our tools in `_meta`, see below), `session/prompt`
+//!    `session/new` (our tools in `_meta`, see below; `mcpServers` holds our `/mcp` with the
+//!    run's token when the agent advertises `mcpCapabilities.http`, see below), `session/prompt`
 //!    (earlier turns of a resumed conversation as a text block before the question);
 //! 3. `session/update` notifications are journaled ([`updates`]): answer chunks as
 //!    `message.delta`, the plan as `plan.updated`, the agent's own tool calls as compact
@@ -39,6 +40,16 @@
 //! {"error": {code, message}}`). Calls run in-process under the run actor's rights and are
 //! journaled (`tool.started`/`tool.completed`, source `tool`) like any runtime's. Evidence the
 //! agent cites as `[evidence:<id>]` becomes our citation links in the final answer.
+//!
+//! ## Our tools over standard MCP
+//!
+//! An agent whose `initialize` answer advertises `agentCapabilities.mcpCapabilities.http` also
+//! gets `mcpServers: [{"type": "http", "name": "mnote", "url": "<this server>/mcp", "headers":
+//! [{"name": "Authorization", "value": "Bearer mnoterun_…"}]}]`: the run-scoped token the
+//! executor minted (`crate::mcp::run_token`), valid only at `/mcp` and only while the run is
+//! live. Its calls are journaled into the run through the database and count for the receipt
+//! like `_mnote/tools/call`'s. Without that capability `mcpServers` is empty (we have no stdio
+//! MCP bridge) and the `_mnote` extension is the agent's only way to our tools.
 //!
 //! Every other agent → client request is refused: `session/request_permission` gets the
 //! `cancelled` outcome, `fs/*` and `terminal/*` (never advertised) and unknown methods a
@@ -211,7 +222,7 @@ impl AcpRuntime {
     }
 
     /// The run's error for `failure`, with what the process says about it.
-    async fn explain(&self, failure: Failure, child: &mut Interactive) -> AgentError {
+    async fn explain(&self, failure: Failure, child: &mut Interactive, secrets: &[String]) -> AgentError {
         match failure {
             Failure::Cancelled => AgentError::Cancelled,
             Failure::Idle => AgentError::Timeout(format!(
@@ -219,7 +230,7 @@ impl AcpRuntime {
                 self.settings.idle_timeout.as_secs_f32().round() as u64
             )),
             Failure::Journal(e) => AgentError::Journal(e),
-            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE, &self.secrets).await {
+            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE, secrets).await {
                 Some(report) => AgentError::upstream("acp_failed", report),
                 None => AgentError::upstream(
                     "acp_protocol_error",
@@ -228,9 +239,9 @@ impl AcpRuntime {
             },
             Failure::Protocol(m) => AgentError::upstream("acp_protocol_error", m),
             Failure::LineTooLong(m) => AgentError::upstream("acp_line_too_long", m),
-            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300), &self.secrets).await {
+            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300), secrets).await {
                 Some(report) => AgentError::upstream("acp_failed", report),
-                None => AgentError::upstream("acp_failed", m),
+                None => AgentError::upstream("acp_failed", redact(&m, secrets)),
             },
         }
     }
@@ -309,7 +320,12 @@ impl AgentRuntime for AcpRuntime {
             let mut child = self.spawn(&workdir.0)?;
             let result = match self.converse(&mut child, &workdir.0, input, env).await {
                 Ok(done) => Ok(done),
-                Err(failure) => Err(self.explain(failure, &mut child).await),
+                Err(failure) => {
+                    // The run's MCP token is a secret too (an agent may echo its configuration).
+                    let mut secrets = self.secrets.clone();
+                    secrets.extend(env.mcp.as_ref().map(|m| m.token.expose().to_string()));
+                    Err(self.explain(failure, &mut child, &secrets).await)
+                }
             };
             // However the turn ended, the agent does not outlive it.
             child.kill().await;
