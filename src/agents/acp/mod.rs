@@ -239,25 +239,45 @@ impl AcpRuntime {
             },
             Failure::Protocol(m) => AgentError::upstream("acp_protocol_error", m),
             Failure::LineTooLong(m) => AgentError::upstream("acp_line_too_long", m),
-            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300), secrets).await {
-                Some(report) => AgentError::upstream("acp_failed", report),
-                None => AgentError::upstream("acp_failed", redact(&m, secrets)),
-            },
+            // The agent's own answer first (e.g. `-32000 Authentication required`); what its
+            // process said on the way out, when it said anything.
+            Failure::Agent(m) => {
+                let m = redact(&m, secrets);
+                match exit_details(child, Duration::from_millis(300), secrets).await {
+                    Some((status, last)) if !status.success() || !last.is_empty() => {
+                        AgentError::upstream("acp_failed", format!("{m}; {}", report_of(status, &last)))
+                    }
+                    _ => AgentError::upstream("acp_failed", m),
+                }
+            }
         }
     }
 }
 
 /// `"<exit status>; <last stderr lines>"` once the process has ended (within `grace`).
 async fn exit_report(child: &mut Interactive, grace: Duration, secrets: &[String]) -> Option<String> {
+    let (status, last) = exit_details(child, grace, secrets).await?;
+    Some(report_of(status, &last))
+}
+
+/// The exit status and the last stderr lines (redacted) once the process has ended.
+async fn exit_details(
+    child: &mut Interactive,
+    grace: Duration,
+    secrets: &[String],
+) -> Option<(std::process::ExitStatus, String)> {
     let status = child.exited_within(grace).await?;
     let tail = child.stderr_tail(STDERR_QUOTE_CHARS, EXIT_GRACE).await;
     let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let last = redact(&lines[lines.len().saturating_sub(5)..].join(" | "), secrets);
-    Some(if last.is_empty() {
+    Some((status, redact(&lines[lines.len().saturating_sub(5)..].join(" | "), secrets)))
+}
+
+fn report_of(status: std::process::ExitStatus, last: &str) -> String {
+    if last.is_empty() {
         format!("the agent process ended ({status}); it wrote nothing on stderr")
     } else {
         format!("the agent process ended ({status}); {last}")
-    })
+    }
 }
 
 /// `text` without credentials, as the agent's stderr is quoted to the user: every occurrence
@@ -285,7 +305,9 @@ fn redact_keyish(text: &str) -> String {
     text.split_inclusive(char::is_whitespace)
         .map(|piece| {
             let word = piece.trim_end();
-            if looks_secret(word) { format!("[redacted]{}", &piece[word.len()..]) } else { piece.to_string() }
+            // Punctuation after the key stays (`key sk-…: refused` → `key [redacted]: refused`).
+            let key = word.trim_end_matches(['.', ',', ';', ':', ')', ']', '"', '\'']);
+            if looks_secret(word) { format!("[redacted]{}", &piece[key.len()..]) } else { piece.to_string() }
         })
         .collect()
 }
@@ -353,6 +375,8 @@ mod tests {
         assert!(!out.contains("sk-proj") && !out.contains("9f8e7d6c"), "{out}");
         assert!(out.contains("/usr/lib/python3.11/site-packages/agent/main.py"), "{out}");
         assert!(out.contains("line 42"), "{out}");
+        let out = redact("with key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c: connection refused", &[]);
+        assert_eq!(out, "with key [redacted]: connection refused", "the punctuation after a key stays");
     }
 
     #[test]
