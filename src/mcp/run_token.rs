@@ -110,14 +110,8 @@ pub async fn call(
         run.agent.source(),
         Limits::of(&state.config.agents),
     );
-    let tools = ToolBox::for_run_over_mcp(
-        state.clone(),
-        auth.clone(),
-        run.context.clone(),
-        events,
-        citation_base.to_string(),
-        offered,
-    );
+    let tools =
+        ToolBox::for_run_over_mcp(state.clone(), auth.clone(), run.context.clone(), events, citation_base.to_string(), offered);
     let call_id = format!("mcp-{}", &Uuid::new_v4().simple().to_string()[..12]);
     tools.call(&call_id, name, arguments).await
 }

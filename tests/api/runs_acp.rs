@@ -480,7 +480,10 @@ async fn an_agent_that_takes_mcp_servers_calls_our_tools_over_mcp_journaled_and_
     // While the run was live: the run's tool offer (no list_knowledge_bases), refused by the
     // API, and another tenant's evidence is nothing.
     let answer = run["answer"].as_str().unwrap();
-    assert!(answer.starts_with("Tools: evidence_search, evidence_read, evidence_open. API: 401. Open: error not_found. "), "{answer}");
+    assert!(
+        answer.starts_with("Tools: evidence_search, evidence_read, evidence_open. API: 401. Open: error not_found. "),
+        "{answer}"
+    );
     assert!(!answer.contains("Berlin"), "another tenant's document reached the run: {answer}");
     assert!(answer.contains("The robots charge overnight in the north hall."), "{answer}");
 
@@ -493,9 +496,13 @@ async fn an_agent_that_takes_mcp_servers_calls_our_tools_over_mcp_journaled_and_
     assert_eq!(started[1]["payload"]["arguments"]["query"], "Where do the robots charge?");
     let completed = of_kind(&ev, "tool.completed", "tool");
     assert_eq!(completed.len(), 2, "{ev:?}");
-    assert_eq!((completed[0]["payload"]["ok"].as_bool(), completed[0]["payload"]["error"]["code"].as_str()), (Some(false), Some("not_found")));
+    assert_eq!(
+        (completed[0]["payload"]["ok"].as_bool(), completed[0]["payload"]["error"]["code"].as_str()),
+        (Some(false), Some("not_found"))
+    );
     assert_eq!(completed[1]["payload"]["ok"], true, "{}", completed[1]);
-    let found: Vec<&str> = completed[1]["payload"]["evidenceIds"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    let found: Vec<&str> =
+        completed[1]["payload"]["evidenceIds"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
     assert!(!found.is_empty() && !found.contains(&foreign.as_str()), "{}", completed[1]);
     assert!(completed[1]["payload"].get("content").is_none(), "compact: no raw results in the journal");
 
@@ -513,15 +520,13 @@ async fn an_agent_that_takes_mcp_servers_calls_our_tools_over_mcp_journaled_and_
     // After the run: refused (401), for listing and for calls alike.
     let (st, body) = mcp_post(&app, &token, "tools/list", json!({})).await;
     assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
-    let (st, _) = mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "robots"}})).await;
+    let (st, _) =
+        mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "robots"}})).await;
     assert_eq!(st, StatusCode::UNAUTHORIZED);
     // Nothing of it is kept: the run's row holds no token hash any more.
     let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
-    let kept: Option<String> = sqlx::query_scalar("select mcp_token_hash from ai_run where id = $1::uuid")
-        .bind(&id)
-        .fetch_one(&mut *tx)
-        .await
-        .unwrap();
+    let kept: Option<String> =
+        sqlx::query_scalar("select mcp_token_hash from ai_run where id = $1::uuid").bind(&id).fetch_one(&mut *tx).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(kept, None);
 }
@@ -577,7 +582,8 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "list_knowledge_bases", "arguments": {}})).await;
     assert_eq!(r["result"]["isError"], true, "{r}");
     // A call made with it now is journaled into the run.
-    let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "battery level"}})).await;
+    let (_, r) =
+        mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "battery level"}})).await;
     assert_ne!(r["result"]["isError"], true, "{r}");
     assert!(r["result"]["structuredContent"]["results"][0]["citationUrl"].as_str().unwrap().starts_with(&app.base), "{r}");
     // Elsewhere it is no credential at all.
@@ -668,6 +674,43 @@ async fn a_third_party_acp_agent_completes_a_run_and_is_refused_permission() {
     assert_eq!(started, vec!["call_1", "call_2"], "{kinds:?}");
     let completed = of_kind(&ev, "tool.completed", "reasonix");
     assert_eq!(completed.len(), 1, "only the read completed: the edit was never permitted: {kinds:?}");
-    assert_eq!((completed[0]["payload"]["callId"].as_str(), completed[0]["payload"]["ok"].as_bool()), (Some("call_1"), Some(true)));
+    assert_eq!(
+        (completed[0]["payload"]["callId"].as_str(), completed[0]["payload"]["ok"].as_bool()),
+        (Some("call_1"), Some(true))
+    );
     assert_eq!(ev.last().unwrap()["kind"], "run.completed", "{kinds:?}");
+}
+
+#[tokio::test]
+async fn a_run_whose_worker_is_lost_takes_its_token_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("mcp.json");
+    let dump_arg = dump.to_string_lossy().into_owned();
+    let app = acp_app_with_args(tmp.path(), &["--mcp-http", "--mcp-dump", &dump_arg], |_| {}).await;
+    let k = seeded(&app).await;
+    let id = id_of(&start(&k, "[[hang]] Where do the robots charge?").await);
+    let mut live = None;
+    for _ in 0..300 {
+        if dump.exists() && !of_kind(&events(&k, &id).await, "message.delta", "reasonix").is_empty() {
+            live = Some(dumped_server(tmp.path()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let server = live.expect("the run never streamed");
+    let token = server["headers"][0]["value"].as_str().unwrap().strip_prefix("Bearer ").unwrap().to_string();
+    assert_eq!(mcp_post(&app, &token, "tools/list", json!({})).await.0, StatusCode::OK);
+
+    // The worker's lease runs out (a crashed replica): the reconciler interrupts the run.
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+    sqlx::query("update ai_run set lease_expires_at = now() - interval '1 minute', lease_owner = 'gone' where id = $1::uuid")
+        .bind(&id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let interrupted = mnote::journal::reconcile::once(&app.pool).await.unwrap();
+    assert_eq!(interrupted.iter().map(|u| u.to_string()).collect::<Vec<_>>(), vec![id.clone()]);
+    let (st, body) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
 }
