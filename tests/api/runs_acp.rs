@@ -592,6 +592,18 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     assert_eq!(api.get("/api/kbs").await.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(api.get(&format!("/api/page-ai/runs/{id}")).await.status(), StatusCode::UNAUTHORIZED);
 
+    // The team's capability switches apply to the run's token at once, as to the run.
+    let (st, v) = k.client.send_json("PATCH", "/api/page-ai/capabilities", json!({"evidence": false})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, list) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(list["result"]["tools"], json!([]), "{list}");
+    let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "robots"}})).await;
+    assert_eq!(
+        (r["result"]["isError"].as_bool(), r["result"]["structuredContent"]["error"]["code"].as_str()),
+        (Some(true), Some("unknown_tool")),
+        "{r}"
+    );
+
     let (st, c) = k.client.post_json(&format!("/api/page-ai/runs/{id}/cancel"), json!({})).await;
     assert_eq!(st, StatusCode::OK, "{c}");
     let run = finished(&k, &id).await;
@@ -599,7 +611,9 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     let ev = events(&k, &id).await;
     let queries: Vec<&str> =
         of_kind(&ev, "tool.started", "tool").iter().map(|e| e["payload"]["arguments"]["query"].as_str().unwrap_or("")).collect();
-    assert_eq!(queries, vec!["Where do the robots charge?", "battery level"], "{ev:?}");
+    assert_eq!(queries, vec!["Where do the robots charge?", "battery level", "robots"], "{ev:?}");
+    let last = of_kind(&ev, "tool.completed", "tool").last().map(|e| e["payload"]["error"]["code"].clone());
+    assert_eq!(last, Some(json!("unknown_tool")), "the refused call is the run's too: {ev:?}");
     assert!(run["receipt"]["toolCalls"].as_array().unwrap().len() >= 2, "{run}");
     // Cancelled is an end too: refused.
     let (st, _) = mcp_post(&app, &token, "tools/list", json!({})).await;
