@@ -31,8 +31,26 @@ Hostile directives (the sandbox tests; each answers a JSON report instead of sea
   [[hugeline]] writes one line of 9 MiB (the transport's default cap is 8 MiB)
 `session/cancel` stops the turn: the pending prompt is answered `{stopReason: "cancelled"}`.
 
+With --mcp-http it also advertises `agentCapabilities.mcpCapabilities.http` and, like real
+agents (codex-acp, Claude Code's and Gemini's ACP adapters), calls MNote's tools through the
+HTTP MCP server it receives in `session/new` `mcpServers` ({type: "http", name, url,
+headers}): plain JSON-RPC POSTs to the url with the given headers (`initialize`,
+`notifications/initialized`, `tools/list`, then `tools/call` `evidence_search`), instead of
+`_mnote/tools/call`. Directives for that path:
+  [[open:<uuid>]]  also calls `evidence_open` with that evidence id and begins the answer with
+                   "Open: <what came back>. "
+  [[probe]]        begins the answer with "Tools: <tools/list names>. API: <HTTP status of GET
+                   /api/kbs with the same headers>. "
+
 Options: --pid-file PATH  write this process's pid there at start (tests check it is gone);
-         --key-file PATH, --server-pid PID, --daemon-pid-file PATH for the hostile directives.
+         --key-file PATH, --server-pid PID, --daemon-pid-file PATH for the hostile directives;
+         --mcp-http       take MCP servers over HTTP (above);
+         --mcp-dump PATH  write the `mcpServers` it received there as JSON (the tests use its
+                          token after the run);
+         --fail-auth      answer `session/new` with JSON-RPC error -32000 "Authentication
+                          required" (an agent without its provider login, offline);
+         --die-on-init    on `initialize`, write an error naming a key to stderr and exit(1)
+                          (an agent that cannot reach its provider at start).
 """
 
 import json
@@ -41,10 +59,12 @@ import re
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 PROTOCOL_VERSION = 1
-DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write|env|steal|daemon|hugeline)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write|env|steal|daemon|hugeline|probe|open:[0-9a-fA-F-]+)\]\]")
 OPTIONS = {}
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s")
 
@@ -52,7 +72,8 @@ _write_lock = threading.Lock()
 _pending = {}  # our request id -> {"event": Event, "message": response}
 _pending_lock = threading.Lock()
 _next_id = [0]
-_sessions = {}  # sessionId -> {"tools": [names], "cancel": Event}
+_sessions = {}  # sessionId -> {"tools": [names], "mcp": http server entry or None, "cancel": Event}
+FLAGS = set()
 
 
 def send(message):
@@ -189,6 +210,80 @@ def hostile(directives):
     return None
 
 
+class Mcp:
+    """A minimal MCP client over streamable HTTP (JSON responses), as the entry describes it."""
+
+    def __init__(self, server):
+        self.url = server["url"]
+        self.headers = {h["name"]: h["value"] for h in server.get("headers") or []}
+        self.next_id = 0
+
+    def post(self, message):
+        body = json.dumps(message).encode()
+        headers = dict(self.headers)
+        headers.update({"Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        req = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                text = r.read().decode()
+                return r.status, (json.loads(text) if text.strip() else None)
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            try:
+                return e.code, json.loads(text)
+            except ValueError:
+                return e.code, None
+
+    def request(self, method, params):
+        self.next_id += 1
+        status, reply = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
+        if status != 200 or not isinstance(reply, dict):
+            raise RuntimeError("MCP %s: HTTP %s %s" % (method, status, reply))
+        if "error" in reply:
+            raise RuntimeError("MCP %s: %s" % (method, reply["error"].get("message")))
+        return reply.get("result") or {}
+
+    def start(self):
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                    "clientInfo": {"name": "mnote-test-agent", "version": "1.0.0"}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return [t.get("name") for t in self.request("tools/list", {}).get("tools") or []]
+
+    def call(self, name, arguments):
+        return self.request("tools/call", {"name": name, "arguments": arguments})
+
+    def api_status(self, path):
+        base = self.url.rsplit("/mcp", 1)[0]
+        req = urllib.request.Request(base + path, headers=self.headers)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+
+def search_over_mcp(session, query, directives):
+    """(prefix, result in the `_mnote/tools/call` shape, ok) through the session's MCP server."""
+    mcp = Mcp(session["mcp"])
+    prefix = ""
+    tools = mcp.start()
+    if "probe" in directives:
+        prefix += "Tools: %s. API: %s. " % (", ".join(tools), mcp.api_status("/api/kbs"))
+    for d in directives:
+        if d.startswith("open:"):
+            r = mcp.call("evidence_open", {"evidenceId": d[len("open:"):]})
+            content = r.get("structuredContent") or {}
+            if r.get("isError"):
+                prefix += "Open: error %s. " % ((content.get("error") or {}).get("code"))
+            else:
+                prefix += "Open: %s. " % content.get("quote")
+    if "evidence_search" not in tools:
+        return prefix, {}, False
+    r = mcp.call("evidence_search", {"query": query})
+    ok = not r.get("isError")
+    return prefix, {"ok": ok, "content": r.get("structuredContent") or {}}, ok
+
+
 def prompt(req_id, params):
     session_id = params.get("sessionId")
     session = _sessions.get(session_id)
@@ -213,7 +308,14 @@ def prompt(req_id, params):
     plan(session_id, ["in_progress", "pending", "pending"])
     notify_update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "search-1",
                                "title": "Search the knowledge bases", "kind": "search", "status": "in_progress"})
-    if "mnote.evidence.search" in session["tools"]:
+    if session.get("mcp"):
+        try:
+            found, result, ok = search_over_mcp(session, query, directives)
+            prefix += found
+        except Exception as e:  # reported in the answer: the tests read it
+            prefix += "MCP failed: %s. " % e
+            result, ok = {}, False
+    elif "mnote.evidence.search" in session["tools"]:
         reply = request("_mnote/tools/call", {"name": "mnote.evidence.search", "arguments": {"query": query}})
         result = reply.get("result") or {}
         ok = bool(result.get("ok"))
@@ -250,17 +352,34 @@ def prompt(req_id, params):
 def handle_request(message):
     req_id, method, params = message.get("id"), message.get("method"), message.get("params") or {}
     if method == "initialize":
+        if "die-on-init" in FLAGS:
+            sys.stderr.write("acp_agent: cannot reach the model provider with key "
+                             "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c: connection refused\n")
+            sys.stderr.flush()
+            os._exit(1)
+        capabilities = {"loadSession": False,
+                        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}}
+        if "mcp-http" in FLAGS:
+            capabilities["mcpCapabilities"] = {"http": True, "sse": False}
         respond(req_id, {
             "protocolVersion": PROTOCOL_VERSION,
-            "agentCapabilities": {"loadSession": False,
-                                  "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False}},
+            "agentCapabilities": capabilities,
             "authMethods": [],
             "agentInfo": {"name": "mnote-test-agent", "version": "1.0.0"},
         })
     elif method == "session/new":
+        if "fail-auth" in FLAGS:
+            respond_error(req_id, -32000, "Authentication required")
+            return
         offered = (((params.get("_meta") or {}).get("mnote") or {}).get("tools")) or []
+        servers = params.get("mcpServers") or []
+        if OPTIONS.get("mcp-dump"):
+            with open(OPTIONS["mcp-dump"], "w") as f:
+                json.dump(servers, f)
+        http = [s for s in servers if s.get("type") == "http"] if "mcp-http" in FLAGS else []
         session_id = "sess-" + uuid.uuid4().hex
-        _sessions[session_id] = {"tools": [t.get("name") for t in offered], "cancel": threading.Event()}
+        _sessions[session_id] = {"tools": [t.get("name") for t in offered], "mcp": http[0] if http else None,
+                                 "cancel": threading.Event()}
         respond(req_id, {"sessionId": session_id})
     elif method == "session/prompt":
         threading.Thread(target=prompt, args=(req_id, params), daemon=True).start()
@@ -277,9 +396,12 @@ def handle_notification(message):
 
 def main():
     args = sys.argv[1:]
-    for name in ("pid-file", "key-file", "server-pid", "daemon-pid-file"):
+    for name in ("pid-file", "key-file", "server-pid", "daemon-pid-file", "mcp-dump"):
         if "--" + name in args:
             OPTIONS[name] = args[args.index("--" + name) + 1]
+    for flag in ("mcp-http", "fail-auth", "die-on-init"):
+        if "--" + flag in args:
+            FLAGS.add(flag)
     if "pid-file" in OPTIONS:
         with open(OPTIONS["pid-file"], "w") as f:
             f.write(str(os.getpid()))

@@ -403,6 +403,21 @@ where
 }
 
 impl Config {
+    /// `http://<the address this server listens on>` (loopback for an unspecified address):
+    /// how a process on this machine reaches it, whatever `MNOTE_PUBLIC_URL` says (an ACP
+    /// agent's `/mcp` URL).
+    pub fn local_base_url(&self) -> String {
+        let mut bound = self.bind;
+        if bound.ip().is_unspecified() {
+            bound.set_ip(if bound.is_ipv4() {
+                std::net::Ipv4Addr::LOCALHOST.into()
+            } else {
+                std::net::Ipv6Addr::LOCALHOST.into()
+            });
+        }
+        format!("http://{bound}")
+    }
+
     pub fn from_env() -> anyhow::Result<Self> {
         let database_url = var("DATABASE_URL").context("DATABASE_URL is not set")?;
         let data_dir = PathBuf::from(var("MNOTE_DATA_DIR").unwrap_or_else(|| "./data".into()));

@@ -11,15 +11,16 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AgentError, AgentId, RunEnv, RunInput, Turn, TurnRole,
+    AgentError, AgentId, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole,
     capabilities::{self, Switches},
     config, descriptors,
     preferences::RunPreferences,
-    tools::ToolBox,
+    tools::{ToolBox, ToolCallRecord},
     verify,
 };
 use crate::{
-    auth::{Auth, Via},
+    auth::{Auth, Via, tokens},
+    config::SecretString,
     db::{Scope, TenantTx},
     journal::{
         sink::{EventSink, retrying},
@@ -102,7 +103,19 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     );
     let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
     let tools = Arc::new(tools.restrict(&allowed));
-    let env = RunEnv { events: events.clone(), tools: tools.clone(), cancel: stop.clone() };
+    // An ACP agent may take our tools over MCP: a token for this run only, while it runs.
+    let mcp = if resolved.runtime.provider() == Provider::Acp && !tools.offered().is_empty() {
+        match mint_mcp_access(state, tenant, run_id).await {
+            Ok(access) => Some(access),
+            Err(e) => {
+                tracing::error!(run = %run_id, "the run's MCP token could not be stored: {e:#}");
+                return fail(state, &run, "journal_unavailable", "the run could not be prepared; try again").await;
+            }
+        }
+    } else {
+        None
+    };
+    let env = RunEnv { events: events.clone(), tools: tools.clone(), cancel: stop.clone(), mcp };
     let input = RunInput {
         host_run_id: run_id,
         agent,
@@ -147,6 +160,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         return Ok(()); // the reconciler owns the run now
     }
     let _ = events.flush().await;
+    let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
     match outcome {
         Ok(out) => {
             if let Some(p) = &out.provider_run_id {
@@ -155,10 +169,10 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                 tx.commit().await?;
             }
             if stopped == Some(Stop::Cancelled) {
-                let receipt = verify::check(state, &actor, &out.answer, tools.calls()).await;
+                let receipt = verify::check(state, &actor, &out.answer, calls.clone()).await;
                 return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
             }
-            let receipt = verify::check(state, &actor, &out.answer, tools.calls()).await;
+            let receipt = verify::check(state, &actor, &out.answer, calls.clone()).await;
             let receipt_json = serde_json::to_value(&receipt)?;
             retrying(|| async {
                 let mut tx = system_tx(state, tenant).await?;
@@ -180,12 +194,12 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
         Err(AgentError::Cancelled) => {
             let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, &partial, tools.calls()).await;
+            let receipt = verify::check(state, &actor, &partial, calls.clone()).await;
             finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
         }
         Err(e) => {
             let partial = events.streamed().await;
-            let receipt = serde_json::to_value(verify::check(state, &actor, &partial, tools.calls()).await)?;
+            let receipt = serde_json::to_value(verify::check(state, &actor, &partial, calls.clone()).await)?;
             let (code, message) = (e.code(), e.to_string());
             tracing::warn!(run = %run_id, code, "run failed: {message}");
             retrying(|| async {
@@ -204,6 +218,49 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
     }
     Ok(())
+}
+
+/// A run-scoped MCP token for the running `run` (only its SHA-256 is stored, on the run's row;
+/// the run's end clears it) and this server's own `/mcp` URL.
+async fn mint_mcp_access(state: &AppState, tenant: Uuid, run: Uuid) -> anyhow::Result<McpAccess> {
+    let token = tokens::generate_run(tenant);
+    let hash = tokens::hash(&token);
+    retrying(|| async {
+        let mut tx = system_tx(state, tenant).await?;
+        store::set_mcp_token(&mut tx, run, &hash).await?;
+        tx.commit().await
+    })
+    .await?;
+    Ok(McpAccess { url: format!("{}/mcp", state.config.local_base_url()), token: SecretString::new(token) })
+}
+
+/// The run's tool calls for its receipt: those its journal holds (served here or at `/mcp`
+/// with the run's token, on any replica), then any served here whose `tool.completed` could
+/// not be journaled.
+async fn recorded_calls(state: &AppState, tenant: Uuid, run: Uuid, here: Vec<ToolCallRecord>) -> Vec<ToolCallRecord> {
+    let journaled = async {
+        let mut tx = system_tx(state, tenant).await?;
+        let r = store::tool_results(&mut tx, run).await?;
+        tx.commit().await?;
+        Ok::<_, sqlx::Error>(r)
+    }
+    .await;
+    let mut calls: Vec<ToolCallRecord> = match journaled {
+        Ok(r) => r
+            .into_iter()
+            .map(|c| ToolCallRecord { call_id: c.call_id, name: c.name, ok: c.ok, count: c.count, evidence_ids: c.evidence_ids })
+            .collect(),
+        Err(e) => {
+            tracing::warn!(run = %run, "the run's journaled tool calls could not be read: {e}");
+            Vec::new()
+        }
+    };
+    for c in here {
+        if !calls.iter().any(|j| j.call_id == c.call_id) {
+            calls.push(c);
+        }
+    }
+    calls
 }
 
 /// The capabilities a run of `agent` gets: the agent's own, less those the tenant switched

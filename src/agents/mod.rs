@@ -146,6 +146,17 @@ pub struct RunEnv {
     pub tools: std::sync::Arc<tools::ToolBox>,
     /// Fired when the run is cancelled (or its lease is lost): stop promptly.
     pub cancel: CancellationToken,
+    /// Our `/mcp` for this run (ACP runs with tools): the URL and the run-scoped token an
+    /// agent that takes MCP servers gets in `session/new`.
+    pub mcp: Option<McpAccess>,
+}
+
+/// `/mcp` as one run's agent reaches it: the URL (this server's own address) and the run's
+/// token (`Authorization: Bearer …`), valid while the run is live and only at `/mcp`.
+#[derive(Clone, Debug)]
+pub struct McpAccess {
+    pub url: String,
+    pub token: crate::config::SecretString,
 }
 
 /// A finished answer.

@@ -12,11 +12,31 @@ use uuid::Uuid;
 
 pub const PREFIX: &str = "mnote_";
 
+/// The prefix of a run-scoped MCP token (`mnoterun_<tenant>_<secret>`): minted for one ACP run,
+/// accepted only at `/mcp` while that run is live (`mcp::http`), never by [`Auth`](super::Auth)
+/// anywhere else (it does not start with [`PREFIX`]).
+pub const RUN_PREFIX: &str = "mnoterun_";
+
 pub fn generate(tenant_id: Uuid) -> String {
+    generate_with(PREFIX, tenant_id)
+}
+
+/// A new run-scoped MCP token for a run of `tenant_id` (see [`RUN_PREFIX`]).
+pub fn generate_run(tenant_id: Uuid) -> String {
+    generate_with(RUN_PREFIX, tenant_id)
+}
+
+fn generate_with(prefix: &str, tenant_id: Uuid) -> String {
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).expect("OS random source");
     let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret);
-    format!("{PREFIX}{}_{secret}", tenant_id.simple())
+    format!("{prefix}{}_{secret}", tenant_id.simple())
+}
+
+/// The tenant a run-scoped token claims to belong to (unverified until its hash is found on a
+/// live run there).
+pub fn run_tenant_of(token: &str) -> Option<Uuid> {
+    tenant_part(token.strip_prefix(RUN_PREFIX)?)
 }
 
 pub fn hash(token: &str) -> String {
@@ -25,7 +45,10 @@ pub fn hash(token: &str) -> String {
 
 /// The tenant a token claims to belong to (unverified until its hash is found there).
 pub fn tenant_of(token: &str) -> Option<Uuid> {
-    let rest = token.strip_prefix(PREFIX)?;
+    tenant_part(token.strip_prefix(PREFIX)?)
+}
+
+fn tenant_part(rest: &str) -> Option<Uuid> {
     let (tenant, secret) = rest.split_once('_')?;
     if secret.len() < 20 {
         return None;
@@ -214,5 +237,8 @@ mod tests {
         assert_eq!(hash(&tok).len(), 64);
         assert_eq!(tenant_of("mnote_nottenant_secretsecretsecretsecret"), None);
         assert_eq!(tenant_of("Bearer x"), None);
+        let run = generate_run(t);
+        assert_eq!((run_tenant_of(&run), tenant_of(&run)), (Some(t), None), "a run token is no API token");
+        assert_eq!(run_tenant_of(&tok), None, "an API token is no run token");
     }
 }

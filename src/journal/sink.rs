@@ -90,6 +90,8 @@ enum Target {
         pool: PgPool,
         tenant: Uuid,
         run: Uuid,
+        /// Write only while the run is `running` ([`store::append_if_running`]).
+        only_running: bool,
     },
     /// Tests and evaluation: events kept in memory.
     Memory(std::sync::Mutex<Vec<(EventSource, Event)>>),
@@ -134,11 +136,18 @@ impl EventSink {
 
     /// A run's journal sink under `limits` (what the executor uses).
     pub fn db_limited(pool: PgPool, tenant: Uuid, run: Uuid, source: EventSource, coalesce: Duration, limits: Limits) -> Self {
-        let sink = Self::new(Target::Db { pool, tenant, run }, source, coalesce, limits);
+        let sink = Self::new(Target::Db { pool, tenant, run, only_running: false }, source, coalesce, limits);
         if !coalesce.is_zero() {
             tokio::spawn(ticker(Arc::downgrade(&sink.inner), coalesce));
         }
         sink
+    }
+
+    /// Another writer of a live run's journal, beside its executor's sink (a tool call that
+    /// arrived at `/mcp` with the run's token, on any replica): no coalescing, and nothing is
+    /// written once the run is no longer `running` (an append then fails with `RowNotFound`).
+    pub fn db_while_running(pool: PgPool, tenant: Uuid, run: Uuid, source: EventSource, limits: Limits) -> Self {
+        Self::new(Target::Db { pool, tenant, run, only_running: true }, source, Duration::ZERO, limits)
     }
 
     /// Events kept in memory ([`EventSink::recorded`]); deltas are not coalesced.
@@ -257,7 +266,9 @@ impl EventSink {
                 m.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(batch);
                 Ok(())
             }
-            Target::Db { pool, tenant, run } => Ok(retrying(|| append_once(pool, *tenant, *run, batch)).await?),
+            Target::Db { pool, tenant, run, only_running } => {
+                Ok(retrying(|| append_once(pool, *tenant, *run, batch, *only_running)).await?)
+            }
         }
     }
 }
@@ -291,9 +302,19 @@ fn take_text(p: &mut Pending, source: EventSource) -> Vec<(EventSource, Event)> 
     vec![(source, Event::MessageDelta { text: std::mem::take(&mut p.text) })]
 }
 
-async fn append_once(pool: &PgPool, tenant: Uuid, run: Uuid, batch: &[(EventSource, Event)]) -> sqlx::Result<()> {
+async fn append_once(
+    pool: &PgPool,
+    tenant: Uuid,
+    run: Uuid,
+    batch: &[(EventSource, Event)],
+    only_running: bool,
+) -> sqlx::Result<()> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    store::append(&mut tx, tenant, run, batch).await?;
+    if only_running {
+        store::append_if_running(&mut tx, tenant, run, batch).await?;
+    } else {
+        store::append(&mut tx, tenant, run, batch).await?;
+    }
     tx.commit().await
 }
 

@@ -333,15 +333,40 @@ pub async fn ending_seq(conn: &mut PgConnection, run: Uuid) -> sqlx::Result<Opti
 /// Append events with the next seqs (taken under the run row's lock: no gaps, no duplicates)
 /// and wake every listener (`NOTIFY mnote_run '<tenant>:<run>:<last seq>'`, delivered at commit).
 pub async fn append(conn: &mut PgConnection, tenant: Uuid, run: Uuid, events: &[(EventSource, Event)]) -> sqlx::Result<i64> {
+    append_where(conn, tenant, run, events, false).await
+}
+
+/// [`append`] only while the run is `running` (what a tool call over a run-scoped MCP token
+/// writes: nothing lands after the run's ending event); `RowNotFound` once it is not.
+pub async fn append_if_running(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    run: Uuid,
+    events: &[(EventSource, Event)],
+) -> sqlx::Result<i64> {
+    append_where(conn, tenant, run, events, true).await
+}
+
+async fn append_where(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    run: Uuid,
+    events: &[(EventSource, Event)],
+    only_running: bool,
+) -> sqlx::Result<i64> {
     if events.is_empty() {
         return Ok(0);
     }
     let n = events.len() as i64;
-    let first: i64 = sqlx::query_scalar("update ai_run set next_seq = next_seq + $2 where id = $1 returning next_seq - $2")
-        .bind(run)
-        .bind(n)
-        .fetch_one(&mut *conn)
-        .await?;
+    let first: i64 = sqlx::query_scalar(
+        "update ai_run set next_seq = next_seq + $2 where id = $1 and (not $3 or status = 'running') \
+         returning next_seq - $2",
+    )
+    .bind(run)
+    .bind(n)
+    .bind(only_running)
+    .fetch_one(&mut *conn)
+    .await?;
     let (mut seqs, mut kinds, mut sources, mut payloads) = (vec![], vec![], vec![], vec![]);
     for (i, (source, e)) in events.iter().enumerate() {
         let (kind, payload) = e.split();
@@ -465,7 +490,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
     sqlx::query(
         "update ai_run set status = $2, error_code = $3, error_message = $4, answer = coalesce($5, answer), \
              receipt = coalesce($6, receipt), status_reason = coalesce($7, status_reason), ended_at = now(), \
-             lease_owner = null, lease_expires_at = null \
+             lease_owner = null, lease_expires_at = null, mcp_token_hash = null \
          where id = $1",
     )
     .bind(run)
@@ -479,6 +504,39 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
     .await?;
     append(conn, tenant, run, &[(EventSource::Mnote, event)]).await?;
     Ok(true)
+}
+
+/// Give the running `run` its run-scoped MCP token (its SHA-256 only); `false` when the run
+/// is not running (any more). The run's end clears it ([`finish`], [`reconcile_expired`],
+/// [`release_owned`]).
+pub async fn set_mcp_token(conn: &mut PgConnection, run: Uuid, token_hash: &str) -> sqlx::Result<bool> {
+    let r = sqlx::query("update ai_run set mcp_token_hash = $2 where id = $1 and status = 'running'")
+        .bind(run)
+        .bind(token_hash)
+        .execute(conn)
+        .await?;
+    Ok(r.rows_affected() == 1)
+}
+
+/// The running run whose MCP token has this SHA-256 (in the transaction's tenant).
+pub async fn run_of_mcp_token(conn: &mut PgConnection, token_hash: &str) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where mcp_token_hash = $1 and status = 'running'"))
+        .bind(token_hash)
+        .fetch_optional(conn)
+        .await
+}
+
+/// The results of the run's own tool calls as its journal holds them (`tool.completed`, source
+/// `tool`), in order: whichever process served them (the run's executor, or `/mcp` with the
+/// run's token on any replica).
+pub async fn tool_results(conn: &mut PgConnection, run: Uuid) -> sqlx::Result<Vec<super::ToolCompleted>> {
+    let payloads: Vec<Value> = sqlx::query_scalar(
+        "select payload from ai_run_event where run_id = $1 and kind = 'tool.completed' and source = 'tool' order by seq",
+    )
+    .bind(run)
+    .fetch_all(conn)
+    .await?;
+    Ok(payloads.into_iter().filter_map(|p| serde_json::from_value(p).ok()).collect())
 }
 
 /// What a cancel request did.
@@ -515,7 +573,7 @@ pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) ->
 pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
-             lease_expires_at = null \
+             lease_expires_at = null, mcp_token_hash = null \
          where status in ('pending', 'running') and lease_expires_at < now() returning id",
     )
     .fetch_all(&mut *conn)
@@ -531,7 +589,7 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
 pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -> sqlx::Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
-             lease_expires_at = null \
+             lease_expires_at = null, mcp_token_hash = null \
          where status in ('pending', 'running') and lease_owner = $1 returning id",
     )
     .bind(owner)

@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use serde_json::json;
 
+use super::run_token::{self, RunScope};
 use super::server::{McpServer, Shared};
 use crate::{
     auth::{Auth, bearer_token},
@@ -33,6 +34,8 @@ pub struct Caller {
     pub limit_key: String,
     /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on.
     pub citation_base: String,
+    /// A run-scoped token's run (`run_token`): the run's tools only, journaled into it.
+    pub run: Option<RunScope>,
 }
 
 /// `/mcp`, to be merged outside the session, CSRF and HTML-error layers.
@@ -129,14 +132,7 @@ fn host_allowed(cfg: &Config, host: &str) -> bool {
 /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on
 /// (loopback for an unspecified one); never the request's `Host`.
 fn citation_base(cfg: &Config) -> String {
-    if let Some(u) = &cfg.public_url {
-        return u.clone();
-    }
-    let mut bound = cfg.bind;
-    if bound.ip().is_unspecified() {
-        bound.set_ip(if bound.is_ipv4() { std::net::Ipv4Addr::LOCALHOST.into() } else { std::net::Ipv6Addr::LOCALHOST.into() });
-    }
-    format!("http://{bound}")
+    cfg.public_url.clone().unwrap_or_else(|| cfg.local_base_url())
 }
 
 /// A refused credential: `401` with our error body saying how to get a token, and a
@@ -184,13 +180,17 @@ async fn guard(State(state): State<AppState>, req: Request, next: Next) -> Respo
     if declared.is_some_and(|n| n > limit as u64) {
         return AppError::BodyTooLarge { limit: limit as u64 }.into_response();
     }
-    let auth = match Auth::from_request_parts(&mut parts, &state).await {
+    let authenticated = match bearer_token(&parts.headers).filter(|t| run_token::is_run_token(t)) {
+        Some(token) => run_token::authenticate(&state, token).await.map(|(a, run)| (a, Some(run))),
+        None => Auth::from_request_parts(&mut parts, &state).await.map(|a| (a, None)),
+    };
+    let (auth, run) = match authenticated {
         Ok(a) => a,
         Err(e @ (AppError::Unauthorized | AppError::TokenExpired)) => return refused(e, true),
         Err(e) => return e.into_response(),
     };
     let limit_key = format!("{}:{}", auth.tenant_id, auth.user_id);
-    parts.extensions.insert(Caller { auth, limit_key, citation_base: citation_base(&state.config) });
+    parts.extensions.insert(Caller { auth, limit_key, citation_base: citation_base(&state.config), run });
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -10,6 +10,8 @@
 //!   execution path through a detached `ToolBox`) and `list_knowledge_bases`; the text
 //!   rendering with Markdown citations.
 //! - `resources.rs`: each visible KB as a resource listing its sources.
+//! - `run_token.rs`: an ACP run's own token (minted per run, live while the run is): the run's
+//!   tool offer, every call journaled into the run.
 //! - `limits.rs`: the per-token rate limit.
 //! - `bench.rs`: `mnote bench mcp`.
 
@@ -17,6 +19,7 @@ pub mod bench;
 mod http;
 mod limits;
 mod resources;
+pub mod run_token;
 mod server;
 pub mod tools;
 

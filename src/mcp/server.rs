@@ -115,6 +115,10 @@ impl ServerHandler for McpServer {
     ) -> Result<ListResourcesResult, ErrorData> {
         let caller = caller(&ctx)?;
         self.take(&caller)?;
+        if caller.run.is_some() {
+            // A run's token reaches the run's tools only.
+            return Ok(ListResourcesResult::with_all_items(Vec::new()));
+        }
         let items =
             resources::list(&self.shared.state, &caller).await.map_err(|e| protocol_error(e.code(), e.public_message()))?;
         Ok(ListResourcesResult::with_all_items(items))
@@ -127,6 +131,9 @@ impl ServerHandler for McpServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         let caller = caller(&ctx)?;
         self.take(&caller)?;
+        if caller.run.is_some() {
+            return Err(protocol_error("not_found", "a run's token reads no resources".into()));
+        }
         let r = resources::read(&self.shared.state, &caller, &request.uri)
             .await
             .map_err(|e| protocol_error(e.code(), e.public_message()))?;

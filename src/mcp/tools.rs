@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{http::Caller, public_code};
+use super::{http::Caller, public_code, run_token};
 use crate::{
     agents::capabilities,
     agents::tools::{self as registry, CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, ToolBox, ToolDef},
@@ -172,13 +172,17 @@ async fn offered(state: &AppState, caller: &Caller, evidence_only: bool) -> Vec<
 }
 
 /// The tools listed to `caller` (see [`offered`]; `list_knowledge_bases` always).
+/// A run-scoped token gets the run's tool offer only ([`run_token::offered`]).
 pub async fn list(state: &AppState, caller: &Caller) -> Vec<Tool> {
-    let offered = offered(state, caller, false).await;
+    let offered = match &caller.run {
+        Some(run) => run_token::offered(state, &caller.auth, run).await,
+        None => offered(state, caller, false).await,
+    };
     TOOLS
         .iter()
         .filter(|t| match def_of(t) {
             Some(d) => offered.iter().any(|o| o.name == d.name),
-            None => true,
+            None => caller.run.is_none(),
         })
         .map(tool_of)
         .collect()
@@ -205,6 +209,23 @@ pub async fn call(state: &AppState, caller: &Caller, name: &str, arguments: Opti
         let shown: String = name.chars().take(100).collect();
         return error_result("unknown_tool", &format!("no tool named {shown}"));
     };
+    if let Some(run) = &caller.run {
+        // The run's own tools, journaled into it; `list_knowledge_bases` is not one of them.
+        let Some(def) = def_of(t) else {
+            return error_result("unknown_tool", &format!("{name} is not one of this run's tools"));
+        };
+        let r = run_token::call(state, &caller.auth, run, &caller.citation_base, def.name, arguments).await;
+        return match r.error {
+            None => {
+                let text = render(t.name, &r.content);
+                success(r.content, text)
+            }
+            Some(e) if e.code == "unknown_tool" => {
+                error_result("unknown_tool", &format!("{name} is not one of this run's tools"))
+            }
+            Some(e) => error_result(&e.code, &e.message),
+        };
+    }
     let Some(def) = def_of(t) else {
         return list_knowledge_bases(state, caller, arguments).await;
     };

@@ -7,7 +7,7 @@ use std::{path::Path, time::Duration};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::{fixtures::*, helpers::*};
+use crate::{files::third_party_acp_agent, fixtures::*, helpers::*};
 
 const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall. Each robot reports its battery level to the fleet controller every minute.\n";
 
@@ -397,4 +397,334 @@ async fn a_line_over_the_cap_fails_the_run_with_acp_line_too_long() {
     assert!(run["error"]["message"].as_str().unwrap().contains("8 MiB"), "{run}");
     assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
     assert!(is_gone(agent_pid(&tmp.path().join("agent.pid")).await).await, "the agent outlived its run");
+}
+
+// --- Our tools over standard MCP (issue 27): the `mcpServers` entry of `session/new`. ---
+
+/// An app whose `reasonix` runs the test agent with `extra` options; `dir` (for the pid file
+/// and the agent's dumps) is made writable by anyone.
+async fn acp_app_with_args(dir: &Path, extra: &[&str], tweak: impl FnOnce(&mut mnote::config::Config)) -> TestApp {
+    std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let mut command = vec!["python3".into(), agent_script(), "--pid-file".into(), dir.join("agent.pid").to_string_lossy().into()];
+    command.extend(extra.iter().map(|s| s.to_string()));
+    spawn_app_with(|c| {
+        c.agents.acp_command = Some(command);
+        tweak(c);
+    })
+    .await
+}
+
+/// Another tenant ("globex") with a document about charging robots, and one of its evidence ids.
+async fn foreign_evidence(app: &TestApp) -> (String, Kb) {
+    let s = app.bootstrap("globex", "owner@globex.test").await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    std::fs::create_dir_all(app.docs.join("globex")).unwrap();
+    let (st, g) = client
+        .post_json("/api/grants", json!({"path": app.docs_path("globex"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (st, kb) = client.post_json("/api/kbs", json!({"name": "globex kb"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    let k = Kb { client, tenant: s.tenant_id, kb: kb["id"].as_str().unwrap().to_string() };
+    app.write_doc("globex/secret/plan.md", "# Globex plan\n\nThe robots charge in the Berlin bunker at noon.\n");
+    register(&k, app, "globex/secret").await;
+    app.run_jobs().await;
+    let (st, r) = k.client.post_json("/api/evidence/search", json!({"query": "robots charge Berlin bunker"})).await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    let id = r["results"][0]["evidenceId"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    (id, k)
+}
+
+/// A JSON-RPC request to `/mcp` with `token`: the status and body.
+async fn mcp_post(app: &TestApp, token: &str, method: &str, params: Value) -> (StatusCode, Value) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/mcp", app.base))
+        .bearer_auth(token)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap();
+    let st = r.status();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
+/// The run token the agent received (`--mcp-dump`): its `mcpServers` entry.
+fn dumped_server(dir: &Path) -> Value {
+    let servers: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("mcp.json")).unwrap()).unwrap();
+    assert_eq!(servers.as_array().map(Vec::len), Some(1), "{servers}");
+    servers[0].clone()
+}
+
+#[tokio::test]
+async fn an_agent_that_takes_mcp_servers_calls_our_tools_over_mcp_journaled_and_verified() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("mcp.json");
+    let dump_arg = dump.to_string_lossy().into_owned();
+    let app = acp_app_with_args(tmp.path(), &["--mcp-http", "--mcp-dump", &dump_arg], |_| {}).await;
+    let k = seeded(&app).await;
+    let (foreign, _globex) = foreign_evidence(&app).await;
+
+    let id = id_of(&start(&k, &format!("[[probe]] [[open:{foreign}]] Where do the robots charge?")).await);
+    let run = finished(&k, &id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+
+    // The entry the agent got: our /mcp over HTTP, this server's own address, a bearer header.
+    let server = dumped_server(tmp.path());
+    assert_eq!((server["type"].as_str(), server["name"].as_str()), (Some("http"), Some("mnote")), "{server}");
+    assert_eq!(server["url"].as_str(), Some(format!("{}/mcp", app.base).as_str()), "{server}");
+    assert_eq!(server["headers"][0]["name"], "Authorization", "{server}");
+    let token = server["headers"][0]["value"].as_str().unwrap().strip_prefix("Bearer ").unwrap().to_string();
+    assert!(token.starts_with("mnoterun_"), "a run token, not an API token");
+
+    // While the run was live: the run's tool offer (no list_knowledge_bases), refused by the
+    // API, and another tenant's evidence is nothing.
+    let answer = run["answer"].as_str().unwrap();
+    assert!(
+        answer.starts_with("Tools: evidence_search, evidence_read, evidence_open. API: 401. Open: error not_found. "),
+        "{answer}"
+    );
+    assert!(!answer.contains("Berlin"), "another tenant's document reached the run: {answer}");
+    assert!(answer.contains("The robots charge overnight in the north hall."), "{answer}");
+
+    // The calls over MCP are the run's: journaled by the tool box with compact results.
+    let ev = events(&k, &id).await;
+    let started = of_kind(&ev, "tool.started", "tool");
+    let names: Vec<&str> = started.iter().map(|e| e["payload"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["mnote.evidence.open", "mnote.evidence.search"], "{ev:?}");
+    assert!(started.iter().all(|e| e["payload"]["callId"].as_str().unwrap().starts_with("mcp-")), "{ev:?}");
+    assert_eq!(started[1]["payload"]["arguments"]["query"], "Where do the robots charge?");
+    let completed = of_kind(&ev, "tool.completed", "tool");
+    assert_eq!(completed.len(), 2, "{ev:?}");
+    assert_eq!(
+        (completed[0]["payload"]["ok"].as_bool(), completed[0]["payload"]["error"]["code"].as_str()),
+        (Some(false), Some("not_found"))
+    );
+    assert_eq!(completed[1]["payload"]["ok"], true, "{}", completed[1]);
+    let found: Vec<&str> =
+        completed[1]["payload"]["evidenceIds"].as_array().unwrap().iter().map(|e| e.as_str().unwrap()).collect();
+    assert!(!found.is_empty() && !found.contains(&foreign.as_str()), "{}", completed[1]);
+    assert!(completed[1]["payload"].get("content").is_none(), "compact: no raw results in the journal");
+
+    // The receipt counts them and verifies the citations built from them.
+    let receipt = &run["receipt"];
+    let calls = receipt["toolCalls"].as_array().unwrap_or_else(|| panic!("{receipt}"));
+    assert!(calls.iter().any(|c| c["name"] == "mnote.evidence.search" && c["ok"] == true), "{receipt}");
+    assert!(receipt["evidenceIds"].as_array().unwrap().iter().any(|e| e == found[0]), "{receipt}");
+    assert!(receipt["total"].as_u64().unwrap() >= 1, "{receipt}");
+    assert_eq!(receipt["verified"], receipt["total"], "{receipt}");
+    assert!(answer.contains(&format!("view?evidence={}", found[0])), "{answer}");
+
+    // The token never shows: not in the run, not in its journal.
+    assert!(!run.to_string().contains(&token) && !Value::Array(ev.clone()).to_string().contains(&token));
+    // After the run: refused (401), for listing and for calls alike.
+    let (st, body) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
+    let (st, _) =
+        mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "robots"}})).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+    // Nothing of it is kept: the run's row holds no token hash any more.
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+    let kept: Option<String> =
+        sqlx::query_scalar("select mcp_token_hash from ai_run where id = $1::uuid").bind(&id).fetch_one(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(kept, None);
+}
+
+#[tokio::test]
+async fn an_agent_without_http_mcp_gets_no_mcp_servers_and_keeps_the_extension() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("mcp.json");
+    let dump_arg = dump.to_string_lossy().into_owned();
+    // No --mcp-http: the agent does not advertise mcpCapabilities.http.
+    let app = acp_app_with_args(tmp.path(), &["--mcp-dump", &dump_arg], |_| {}).await;
+    let k = seeded(&app).await;
+    let id = id_of(&start(&k, "Where do the robots charge?").await);
+    let run = finished(&k, &id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    let servers: Value = serde_json::from_str(&std::fs::read_to_string(&dump).unwrap()).unwrap();
+    assert_eq!(servers, json!([]), "no stdio bridge: nothing for MCP");
+    let ev = events(&k, &id).await;
+    let ours = of_kind(&ev, "tool.started", "tool");
+    assert_eq!(ours.len(), 1, "{ev:?}");
+    assert_eq!(ours[0]["payload"]["callId"], "acp-1", "through _mnote/tools/call");
+    assert_eq!(run["receipt"]["verified"], run["receipt"]["total"], "{run}");
+}
+
+#[tokio::test]
+async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("mcp.json");
+    let dump_arg = dump.to_string_lossy().into_owned();
+    let app = acp_app_with_args(tmp.path(), &["--mcp-http", "--mcp-dump", &dump_arg], |_| {}).await;
+    let k = seeded(&app).await;
+    // [[hang]]: the agent answers one chunk (after its MCP search), then waits to be cancelled.
+    let id = id_of(&start(&k, "[[hang]] Where do the robots charge?").await);
+    let mut streaming = false;
+    for _ in 0..300 {
+        if !of_kind(&events(&k, &id).await, "message.delta", "reasonix").is_empty() {
+            streaming = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(streaming, "the run never streamed");
+    let server = dumped_server(tmp.path());
+    let token = server["headers"][0]["value"].as_str().unwrap().strip_prefix("Bearer ").unwrap().to_string();
+
+    // Live: the run's tools only, no resources, no list_knowledge_bases.
+    let (st, list) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{list}");
+    let names: Vec<&str> = list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["evidence_search", "evidence_read", "evidence_open"], "{list}");
+    let (st, r) = mcp_post(&app, &token, "resources/list", json!({})).await;
+    assert_eq!((st, r["result"]["resources"].clone()), (StatusCode::OK, json!([])), "{r}");
+    let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "list_knowledge_bases", "arguments": {}})).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    // A call made with it now is journaled into the run.
+    let (_, r) =
+        mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "battery level"}})).await;
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"]["structuredContent"]["results"][0]["citationUrl"].as_str().unwrap().starts_with(&app.base), "{r}");
+    // Elsewhere it is no credential at all.
+    let mut api = Client::new(&app.base);
+    api.bearer = Some(token.clone());
+    assert_eq!(api.get("/api/kbs").await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(api.get(&format!("/api/page-ai/runs/{id}")).await.status(), StatusCode::UNAUTHORIZED);
+
+    // The team's capability switches apply to the run's token at once, as to the run.
+    let (st, v) = k.client.send_json("PATCH", "/api/page-ai/capabilities", json!({"evidence": false})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, list) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(list["result"]["tools"], json!([]), "{list}");
+    let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "robots"}})).await;
+    assert_eq!(
+        (r["result"]["isError"].as_bool(), r["result"]["structuredContent"]["error"]["code"].as_str()),
+        (Some(true), Some("unknown_tool")),
+        "{r}"
+    );
+
+    let (st, c) = k.client.post_json(&format!("/api/page-ai/runs/{id}/cancel"), json!({})).await;
+    assert_eq!(st, StatusCode::OK, "{c}");
+    let run = finished(&k, &id).await;
+    assert_eq!(run["status"], "cancelled", "{run}");
+    let ev = events(&k, &id).await;
+    let queries: Vec<&str> =
+        of_kind(&ev, "tool.started", "tool").iter().map(|e| e["payload"]["arguments"]["query"].as_str().unwrap_or("")).collect();
+    assert_eq!(queries, vec!["Where do the robots charge?", "battery level", "robots"], "{ev:?}");
+    let last = of_kind(&ev, "tool.completed", "tool").last().map(|e| e["payload"]["error"]["code"].clone());
+    assert_eq!(last, Some(json!("unknown_tool")), "the refused call is the run's too: {ev:?}");
+    assert!(run["receipt"]["toolCalls"].as_array().unwrap().len() >= 2, "{run}");
+    // Cancelled is an end too: refused.
+    let (st, _) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn an_agent_whose_session_new_needs_authentication_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = acp_app_with_args(tmp.path(), &["--fail-auth"], |_| {}).await;
+    let k = seeded(&app).await;
+    let run = finished(&k, &id_of(&start(&k, "Where do the robots charge?").await)).await;
+    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("failed"), Some("acp_failed")), "{run}");
+    let message = run["error"]["message"].as_str().unwrap();
+    assert!(message.contains("session/new") && message.contains("Authentication required"), "{message}");
+    assert!(is_gone(agent_pid(&tmp.path().join("agent.pid")).await).await, "the agent outlived its run");
+}
+
+#[tokio::test]
+async fn an_agent_that_exits_during_initialize_fails_the_run_with_its_scrubbed_stderr() {
+    let tmp = tempfile::tempdir().unwrap();
+    let app = acp_app_with_args(tmp.path(), &["--die-on-init"], |_| {}).await;
+    let k = seeded(&app).await;
+    let run = finished(&k, &id_of(&start(&k, "Where do the robots charge?").await)).await;
+    assert_eq!((run["status"].as_str(), run["error"]["code"].as_str()), (Some("failed"), Some("acp_failed")), "{run}");
+    let message = run["error"]["message"].as_str().unwrap();
+    assert!(message.contains("exit status: 1"), "{message}");
+    assert!(message.contains("cannot reach the model provider with key [redacted]: connection refused"), "{message}");
+    assert!(!message.contains("sk-live"), "{message}");
+}
+
+/// The program that runs Node for the third-party agent: `$MNOTE_NODE22` (installed by `./dev`)
+/// when anyone may run it (the agent may run as another user), else `node` from PATH.
+fn node() -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let usable = |p: &Path| {
+        p.ancestors().all(|a| a.as_os_str().is_empty() || std::fs::metadata(a).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+    };
+    match std::env::var_os("MNOTE_NODE22").map(std::path::PathBuf::from) {
+        Some(p) if p.is_file() && usable(&p) => p.to_string_lossy().into_owned(),
+        _ => "node".into(),
+    }
+}
+
+#[tokio::test]
+async fn a_third_party_acp_agent_completes_a_run_and_is_refused_permission() {
+    // The example agent of the pinned npm @agentclientprotocol/sdk: it streams two chunks,
+    // reports a read tool call, then asks permission for an edit, and stops there when the
+    // permission request is cancelled (as MNote answers every one).
+    let agent = third_party_acp_agent().to_string_lossy().into_owned();
+    let app = spawn_app_with(|c| c.agents.acp_command = Some(vec![node(), agent])).await;
+    let k = seeded(&app).await;
+    let id = id_of(&start(&k, "Improve the project configuration.").await);
+    let run = finished(&k, &id).await;
+    assert_eq!(run["status"], "completed", "{run}");
+    assert_eq!(run["provider"], "acp");
+    let session = run["providerRunId"].as_str().unwrap_or_else(|| panic!("{run}"));
+    assert!(session.len() == 32 && session.chars().all(|c| c.is_ascii_hexdigit()), "the SDK's session id: {run}");
+    let answer = run["answer"].as_str().unwrap();
+    assert_eq!(
+        answer,
+        "I'll help you with that. Let me start by reading some files to understand the current situation. \
+         Now I understand the project structure. I need to make some changes to improve it.",
+        "{run}"
+    );
+
+    let ev = events(&k, &id).await;
+    let kinds: Vec<&str> = ev.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert!(!of_kind(&ev, "message.delta", "reasonix").is_empty(), "{kinds:?}");
+    let started: Vec<&str> =
+        of_kind(&ev, "tool.started", "reasonix").iter().map(|e| e["payload"]["callId"].as_str().unwrap()).collect();
+    assert_eq!(started, vec!["call_1", "call_2"], "{kinds:?}");
+    let completed = of_kind(&ev, "tool.completed", "reasonix");
+    assert_eq!(completed.len(), 1, "only the read completed: the edit was never permitted: {kinds:?}");
+    assert_eq!(
+        (completed[0]["payload"]["callId"].as_str(), completed[0]["payload"]["ok"].as_bool()),
+        (Some("call_1"), Some(true))
+    );
+    assert_eq!(ev.last().unwrap()["kind"], "run.completed", "{kinds:?}");
+}
+
+#[tokio::test]
+async fn a_run_whose_worker_is_lost_takes_its_token_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dump = tmp.path().join("mcp.json");
+    let dump_arg = dump.to_string_lossy().into_owned();
+    let app = acp_app_with_args(tmp.path(), &["--mcp-http", "--mcp-dump", &dump_arg], |_| {}).await;
+    let k = seeded(&app).await;
+    let id = id_of(&start(&k, "[[hang]] Where do the robots charge?").await);
+    let mut live = None;
+    for _ in 0..300 {
+        if dump.exists() && !of_kind(&events(&k, &id).await, "message.delta", "reasonix").is_empty() {
+            live = Some(dumped_server(tmp.path()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let server = live.expect("the run never streamed");
+    let token = server["headers"][0]["value"].as_str().unwrap().strip_prefix("Bearer ").unwrap().to_string();
+    assert_eq!(mcp_post(&app, &token, "tools/list", json!({})).await.0, StatusCode::OK);
+
+    // The worker's lease runs out (a crashed replica): the reconciler interrupts the run.
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+    sqlx::query("update ai_run set lease_expires_at = now() - interval '1 minute', lease_owner = 'gone' where id = $1::uuid")
+        .bind(&id)
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let interrupted = mnote::journal::reconcile::once(&app.pool).await.unwrap();
+    assert_eq!(interrupted.iter().map(|u| u.to_string()).collect::<Vec<_>>(), vec![id.clone()]);
+    let (st, body) = mcp_post(&app, &token, "tools/list", json!({})).await;
+    assert_eq!(st, StatusCode::UNAUTHORIZED, "{body}");
 }

@@ -469,7 +469,7 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
     // The builtin runtime stops when its run is cancelled.
     let cancel = tokio_util::sync::CancellationToken::new();
     cancel.cancel();
-    let env = RunEnv { events: EventSink::memory(EventSource::Hermes), tools: std::sync::Arc::new(tools), cancel };
+    let env = RunEnv { events: EventSink::memory(EventSource::Hermes), tools: std::sync::Arc::new(tools), cancel, mcp: None };
     let input = RunInput {
         host_run_id: Uuid::new_v4(),
         agent: AgentId::Hermes,

@@ -31,3 +31,60 @@ pub fn acp_agent_script() -> &'static Path {
         script
     })
 }
+
+/// The example agent compiled into the pinned npm `@agentclientprotocol/sdk`
+/// (`dist/examples/agent.js`, from `$MNOTE_CLIENTS_DIR`, installed by `./dev test`), copied once
+/// per test binary with the one package it imports (`zod`) into a `node_modules` anyone may
+/// read, for the same reason as [`acp_agent_script`]. Panics (never skips) when it is missing.
+/// (The browser tests do not use it.)
+#[allow(dead_code)]
+pub fn third_party_acp_agent() -> &'static Path {
+    static COPY: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    COPY.get_or_init(|| {
+        let clients = std::env::var_os("MNOTE_CLIENTS_DIR").map(PathBuf::from).expect(
+            "MNOTE_CLIENTS_DIR is not set: run the tests through `./dev test`, which installs the pinned \
+             third-party clients of tests/clients",
+        );
+        let modules = std::env::temp_dir().join(format!("mnote-test-acp-sdk-{}", std::process::id())).join("node_modules");
+        for package in ["@agentclientprotocol/sdk", "zod"] {
+            let from = clients.join(package);
+            assert!(from.is_dir(), "{} is missing: `./dev test` installs it", from.display());
+            copy_readable(&from, &modules.join(package));
+        }
+        world_readable_dirs(&modules);
+        modules.join("@agentclientprotocol/sdk/dist/examples/agent.js")
+    })
+}
+
+/// `from` copied to `to` recursively, directories 0755 and files 0644.
+#[allow(dead_code)]
+fn copy_readable(from: &Path, to: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(to).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().unwrap().is_dir() {
+            copy_readable(&src, &dst);
+        } else if entry.file_type().unwrap().is_file() {
+            std::fs::copy(&src, &dst).unwrap();
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(0o644)).unwrap();
+        }
+    }
+}
+
+/// Every directory from `dir` up to the temporary directory made traversable by anyone.
+#[allow(dead_code)]
+fn world_readable_dirs(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let top = std::env::temp_dir();
+    let mut d = Some(dir);
+    while let Some(p) = d {
+        if p == top {
+            break;
+        }
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        d = p.parent();
+    }
+}

@@ -10,7 +10,8 @@
 //!    the server's database URLs, keys or tokens, only what MNOTE_ACP_ENV names), without
 //!    new privileges, as MNOTE_ACP_USER (default `nobody`) when the server runs as root;
 //! 2. `initialize` (protocol version 1; client capabilities: no file system, no terminal),
-//!    `session/new` (`mcpServers: []`, our tools in `_meta`, see below), `session/prompt`
+//!    `session/new` (our tools in `_meta`, see below; `mcpServers` holds our `/mcp` with the
+//!    run's token when the agent advertises `mcpCapabilities.http`, see below), `session/prompt`
 //!    (earlier turns of a resumed conversation as a text block before the question);
 //! 3. `session/update` notifications are journaled ([`updates`]): answer chunks as
 //!    `message.delta`, the plan as `plan.updated`, the agent's own tool calls as compact
@@ -39,6 +40,16 @@
 //! {"error": {code, message}}`). Calls run in-process under the run actor's rights and are
 //! journaled (`tool.started`/`tool.completed`, source `tool`) like any runtime's. Evidence the
 //! agent cites as `[evidence:<id>]` becomes our citation links in the final answer.
+//!
+//! ## Our tools over standard MCP
+//!
+//! An agent whose `initialize` answer advertises `agentCapabilities.mcpCapabilities.http` also
+//! gets `mcpServers: [{"type": "http", "name": "mnote", "url": "<this server>/mcp", "headers":
+//! [{"name": "Authorization", "value": "Bearer mnoterun_…"}]}]`: the run-scoped token the
+//! executor minted (`crate::mcp::run_token`), valid only at `/mcp` and only while the run is
+//! live. Its calls are journaled into the run through the database and count for the receipt
+//! like `_mnote/tools/call`'s. Without that capability `mcpServers` is empty (we have no stdio
+//! MCP bridge) and the `_mnote` extension is the agent's only way to our tools.
 //!
 //! Every other agent → client request is refused: `session/request_permission` gets the
 //! `cancelled` outcome, `fs/*` and `terminal/*` (never advertised) and unknown methods a
@@ -211,7 +222,7 @@ impl AcpRuntime {
     }
 
     /// The run's error for `failure`, with what the process says about it.
-    async fn explain(&self, failure: Failure, child: &mut Interactive) -> AgentError {
+    async fn explain(&self, failure: Failure, child: &mut Interactive, secrets: &[String]) -> AgentError {
         match failure {
             Failure::Cancelled => AgentError::Cancelled,
             Failure::Idle => AgentError::Timeout(format!(
@@ -219,7 +230,7 @@ impl AcpRuntime {
                 self.settings.idle_timeout.as_secs_f32().round() as u64
             )),
             Failure::Journal(e) => AgentError::Journal(e),
-            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE, &self.secrets).await {
+            Failure::Closed(detail) => match exit_report(child, EXIT_GRACE, secrets).await {
                 Some(report) => AgentError::upstream("acp_failed", report),
                 None => AgentError::upstream(
                     "acp_protocol_error",
@@ -228,25 +239,45 @@ impl AcpRuntime {
             },
             Failure::Protocol(m) => AgentError::upstream("acp_protocol_error", m),
             Failure::LineTooLong(m) => AgentError::upstream("acp_line_too_long", m),
-            Failure::Agent(m) => match exit_report(child, Duration::from_millis(300), &self.secrets).await {
-                Some(report) => AgentError::upstream("acp_failed", report),
-                None => AgentError::upstream("acp_failed", m),
-            },
+            // The agent's own answer first (e.g. `-32000 Authentication required`); what its
+            // process said on the way out, when it said anything.
+            Failure::Agent(m) => {
+                let m = redact(&m, secrets);
+                match exit_details(child, Duration::from_millis(300), secrets).await {
+                    Some((status, last)) if !status.success() || !last.is_empty() => {
+                        AgentError::upstream("acp_failed", format!("{m}; {}", report_of(status, &last)))
+                    }
+                    _ => AgentError::upstream("acp_failed", m),
+                }
+            }
         }
     }
 }
 
 /// `"<exit status>; <last stderr lines>"` once the process has ended (within `grace`).
 async fn exit_report(child: &mut Interactive, grace: Duration, secrets: &[String]) -> Option<String> {
+    let (status, last) = exit_details(child, grace, secrets).await?;
+    Some(report_of(status, &last))
+}
+
+/// The exit status and the last stderr lines (redacted) once the process has ended.
+async fn exit_details(
+    child: &mut Interactive,
+    grace: Duration,
+    secrets: &[String],
+) -> Option<(std::process::ExitStatus, String)> {
     let status = child.exited_within(grace).await?;
     let tail = child.stderr_tail(STDERR_QUOTE_CHARS, EXIT_GRACE).await;
     let lines: Vec<&str> = tail.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    let last = redact(&lines[lines.len().saturating_sub(5)..].join(" | "), secrets);
-    Some(if last.is_empty() {
+    Some((status, redact(&lines[lines.len().saturating_sub(5)..].join(" | "), secrets)))
+}
+
+fn report_of(status: std::process::ExitStatus, last: &str) -> String {
+    if last.is_empty() {
         format!("the agent process ended ({status}); it wrote nothing on stderr")
     } else {
         format!("the agent process ended ({status}); {last}")
-    })
+    }
 }
 
 /// `text` without credentials, as the agent's stderr is quoted to the user: every occurrence
@@ -274,7 +305,9 @@ fn redact_keyish(text: &str) -> String {
     text.split_inclusive(char::is_whitespace)
         .map(|piece| {
             let word = piece.trim_end();
-            if looks_secret(word) { format!("[redacted]{}", &piece[word.len()..]) } else { piece.to_string() }
+            // Punctuation after the key stays (`key sk-…: refused` → `key [redacted]: refused`).
+            let key = word.trim_end_matches(['.', ',', ';', ':', ')', ']', '"', '\'']);
+            if looks_secret(word) { format!("[redacted]{}", &piece[key.len()..]) } else { piece.to_string() }
         })
         .collect()
 }
@@ -309,7 +342,12 @@ impl AgentRuntime for AcpRuntime {
             let mut child = self.spawn(&workdir.0)?;
             let result = match self.converse(&mut child, &workdir.0, input, env).await {
                 Ok(done) => Ok(done),
-                Err(failure) => Err(self.explain(failure, &mut child).await),
+                Err(failure) => {
+                    // The run's MCP token is a secret too (an agent may echo its configuration).
+                    let mut secrets = self.secrets.clone();
+                    secrets.extend(env.mcp.as_ref().map(|m| m.token.expose().to_string()));
+                    Err(self.explain(failure, &mut child, &secrets).await)
+                }
             };
             // However the turn ended, the agent does not outlive it.
             child.kill().await;
@@ -337,6 +375,8 @@ mod tests {
         assert!(!out.contains("sk-proj") && !out.contains("9f8e7d6c"), "{out}");
         assert!(out.contains("/usr/lib/python3.11/site-packages/agent/main.py"), "{out}");
         assert!(out.contains("line 42"), "{out}");
+        let out = redact("with key sk-live-4f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c: connection refused", &[]);
+        assert_eq!(out, "with key [redacted]: connection refused", "the punctuation after a key stays");
     }
 
     #[test]

@@ -15,8 +15,8 @@ use agent_client_protocol::{
     v1::{
         ConnectionTo, Responder,
         schema::{
-            CancelNotification, ClientCapabilities, ContentBlock, Implementation, InitializeRequest, NewSessionRequest,
-            PromptRequest, SessionId, SessionNotification, StopReason, TextContent,
+            CancelNotification, ClientCapabilities, ContentBlock, HttpHeader, Implementation, InitializeRequest, McpServer,
+            McpServerHttp, NewSessionRequest, PromptRequest, SessionId, SessionNotification, StopReason, TextContent,
         },
     },
 };
@@ -28,7 +28,7 @@ use super::{
     updates::Updates,
 };
 use crate::{
-    agents::{RunEnv, RunInput, TurnRole, tools::ToolResult},
+    agents::{McpAccess, RunEnv, RunInput, TurnRole, tools::ToolResult},
     journal::sink::JournalError,
 };
 
@@ -136,7 +136,11 @@ impl<'a> Driver<'a> {
             )));
         }
         let meta = ext::with_preferences(ext::session_meta(self.env.tools.offered()), &input.preferences);
-        let new = NewSessionRequest::new(workdir).mcp_servers(Vec::new()).meta(meta);
+        // Our tools over standard MCP too, to an agent that takes HTTP MCP servers (we have no
+        // stdio MCP bridge: an agent without `mcpCapabilities.http` has only `_mnote`).
+        let http = init.agent_capabilities.mcp_capabilities.http;
+        let servers = mcp_servers(self.env.mcp.as_ref().filter(|_| http));
+        let new = NewSessionRequest::new(workdir).mcp_servers(servers).meta(meta);
         let session = self.wait("session/new", cx.send_request(new).block_task()).await?.session_id;
         self.prompt(cx, session, prompt_blocks(input)).await
     }
@@ -258,6 +262,20 @@ impl<'a> Driver<'a> {
     }
 }
 
+/// The name of our MCP server in `session/new` (what agents prefix our tools with).
+pub const MCP_SERVER_NAME: &str = "mnote";
+
+/// `session/new`'s `mcpServers`: our `/mcp` over HTTP with the run's token, or nothing.
+pub fn mcp_servers(access: Option<&McpAccess>) -> Vec<McpServer> {
+    access
+        .map(|a| {
+            let auth = HttpHeader::new("Authorization", format!("Bearer {}", a.token.expose()));
+            McpServer::Http(McpServerHttp::new(MCP_SERVER_NAME, a.url.clone()).headers(vec![auth]))
+        })
+        .into_iter()
+        .collect()
+}
+
 /// The prompt's content: the earlier turns (if any) as one text block, then the question.
 pub fn prompt_blocks(input: &RunInput) -> Vec<ContentBlock> {
     let mut blocks = Vec::new();
@@ -314,6 +332,18 @@ mod tests {
         assert!(t[0].contains("User: Where are the robots built?\n\nAssistant: In Lyon"), "{}", t[0]);
         assert!(t[0].contains("continue it"), "{}", t[0]);
         assert_eq!(t[1], "And the charging?");
+    }
+
+    #[test]
+    fn our_mcp_server_is_an_http_entry_with_the_bearer_header() {
+        assert!(mcp_servers(None).is_empty());
+        let access = McpAccess { url: "http://127.0.0.1:9/mcp".into(), token: crate::config::SecretString::new("mnoterun_t_s") };
+        let v = serde_json::to_value(mcp_servers(Some(&access))).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!([{"type": "http", "name": "mnote", "url": "http://127.0.0.1:9/mcp",
+                                "headers": [{"name": "Authorization", "value": "Bearer mnoterun_t_s"}]}])
+        );
     }
 
     #[test]

@@ -177,6 +177,30 @@ impl ToolBox {
         }
     }
 
+    /// A run's tools as its agent calls them over MCP with the run's token (`mcp::run_token`):
+    /// the run's actor, context and tool offer, calls journaled into the run through `events`
+    /// like [`ToolBox::call`] everywhere, results with absolute citation URLs and locators
+    /// under `citation_base` like [`ToolBox::detached`].
+    pub fn for_run_over_mcp(
+        state: AppState,
+        actor: Auth,
+        context: ContextRefs,
+        events: EventSink,
+        citation_base: String,
+        offered: Vec<&'static ToolDef>,
+    ) -> Self {
+        ToolBox {
+            state,
+            actor,
+            context,
+            events: Some(events),
+            citation_base: Some(citation_base.trim_end_matches('/').to_string()),
+            offered,
+            calls: Mutex::new(Vec::new()),
+            cited: Mutex::new(HashMap::new()),
+        }
+    }
+
     /// The tools `actor` may use in `context`: the evidence tools, and the knowledge-RAG tools
     /// when a KB of the context (every visible KB when it names none) has an active binding.
     pub async fn offered_for(state: &AppState, actor: &Auth, context: &ContextRefs) -> Vec<&'static ToolDef> {
