@@ -590,12 +590,13 @@ async fn cancel_during_a_slow_run(rt: &Runtime, name: &str) {
     }
     b.finish().await;
 
-    // Without JavaScript: the run page's cancel form.
+    // Without JavaScript: the run page's cancel form. The agent stays silent until cancelled
+    // (`[[hang]]`): a slow answer (6 s) could end before a loaded machine gets to the cancel.
     let (st, run) = seed
         .api
         .post_json(
             "/api/page-ai/runs",
-            json!({"requestId": format!("nojs-cancel-{}", rt.agent), "sessionId": "nojs", "agentId": rt.agent, "prompt": format!("{QUESTION} [[slow]]"), "contextRefs": {"kbIds": [seed.kb]}}),
+            json!({"requestId": format!("nojs-cancel-{}", rt.agent), "sessionId": "nojs", "agentId": rt.agent, "prompt": format!("{QUESTION} [[hang]]"), "contextRefs": {"kbIds": [seed.kb]}}),
         )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{run}");

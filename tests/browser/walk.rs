@@ -206,21 +206,25 @@ async fn tokens_ask_before_revoking_invitations_promise_no_email_and_members_rea
         b.goto("/settings/tokens").await;
         b.wait_for("form[action='/settings/tokens'] input[name=name]").await.send_keys(&format!("agent {tag}")).await.unwrap();
         b.find("form[action='/settings/tokens'] button").await.click().await.unwrap();
+        // The new page, with the new token's row (the old page may still show other tokens).
         b.poll(
-            "the token page",
-            "return document.readyState === 'complete' && !!document.querySelector('form[action$=\"/revoke\"]')",
-            vec![],
+            "the new token's row",
+            "if (document.readyState !== 'complete') return false;
+             const row = [...document.querySelectorAll('tr')].find(tr => tr.textContent.includes(arguments[0]) && tr.querySelector('form[action$=\"/revoke\"]'));
+             if (row) row.id = 'new-token-row';
+             return !!row",
+            vec![json!(format!("agent {tag}"))],
         )
         .await;
         let live = "return document.querySelectorAll('form[action$=\"/revoke\"]').length";
         let before = b.js(live, vec![]).await.as_u64().unwrap();
-        b.find("form[action$='/revoke'] button").await.click().await.unwrap();
+        b.find("#new-token-row form[action$='/revoke'] button").await.click().await.unwrap();
         let title = b.poll("the dialog", "const d = document.querySelector('dialog.confirm-dialog'); return d && d.open && d.querySelector('.confirm-title').textContent", vec![]).await;
         assert_eq!(title, json!(if lang == "en" { "Revoke this token?" } else { "撤销这个令牌？" }), "{tag}");
         b.screenshot(&format!("token-dialog-{tag}")).await;
         b.find("dialog.confirm-dialog .confirm-cancel").await.click().await.unwrap();
         assert_eq!(b.js(live, vec![]).await.as_u64().unwrap(), before, "{tag}: cancelled, nothing revoked");
-        b.find("form[action$='/revoke'] button").await.click().await.unwrap();
+        b.find("#new-token-row form[action$='/revoke'] button").await.click().await.unwrap();
         b.poll("the dialog again", "const d = document.querySelector('dialog.confirm-dialog'); return d && d.open", vec![]).await;
         b.find("dialog.confirm-dialog .confirm-ok").await.click().await.unwrap();
         b.poll(
