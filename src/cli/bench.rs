@@ -64,6 +64,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             sql_baseline,
             rates,
             open_loop_secs,
+            qrels,
+            tantivy,
         } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,
@@ -77,6 +79,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 sql_baseline,
                 rates,
                 open_loop_secs,
+                qrels: qrels.as_deref(),
+                tantivy,
                 app: startup::build_router,
             })
             .await

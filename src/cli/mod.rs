@@ -289,6 +289,13 @@ pub enum BenchCommand {
         /// Seconds each open-loop rate runs.
         #[arg(long, default_value_t = 15.0)]
         open_loop_secs: f64,
+        /// BEIR qrels of the queries: nDCG@10 of lexical search on the benchmark's corpus.
+        #[arg(long)]
+        qrels: Option<std::path::PathBuf>,
+        /// Also index the same blocks in an in-process tantivy index and compare (a build with
+        /// the `bench-tantivy` feature).
+        #[arg(long)]
+        tantivy: bool,
     },
 }
 

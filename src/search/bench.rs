@@ -14,9 +14,10 @@ use uuid::Uuid;
 use pgvector::Vector;
 
 use super::{
+    bench_lexical::{self, staged_in_process},
     embed::Embedder,
     eval::{self, Doc, Q},
-    query::{self, Mode, SearchRequest},
+    query::Mode,
     vectors::BlockText,
     vectors::Space,
 };
@@ -40,6 +41,10 @@ pub struct BenchArgs<'a> {
     /// fresh query vectors; empty: closed loop only.
     pub rates: Vec<f64>,
     pub open_loop_secs: f64,
+    /// Judgements (BEIR qrels) for nDCG@10 of the lexical search on the benchmark's corpus.
+    pub qrels: Option<&'a Path>,
+    /// Also index the same blocks in tantivy and compare (feature `bench-tantivy`).
+    pub tantivy: bool,
     /// The whole application router (the server's `build_router`), served on an ephemeral port;
     /// passed in by the CLI because features do not depend on `startup`.
     pub app: fn(crate::state::AppState) -> axum::Router,
@@ -183,6 +188,11 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let corpus: Vec<Doc> = eval::read_jsonl(a.corpus)?;
     let queries: Vec<Q> = eval::read_jsonl(a.queries)?;
     anyhow::ensure!(!queries.is_empty(), "no queries in {}", a.queries.display());
+    let qrels = a.qrels.map(eval::read_qrels).transpose()?;
+    anyhow::ensure!(
+        !a.tantivy || cfg!(feature = "bench-tantivy"),
+        "--tantivy needs a build with the bench-tantivy feature (cargo build --release --features bench-tantivy)"
+    );
     let (cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, a.tenant, None).await?;
     let kb = eval::kb_or_create(&pool, &actor, a.kb, "search benchmark").await?;
@@ -229,6 +239,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     };
     let t0 = Instant::now();
     state.lexical_mirror.warm(&versions).await?;
+    let mirror_build_secs = t0.elapsed().as_secs_f64();
     let built: Vec<_> = versions.iter().filter_map(|v| state.lexical_mirror.get(v.kb_id)).collect();
     println!(
         "lexical mirror: {} KBs, {} blocks, {} postings, ~{:.0} MiB, built in {:.2} s",
@@ -269,12 +280,38 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         }
         // In process, one at a time: the search core without HTTP (the "raw" time), and the
         // same core ranking lexically in SQL (no mirror) on a few queries: the baseline.
-        let raw = time_in_process(&pool, &actor, &engine, local_texts, mode).await?;
-        let sql =
-            time_in_process(&pool, &actor, &sql_engine, &local_texts[..a.sql_baseline.min(local_texts.len())], mode).await?;
+        let (raw, stage_rows) = staged_in_process(&pool, &actor, &engine, local_texts, mode).await?;
+        let (sql, _) =
+            staged_in_process(&pool, &actor, &sql_engine, &local_texts[..a.sql_baseline.min(local_texts.len())], mode).await?;
         let p = |v: &[f64], q| eval::percentile(v, q);
         let m = mode.as_str();
-        println!("{m}: in-process p50/p95 ms {:.1} / {:.1}", p(&raw, 50.0), p(&raw, 95.0));
+        println!("{m}: in-process p50/p95 ms {:.2} / {:.2}", p(&raw, 50.0), p(&raw, 95.0));
+        if mode == Mode::Lexical {
+            bench_lexical::print_stages(m, &raw, &stage_rows);
+            let ndcg10 = match &qrels {
+                Some(qrels) => {
+                    let (ndcg, n) = bench_lexical::lexical_quality(&pool, &actor, &engine, kb, &queries, qrels).await?;
+                    println!("lexical nDCG@10 on this corpus ({blocks} blocks), {n} judged queries: {ndcg:.4}");
+                    Some(ndcg)
+                }
+                None => None,
+            };
+            if a.tantivy {
+                let ours = bench_lexical::Ours {
+                    totals: &raw,
+                    ranking: bench_lexical::ranking_times(&stage_rows),
+                    mirror_build_secs,
+                    texts: local_texts,
+                    queries: &queries,
+                    qrels: qrels.as_ref(),
+                    ndcg10,
+                };
+                #[cfg(feature = "bench-tantivy")]
+                super::bench_tantivy::side_by_side(&pool, actor.tenant_id, kb, &ours).await?;
+                #[cfg(not(feature = "bench-tantivy"))]
+                let _ = ours;
+            }
+        }
         if !sql.is_empty() {
             println!(
                 "{m}: in-process with SQL ranking (no mirror), {} queries: p50/p95 ms {:.1} / {:.1} · mirror speed-up p50 {:.0}×",
@@ -565,27 +602,6 @@ fn rust_sgemm_gflops(threads: usize) -> f64 {
     });
     let flops = 2.0 * (N * N * N) as f64 * ROUNDS as f64 * threads.max(1) as f64;
     flops / started.elapsed().as_secs_f64() / 1e9
-}
-
-/// Each text through `query::search` in process, one at a time. Latencies (sorted, ms).
-async fn time_in_process(
-    pool: &sqlx::PgPool,
-    actor: &crate::auth::Auth,
-    engine: &query::Engine,
-    texts: &[String],
-    mode: Mode,
-) -> anyhow::Result<Vec<f64>> {
-    let mut out = Vec::with_capacity(texts.len());
-    for t in texts {
-        let req = SearchRequest::new(t.clone(), mode);
-        let started = Instant::now();
-        let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-        query::search(&mut tx, engine, &req).await.map_err(|e| anyhow::anyhow!("{e}"))?;
-        tx.commit().await?;
-        out.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
-    out.sort_by(|x, y| x.total_cmp(y));
-    Ok(out)
 }
 
 /// This process's peak resident memory (`VmHWM`), as the kernel prints it.

@@ -61,7 +61,7 @@ pub(crate) fn read_jsonl<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow:
 }
 
 /// `query-id \t corpus-id \t score` with a header line; scores ≤ 0 are not relevant.
-fn read_qrels(path: &Path) -> anyhow::Result<HashMap<String, HashMap<String, f64>>> {
+pub(crate) fn read_qrels(path: &Path) -> anyhow::Result<HashMap<String, HashMap<String, f64>>> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut out: HashMap<String, HashMap<String, f64>> = HashMap::new();
     for (i, line) in text.lines().enumerate() {

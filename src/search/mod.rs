@@ -2,6 +2,9 @@
 //! evidence tools and their API.
 pub mod analyze;
 pub mod bench;
+mod bench_lexical;
+#[cfg(feature = "bench-tantivy")]
+mod bench_tantivy;
 pub mod embed;
 pub mod eval;
 pub mod handlers;

@@ -1,6 +1,6 @@
 //! Ranked ids → located results: filters re-checked, quotes, highlights, citations.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
 use sqlx::{PgConnection, Row, types::Json};
 use uuid::Uuid;
@@ -41,7 +41,10 @@ pub(super) async fn hydrate_first(
         b.push(&ids),
         filter.sql
     );
+    let fetched = Instant::now();
     let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
+    stages::record(Stage::HydrationSql, fetched);
+    let quoted = Instant::now();
     let mut by_id: HashMap<Uuid, sqlx::postgres::PgRow> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
     let mut graph = ranked.graph;
     let mut out = Vec::with_capacity(keep.min(ranked.ids.len()));
@@ -79,6 +82,7 @@ pub(super) async fn hydrate_first(
             modified_at: row.get("modified_at"),
         });
     }
+    stages::record(Stage::Quotes, quoted);
     Ok(out)
 }
 

@@ -116,13 +116,17 @@ pub(super) struct MemRanker {
 
 impl MemRanker {
     pub(super) fn rank(&self, t: &QueryTerms, limit: usize) -> Vec<(Uuid, f64)> {
+        let started = std::time::Instant::now();
         let filter = RankFilter { include_ocr: self.include_ocr, sources: self.sources.as_ref() };
-        memindex::rank(&self.indexes, t, &filter, limit)
+        let ranked = memindex::rank(&self.indexes, t, &filter, limit);
+        stages::record(Stage::Ranking, started);
+        ranked
     }
 }
 
 pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Filters) -> sqlx::Result<Option<MemRanker>> {
     let Some(mem) = &engine.mem else { return Ok(None) };
+    let started = std::time::Instant::now();
     // Read in the caller's transaction: RLS decides which KBs (and so which mirrors) count.
     let versions = memindex::visible_versions(conn, f.kb_ids.as_deref()).await?;
     let indexes = match mem.snapshot(&versions) {
@@ -151,6 +155,7 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
     } else {
         None
     };
+    stages::record(Stage::MirrorLookup, started);
     Ok(Some(MemRanker { indexes, include_ocr: f.include_ocr, sources }))
 }
 

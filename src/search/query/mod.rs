@@ -39,6 +39,7 @@ use graph::graph;
 pub use hydrate::quote_with_highlights;
 use hydrate::{hydrate, hydrate_first};
 use lexical::{lexical_cte, lexical_hits, lexical_ranked, mem_ranker};
+use stages::Stage;
 use vector::{hybrid, vector_only};
 
 pub const MAX_TOP_K: usize = 100;
@@ -268,7 +269,9 @@ pub async fn run(
         return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
     }
     let filters = Filters::of(req);
+    let analysed = Instant::now();
     let terms = analyze::query_terms(query);
+    stages::record(Stage::Analysis, analysed);
     let mut resp = SearchResponse {
         ok: true,
         schema: "mnote.evidence_search_response.v1",
@@ -355,6 +358,7 @@ mod graph;
 mod hydrate;
 mod lexical;
 mod paged;
+pub mod stages;
 mod vector;
 
 #[cfg(test)]
