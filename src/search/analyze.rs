@@ -42,23 +42,26 @@ fn stemmer() -> &'static Stemmer {
 }
 
 /// Words recur (Zipf): a per-thread memo makes stemming a hash lookup for most of them.
-/// Cleared when it grows past a bound, so memory stays flat.
-fn stem(word: String) -> String {
+/// Cleared when it grows past a bound, so memory stays flat. The stem is copied into `out`
+/// (a buffer the caller reuses), so a known word costs no allocation.
+fn stem_into(word: &str, out: &mut String) {
     const MAX: usize = 50_000;
     thread_local! {
         static MEMO: std::cell::RefCell<std::collections::HashMap<String, String>> = Default::default();
     }
     MEMO.with(|m| {
         let mut m = m.borrow_mut();
-        if let Some(s) = m.get(&word) {
-            return s.clone();
+        out.clear();
+        if let Some(s) = m.get(word) {
+            out.push_str(s);
+            return;
         }
-        let s = stemmer().stem(&word).into_owned();
+        let s = stemmer().stem(word).into_owned();
+        out.push_str(&s);
         if m.len() >= MAX {
             m.clear();
         }
-        m.insert(word, s.clone());
-        s
+        m.insert(word.to_string(), s);
     })
 }
 
@@ -236,7 +239,16 @@ fn is_word_char(c: char) -> bool {
 /// Analyse `text` into terms with their byte ranges, in text order.
 pub fn analyze(text: &str) -> Vec<Token> {
     let mut out = Vec::new();
+    each_token(text, |term, start, end| out.push(Token { term: term.to_string(), start, end }));
+    out
+}
+
+/// [`analyze`] without building the tokens: `f` gets each term and its byte range. Quotes and
+/// highlights analyse every returned block's text, so this allocates nothing per word.
+pub fn each_token(text: &str, mut f: impl FnMut(&str, usize, usize)) {
     let stop = stop_words();
+    let mut word = String::new();
+    let mut stemmed = String::new();
     let mut chars = text.char_indices().peekable();
     while let Some(&(start, c)) = chars.peek() {
         if is_cjk(c) {
@@ -250,33 +262,41 @@ pub fn analyze(text: &str) -> Vec<Token> {
             }
             let run = &text[start..end];
             for t in jieba().cut_for_search(run, true) {
-                let word = t.word;
-                if stop.contains(word) || word.chars().count() > MAX_TERM_CHARS {
+                let w = t.word;
+                if stop.contains(w) || w.chars().count() > MAX_TERM_CHARS {
                     continue;
                 }
-                out.push(Token { term: word.to_string(), start: start + t.byte_start, end: start + t.byte_end });
+                f(w, start + t.byte_start, start + t.byte_end);
             }
         } else if is_word_char(c) {
             let mut end = start;
-            let mut word = String::new();
+            word.clear();
             while let Some(&(i, c)) = chars.peek() {
                 if !is_word_char(c) {
                     break;
                 }
-                word.extend(fold(c).to_lowercase());
                 end = i + c.len_utf8();
+                let c = fold(c);
+                if c.is_ascii() {
+                    word.push(c.to_ascii_lowercase());
+                } else {
+                    word.extend(c.to_lowercase());
+                }
                 chars.next();
             }
             if stop.contains(word.as_str()) || word.chars().count() > MAX_TERM_CHARS {
                 continue;
             }
-            let term = if word.chars().all(|c| c.is_ascii_alphabetic()) { stem(word) } else { word };
-            out.push(Token { term, start, end });
+            if word.bytes().all(|b| b.is_ascii_alphabetic()) {
+                stem_into(&word, &mut stemmed);
+                f(&stemmed, start, end);
+            } else {
+                f(&word, start, end);
+            }
         } else {
             chars.next();
         }
     }
-    out
 }
 
 /// What the indexer stores for a block: the `tsvector` literal and the BM25 length.
@@ -403,9 +423,13 @@ pub fn query_terms(query: &str) -> QueryTerms {
 
 /// Byte ranges of `text` whose terms are among `terms`, merged where they overlap or touch.
 pub fn highlight_ranges(text: &str, terms: &[String]) -> Vec<(usize, usize)> {
-    let wanted: HashSet<&str> = terms.iter().map(String::as_str).collect();
-    let mut ranges: Vec<(usize, usize)> =
-        analyze(text).into_iter().filter(|t| wanted.contains(t.term.as_str())).map(|t| (t.start, t.end)).collect();
+    // A query has a handful of terms: comparing with each is cheaper than hashing every word.
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    each_token(text, |term, start, end| {
+        if terms.iter().any(|t| t == term) {
+            ranges.push((start, end));
+        }
+    });
     ranges.sort();
     let mut merged: Vec<(usize, usize)> = Vec::new();
     for (s, e) in ranges {
@@ -480,6 +504,18 @@ mod tests {
         assert_eq!(positions(&l, "arc"), 1);
         assert!(l.len > own.len);
         assert_eq!(index_terms_in_context(&[], "data borrow data"), index_terms("data borrow data"));
+    }
+
+    #[test]
+    fn highlights_and_tokens_agree_with_the_analysis() {
+        let text = "Ｒｕｓｔ borrowing: 借用检查器 checks the Borrowed data, ÉCOLE naïve x1 borrow";
+        let mut seen = Vec::new();
+        each_token(text, |t, s, e| seen.push(Token { term: t.to_string(), start: s, end: e }));
+        assert_eq!(seen, analyze(text));
+        assert_eq!(seen[0].term, "rust", "full-width folded and lower-cased");
+        let q = query_terms("borrow école 借用");
+        let hl: Vec<&str> = highlight_ranges(text, &q.terms).iter().map(|&(s, e)| &text[s..e]).collect();
+        assert_eq!(hl, ["borrowing", "借用", "Borrowed", "ÉCOLE", "borrow"]);
     }
 
     #[test]
