@@ -289,6 +289,11 @@ pub enum BenchCommand {
         /// Seconds each open-loop rate runs.
         #[arg(long, default_value_t = 15.0)]
         open_loop_secs: f64,
+        /// Instead: primary only vs primary + the standby of MNOTE_READ_DATABASE_URL, alternated
+        /// in one run (the tenant's blocks as they are), then the standby's replay lag while
+        /// documents of `--corpus` are ingested.
+        #[arg(long)]
+        read_replica: bool,
     },
 }
 

@@ -2,6 +2,7 @@
 //! evidence tools and their API.
 pub mod analyze;
 pub mod bench;
+pub mod bench_replica;
 pub mod embed;
 pub mod eval;
 pub mod handlers;
