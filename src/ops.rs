@@ -139,6 +139,7 @@ pub async fn metrics_endpoint(State(state): State<AppState>, req: axum::extract:
     let rr = state.reads.report();
     metrics::gauge!("read_replica_configured").set(if rr.status == "off" { 0.0 } else { 1.0 });
     metrics::gauge!("read_replica_serving").set(if rr.serving { 1.0 } else { 0.0 });
+    metrics::gauge!("read_replica_lag_seconds").set(rr.lag_ms.map(|ms| ms as f64 / 1000.0).unwrap_or(-1.0));
     match queue_depth_cached(&state).await {
         Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
         Err(e) => tracing::warn!("queue depth: {e:#}"),

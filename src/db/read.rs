@@ -202,7 +202,6 @@ impl Health {
         }
         let mut s = self.state.lock().expect("read replica state");
         *s = Report { status: "down", serving: false, lag_ms: None, reason: Some(short(why)) };
-        publish(&s);
     }
 
     fn set(&self, report: Report) {
@@ -214,18 +213,12 @@ impl Health {
                 tracing::warn!(status = report.status, reason = ?report.reason, "read replica: reads go to the primary");
             }
         }
-        publish(&report);
         *self.state.lock().expect("read replica state") = report;
     }
 }
 
 fn short(s: &str) -> String {
     s.chars().take(200).collect()
-}
-
-fn publish(r: &Report) {
-    metrics::gauge!("read_replica_serving").set(if r.serving { 1.0 } else { 0.0 });
-    metrics::gauge!("read_replica_lag_seconds").set(r.lag_ms.map(|ms| ms as f64 / 1000.0).unwrap_or(-1.0));
 }
 
 /// The background check: the primary's WAL position (sampled, for the lag), then the standby's
@@ -268,7 +261,7 @@ async fn check_once(primary: &PgPool, h: &Health, samples: &mut VecDeque<(Instan
     }
     let row: Result<(bool, Option<String>, bool), _> = tokio::time::timeout(
         Duration::from_secs(3),
-        sqlx::query_as(
+        sqlx::query_as::<_, (bool, Option<String>, bool)>(
             "select pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,
                     (select rolsuper or rolbypassrls from pg_roles where rolname = current_user)",
         )
