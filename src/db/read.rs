@@ -387,7 +387,7 @@ async fn listen_writes(pool: PgPool, floor: Arc<AtomicU64>) {
 /// boundary: the next record starts after the header (24 bytes, 40 at a segment's start).
 fn reached(replay: u64, target: u64) -> bool {
     const PAGE: u64 = 8192;
-    replay >= target || (replay % PAGE == 0 && target > replay && target - replay <= 40)
+    replay >= target || (replay.is_multiple_of(PAGE) && target > replay && target - replay <= 40)
 }
 
 /// `16/B374D848` → its 64-bit position.
