@@ -39,6 +39,11 @@ pub struct Config {
     pub login_max_failures: i64,
     pub login_window: Duration,
     pub db_max_connections: u32,
+    /// A hot standby for read-only work (MNOTE_READ_DATABASE_URL, same app role): searches,
+    /// read/open, the viewer, descriptor reads (`db::read`). `None`: every read on the primary.
+    pub read_database_url: Option<String>,
+    /// Past this replay lag the standby serves no reads (MNOTE_READ_MAX_LAG_MS, default 5000).
+    pub read_max_lag: Duration,
     /// Honour X-Forwarded-For for the client address (only behind a trusted proxy).
     pub trust_proxy: bool,
     /// Parallel ingest workers in this process (0 = none, e.g. a web-only replica).
@@ -388,6 +393,16 @@ fn redact(url: &str) -> String {
     }
 }
 
+/// MNOTE_READ_DATABASE_URL, checked to be a Postgres URL (the standby itself may be down at
+/// startup: reads then go to the primary until it answers).
+fn read_database_url() -> anyhow::Result<Option<String>> {
+    let Some(url) = var("MNOTE_READ_DATABASE_URL") else { return Ok(None) };
+    url.trim()
+        .parse::<sqlx::postgres::PgConnectOptions>()
+        .map_err(|e| anyhow::anyhow!("MNOTE_READ_DATABASE_URL={:?}: {e}", redact(url.trim())))?;
+    Ok(Some(url.trim().to_string()))
+}
+
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
@@ -448,6 +463,8 @@ impl Config {
             login_max_failures: parse("MNOTE_LOGIN_MAX_FAILURES", 5i64)?,
             login_window: Duration::from_secs(60 * parse("MNOTE_LOGIN_WINDOW_MINUTES", 15u64)?),
             db_max_connections: parse("MNOTE_DB_MAX_CONNECTIONS", 10u32)?,
+            read_database_url: read_database_url()?,
+            read_max_lag: Duration::from_millis(parse("MNOTE_READ_MAX_LAG_MS", 5000u64)?),
             trust_proxy: parse("MNOTE_TRUST_PROXY", false)?,
             ingest_workers: parse("MNOTE_INGEST_WORKERS", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))?,
             parse_timeout: Duration::from_secs(parse("MNOTE_PARSE_TIMEOUT_SECS", 600u64)?),
@@ -497,6 +514,8 @@ impl Config {
             login_max_failures: 5,
             login_window: Duration::from_secs(900),
             db_max_connections: 8,
+            read_database_url: None,
+            read_max_lag: Duration::from_secs(5),
             trust_proxy: false,
             ingest_workers: 2,
             parse_timeout: Duration::from_secs(120),

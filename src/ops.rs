@@ -48,6 +48,8 @@ pub async fn healthz() -> &'static str {
 /// the parts apart: `{"status": "ready" | "degraded" | "unavailable", "database": …,
 /// "vector": …}`. An unhealthy vector side (`vector.code = "vector_backend_unavailable"`)
 /// leaves the service ready but degraded: lexical search, the viewer and ingest keep working.
+/// So does a configured read replica that serves no reads (`readReplica.status` `down` or
+/// `lagging`: reads go to the primary).
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let (code, database) = match db::is_migrated(&state.pool).await {
         Ok(true) => (StatusCode::OK, "ok"),
@@ -58,12 +60,16 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         }
     };
     let vector = vector_report(&state);
-    let status = match (code, vector.code) {
-        (StatusCode::OK, None) => "ready",
-        (StatusCode::OK, Some(_)) => "degraded",
+    // A configured read replica that serves no reads (down, lagging, promoted) leaves the
+    // service ready: its reads go to the primary.
+    let read_replica = state.reads.report();
+    let replica_ok = read_replica.serving || read_replica.status == "off";
+    let status = match (code, vector.code, replica_ok) {
+        (StatusCode::OK, None, true) => "ready",
+        (StatusCode::OK, _, _) => "degraded",
         _ => "unavailable",
     };
-    (code, Json(json!({ "status": status, "database": database, "vector": vector }))).into_response()
+    (code, Json(json!({ "status": status, "database": database, "vector": vector, "readReplica": read_replica }))).into_response()
 }
 
 /// The vector side as `/readyz` and `/metrics` show it (`off` without an embedder).
@@ -130,6 +136,10 @@ pub async fn metrics_endpoint(State(state): State<AppState>, req: axum::extract:
     let vector = vector_report(&state);
     metrics::gauge!("vector_backend_healthy").set(if vector.code.is_none() { 1.0 } else { 0.0 });
     metrics::gauge!("vector_backend_consecutive_failures").set(vector.failures as f64);
+    let rr = state.reads.report();
+    metrics::gauge!("read_replica_configured").set(if rr.status == "off" { 0.0 } else { 1.0 });
+    metrics::gauge!("read_replica_serving").set(if rr.serving { 1.0 } else { 0.0 });
+    metrics::gauge!("read_replica_lag_seconds").set(rr.lag_ms.map(|ms| ms as f64 / 1000.0).unwrap_or(-1.0));
     match queue_depth_cached(&state).await {
         Ok(n) => metrics::gauge!("ingest_queue_depth").set(n as f64),
         Err(e) => tracing::warn!("queue depth: {e:#}"),

@@ -11,7 +11,11 @@ use crate::config::Config;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// The primary: every write, the journal, `LISTEN`/`NOTIFY`, read-your-own-write reads.
     pub pool: PgPool,
+    /// Read-only work: the standby of `MNOTE_READ_DATABASE_URL` while it is healthy and fresh,
+    /// else the primary (`db::read`).
+    pub reads: Arc<crate::db::read::Reads>,
     pub config: Arc<Config>,
     pub metrics: PrometheusHandle,
     /// Source-change notifications (`<tenant>:<kb>`) relayed from Postgres `LISTEN mnote_source`.
@@ -47,8 +51,17 @@ impl AppState {
             Arc::new(crate::search::vector_health::VectorHealth::new(config.vector_retry_min, config.vector_retry_max));
         let run_hub = Arc::new(crate::journal::hub::RunHub::new(pool.clone(), run_events.clone()));
         let run_slots = Arc::new(tokio::sync::Semaphore::new(config.agents.max_concurrent_runs));
+        let reads = match &config.read_database_url {
+            None => crate::db::read::Reads::primary_only(pool.clone()),
+            Some(url) => crate::db::read::Reads::with_standby(pool.clone(), url, config.db_max_connections, config.read_max_lag)
+                .unwrap_or_else(|e| {
+                    tracing::error!("{e:#}; every read goes to the primary");
+                    crate::db::read::Reads::primary_only(pool.clone())
+                }),
+        };
         AppState {
             pool,
+            reads,
             config: Arc::new(config),
             metrics: crate::platform::metrics::handle(),
             source_events: tx,

@@ -445,13 +445,17 @@ pub struct Facts {
     pub can_store_secrets: bool,
 }
 
+/// The caller's facts, read on the read replica when it may serve them (`db::read`).
 pub async fn facts(state: &AppState, auth: &Auth) -> AppResult<Facts> {
-    facts_in(&state.pool, &state.config, auth).await
+    facts_tx(auth.read_tx(state).await?, &state.config, auth).await
 }
 
 /// [`facts`] with only a pool and the configuration (the CLI's self-test).
 pub async fn facts_in(pool: &sqlx::PgPool, cfg: &Config, auth: &Auth) -> AppResult<Facts> {
-    let mut tx = auth.tx_pool(pool).await?;
+    facts_tx(auth.tx_pool(pool).await?, cfg, auth).await
+}
+
+async fn facts_tx(mut tx: crate::db::TenantTx, cfg: &Config, auth: &Auth) -> AppResult<Facts> {
     let kbs =
         kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| (k.id, k.name)).collect();
     let mut configs = HashMap::new();

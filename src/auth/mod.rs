@@ -85,6 +85,22 @@ impl Auth {
         self.tx_pool(&state.pool).await
     }
 
+    /// A read-only tenant transaction acting as this user, on the read replica when it may
+    /// serve it (`db::read`): for reads that need not see this request's own writes.
+    pub async fn read_tx(&self, state: &AppState) -> Result<TenantTx, sqlx::Error> {
+        state.reads.begin(self.tenant_id, Scope::User(self.user_id)).await
+    }
+
+    /// [`crate::db::read::Reads::run`] acting as this user: `f` once more on the primary when
+    /// the standby was lost under it.
+    pub async fn read<T, E, F>(&self, state: &AppState, f: F) -> Result<T, E>
+    where
+        E: From<sqlx::Error>,
+        F: for<'c> FnMut(&'c mut TenantTx) -> futures_util::future::BoxFuture<'c, Result<T, E>>,
+    {
+        state.reads.run(self.tenant_id, Scope::User(self.user_id), f).await
+    }
+
     pub async fn tx_pool(&self, pool: &sqlx::PgPool) -> Result<TenantTx, sqlx::Error> {
         TenantTx::begin(pool, self.tenant_id, Scope::User(self.user_id)).await
     }

@@ -52,6 +52,19 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Ingest { docs, rounds } => crate::ingest::bench::ingest_command(&docs, rounds),
         BenchCommand::Index { tenant, rounds } => crate::ingest::bench::index_command(&tenant, rounds).await,
         BenchCommand::Embed { tenant, limit } => crate::search::bench::embed_command(&tenant, limit).await,
+        BenchCommand::Search { tenant, kb, corpus, queries, clients, requests, mode, read_replica: true, .. } => {
+            crate::search::bench_replica::run(crate::search::bench_replica::ReplicaArgs {
+                tenant: &tenant,
+                kb: &kb,
+                corpus: &corpus,
+                queries: &queries,
+                clients,
+                requests,
+                modes: &mode,
+                app: startup::build_router,
+            })
+            .await
+        }
         BenchCommand::Search {
             tenant,
             kb,
@@ -66,6 +79,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             open_loop_secs,
             qrels,
             tantivy,
+            read_replica: false,
         } => {
             crate::search::bench::search_command(crate::search::bench::BenchArgs {
                 tenant: &tenant,

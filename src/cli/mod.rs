@@ -296,6 +296,11 @@ pub enum BenchCommand {
         /// the `bench-tantivy` feature).
         #[arg(long)]
         tantivy: bool,
+        /// Instead: primary only vs primary + the standby of MNOTE_READ_DATABASE_URL, alternated
+        /// in one run (the tenant's blocks as they are), then the standby's replay lag while
+        /// documents of `--corpus` are ingested.
+        #[arg(long)]
+        read_replica: bool,
     },
 }
 

@@ -2,6 +2,7 @@
 //! transactions. SQL for each feature lives in that feature's `queries.rs`.
 
 pub mod notify;
+pub mod read;
 mod tenant_tx;
 
 use std::time::Duration;

@@ -1,9 +1,13 @@
 //! Tenant-scoped transactions: the only way request code touches tenant tables.
 //!
-//! `set_config(..., true)` is transaction-local, so the tenant never leaks to the next
-//! borrower of a pooled connection (a session-level `SET` would).
+//! The tenant and the user are set with `SET LOCAL`, which lasts until the end of the
+//! transaction (like `set_config(…, true)`), so the tenant never leaks to the next borrower of
+//! a pooled connection (a session-level `SET` would). `SET` takes no bind parameters: the
+//! values spliced in are formatted from typed values only (a [`Uuid`], a fixed word), never
+//! from caller text.
 
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
@@ -19,35 +23,68 @@ pub enum Scope {
 
 pub struct TenantTx {
     tx: Transaction<'static, Postgres>,
+    /// The tenant, for the read-your-writes record of a committed write (`db::read`).
+    tenant: Option<Uuid>,
+    /// The pool it came from (to read the WAL position after a commit); `None` for a read.
+    pool: Option<PgPool>,
+    /// Set when the transaction runs on the read replica (`db::read`).
+    pub(super) standby: Option<Arc<super::read::Health>>,
+}
+
+/// `begin …; set local …` for one tenant: one round trip (the simple protocol takes several
+/// statements). Only a UUID and fixed words are spliced in.
+fn begin_sql(begin: &str, tenant_id: Uuid, scope: Scope) -> String {
+    let (user, sys) = match scope {
+        Scope::User(u) => (u.to_string(), ""),
+        Scope::System => (String::new(), "system"),
+    };
+    format!("{begin}; set local app.tenant_id = '{tenant_id}'; set local app.user_id = '{user}'; set local app.scope = '{sys}'")
 }
 
 impl TenantTx {
     pub async fn begin(pool: &PgPool, tenant_id: Uuid, scope: Scope) -> Result<Self, sqlx::Error> {
-        let (user, sys) = match scope {
-            Scope::User(u) => (u.to_string(), ""),
-            Scope::System => (String::new(), "system"),
-        };
-        // `begin` and the settings in one round trip (the simple protocol takes several
-        // statements). Only UUIDs and fixed words are spliced in, never caller text.
-        let tx = pool
-            .begin_with(format!(
-                "begin; select set_config('app.tenant_id', '{tenant_id}', true), set_config('app.user_id', '{user}', true), \
-                 set_config('app.scope', '{sys}', true)"
-            ))
-            .await?;
-        Ok(TenantTx { tx })
+        let tx = pool.begin_with(begin_sql("begin", tenant_id, scope)).await?;
+        Ok(TenantTx { tx, tenant: Some(tenant_id), pool: Some(pool.clone()), standby: None })
+    }
+
+    /// A read-only transaction (`db::read` opens it on the standby or on the primary).
+    pub(super) async fn begin_read_only(pool: &PgPool, tenant_id: Uuid, scope: Scope) -> Result<Self, sqlx::Error> {
+        let tx = pool.begin_with(begin_sql("begin transaction read only", tenant_id, scope)).await?;
+        Ok(TenantTx { tx, tenant: Some(tenant_id), pool: None, standby: None })
     }
 
     /// A transaction that knows the user but no tenant: it can read the user's own
     /// memberships (tenant picker) and nothing tenant-owned.
     pub async fn begin_user_only(pool: &PgPool, user_id: Uuid) -> Result<Self, sqlx::Error> {
-        let mut tx = pool.begin().await?;
-        sqlx::query("select set_config('app.user_id', $1, true)").bind(user_id.to_string()).execute(&mut *tx).await?;
-        Ok(TenantTx { tx })
+        let tx = pool.begin_with(format!("begin; set local app.user_id = '{user_id}'")).await?;
+        Ok(TenantTx { tx, tenant: None, pool: None, standby: None })
     }
 
-    pub async fn commit(self) -> Result<(), sqlx::Error> {
-        self.tx.commit().await
+    /// The tenant it acts in (`None`: a user-only transaction).
+    pub fn tenant(&self) -> Option<Uuid> {
+        self.tenant
+    }
+
+    /// Whether this transaction runs on the read replica.
+    pub fn on_standby(&self) -> bool {
+        self.standby.is_some()
+    }
+
+    pub async fn commit(mut self) -> Result<(), sqlx::Error> {
+        // With a read replica configured, a transaction that wrote records the WAL position
+        // after its commit for its tenant (the freshness rule of `db::read`).
+        let track = match (&self.pool, self.tenant) {
+            (Some(pool), Some(tenant)) if super::read::tracking() => Some((pool.clone(), tenant)),
+            _ => None,
+        };
+        let Some((pool, tenant)) = track else { return self.tx.commit().await };
+        let wrote: bool =
+            sqlx::query_scalar("select pg_current_xact_id_if_assigned() is not null").fetch_one(&mut *self.tx).await?;
+        self.tx.commit().await?;
+        if wrote {
+            super::read::after_write(&pool, tenant).await;
+        }
+        Ok(())
     }
 }
 

@@ -44,23 +44,31 @@ pub async fn search(
     auth: Auth,
     ApiJson(req): ApiJson<SearchRequest>,
 ) -> AppResult<Json<SearchResponse>> {
-    let resp = query::search_retrying(|| auth.tx(&state), &state.search_engine(), &req).await?;
+    let resp = query::search_retrying(|| auth.read_tx(&state), &state.search_engine(), &req).await?;
     Ok(Json(resp.map_results(SearchHit::from)))
 }
 
 /// `POST /api/evidence/read`
 pub async fn read(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<ReadRequest>) -> AppResult<Json<ReadResponse>> {
-    let mut tx = auth.tx(&state).await?;
-    let v = open::read(&mut tx, &r, state.config.public_url.as_deref()).await?;
-    tx.commit().await?;
+    let url = state.config.public_url.clone();
+    let v = auth
+        .read(&state, move |tx| {
+            let (r, url) = (r.clone(), url.clone());
+            Box::pin(async move { AppResult::Ok(open::read(tx, &r, url.as_deref()).await?) })
+        })
+        .await?;
     Ok(Json(v))
 }
 
 /// `POST /api/evidence/open`
 pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson<OpenRequest>) -> AppResult<Json<OpenResponse>> {
-    let mut tx = auth.tx(&state).await?;
-    let v = open::open(&mut tx, &r, state.config.public_url.as_deref()).await?;
-    tx.commit().await?;
+    let url = state.config.public_url.clone();
+    let v = auth
+        .read(&state, move |tx| {
+            let (r, url) = (r.clone(), url.clone());
+            Box::pin(async move { AppResult::Ok(open::open(tx, &r, url.as_deref()).await?) })
+        })
+        .await?;
     Ok(Json(v))
 }
 
@@ -86,7 +94,7 @@ pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) 
     let include_ocr = p.include_ocr.unwrap_or(false);
     let mut req = SearchRequest::new(p.q.clone(), Mode::Lexical);
     req.include_ocr = Some(include_ocr);
-    let mut tx = auth.tx(state).await?;
+    let mut tx = auth.read_tx(state).await?;
     let resp = query::run(&mut tx, &state.search_engine(), &req, query::MAX_TOP_K).await?;
     tx.commit().await?;
     let mut docs: Vec<Value> = Vec::new();

@@ -5,6 +5,7 @@ pub mod bench;
 mod bench_lexical;
 #[cfg(feature = "bench-tantivy")]
 mod bench_tantivy;
+pub mod bench_replica;
 pub mod embed;
 pub mod eval;
 pub mod handlers;

@@ -5,6 +5,7 @@ use serde_json::Value;
 use sqlx::{PgConnection, Row, types::Json};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
 pub use crate::evidence::tools::OpenAction;
 use crate::evidence::{
     Locator, LocatorRef, Place, SourceKind, SourceStatus,
@@ -106,12 +107,14 @@ struct Anchor {
 /// source is visible but the block is gone.
 async fn resolve(
     conn: &mut PgConnection,
+    tenant: Uuid,
     evidence_id: Option<Uuid>,
     locator: Option<&Value>,
 ) -> Result<(Uuid, Option<Anchor>), ToolError> {
     let row = if let Some(id) = evidence_id {
-        sqlx::query("select id, source_id, ordinal, section_key, locator from evidence_block where id = $1")
+        sqlx::query("select id, source_id, ordinal, section_key, locator from evidence_block where tenant_id = $2 and id = $1")
             .bind(id)
+            .bind(tenant)
             .fetch_optional(&mut *conn)
             .await?
     } else if let Some(loc) = locator {
@@ -121,18 +124,20 @@ async fn resolve(
             .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok())
             .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
-        let visible: bool =
-            sqlx::query_scalar(&format!("select exists (select 1 from source s where s.id = $1 and {GRANT_ACTIVE})"))
-                .bind(source_id)
-                .fetch_one(&mut *conn)
-                .await?;
+        let visible: bool = sqlx::query_scalar(&format!(
+            "select exists (select 1 from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE})"
+        ))
+        .bind(source_id)
+        .bind(tenant)
+        .fetch_one(&mut *conn)
+        .await?;
         if !visible {
             return Err(ToolError::NotFound);
         }
         let (block, hash, fp) = (loc.block_id.as_deref(), loc.source_hash.as_deref(), loc.text_fingerprint.as_deref());
         let row = sqlx::query(
             "select id, source_id, ordinal, section_key, locator from evidence_block
-             where source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
+             where tenant_id = $5 and source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
                                        or ($4::text is not null and text_fingerprint = $4))
              order by (block_key = $2 and source_hash = $3) desc nulls last, ordinal limit 1",
         )
@@ -140,6 +145,7 @@ async fn resolve(
         .bind(block)
         .bind(hash)
         .bind(fp)
+        .bind(tenant)
         .fetch_optional(&mut *conn)
         .await?;
         if row.is_none() {
@@ -167,12 +173,15 @@ struct SourceInfo {
     status: SourceStatus,
 }
 
-async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, ToolError> {
-    let row = sqlx::query(&format!("select kind, resource_path, status from source s where s.id = $1 and {GRANT_ACTIVE}"))
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(ToolError::NotFound)?;
+async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<SourceInfo, ToolError> {
+    let row = sqlx::query(&format!(
+        "select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"
+    ))
+    .bind(id)
+    .bind(tenant)
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(ToolError::NotFound)?;
     let resource_path: String = row.get("resource_path");
     let parse = |col: &str| -> Result<String, ToolError> { Ok(row.get::<String, _>(col)) };
     let kind = parse("kind")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
@@ -181,9 +190,12 @@ async fn source_info(conn: &mut PgConnection, id: Uuid) -> Result<SourceInfo, To
 }
 
 /// `POST /api/evidence/open`.
-pub async fn open(conn: &mut PgConnection, r: &OpenRequest, public_url: Option<&str>) -> Result<OpenResponse, ToolError> {
-    let (source_id, anchor) = resolve(conn, r.evidence_id, r.locator.as_ref()).await?;
-    let info = source_info(conn, source_id).await?;
+/// Every statement names the transaction's tenant (`tenant_id = $n`; RLS stays the net).
+pub async fn open(tx: &mut TenantTx, r: &OpenRequest, public_url: Option<&str>) -> Result<OpenResponse, ToolError> {
+    let tenant = tx.tenant().unwrap_or_default();
+    let conn: &mut PgConnection = tx;
+    let (source_id, anchor) = resolve(conn, tenant, r.evidence_id, r.locator.as_ref()).await?;
+    let info = source_info(conn, tenant, source_id).await?;
     let (action, citation, exact) = match anchor {
         Some(a) => {
             let action = open_action(&a.locator, a.id, public_url);
@@ -224,21 +236,25 @@ const READ_SECTION_MAX: i64 = 40;
 
 /// `POST /api/evidence/read`: the anchor, `window` blocks before and after, the other blocks
 /// of its section (bounded), its section path and the source's title and kind.
-pub async fn read(conn: &mut PgConnection, r: &ReadRequest, public_url: Option<&str>) -> Result<ReadResponse, ToolError> {
+pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) -> Result<ReadResponse, ToolError> {
+    let tenant = tx.tenant().unwrap_or_default();
+    let conn: &mut PgConnection = tx;
     let window = r.window.unwrap_or(2);
     if window > 20 {
         return Err(ToolError::Invalid("window must be at most 20".into()));
     }
-    let (source_id, anchor) = resolve(conn, r.evidence_id, r.locator.as_ref()).await?;
+    let (source_id, anchor) = resolve(conn, tenant, r.evidence_id, r.locator.as_ref()).await?;
     let anchor = anchor.ok_or(ToolError::NotFound)?;
-    let info = source_info(conn, source_id).await?;
+    let info = source_info(conn, tenant, source_id).await?;
     const COLS: &str = "id, block_key, block_type, text, locator, ordinal";
     let rows = sqlx::query(&format!(
-        "select {COLS} from evidence_block where source_id = $1 and ordinal between $2 - $3 and $2 + $3 order by ordinal"
+        "select {COLS} from evidence_block where tenant_id = $4 and source_id = $1 and ordinal between $2 - $3 and $2 + $3
+         order by ordinal"
     ))
     .bind(source_id)
     .bind(anchor.ordinal)
     .bind(window as i32)
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     let mut previous = Vec::new();
@@ -255,14 +271,16 @@ pub async fn read(conn: &mut PgConnection, r: &ReadRequest, public_url: Option<&
     }
     let (section_path, section_blocks, truncated) = match &anchor.section_key {
         Some(key) => {
-            let path: Option<Vec<String>> =
-                sqlx::query_scalar("select path from evidence_section where source_id = $1 and section_key = $2")
-                    .bind(source_id)
-                    .bind(key)
-                    .fetch_optional(&mut *conn)
-                    .await?;
+            let path: Option<Vec<String>> = sqlx::query_scalar(
+                "select path from evidence_section where tenant_id = $3 and source_id = $1 and section_key = $2",
+            )
+            .bind(source_id)
+            .bind(key)
+            .bind(tenant)
+            .fetch_optional(&mut *conn)
+            .await?;
             let rows = sqlx::query(&format!(
-                "select {COLS} from evidence_block where source_id = $1 and section_key = $2 and id <> $3
+                "select {COLS} from evidence_block where tenant_id = $6 and source_id = $1 and section_key = $2 and id <> $3
                  order by abs(ordinal - $4), ordinal limit $5"
             ))
             .bind(source_id)
@@ -270,6 +288,7 @@ pub async fn read(conn: &mut PgConnection, r: &ReadRequest, public_url: Option<&
             .bind(anchor.id)
             .bind(anchor.ordinal)
             .bind(READ_SECTION_MAX + 1)
+            .bind(tenant)
             .fetch_all(&mut *conn)
             .await?;
             let truncated = rows.len() as i64 > READ_SECTION_MAX;

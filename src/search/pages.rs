@@ -359,7 +359,7 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
         }
     };
 
-    let mut tx = page.auth.tx(&state).await?;
+    let mut tx = page.auth.read_tx(&state).await?;
     let kbs = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     tx.commit().await?;
     let kb_names: HashMap<Uuid, String> = kbs.iter().map(|k| (k.id, k.name.clone())).collect();
@@ -382,7 +382,7 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
             }
         }
         let cur = Current { q: &q, mode: &mode_s, kb: &kb_s, kind: &kind_s, source: &source_s };
-        match query::search_retrying(|| page.auth.tx(&state), &state.search_engine(), &req).await {
+        match query::search_retrying(|| page.auth.read_tx(&state), &state.search_engine(), &req).await {
             Ok(resp) => outcome_v = Some(outcome(&ctx, &cur, &kb_names, page_no, resp)),
             Err(SearchError::Invalid(m)) => error = Some(m),
             Err(e) => return Err(e.into()),

@@ -190,7 +190,7 @@ pub async fn view(
     headers: HeaderMap,
 ) -> AppResult<Response> {
     let ctx = page.ctx;
-    let mut tx = page.auth.tx(&state).await?;
+    let mut tx = page.auth.read_tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
     let evidence = p.evidence.as_deref().map(str::trim).filter(|e| !e.is_empty());
     let block_key = match evidence.and_then(|e| Uuid::parse_str(e).ok()) {
@@ -428,7 +428,7 @@ pub async fn download(
     Query(p): Query<DownloadParams>,
     req: Request,
 ) -> AppResult<Response> {
-    let mut tx = auth.tx(&state).await?;
+    let mut tx = auth.read_tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
     let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
@@ -521,7 +521,7 @@ pub async fn page_png(
     headers: HeaderMap,
 ) -> AppResult<Response> {
     let n: u32 = name.strip_suffix(".png").and_then(|s| s.parse().ok()).filter(|n| *n >= 1).ok_or(AppError::NotFound)?;
-    let mut tx = auth.tx(&state).await?;
+    let mut tx = auth.read_tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
     if source.kind != "pdf" && source.kind != "image" {
         return Err(AppError::NotFound);

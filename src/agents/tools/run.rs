@@ -48,7 +48,7 @@ impl ToolBox {
         let prefer = &self.context.source_ids;
         req.top_k = Some(if prefer.is_empty() { top_k } else { (top_k * 3).min(query::MAX_TOP_K) });
         req.kb_ids = (!self.context.kb_ids.is_empty()).then(|| self.context.kb_ids.clone());
-        let resp = query::search_retrying(|| self.actor.tx(&self.state), &self.state.search_engine(), &req)
+        let resp = query::search_retrying(|| self.actor.read_tx(&self.state), &self.state.search_engine(), &req)
             .await
             .map_err(|e| from_app(e.into()))?;
         let mut hits = resp.results;
@@ -99,7 +99,7 @@ impl ToolBox {
         let req = ReadRequest { evidence_id: Some(args.evidence_id), locator: None, window: Some(window) };
         let public_url = self.state.config.public_url.as_deref();
         let r = async {
-            let mut tx = self.actor.tx(&self.state).await?;
+            let mut tx = self.actor.read_tx(&self.state).await?;
             let r = open::read(&mut tx, &req, public_url).await?;
             tx.commit().await?;
             Ok::<_, AppError>(r)
@@ -151,7 +151,7 @@ impl ToolBox {
         let public_url = self.state.config.public_url.as_deref();
         let detached = self.citation_base.is_some();
         let (r, passage) = async {
-            let mut tx = self.actor.tx(&self.state).await?;
+            let mut tx = self.actor.read_tx(&self.state).await?;
             let r = open::open(&mut tx, &req, public_url).await?;
             // Outside a run the result also carries the passage's text and locator.
             let passage = if detached {
@@ -194,7 +194,7 @@ impl ToolBox {
 
     pub(super) async fn outline(&self, args: OutlineArgs) -> Result<Done, ErrorBody> {
         let r = async {
-            let mut tx = self.actor.tx(&self.state).await?;
+            let mut tx = self.actor.read_tx(&self.state).await?;
             let r = outline::outline(&mut tx, &args).await?;
             tx.commit().await?;
             Ok::<_, AppError>(r)

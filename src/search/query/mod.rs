@@ -18,6 +18,8 @@
 use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use sqlx::PgConnection;
+
+use crate::db::TenantTx;
 use uuid::Uuid;
 
 pub use crate::evidence::tools::{
@@ -148,6 +150,9 @@ pub enum SearchError {
 /// them into a statement.
 #[derive(Debug, Clone)]
 struct Filters {
+    /// The transaction's tenant, bound into every statement as `s.tenant_id = $n` (and
+    /// `b.tenant_id`): the planner then uses the tenant-prefixed indexes; RLS stays the net.
+    tenant: Uuid,
     kb_ids: Option<Vec<Uuid>>,
     source_ids: Option<Vec<Uuid>>,
     kinds: Option<Vec<String>>,
@@ -165,8 +170,9 @@ struct BlockFilter {
 }
 
 impl Filters {
-    fn of(req: &SearchRequest) -> Filters {
+    fn of(req: &SearchRequest, tenant: Uuid) -> Filters {
         Filters {
+            tenant,
             kb_ids: req.kb_ids.clone(),
             source_ids: req.source_ids.clone(),
             kinds: req.kinds.clone(),
@@ -181,9 +187,10 @@ impl Filters {
     fn source_sql(&self, b: &mut Binds) -> String {
         use crate::sources::queries::GRANT_ACTIVE;
         let (kinds, prefix, stale) = (b.push(&self.kinds), b.push(&self.path_prefix), b.push(self.include_stale));
-        let ids = b.push(&self.source_ids);
+        let (ids, tenant) = (b.push(&self.source_ids), b.push(self.tenant));
         format!(
-            "({ids}::uuid[] is null or s.id = any({ids}::uuid[]))
+            "s.tenant_id = {tenant}::uuid
+    and ({ids}::uuid[] is null or s.id = any({ids}::uuid[]))
     and ({kinds}::text[] is null or s.kind = any({kinds}::text[]))
     and ({prefix}::text is null or starts_with(s.resource_path, {prefix}::text))
     and ({stale}::bool or s.status <> 'stale')
@@ -194,9 +201,9 @@ impl Filters {
     /// Conditions on `b` (evidence_block) and `s` (its source): KB ids, include OCR and
     /// [`Filters::source_sql`].
     fn block_sql(&self, b: &mut Binds) -> BlockFilter {
-        let (kb_ids, ocr) = (b.push(&self.kb_ids), b.push(self.include_ocr));
+        let (kb_ids, ocr, tenant) = (b.push(&self.kb_ids), b.push(self.include_ocr), b.push(self.tenant));
         let sql = format!(
-            "s.tenant_id = b.tenant_id and s.id = b.source_id
+            "b.tenant_id = {tenant}::uuid and s.tenant_id = b.tenant_id and s.id = b.source_id
     and ({kb_ids}::uuid[] is null or b.kb_id = any({kb_ids}::uuid[]))
     and ({ocr}::bool or not b.is_ocr)
     and {}",
@@ -212,14 +219,19 @@ pub(super) struct Ranked {
     graph: HashMap<Uuid, GraphStep>,
 }
 
-pub async fn search(conn: &mut PgConnection, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse<Hit>, SearchError> {
+pub async fn search(tx: &mut TenantTx, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse<Hit>, SearchError> {
+    let tenant = tx.tenant().unwrap_or_default();
+    let conn: &mut PgConnection = tx;
     let started = Instant::now();
     let top_k = req.top_k.unwrap_or(DEFAULT_TOP_K);
     if top_k == 0 || top_k > MAX_TOP_K {
         return Err(SearchError::Invalid(format!("topK must be between 1 and {MAX_TOP_K}")));
     }
-    let mut resp =
-        if req.is_paged() { paged::paged(conn, engine, req, top_k).await? } else { run(conn, engine, req, top_k).await? };
+    let mut resp = if req.is_paged() {
+        paged::paged(conn, tenant, engine, req, top_k).await?
+    } else {
+        run_in(conn, tenant, engine, req, top_k).await?
+    };
     resp.took_ms = (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
     Ok(resp)
 }
@@ -232,10 +244,16 @@ where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = sqlx::Result<crate::db::TenantTx>>,
 {
-    let mut retried = false;
+    let (mut retried, mut moved) = (false, false);
     loop {
         let mut tx = begin().await?;
-        match search(&mut tx, engine, req).await {
+        let result = search(&mut tx, engine, req).await;
+        // The read replica went away under the search: once more, on the primary.
+        if result.is_err() && !moved && crate::db::read::standby_lost(&mut tx).await {
+            moved = true;
+            continue;
+        }
+        match result {
             Err(SearchError::VectorBackend(e)) if !retried => {
                 tracing::warn!("search: the vector statement's backend died ({e}); answering lexically");
                 retried = true;
@@ -251,7 +269,19 @@ where
 
 /// [`search`] without the API's `topK` cap (the evaluation ranks deeper).
 pub async fn run(
+    tx: &mut TenantTx,
+    engine: &Engine,
+    req: &SearchRequest,
+    top_k: usize,
+) -> Result<SearchResponse<Hit>, SearchError> {
+    // A transaction without a tenant (never one of a search) matches nothing: the nil id.
+    let tenant = tx.tenant().unwrap_or_default();
+    run_in(tx, tenant, engine, req, top_k).await
+}
+
+async fn run_in(
     conn: &mut PgConnection,
+    tenant: Uuid,
     engine: &Engine,
     req: &SearchRequest,
     top_k: usize,
@@ -268,7 +298,7 @@ pub async fn run(
     {
         return Err(SearchError::Invalid(format!("unknown kind {k:?}")));
     }
-    let filters = Filters::of(req);
+    let filters = Filters::of(req, tenant);
     let analysed = Instant::now();
     let terms = analyze::query_terms(query);
     stages::record(Stage::Analysis, analysed);

@@ -19,6 +19,7 @@ const MAX_OFFSET: usize = 10_000;
 
 pub(super) async fn paged(
     conn: &mut PgConnection,
+    tenant: uuid::Uuid,
     engine: &Engine,
     req: &SearchRequest,
     page_size: usize,
@@ -31,13 +32,13 @@ pub(super) async fn paged(
     if per_group == 0 || per_group > MAX_PER_GROUP {
         return Err(SearchError::Invalid(format!("perGroup must be between 1 and {MAX_PER_GROUP}")));
     }
-    let mut resp = run(conn, engine, req, PAGE_DEPTH).await?;
+    let mut resp = run_in(conn, tenant, engine, req, PAGE_DEPTH).await?;
     let hits = std::mem::take(&mut resp.results);
     let mut total = hits.len();
     let mut lower_bound = total >= PAGE_DEPTH;
     // Lexical ranked its matches: count them all (the GIN index answers the same question).
     if lower_bound && resp.mode == Mode::Lexical.as_str() {
-        total = total.max(lexical_count(conn, &Filters::of(req), &analyze::query_terms(req.query.trim())).await?);
+        total = total.max(lexical_count(conn, &Filters::of(req, tenant), &analyze::query_terms(req.query.trim())).await?);
         lower_bound = false;
     }
     let (results, groups, total_documents, next_offset) = match req.group_by {
