@@ -5,521 +5,45 @@
 //!    joined back into phrases as written) — and publishes the plan;
 //! 2. runs each through the tool box (so each is journaled and on the receipt);
 //! 3. reads whole (the `read` tool, at most [`MAX_READS`]) the passages whose search quote cut
-//!    short a sentence the answer would quote;
-//! 4. answers extractively: the quotes' sentences that share enough of the question's terms,
-//!    best first (whole sentences before cut pieces, no code lines unless the question is about
-//!    code, no heading-only passages), deduplicated, grouped by document under its title, each
-//!    followed by a numbered citation (`[1 · notes.md · L3–5](…)`), in the question's language;
-//!    when the searches returned passages but no sentence shares enough words, the closest
-//!    passages, said as such; "nothing relevant" only when nothing was found (no citations);
+//!    short a sentence the answer would quote, and the best-ranked one;
+//! 4. answers extractively (`extract`): the whole sentences that answer the question, scored
+//!    by the question's weighted terms and what an answer adds (no code lines unless the
+//!    question is about code, no heading-only passages, no duplicates), grouped by document
+//!    under its title, each in quotation marks with a numbered citation
+//!    (`[1 · notes.md · L3–5](…)`), after a lead line saying they are quotations, in the
+//!    question's language; when the searches returned passages but no sentence shares enough
+//!    words, the closest passages, said as such; "nothing relevant" only when nothing was
+//!    found (no citations);
 //! 5. streams the answer in small pieces and stops promptly when cancelled.
 //!
 //! Offered no search tool (`chat_only`, or the evidence capability switched off) it plans and
 //! calls nothing and answers that without tools it cannot search.
+//!
+//! `bench` measures the answers on CMRC 2018 (`mnote bench answers`, docs/BENCHMARKS.md).
 
-use std::collections::HashSet;
+pub mod bench;
+mod extract;
+mod lang;
 
 use futures_util::future::BoxFuture;
 use serde_json::json;
-use uuid::Uuid;
+use tokio_util::sync::CancellationToken;
 
+pub use self::{
+    extract::{
+        Fit, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries, question_terms,
+        select_sentences,
+    },
+    lang::Lang,
+};
 use super::{
-    AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole, citations,
-    tools::{self, EvidenceHit, ReadOutput, SearchOutput},
+    AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,
+    tools::{self, EvidenceHit, ReadOutput, SearchOutput, ToolBox},
 };
-use crate::{
-    journal::{Event, PlanEntry},
-    search::analyze,
-};
+use crate::journal::{Event, PlanEntry};
 
-/// Searches per question.
-pub const MAX_SEARCHES: usize = 3;
-/// Sentences in an answer, and from one passage.
-const MAX_SENTENCES: usize = 6;
-const PER_EVIDENCE: usize = 2;
-/// Characters of the question that are searched (a pasted document is not a query).
-const MAX_QUERY_CHARS: usize = 500;
-/// Longest sentence quoted (a paragraph without sentence ends is cut).
-const MAX_SENTENCE_CHARS: usize = 320;
 /// Streamed piece size, in characters.
 const PIECE_CHARS: usize = 24;
-/// Passages read whole per answer (one `read` call each): those whose quote the search cut short
-/// and that hold a sentence of the answer.
-const MAX_READS: usize = 3;
-
-/// Words that ask rather than say what is asked about (besides the analyzer's stop words).
-const QUESTION_WORDS: &[&str] = &[
-    "how",
-    "what",
-    "why",
-    "when",
-    "where",
-    "which",
-    "who",
-    "whom",
-    "whose",
-    "does",
-    "do",
-    "did",
-    "is",
-    "are",
-    "can",
-    "could",
-    "should",
-    "would",
-    "tell",
-    "explain",
-    "describe",
-    "please",
-    "say",
-    "says",
-    "said",
-    "mention",
-    "mentions",
-    "know",
-    "give",
-    "show",
-    "find",
-    "list",
-    "according",
-    "anything",
-    "something",
-    "如何",
-    "怎么",
-    "怎样",
-    "怎么样",
-    "什么",
-    "为什么",
-    "为何",
-    "哪些",
-    "哪个",
-    "哪里",
-    "哪儿",
-    "是否",
-    "能否",
-    "可否",
-    "请问",
-    "请",
-    "告诉",
-    "我",
-    "我们",
-    "你",
-    "你们",
-    "一下",
-    "里",
-    "用",
-    "关于",
-    "有没有",
-    "有",
-    "吗",
-    "呢",
-    "介绍",
-    "解释",
-    "讲讲",
-    "说说",
-    "多少",
-    "几",
-    "能",
-    "会",
-    "要",
-];
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lang {
-    En,
-    Zh,
-}
-
-impl Lang {
-    /// Chinese when a good share of the question's letters are CJK.
-    pub fn of(question: &str) -> Lang {
-        if analyze::query_terms(question).cjk_ratio >= 0.3 { Lang::Zh } else { Lang::En }
-    }
-
-    fn search_step(self, q: &str) -> String {
-        match self {
-            Lang::En => format!("Search the knowledge bases: “{q}”"),
-            Lang::Zh => format!("检索知识库：“{q}”"),
-        }
-    }
-
-    fn answer_step(self) -> &'static str {
-        match self {
-            Lang::En => "Answer from the evidence, with citations",
-            Lang::Zh => "根据证据作答并标注引用",
-        }
-    }
-
-    fn intro(self) -> &'static str {
-        match self {
-            Lang::En => "Here is what the knowledge bases say:",
-            Lang::Zh => "知识库中的相关内容：",
-        }
-    }
-
-    pub fn nothing_found(self) -> &'static str {
-        match self {
-            Lang::En => "I found nothing relevant to this question in the knowledge bases.",
-            Lang::Zh => "在知识库中没有找到与这个问题相关的内容。",
-        }
-    }
-
-    /// The searches returned passages, but no sentence of them shares enough of the question's
-    /// words: the closest passages, said as such.
-    fn closest_intro(self) -> &'static str {
-        match self {
-            Lang::En => "No passage answers this question word for word. The closest passages the search found:",
-            Lang::Zh => "没有找到逐字回答这个问题的段落。检索到的最接近的段落：",
-        }
-    }
-
-    /// No search tool offered (the "chat only" agent, or the evidence tools switched off):
-    /// the built-in agent has no language model to chat with, so it says what it can do.
-    pub fn without_tools(self) -> &'static str {
-        match self {
-            Lang::En => {
-                "This agent runs without tools, and with no language model connected it runs on the built-in agent, \
-                 which can only answer by searching your knowledge bases: without tools I cannot search, so I cannot \
-                 answer this question. Pick an agent with tools (Hermes) for an answer quoted from your documents, or \
-                 ask an admin to connect a language model in the agent settings to chat without tools."
-            }
-            Lang::Zh => {
-                "这个智能体不使用工具；未连接语言模型时它由内置智能体运行，而内置智能体只能通过检索知识库作答：\
-                 没有工具就无法检索，所以无法回答这个问题。请选择使用工具的智能体（Hermes）以获得引自文档的回答，\
-                 或请管理员在智能体设置中连接语言模型，以便不用工具直接对话。"
-            }
-        }
-    }
-}
-
-fn is_question_word(w: &str) -> bool {
-    let w = w.to_lowercase();
-    QUESTION_WORDS.contains(&w.as_str())
-}
-
-/// The question's content terms (as the search analyses them).
-pub fn question_terms(question: &str) -> HashSet<String> {
-    analyze::analyze(question)
-        .into_iter()
-        .filter(|t| !is_question_word(&t.term) && !is_question_word(&question[t.start..t.end]))
-        .map(|t| t.term)
-        .collect()
-}
-
-/// The searches for `question`: the question itself, then up to two key phrases (runs of
-/// adjacent content words as written), longest first; none that would search the same terms
-/// as the question.
-pub fn plan_queries(question: &str) -> Vec<String> {
-    let q = question.trim();
-    let q = match q.char_indices().nth(MAX_QUERY_CHARS) {
-        Some((i, _)) => &q[..i],
-        None => q,
-    };
-    if q.is_empty() {
-        return Vec::new();
-    }
-    let all_terms = question_terms(q);
-    // The outermost content words (jieba's search mode also emits the sub-words of long words).
-    let mut words: Vec<(usize, usize)> = analyze::analyze(q)
-        .into_iter()
-        .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
-        .map(|t| (t.start, t.end))
-        .collect();
-    words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    let mut outer: Vec<(usize, usize)> = Vec::new();
-    for w in words {
-        if outer.last().is_none_or(|l| w.0 >= l.1) {
-            outer.push(w);
-        }
-    }
-    // Adjacent words (nothing but spaces or hyphens between them) form a phrase.
-    let mut phrases: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, words)
-    for (s, e) in outer {
-        match phrases.last_mut() {
-            Some(p) if q[p.1..s].chars().all(|c| c == ' ' || c == '-') => {
-                p.1 = e;
-                p.2 += 1;
-            }
-            _ => phrases.push((s, e, 1)),
-        }
-    }
-    phrases.sort_by(|a, b| b.2.cmp(&a.2).then((b.1 - b.0).cmp(&(a.1 - a.0))).then(a.0.cmp(&b.0)));
-    let mut out = vec![q.to_string()];
-    let mut seen: Vec<HashSet<String>> = vec![all_terms];
-    for (s, e, _) in phrases {
-        if out.len() >= MAX_SEARCHES {
-            break;
-        }
-        let phrase = &q[s..e];
-        let terms = question_terms(phrase);
-        if terms.is_empty() || seen.contains(&terms) {
-            continue;
-        }
-        seen.push(terms);
-        out.push(phrase.to_string());
-    }
-    out
-}
-
-/// A sentence of a quote that may go into the answer.
-#[derive(Debug, Clone)]
-struct Candidate {
-    hit: usize,
-    sentence: String,
-    score: f64,
-}
-
-/// Strip what cut quotes carry (`…`) and trim.
-fn tidy(sentence: &str) -> String {
-    let s = sentence.trim().trim_matches('…').trim();
-    match s.char_indices().nth(MAX_SENTENCE_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_string(),
-    }
-}
-
-/// Comparable text of a sentence (for deduplication).
-fn key(s: &str) -> String {
-    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
-}
-
-/// Whether `question` asks about code (then code lines may be quoted).
-fn about_code(question: &str) -> bool {
-    if question.contains('`') || question.contains("::") {
-        return true;
-    }
-    let q = question.to_lowercase();
-    let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric()).collect();
-    ["code", "function", "syntax", "snippet", "macro", "api", "command"].iter().any(|w| words.contains(w))
-        || ["代码", "函数", "语法", "命令"].iter().any(|w| q.contains(w))
-}
-
-/// Whether a raw piece of a quote reads as code rather than prose: a fence, a line that opens
-/// or closes a block, statement punctuation, or more symbols than a sentence has.
-fn looks_like_code(raw: &str) -> bool {
-    let t = raw.trim();
-    if t.contains("```") || t.contains("~~~") {
-        return true;
-    }
-    let symbols = t.chars().filter(|c| "{}()[];=<>|&$".contains(*c)).count();
-    let letters = t.chars().filter(|c| c.is_alphanumeric()).count().max(1);
-    let last = t.trim_end_matches(['…', ' ']).chars().last();
-    let starts =
-        ["fn ", "let ", "use ", "pub ", "impl ", "def ", "import ", "from ", "return ", "const ", "var ", "#include", "//", "$ "];
-    matches!(last, Some('{' | '}' | ';'))
-        || starts.iter().any(|s| t.starts_with(s))
-        || symbols * 6 > letters
-        || t.contains("::") && !t.contains(' ')
-}
-
-/// A piece of a quote the search cut short (it starts or ends with `…` where the quote was
-/// shortened around the match): not a whole sentence.
-fn is_fragment(raw: &str, first: bool, last: bool) -> bool {
-    let t = raw.trim();
-    (first && t.starts_with('…')) || (last && t.ends_with('…'))
-}
-
-/// The candidate sentences of one hit: `(sentence, terms, whole)`, headings-only and (unless
-/// `code`) code pieces left out.
-fn sentences_of(h: &EvidenceHit, code: bool) -> Vec<(String, HashSet<String>, bool)> {
-    let heading = h.section.as_deref().map(key).unwrap_or_default();
-    let pieces = citations::split_sentences(&h.quote);
-    let n = pieces.len();
-    let mut out = Vec::new();
-    for (j, piece) in pieces.into_iter().enumerate() {
-        if !code && looks_like_code(piece) {
-            continue;
-        }
-        let sentence = tidy(&citations::clean_sentence(piece));
-        // A passage that only repeats its heading (a heading block) says nothing.
-        if !citations::has_content(&sentence) || (!heading.is_empty() && key(&sentence) == heading) {
-            continue;
-        }
-        let terms: HashSet<String> = analyze::analyze(&sentence).into_iter().map(|t| t.term).collect();
-        let whole = !is_fragment(piece, j == 0, j + 1 == n);
-        out.push((sentence, terms, whole));
-    }
-    out
-}
-
-/// The best sentences of `hits` for `question`: `(hit index, sentence)` in answer order —
-/// grouped by document (documents in order of their best sentence), best first within one.
-pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
-    let q = question_terms(question);
-    if q.is_empty() {
-        return Vec::new();
-    }
-    let code = about_code(question);
-    let need = ((q.len() as f64 * 0.34).ceil() as usize).clamp(1, 3);
-    let mut candidates = Vec::new();
-    for (i, h) in hits.iter().enumerate() {
-        for (sentence, terms, whole) in sentences_of(h, code) {
-            let overlap = terms.intersection(&q).count();
-            if overlap < need {
-                continue;
-            }
-            let coverage = overlap as f64 / q.len() as f64;
-            let density = overlap as f64 / terms.len().max(1) as f64;
-            let rank = 1.0 / (i as f64 + 1.0);
-            // A sentence the search cut short ranks below whole ones of the same worth.
-            let cut = if whole { 0.0 } else { 0.15 };
-            candidates.push(Candidate { hit: i, sentence, score: coverage + 0.2 * density + 0.05 * rank - cut });
-        }
-    }
-    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
-    pick(hits, candidates, MAX_SENTENCES)
-}
-
-/// When no sentence shares enough of the question's words but the searches returned passages:
-/// the best sentence of each of the first few documents' best passages (search order), so an
-/// answer never claims nothing was found while evidence was.
-pub fn closest_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
-    let q = question_terms(question);
-    let code = about_code(question);
-    let mut candidates = Vec::new();
-    let mut docs: Vec<Uuid> = Vec::new();
-    for (i, h) in hits.iter().enumerate() {
-        if docs.len() >= 3 && !docs.contains(&h.source_id) {
-            continue;
-        }
-        let best = sentences_of(h, code)
-            .into_iter()
-            .enumerate()
-            .map(|(j, (s, terms, whole))| {
-                let overlap = terms.intersection(&q).count() as f64;
-                (overlap + if whole { 0.5 } else { 0.0 } - 0.01 * j as f64, s)
-            })
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        if let Some((score, sentence)) = best {
-            if !docs.contains(&h.source_id) {
-                docs.push(h.source_id);
-            }
-            candidates.push(Candidate { hit: i, sentence, score: score - i as f64 });
-        }
-    }
-    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
-    pick(hits, candidates, 3)
-}
-
-/// Up to `max` of `candidates` (best first): no sentence twice (nor one inside another), at
-/// most [`PER_EVIDENCE`] from one passage; grouped by document, in order of each document's
-/// best sentence.
-fn pick(hits: &[EvidenceHit], candidates: Vec<Candidate>, max: usize) -> Vec<(usize, String)> {
-    let mut picked: Vec<Candidate> = Vec::new();
-    let mut keys: Vec<String> = Vec::new();
-    for c in candidates {
-        if picked.len() >= max {
-            break;
-        }
-        let k = key(&c.sentence);
-        if k.is_empty() || keys.iter().any(|x| x.contains(&k) || k.contains(x.as_str())) {
-            continue;
-        }
-        let id = hits[c.hit].evidence_id;
-        if picked.iter().filter(|p| hits[p.hit].evidence_id == id).count() >= PER_EVIDENCE {
-            continue;
-        }
-        keys.push(k);
-        picked.push(c);
-    }
-    let mut docs: Vec<Uuid> = Vec::new();
-    for c in &picked {
-        if !docs.contains(&hits[c.hit].source_id) {
-            docs.push(hits[c.hit].source_id);
-        }
-    }
-    let mut out = Vec::new();
-    for d in docs {
-        for c in picked.iter().filter(|c| hits[c.hit].source_id == d) {
-            out.push((c.hit, c.sentence.clone()));
-        }
-    }
-    out
-}
-
-/// Markdown-escape text that goes into the answer (no stray links, headings or emphasis).
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if matches!(c, '[' | ']' | '\\' | '<' | '>' | '#' | '_' | '`') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// How the picked sentences relate to the question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    /// They share the question's words ([`select_sentences`]).
-    Answer,
-    /// The closest the search found ([`closest_sentences`]).
-    Closest,
-}
-
-/// The answer: sentences under their document's title, each with its numbered citation.
-pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)], fit: Fit) -> String {
-    if picked.is_empty() {
-        return lang.nothing_found().to_string();
-    }
-    let mut out = String::from(match fit {
-        Fit::Answer => lang.intro(),
-        Fit::Closest => lang.closest_intro(),
-    });
-    let mut numbers: Vec<Uuid> = Vec::new();
-    let mut current: Option<Uuid> = None;
-    for (i, sentence) in picked {
-        let h = &hits[*i];
-        if current != Some(h.source_id) {
-            out.push_str(&format!("\n\n### {}\n", escape(&h.source_title)));
-            current = Some(h.source_id);
-        }
-        let n = match numbers.iter().position(|x| *x == h.evidence_id) {
-            Some(p) => p + 1,
-            None => {
-                numbers.push(h.evidence_id);
-                numbers.len()
-            }
-        };
-        out.push_str(&format!("\n- {} {}", escape(sentence), citations::numbered(&h.citation_markdown, n)));
-    }
-    out.push('\n');
-    out
-}
-
-/// Whether the search cut `quote` short (it starts or ends with `…`).
-fn is_cut(quote: &str) -> bool {
-    let t = quote.trim();
-    t.starts_with('…') || t.ends_with('…')
-}
-
-/// The hits (indices) to read whole: those whose quote was cut short and that hold a sentence
-/// the answer would quote (or, with none, the closest), at most [`MAX_READS`], in answer order.
-pub fn cut_passages(question: &str, hits: &[EvidenceHit]) -> Vec<usize> {
-    let mut picked = select_sentences(question, hits);
-    if picked.is_empty() {
-        picked = closest_sentences(question, hits);
-    }
-    let mut out: Vec<usize> = Vec::new();
-    for (i, _) in picked {
-        if is_cut(&hits[i].quote) && !out.contains(&i) && out.len() < MAX_READS {
-            out.push(i);
-        }
-    }
-    out
-}
-
-/// The built-in answer to `question` from the searches' `hits`: the sentences that answer it,
-/// else (the searches found passages) the closest ones, said as such; "nothing relevant" only
-/// when the searches found nothing quotable.
-pub fn answer_from(question: &str, lang: Lang, hits: &[EvidenceHit]) -> String {
-    let picked = select_sentences(question, hits);
-    if !picked.is_empty() {
-        return compose(lang, hits, &picked, Fit::Answer);
-    }
-    compose(lang, hits, &closest_sentences(question, hits), Fit::Closest)
-}
 
 #[derive(Default)]
 pub struct BuiltinRuntime;
@@ -560,31 +84,56 @@ fn continuing(input: &RunInput, answer: String) -> String {
     answer
 }
 
-async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
-    let question = input.prompt.trim();
-    let lang = Lang::of(question);
-    // No search offered (chat only, or the evidence tools switched off): nothing to plan, no
-    // call to fail; the answer says what the built-in agent can and cannot do.
-    if !env.tools.offered().iter().any(|d| d.name == tools::SEARCH) {
-        let answer = continuing(input, lang.without_tools().to_string());
-        stream(env, &answer).await?;
-        return Ok(RunOutput { answer, provider_run_id: None });
-    }
-    let queries = plan_queries(question);
-    let mut plan: Vec<(String, &'static str)> = queries.iter().map(|q| (lang.search_step(q), "pending")).collect();
-    plan.push((lang.answer_step().to_string(), "pending"));
+/// Told when search `i` of the plan starts (`in_progress`) and ends (`completed`): a run
+/// publishes its plan, the benchmark does nothing.
+pub trait Steps: Send {
+    fn step(&mut self, i: usize, status: &'static str) -> BoxFuture<'_, Result<(), AgentError>>;
+}
 
+/// No one to tell.
+pub struct Quiet;
+
+impl Steps for Quiet {
+    fn step(&mut self, _: usize, _: &'static str) -> BoxFuture<'_, Result<(), AgentError>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// A run's plan, published at every step.
+struct Plan<'a> {
+    env: &'a RunEnv,
+    entries: Vec<(String, &'static str)>,
+}
+
+impl Steps for Plan<'_> {
+    fn step(&mut self, i: usize, status: &'static str) -> BoxFuture<'_, Result<(), AgentError>> {
+        self.entries[i].1 = status;
+        // Published when a search starts; its end shows with the next step.
+        let publish_now = status == "in_progress";
+        Box::pin(async move { if publish_now { publish(self.env, &self.entries).await } else { Ok(()) } })
+    }
+}
+
+/// The evidence for `question`: each of `queries` searched through `tools` (their hits
+/// merged, each passage once), then the passages [`cut_passages`] names read whole so the
+/// answer quotes whole sentences. Fails only when every search failed.
+pub async fn gather(
+    tools: &ToolBox,
+    question: &str,
+    queries: &[String],
+    cancel: &CancellationToken,
+    steps: &mut dyn Steps,
+) -> Result<Vec<EvidenceHit>, AgentError> {
     let mut hits: Vec<EvidenceHit> = Vec::new();
     let mut failures = Vec::new();
     for (i, q) in queries.iter().enumerate() {
-        plan[i].1 = "in_progress";
-        publish(env, &plan).await?;
+        steps.step(i, "in_progress").await?;
         let call_id = format!("builtin-search-{}", i + 1);
         let result = tokio::select! {
-            r = env.tools.call(&call_id, tools::SEARCH, json!({"query": q})) => r,
-            _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+            r = tools.call(&call_id, tools::SEARCH, json!({"query": q})) => r,
+            _ = cancel.cancelled() => return Err(AgentError::Cancelled),
         };
-        plan[i].1 = "completed";
+        steps.step(i, "completed").await?;
         match (result.ok, serde_json::from_value::<SearchOutput>(result.content)) {
             (true, Ok(out)) => {
                 for h in out.results {
@@ -599,18 +148,15 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     if !queries.is_empty() && failures.len() == queries.len() {
         return Err(AgentError::upstream("tool_failed", format!("the searches failed ({})", failures.join("; "))));
     }
-    plan.last_mut().expect("the answer step").1 = "in_progress";
-    publish(env, &plan).await?;
-
     // Whole sentences: a passage the search quoted cut short (around the match) is read whole
     // when it holds a sentence of the answer, so the answer quotes the sentence, not a piece.
-    if env.tools.offered().iter().any(|d| d.name == tools::READ) {
+    if tools.offered().iter().any(|d| d.name == tools::READ) {
         for (n, i) in cut_passages(question, &hits).into_iter().enumerate() {
             let call_id = format!("builtin-read-{}", n + 1);
             let args = json!({"evidenceId": hits[i].evidence_id, "window": 0});
             let result = tokio::select! {
-                r = env.tools.call(&call_id, tools::READ, args) => r,
-                _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+                r = tools.call(&call_id, tools::READ, args) => r,
+                _ = cancel.cancelled() => return Err(AgentError::Cancelled),
             };
             if let (true, Ok(out)) = (result.ok, serde_json::from_value::<ReadOutput>(result.content))
                 && let Some(b) = out.blocks.iter().find(|b| b.anchor && !b.text.trim().is_empty())
@@ -619,6 +165,28 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
             }
         }
     }
+    Ok(hits)
+}
+
+async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
+    let question = input.prompt.trim();
+    let lang = Lang::of(question);
+    // No search offered (chat only, or the evidence tools switched off): nothing to plan, no
+    // call to fail; the answer says what the built-in agent can and cannot do.
+    if !env.tools.offered().iter().any(|d| d.name == tools::SEARCH) {
+        let answer = continuing(input, lang.without_tools().to_string());
+        stream(env, &answer).await?;
+        return Ok(RunOutput { answer, provider_run_id: None });
+    }
+    let queries = plan_queries(question);
+    let mut plan: Vec<(String, &'static str)> = queries.iter().map(|q| (lang.search_step(q), "pending")).collect();
+    plan.push((lang.answer_step().to_string(), "pending"));
+
+    let mut steps = Plan { env, entries: plan };
+    let hits = gather(&env.tools, question, &queries, &env.cancel, &mut steps).await?;
+    let mut plan = steps.entries;
+    plan.last_mut().expect("the answer step").1 = "in_progress";
+    publish(env, &plan).await?;
 
     let answer = answer_from(question, lang, &hits);
     let answer = continuing(input, answer);
@@ -640,7 +208,12 @@ impl AgentRuntime for BuiltinRuntime {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use uuid::Uuid;
+
+    use super::{
+        extract::{is_cut, looks_like_code},
+        *,
+    };
     use crate::agents::verify::{Support, citations_of, support};
 
     fn hit(n: u128, source: u128, title: &str, quote: &str) -> EvidenceHit {
@@ -700,7 +273,7 @@ mod tests {
         heading.section = Some("Scoped threads".into());
         assert!(select_sentences(q, &[heading]).is_empty(), "a heading alone is not an answer");
         let answer = compose(Lang::En, &hits, &picked, Fit::Answer);
-        assert!(answer.starts_with("Here is what the knowledge bases say:"));
+        assert!(answer.starts_with("From your documents (quoted word for word):"), "{answer}");
         assert!(answer.contains("\n\n### en.md\n"), "{answer}");
         assert!(answer.contains(&format!(
             "[1 · en.md · L1](/sources/{}/view?evidence={}",
@@ -722,7 +295,7 @@ mod tests {
         assert_eq!(picked.len(), 1, "{picked:?}");
         assert_eq!(picked[0].1, "在 Rust 中，使用线程作用域可以借用栈上的数据。");
         let answer = compose(Lang::Zh, &hits, &picked, Fit::Answer);
-        assert!(answer.starts_with("知识库中的相关内容："), "{answer}");
+        assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
         assert!(answer.contains("[1 · zh.md · L1]("));
         assert!(select_sentences("番茄怎么种？", &hits).is_empty());
         assert_eq!(compose(Lang::Zh, &hits, &[], Fit::Answer), "在知识库中没有找到与这个问题相关的内容。");
@@ -813,5 +386,67 @@ mod tests {
         assert_eq!(cut_passages(q, &hits), vec![0], "the cut passage that answers, not the whole one nor the irrelevant one");
         assert!(cut_passages("tomatoes gardening", &hits).contains(&2));
         assert!(is_cut("…x") && is_cut("x…") && !is_cut("x"));
+    }
+
+    #[test]
+    fn the_sentence_that_answers_comes_first_and_quotations_are_marked() {
+        // A CMRC-like passage: the question's terms are spread over several sentences; the one
+        // that holds them and the kind of thing asked for (a number) is quoted first.
+        let passage = "广茂铁路是中国广东省一条起自广州市广州西站的铁路，全长364.6公里，由三茂铁路股份有限公司管理运营。\
+                       广茂铁路在广州由广茂联络线连接广州西站及广州站。广三铁路于1903年筑成，全长49公里。";
+        let hits = vec![
+            hit(1, 10, "guangmao.md", passage),
+            hit(2, 20, "other.md", "京广铁路是中国的一条铁路干线。"),
+            hit(3, 10, "guangmao.md", passage),
+        ];
+        let picked = select_sentences("广茂铁路全长多少公里？", &hits);
+        assert_eq!(
+            picked[0].1,
+            "广茂铁路是中国广东省一条起自广州市广州西站的铁路，全长364.6公里，由三茂铁路股份有限公司管理运营。"
+        );
+        assert!(!picked.iter().any(|(_, s)| s.contains("京广")), "{picked:?}");
+        let texts: Vec<&str> = picked.iter().map(|(_, s)| s.as_str()).collect();
+        let mut unique = texts.clone();
+        unique.dedup();
+        assert_eq!(texts.len(), unique.len(), "a passage found twice is quoted once: {texts:?}");
+        let picked = select_sentences("广三铁路在哪年建成？", &hits);
+        assert_eq!(picked[0].1, "广三铁路于1903年筑成，全长49公里。", "a year for a when-question: {picked:?}");
+
+        let answer = answer_from("广茂铁路全长多少公里？", Lang::Zh, &hits);
+        assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
+        assert!(answer.contains("\n- “广茂铁路是中国广东省"), "each quotation in quotation marks: {answer}");
+        assert!(answer.contains("管理运营。” [1 · guangmao.md · L1]("), "{answer}");
+        for c in citations_of(&answer) {
+            let h = hits.iter().find(|h| Some(h.evidence_id) == c.evidence_id).unwrap();
+            assert_eq!(support(&c.sentence, &h.quote, &[]), Support::QuoteFound, "{c:?}");
+        }
+        let en =
+            answer_from("How do scoped threads borrow data?", Lang::En, &[hit(1, 10, "a.md", "Scoped threads borrow data.")]);
+        assert!(
+            en.starts_with("From your documents (quoted word for word):\n\n### a.md\n\n- “Scoped threads borrow data.” [1 · "),
+            "{en}"
+        );
+    }
+
+    #[test]
+    fn weak_sentences_give_way_to_the_best_and_english_still_answers() {
+        // SciFact-like English passages: the sentence that holds the rare terms wins; one that
+        // only shares a common word is left out.
+        let hits = vec![
+            hit(
+                1,
+                10,
+                "vitamin.md",
+                "Vitamin D deficiency is common in older adults. In this cohort, vitamin D supplementation reduced the \
+                 risk of hip fracture by 30 percent over five years. Participants were recruited from clinics.",
+            ),
+            hit(2, 20, "clinics.md", "The clinics recruited adults from three cities in the study."),
+        ];
+        let picked = select_sentences("Does vitamin D supplementation reduce hip fracture risk?", &hits);
+        assert_eq!(
+            picked[0].1,
+            "In this cohort, vitamin D supplementation reduced the risk of hip fracture by 30 percent over five years."
+        );
+        assert!(!picked.iter().any(|(_, s)| s.contains("three cities")), "{picked:?}");
     }
 }

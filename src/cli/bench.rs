@@ -1,4 +1,4 @@
-//! `mnote bench ingest | index | embed | search | rag | runs | mcp` (see docs/BENCHMARKS.md).
+//! `mnote bench ingest | index | embed | search | rag | runs | mcp | answers` (see docs/BENCHMARKS.md).
 
 use super::BenchCommand;
 use crate::startup;
@@ -46,6 +46,17 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 rounds,
                 questions,
                 app: startup::build_router,
+            })
+            .await
+        }
+        BenchCommand::Answers { tenant, kb, corpus, cmrc, limit, dump } => {
+            crate::agents::builtin::bench::answers_command(crate::agents::builtin::bench::BenchArgs {
+                tenant: &tenant,
+                kb: &kb,
+                corpus: &corpus,
+                cmrc: &cmrc,
+                limit,
+                dump: dump.as_deref(),
             })
             .await
         }

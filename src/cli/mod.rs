@@ -234,6 +234,27 @@ pub enum BenchCommand {
         #[arg(long = "question")]
         questions: Vec<String>,
     },
+    /// The built-in agent's answers (no language model) on CMRC 2018: how often an answer holds
+    /// a gold answer, how often its first citation is the question's own passage, its length.
+    /// The passages are indexed into the KB as `mnote eval` does.
+    Answers {
+        #[arg(long)]
+        tenant: String,
+        #[arg(long, default_value = "cmrc-answers")]
+        kb: String,
+        /// The passages: `corpus.jsonl` of `scripts/eval/convert_cmrc.py`.
+        #[arg(long)]
+        corpus: std::path::PathBuf,
+        /// The CMRC 2018 file with the gold answers (`cmrc2018_dev.json`, either shape).
+        #[arg(long)]
+        cmrc: std::path::PathBuf,
+        /// Only the first N questions.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Write one JSON line per question (answer, gold answers, scores) to this file.
+        #[arg(long)]
+        dump: Option<std::path::PathBuf>,
+    },
     /// Parse throughput of the PDF, OCR and DOCX providers against baselines in the same run.
     Ingest {
         /// The test documents (default: the ones `./dev test` provisions, `$MNOTE_TESTDATA_DIR`).

@@ -170,7 +170,7 @@ async fn builtin_answers_english_and_chinese_questions_with_verified_citations()
     let run = ask(&t.client, "How do scoped threads borrow data from the parent stack?", json!({"kbIds": [t.kb]})).await;
     assert_eq!(run["status"], "completed", "{run}");
     let answer = run["answer"].as_str().unwrap();
-    assert!(answer.starts_with("Here is what the knowledge bases say:"), "{answer}");
+    assert!(answer.starts_with("From your documents (quoted word for word):"), "{answer}");
     assert!(answer.contains("### en.md"), "the document as a heading: {answer}");
     assert!(answer.contains("Scoped threads let a closure borrow data from the parent stack frame."), "{answer}");
     assert!(answer.contains(&format!("[1 · en.md · §Scoped threads](/sources/{en_id}/view?evidence=")), "{answer}");
@@ -191,7 +191,7 @@ async fn builtin_answers_english_and_chinese_questions_with_verified_citations()
     let run = ask(&t.client, "线程作用域怎么借用栈上的数据？", json!({"kbIds": [t.kb]})).await;
     assert_eq!(run["status"], "completed", "{run}");
     let answer = run["answer"].as_str().unwrap();
-    assert!(answer.starts_with("知识库中的相关内容："), "{answer}");
+    assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
     assert!(answer.contains("在 Rust 中，使用线程作用域可以借用栈上的数据。"), "{answer}");
     assert!(answer.contains("### zh.md") && answer.contains("[1 · zh.md · §作用域线程](/sources/"), "{answer}");
     assert_journal(&events(&t.client, &run).await);

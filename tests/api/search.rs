@@ -879,3 +879,28 @@ async fn paged_search_groups_by_document_and_counts_every_match() {
         assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{bad}: {e}");
     }
 }
+
+/// Issue 26 (item 9): a block that is only a heading never comes before its own body, and a
+/// passage repeated word for word (a copied file) comes after the other results.
+#[tokio::test]
+async fn headings_follow_their_body_and_repeated_passages_come_last() {
+    let app = spawn_app().await;
+    let notes =
+        "# Release checklist\n\n## Release checklist steps\n\nTag the release checklist commit, then publish the notes.\n";
+    let copy = "# Copy\n\nTag the release checklist commit, then publish the notes.\n";
+    let other = "# Other\n\nThe release checklist lives in the wiki as well.\n";
+    let t =
+        team(&app, "acme", &[("notes.md", notes.as_bytes()), ("copy.md", copy.as_bytes()), ("other.md", other.as_bytes())]).await;
+    let v = search(&t.client, json!({"query": "release checklist steps", "mode": "lexical", "topK": 10})).await;
+    let quotes: Vec<(&str, &str)> =
+        results(&v).iter().map(|r| (r["source"]["resourcePath"].as_str().unwrap(), r["quote"].as_str().unwrap())).collect();
+    let at = |path: &str, text: &str| {
+        quotes.iter().position(|(p, q)| *p == path && q.contains(text)).unwrap_or_else(|| panic!("{path} {text}: {quotes:?}"))
+    };
+    let body = at("notes.md", "Tag the release checklist commit");
+    let heading = at("notes.md", "Release checklist steps");
+    assert!(body < heading, "the body before its heading: {quotes:?}");
+    let repeat = at("copy.md", "Tag the release checklist commit");
+    assert!(repeat > at("other.md", "lives in the wiki"), "the word-for-word repeat comes last: {quotes:?}");
+    assert_eq!(repeat, quotes.len() - 1, "{quotes:?}");
+}

@@ -1,7 +1,8 @@
 //! The KB page in the browser (issue #16): "remove source" and "delete KB" ask first in a
 //! dialog that says what follows, and both can be undone; the live status equals a reload
 //! after the database dropped every connection; several files upload at once, by the file
-//! picker and by drag and drop, each with its own outcome.
+//! picker and by drag and drop, each with its own outcome; the upload form is near the top of
+//! the page (issue 26: it was ~2,300 px down), at 1280 and 420 px.
 
 use serde_json::{Value, json};
 
@@ -216,5 +217,33 @@ async fn several_files_upload_by_picker_and_by_drop_each_with_its_outcome() {
     let mut paths: Vec<&str> = srcs["items"].as_array().unwrap().iter().map(|s| s["resourcePath"].as_str().unwrap()).collect();
     paths.sort_unstable();
     assert_eq!(paths, ["alpha.md", "beta.md", "uploads/one.md", "uploads/three.md", "uploads/two.md"]);
+    b.finish().await;
+}
+
+/// Issue 26: the upload form sits right under the page head and the KB search, above the list
+/// of sources, at 1280 and at 420 px (it was ~2,300 px down, below the sources and the AI panel).
+#[tokio::test]
+async fn the_upload_form_is_near_the_top_at_both_widths() {
+    let k = kb().await;
+    // Enough sources that a form below them would be far down.
+    for i in 0..12 {
+        k.app.write_doc(&format!("team/extra/x{i:02}.md"), &format!("# Extra {i}\n\nMore text.\n"));
+    }
+    let (st, r) = k.api.post_json(&format!("/api/kbs/{}/sources", k.kb), json!({"path": k.app.docs_path("team/extra")})).await;
+    assert!(st.is_success(), "{r}");
+    k.app.run_jobs().await;
+    let b = k.open_page("kb-upload-top").await;
+    let top = "const f = document.querySelector('#upload form.upload-form'); \
+               const s = document.getElementById('sources-card'); \
+               return [f.getBoundingClientRect().top + scrollY, s.getBoundingClientRect().top + scrollY, document.querySelectorAll('#sources tbody tr').length]";
+    for (width, limit) in [(1280u32, 450.0), (420, 650.0)] {
+        b.resize(width, 900).await;
+        let v = b.js(top, vec![]).await;
+        let (form, sources, rows) = (v[0].as_f64().unwrap(), v[1].as_f64().unwrap(), v[2].as_u64().unwrap());
+        assert!(rows >= 14, "{v}");
+        assert!(form < limit, "at {width} px the upload form starts at {form} px: {v}");
+        assert!(form < sources, "above the sources: {v}");
+        b.screenshot(&format!("{width}")).await;
+    }
     b.finish().await;
 }

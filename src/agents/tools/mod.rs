@@ -213,6 +213,13 @@ impl ToolBox {
         offered
     }
 
+    /// The same tools limited to `context` (its KBs searched, its sources first): a detached
+    /// tool box for one KB (`mnote bench answers`).
+    pub fn within(mut self, context: ContextRefs) -> Self {
+        self.context = context;
+        self
+    }
+
     pub fn actor(&self) -> &Auth {
         &self.actor
     }

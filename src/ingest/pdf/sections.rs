@@ -9,29 +9,21 @@ use super::geometry::Geom;
 use crate::ingest::artifact::{Block, BlockType, Page, Section, SectionTree};
 
 /// Heading level (1 = largest) of every block, `None` for body text: short text-layer
-/// paragraphs at least 20 % larger than the body text, not repeated on several pages; levels
-/// rank the distinct heading sizes (half-point steps) of the whole document.
+/// paragraphs at least 20 % larger than the body text, not running headers or footers
+/// ([`furniture`]); levels rank the distinct heading sizes (half-point steps) of the whole
+/// document.
 pub(super) fn heading_levels(pages: &[Page], infos: &[BlockInfo]) -> Vec<Option<u8>> {
-    // Running headers and footers repeat on many pages (page numbers aside): never headings.
-    let furniture_key = |t: &str| -> String { normalised(t).chars().filter(|c| !c.is_ascii_digit()).collect() };
-    let mut seen_on: HashMap<String, Vec<u32>> = HashMap::new();
-    for p in pages {
-        for b in &p.blocks {
-            let on = seen_on.entry(furniture_key(&b.text)).or_default();
-            if on.last() != Some(&p.page) {
-                on.push(p.page);
-            }
-        }
-    }
-    let repeated = |t: &str| seen_on.get(&furniture_key(t)).is_some_and(|on| on.len() >= 3);
+    let furniture = furniture(pages);
+    let mut is_furniture = furniture.iter();
     let blocks = pages.iter().flat_map(|p| p.blocks.iter());
     let candidate: Vec<Option<i64>> = blocks
         .zip(infos)
         .map(|(b, info)| {
+            let running = is_furniture.next().copied().unwrap_or(false);
             let size = info.size?;
             let chars = b.text.chars().count();
             let is_heading = info.body > 0.0
-                && !repeated(&b.text)
+                && !running
                 && size >= 1.2 * info.body
                 && info.lines <= 3
                 && chars <= 200
@@ -43,6 +35,43 @@ pub(super) fn heading_levels(pages: &[Page], infos: &[BlockInfo]) -> Vec<Option<
     sizes.sort_unstable_by(|a, b| b.cmp(a));
     sizes.dedup();
     candidate.iter().map(|c| c.and_then(|s| sizes.iter().position(|&x| x == s)).map(|rank| (rank + 1).min(6) as u8)).collect()
+}
+
+/// Running headers and footers (page numbers aside), per block in document order: text that
+/// repeats on three or more pages anywhere, or on two or more pages in the top or bottom tenth
+/// of the page (a short document's running header is still no section, nor a breadcrumb).
+pub(super) fn furniture(pages: &[Page]) -> Vec<bool> {
+    let key = |t: &str| -> String { normalised(t).chars().filter(|c| !c.is_ascii_digit()).collect() };
+    let in_margin = |p: &Page, b: &Block| {
+        b.bbox.is_some_and(|[_, y0, _, y1]| p.height > 0.0 && (y1 <= 0.1 * p.height || y0 >= 0.9 * p.height))
+    };
+    let mut seen_on: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut margin_on: HashMap<String, Vec<u32>> = HashMap::new();
+    for p in pages {
+        for b in &p.blocks {
+            let k = key(&b.text);
+            let on = seen_on.entry(k.clone()).or_default();
+            if on.last() != Some(&p.page) {
+                on.push(p.page);
+            }
+            if in_margin(p, b) {
+                let on = margin_on.entry(k).or_default();
+                if on.last() != Some(&p.page) {
+                    on.push(p.page);
+                }
+            }
+        }
+    }
+    pages
+        .iter()
+        .flat_map(|p| p.blocks.iter().map(move |b| (p, b)))
+        .map(|(p, b)| {
+            let k = key(&b.text);
+            !k.is_empty()
+                && (seen_on.get(&k).is_some_and(|on| on.len() >= 3)
+                    || in_margin(p, b) && margin_on.get(&k).is_some_and(|on| on.len() >= 2))
+        })
+        .collect()
 }
 
 /// Sections opened by heading blocks; every block belongs to the innermost open section.

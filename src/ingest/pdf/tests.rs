@@ -446,6 +446,40 @@ fn outline_sections_start_at_their_titles() {
     assert_eq!(block(&a, "Still in scope.").section_id.as_deref(), Some("sec_2"));
 }
 
+/// Issue 26: a running header (and footer) in a larger type than the body, on every page of a
+/// two-page document, is neither a heading nor a section, so no citation shows it as the
+/// passage's breadcrumb; the document's real headings still are.
+#[test]
+fn running_headers_and_footers_are_no_sections() {
+    let body = |y: u32, words: &str| {
+        (0..4)
+            .map(|i| {
+                format!("BT /F1 10 Tf 72 {} Td ({words} line {i} of the body text that fills the page width.) Tj ET ", y - 14 * i)
+            })
+            .collect::<String>()
+    };
+    let furniture = |page: u32| {
+        format!(
+            "BT /F1 14 Tf 72 770 Td (GeoBase Data Model Edition 1.0) Tj ET \
+             BT /F1 12 Tf 72 30 Td (Natural Resources Canada page {page}) Tj ET "
+        )
+    };
+    let p1 = format!("{}BT /F1 18 Tf 72 700 Td (Overview) Tj ET {}", furniture(1), body(670, "The overview explains the model"));
+    let p2 = format!("{}BT /F1 18 Tf 72 700 Td (Results) Tj ET {}", furniture(2), body(670, "The results follow here"));
+    let a = parse_bytes(&build_pdf(&[TestPage::new(&p1), TestPage::new(&p2)], &[], false)).unwrap();
+    a.validate().unwrap();
+    let titles: Vec<&str> = a.source_map.sections.iter().map(|s| s.title.as_str()).collect();
+    assert_eq!(titles, ["Overview", "Results"], "the running header and footer are no sections");
+    assert_eq!(block(&a, "GeoBase Data Model").block_type, BlockType::Paragraph);
+    assert_eq!(block(&a, "Natural Resources Canada page 2").block_type, BlockType::Paragraph);
+    let results = a.source_map.sections.iter().find(|s| s.title == "Results").unwrap();
+    assert_eq!(block(&a, "The results follow here line 0").section_id.as_deref(), Some(results.id.as_str()));
+    // The same header in the middle of the page on two pages is text, not furniture.
+    let mid = |t: &str| format!("BT /F1 18 Tf 72 400 Td ({t}) Tj ET {}", body(370, "Plain words"));
+    let a = parse_bytes(&build_pdf(&[TestPage::new(&mid("Method")), TestPage::new(&mid("Method"))], &[], false)).unwrap();
+    assert!(a.source_map.sections.iter().any(|s| s.title == "Method"), "{:?}", a.source_map.sections);
+}
+
 #[test]
 fn broken_input_is_malformed() {
     assert_eq!(parse_bytes(b"").unwrap_err().code, "pdf_malformed");

@@ -48,7 +48,9 @@ pub(super) async fn hydrate_first(
     let mut by_id: HashMap<Uuid, sqlx::postgres::PgRow> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
     let mut graph = ranked.graph;
     let mut out = Vec::with_capacity(keep.min(ranked.ids.len()));
-    for (id, score) in ranked.ids {
+    let placed: Vec<Option<Placed>> = ranked.ids.iter().map(|(id, _)| by_id.get(id).map(placed_of)).collect();
+    let order = settle(&placed);
+    for (id, score) in order.into_iter().map(|i| ranked.ids[i]) {
         if out.len() >= keep {
             break;
         }
@@ -86,6 +88,63 @@ pub(super) async fn hydrate_first(
     Ok(out)
 }
 
+/// What [`settle`] looks at: a hit's source, section path, whether its text is only its
+/// section's heading, and its comparable text.
+#[derive(Debug, Clone, Default)]
+struct Placed {
+    source: Uuid,
+    path: Vec<String>,
+    heading: bool,
+    text: String,
+}
+
+/// Letters and digits, lower case: text as compared for headings and repeats.
+fn comparable(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+fn placed_of(row: &sqlx::postgres::PgRow) -> Placed {
+    let text: String = row.get("text");
+    let locator: Json<Locator> = row.get("locator");
+    let text = comparable(&text);
+    let heading = locator.0.section_path.last().is_some_and(|h| !text.is_empty() && comparable(h) == text);
+    Placed { source: locator.0.source_id, path: locator.0.section_path, heading, text }
+}
+
+/// The hits' order after the ranking (issue 26): a block that is only its section's heading
+/// gives its place to the first later hit of the same source inside that section and follows
+/// it (a heading never outranks its body; the document keeps its place), and a block whose
+/// text repeats an earlier hit's goes to the end. Indices into `placed`; `None`: a row the
+/// filters removed, left where it is.
+fn settle(placed: &[Option<Placed>]) -> Vec<usize> {
+    let n = placed.len();
+    let mut used = vec![false; n];
+    let mut seen = std::collections::HashSet::new();
+    let (mut out, mut repeats) = (Vec::with_capacity(n), Vec::new());
+    let mut put = |k: usize, out: &mut Vec<usize>| match &placed[k] {
+        Some(p) if !p.text.is_empty() && !seen.insert(p.text.clone()) => repeats.push(k),
+        _ => out.push(k),
+    };
+    for i in 0..n {
+        if used[i] {
+            continue;
+        }
+        used[i] = true;
+        if let Some(h) = placed[i].as_ref().filter(|p| p.heading) {
+            let body = (i + 1..n).find(|&j| {
+                !used[j] && placed[j].as_ref().is_some_and(|b| !b.heading && b.source == h.source && b.path.starts_with(&h.path))
+            });
+            if let Some(j) = body {
+                used[j] = true;
+                put(j, &mut out);
+            }
+        }
+        put(i, &mut out);
+    }
+    out.extend(repeats);
+    out
+}
+
 /// At most [`QUOTE_CHARS`] of the block, starting a little before the first match, with the
 /// matched terms as code-point ranges of the quote.
 pub fn quote_with_highlights(text: &str, terms: &[String]) -> (String, Vec<[usize; 2]>) {
@@ -114,4 +173,40 @@ pub fn quote_with_highlights(text: &str, terms: &[String]) -> (String, Vec<[usiz
         quote.push('…');
     }
     (quote, highlights)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(source: u128, path: &[&str], heading: bool, text: &str) -> Option<Placed> {
+        Some(Placed {
+            source: Uuid::from_u128(source),
+            path: path.iter().map(|s| s.to_string()).collect(),
+            heading,
+            text: comparable(text),
+        })
+    }
+
+    #[test]
+    fn headings_follow_their_body_and_repeats_go_last() {
+        let placed = vec![
+            p(1, &["Scoped threads"], true, "Scoped threads"),
+            p(2, &["Other"], false, "Channels send messages."),
+            p(1, &["Scoped threads"], false, "Scoped threads borrow data."),
+            p(3, &[], false, "Channels send messages!"),
+            None,
+            p(4, &["Lonely"], true, "Lonely"),
+        ];
+        // The body takes its heading's place, the heading follows; the repeat of hit 1 (same
+        // letters) goes last; a heading without its body among the hits stays; a filtered-out
+        // row stays where it is.
+        assert_eq!(settle(&placed), vec![2, 0, 1, 4, 5, 3]);
+        // A body in another section or another source is not this heading's.
+        let placed = vec![p(1, &["A"], true, "A"), p(1, &["B"], false, "b text"), p(2, &["A"], false, "a text")];
+        assert_eq!(settle(&placed), vec![0, 1, 2]);
+        // Nested sections are inside: "A > A.1" is under "A".
+        let placed = vec![p(1, &["A"], true, "A"), p(1, &["A", "A.1"], false, "deep text")];
+        assert_eq!(settle(&placed), vec![1, 0]);
+    }
 }

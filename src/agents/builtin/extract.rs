@@ -1,0 +1,570 @@
+//! Query-focused extraction: the searches the built-in agent plans for a question, and the
+//! whole sentences of the passages found that answer it.
+//!
+//! A sentence is scored by the share of the question's terms it holds (the search analyzer's
+//! terms: jieba for Chinese, stemmed English; question words dropped), each term weighted by
+//! how rare it is among the candidate sentences and, for Chinese, by its length (a one-character
+//! word says little); plus what an answer has that the question has not (new words, and the
+//! kind of thing asked for: a number, a year or a date), the passage's search rank and a small
+//! lead bonus for its first sentences, minus a penalty for a piece the search quote cut short.
+//! Headings alone, code (unless the question is about code) and duplicates are left out; the
+//! best sentences (within a margin of the best one) are kept, grouped by document.
+
+use std::collections::{HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::lang::Lang;
+use crate::{
+    agents::{citations, tools::EvidenceHit},
+    search::analyze,
+};
+
+/// Searches per question.
+pub const MAX_SEARCHES: usize = 3;
+/// Sentences in an answer, and from one passage.
+const MAX_SENTENCES: usize = 5;
+const PER_EVIDENCE: usize = 4;
+/// Characters of the question that are searched (a pasted document is not a query).
+const MAX_QUERY_CHARS: usize = 500;
+/// Longest sentence quoted (a paragraph without sentence ends is cut).
+const MAX_SENTENCE_CHARS: usize = 320;
+/// Passages read whole per answer (one `read` call each).
+pub const MAX_READS: usize = 3;
+/// A sentence is kept when it scores at least this share of the best one.
+const MARGIN: f64 = 0.5;
+
+/// Words that ask rather than say what is asked about (besides the analyzer's stop words).
+const QUESTION_WORDS: &[&str] = &[
+    "how",
+    "what",
+    "why",
+    "when",
+    "where",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "does",
+    "do",
+    "did",
+    "is",
+    "are",
+    "can",
+    "could",
+    "should",
+    "would",
+    "tell",
+    "explain",
+    "describe",
+    "please",
+    "say",
+    "says",
+    "said",
+    "mention",
+    "mentions",
+    "know",
+    "give",
+    "show",
+    "find",
+    "list",
+    "according",
+    "anything",
+    "something",
+    "如何",
+    "怎么",
+    "怎样",
+    "怎么样",
+    "什么",
+    "为什么",
+    "为何",
+    "哪些",
+    "哪个",
+    "哪里",
+    "哪儿",
+    "哪",
+    "哪一",
+    "哪年",
+    "哪一年",
+    "何时",
+    "时候",
+    "哪位",
+    "哪家",
+    "哪种",
+    "哪条",
+    "哪国",
+    "哪座",
+    "哪支",
+    "啥",
+    "是否",
+    "能否",
+    "可否",
+    "请问",
+    "请",
+    "告诉",
+    "我",
+    "我们",
+    "你",
+    "你们",
+    "一下",
+    "里",
+    "用",
+    "关于",
+    "有没有",
+    "有",
+    "吗",
+    "呢",
+    "啊",
+    "呀",
+    "介绍",
+    "解释",
+    "讲讲",
+    "说说",
+    "多少",
+    "几",
+    "能",
+    "会",
+    "要",
+    "谁",
+    "是",
+    "的",
+    "了",
+    "在",
+    "被",
+];
+
+fn is_question_word(w: &str) -> bool {
+    let w = w.to_lowercase();
+    QUESTION_WORDS.contains(&w.as_str())
+}
+
+/// The question's content terms (as the search analyses them).
+pub fn question_terms(question: &str) -> HashSet<String> {
+    analyze::analyze(question)
+        .into_iter()
+        .filter(|t| !is_question_word(&t.term) && !is_question_word(&question[t.start..t.end]))
+        .map(|t| t.term)
+        .collect()
+}
+
+/// The searches for `question`: the question itself, then up to two key phrases (runs of
+/// adjacent content words as written), longest first; none that would search the same terms
+/// as the question.
+pub fn plan_queries(question: &str) -> Vec<String> {
+    let q = question.trim();
+    let q = match q.char_indices().nth(MAX_QUERY_CHARS) {
+        Some((i, _)) => &q[..i],
+        None => q,
+    };
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let all_terms = question_terms(q);
+    // The outermost content words (jieba's search mode also emits the sub-words of long words).
+    let mut words: Vec<(usize, usize)> = analyze::analyze(q)
+        .into_iter()
+        .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
+        .map(|t| (t.start, t.end))
+        .collect();
+    words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut outer: Vec<(usize, usize)> = Vec::new();
+    for w in words {
+        if outer.last().is_none_or(|l| w.0 >= l.1) {
+            outer.push(w);
+        }
+    }
+    // Adjacent words (nothing but spaces or hyphens between them) form a phrase.
+    let mut phrases: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, words)
+    for (s, e) in outer {
+        match phrases.last_mut() {
+            Some(p) if q[p.1..s].chars().all(|c| c == ' ' || c == '-') => {
+                p.1 = e;
+                p.2 += 1;
+            }
+            _ => phrases.push((s, e, 1)),
+        }
+    }
+    phrases.sort_by(|a, b| b.2.cmp(&a.2).then((b.1 - b.0).cmp(&(a.1 - a.0))).then(a.0.cmp(&b.0)));
+    let mut out = vec![q.to_string()];
+    let mut seen: Vec<HashSet<String>> = vec![all_terms];
+    for (s, e, _) in phrases {
+        if out.len() >= MAX_SEARCHES {
+            break;
+        }
+        let phrase = &q[s..e];
+        let terms = question_terms(phrase);
+        if terms.is_empty() || seen.contains(&terms) {
+            continue;
+        }
+        seen.push(terms);
+        out.push(phrase.to_string());
+    }
+    out
+}
+
+/// Strip what cut quotes carry (`…`) and trim.
+fn tidy(sentence: &str) -> String {
+    let s = sentence.trim().trim_matches('…').trim();
+    match s.char_indices().nth(MAX_SENTENCE_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// Comparable text of a sentence (for deduplication).
+fn key(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// Whether `question` asks about code (then code lines may be quoted).
+fn about_code(question: &str) -> bool {
+    if question.contains('`') || question.contains("::") {
+        return true;
+    }
+    let q = question.to_lowercase();
+    let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric()).collect();
+    ["code", "function", "syntax", "snippet", "macro", "api", "command"].iter().any(|w| words.contains(w))
+        || ["代码", "函数", "语法", "命令"].iter().any(|w| q.contains(w))
+}
+
+/// Whether a raw piece of a quote reads as code rather than prose: a fence, a line that opens
+/// or closes a block, statement punctuation, or more symbols than a sentence has.
+pub(super) fn looks_like_code(raw: &str) -> bool {
+    let t = raw.trim();
+    if t.contains("```") || t.contains("~~~") {
+        return true;
+    }
+    let symbols = t.chars().filter(|c| "{}()[];=<>|&$".contains(*c)).count();
+    let letters = t.chars().filter(|c| c.is_alphanumeric()).count().max(1);
+    let last = t.trim_end_matches(['…', ' ']).chars().last();
+    let starts =
+        ["fn ", "let ", "use ", "pub ", "impl ", "def ", "import ", "from ", "return ", "const ", "var ", "#include", "//", "$ "];
+    matches!(last, Some('{' | '}' | ';'))
+        || starts.iter().any(|s| t.starts_with(s))
+        || symbols * 6 > letters
+        || t.contains("::") && !t.contains(' ')
+}
+
+/// A piece of a quote the search cut short (it starts or ends with `…` where the quote was
+/// shortened around the match): not a whole sentence.
+fn is_fragment(raw: &str, first: bool, last: bool) -> bool {
+    let t = raw.trim();
+    (first && t.starts_with('…')) || (last && t.ends_with('…'))
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
+
+/// `text` cut after its sentence ends ([`citations::split_sentences`]), except inside brackets:
+/// "St." in "（Cathedral Church of St. Paul）" ends no sentence.
+fn sentence_pieces(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut end, mut depth) = (0usize, 0usize, 0i32);
+    for piece in citations::split_sentences(text) {
+        end += piece.len();
+        depth += piece
+            .chars()
+            .map(|c| match c {
+                '(' | '（' | '[' => 1,
+                ')' | '）' | ']' => -1,
+                _ => 0,
+            })
+            .sum::<i32>();
+        if depth <= 0 {
+            out.push(&text[start..end]);
+            (start, depth) = (end, 0);
+        }
+    }
+    if start < text.len() {
+        out.push(&text[start..]);
+    }
+    out
+}
+
+/// A sentence of a passage that may go into the answer.
+struct Sentence {
+    hit: usize,
+    /// Its place in the passage (0: the first sentence, which often says what the rest is about).
+    pos: usize,
+    text: String,
+    terms: HashSet<String>,
+    whole: bool,
+}
+
+/// The candidate sentences of one hit, headings-only and (unless `code`) code pieces left out.
+fn sentences_of(i: usize, h: &EvidenceHit, code: bool) -> Vec<Sentence> {
+    let heading = h.section.as_deref().map(key).unwrap_or_default();
+    let pieces = sentence_pieces(&h.quote);
+    let n = pieces.len();
+    let mut out = Vec::new();
+    for (j, piece) in pieces.into_iter().enumerate() {
+        if !code && looks_like_code(piece) {
+            continue;
+        }
+        let text = tidy(&citations::clean_sentence(piece));
+        // A passage that only repeats its heading (a heading block) says nothing.
+        if !citations::has_content(&text) || (!heading.is_empty() && key(&text) == heading) {
+            continue;
+        }
+        let terms: HashSet<String> = analyze::analyze(&text).into_iter().map(|t| t.term).collect();
+        let whole = !is_fragment(piece, j == 0, j + 1 == n);
+        out.push(Sentence { hit: i, pos: j, text, terms, whole });
+    }
+    out
+}
+
+/// What kind of thing the question asks for, when it is one a sentence visibly holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Asks {
+    Number,
+    Time,
+    Other,
+}
+
+fn asks(question: &str) -> Asks {
+    let q = question.to_lowercase();
+    let time =
+        ["哪年", "哪一年", "何时", "什么时候", "哪天", "哪一天", "几月", "何年", "when ", "what year", "which year", "what date"];
+    let number = ["多少", "几", "多大", "多长", "多高", "多重", "多远", "多久", "how many", "how much", "how long", "how old"];
+    if time.iter().any(|w| q.contains(w)) || q.starts_with("when") {
+        Asks::Time
+    } else if number.iter().any(|w| q.contains(w)) {
+        Asks::Number
+    } else {
+        Asks::Other
+    }
+}
+
+/// Whether `text` holds what `kind` asks for: digits or Chinese numerals; for a time, a year,
+/// month or day.
+fn holds(kind: Asks, text: &str) -> bool {
+    let numeral = |c: char| c.is_ascii_digit() || "零一二三四五六七八九十百千万亿两".contains(c);
+    match kind {
+        Asks::Number => text.chars().any(numeral),
+        Asks::Time => {
+            let chars: Vec<char> = text.chars().collect();
+            chars.windows(2).any(|w| numeral(w[0]) && "年月日世代".contains(w[1]))
+                || chars.windows(4).any(|w| w.iter().all(char::is_ascii_digit))
+        }
+        Asks::Other => false,
+    }
+}
+
+/// The weight of each question term among `sentences`: rarer terms weigh more (a word every
+/// passage has does not pick a sentence); a Chinese word by its length (one character says
+/// little, a long name much).
+fn weights(q: &HashSet<String>, sentences: &[Sentence]) -> HashMap<String, f64> {
+    let n = sentences.len() as f64;
+    q.iter()
+        .map(|t| {
+            let df = sentences.iter().filter(|s| s.terms.contains(t)).count() as f64;
+            let idf = ((n + 1.0) / (df + 0.5)).ln().max(0.2);
+            let chars = t.chars().count();
+            let len = if t.chars().any(is_cjk) { (chars as f64).min(4.0) / 2.0 } else { 1.0 };
+            (t.clone(), idf * len)
+        })
+        .collect()
+}
+
+struct Scored {
+    hit: usize,
+    text: String,
+    score: f64,
+}
+
+/// The best sentences of `hits` for `question`: `(hit index, sentence)` in answer order —
+/// grouped by document (documents in order of their best sentence), best first within one.
+pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
+    let q = question_terms(question);
+    if q.is_empty() {
+        return Vec::new();
+    }
+    let code = about_code(question);
+    let kind = asks(question);
+    let sentences: Vec<Sentence> = hits.iter().enumerate().flat_map(|(i, h)| sentences_of(i, h, code)).collect();
+    let w = weights(&q, &sentences);
+    let total: f64 = w.values().sum();
+    let need = ((q.len() as f64 * 0.34).ceil() as usize).clamp(1, 3);
+    let mut scored = Vec::new();
+    for s in sentences {
+        let shared: Vec<&String> = s.terms.intersection(&q).collect();
+        if shared.len() < need {
+            continue;
+        }
+        let coverage = shared.iter().map(|t| w[*t]).sum::<f64>() / total;
+        // What the sentence says beyond the question's words: an answer adds something.
+        let new = s.terms.iter().filter(|t| !q.contains(*t)).count() as f64;
+        let novelty = (new / 8.0).min(1.0);
+        let fits = if kind != Asks::Other && holds(kind, &s.text) { 0.1 } else { 0.0 };
+        let rank = 1.0 / (s.hit as f64 + 1.0);
+        // A sentence the search cut short ranks below whole ones of the same worth.
+        let cut = if s.whole { 0.0 } else { 0.15 };
+        // A passage's first sentences tend to say what it is about (who, what, where).
+        let lead = 0.05 / (s.pos as f64 + 1.0);
+        let score = coverage + 0.1 * novelty + fits + 0.05 * rank + lead - cut;
+        scored.push(Scored { hit: s.hit, text: s.text, score });
+    }
+    scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
+    let best = scored.first().map(|s| s.score).unwrap_or(0.0);
+    scored.retain(|s| s.score >= best * MARGIN);
+    pick(hits, scored, MAX_SENTENCES)
+}
+
+/// When no sentence shares enough of the question's words but the searches returned passages:
+/// the best sentence of each of the first few documents' best passages (search order), so an
+/// answer never claims nothing was found while evidence was.
+pub fn closest_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
+    let q = question_terms(question);
+    let code = about_code(question);
+    let mut candidates = Vec::new();
+    let mut docs: Vec<Uuid> = Vec::new();
+    for (i, h) in hits.iter().enumerate() {
+        if docs.len() >= 3 && !docs.contains(&h.source_id) {
+            continue;
+        }
+        let best = sentences_of(i, h, code)
+            .into_iter()
+            .enumerate()
+            .map(|(j, s)| {
+                let overlap = s.terms.intersection(&q).count() as f64;
+                (overlap + if s.whole { 0.5 } else { 0.0 } - 0.01 * j as f64, s.text)
+            })
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((score, text)) = best {
+            if !docs.contains(&h.source_id) {
+                docs.push(h.source_id);
+            }
+            candidates.push(Scored { hit: i, text, score: score - i as f64 });
+        }
+    }
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
+    pick(hits, candidates, 3)
+}
+
+/// Up to `max` of `candidates` (best first): no sentence twice (nor one inside another), at
+/// most [`PER_EVIDENCE`] from one passage; grouped by document, in order of each document's
+/// best sentence.
+fn pick(hits: &[EvidenceHit], candidates: Vec<Scored>, max: usize) -> Vec<(usize, String)> {
+    let mut picked: Vec<Scored> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    for c in candidates {
+        if picked.len() >= max {
+            break;
+        }
+        let k = key(&c.text);
+        if k.is_empty() || keys.iter().any(|x| x.contains(&k) || k.contains(x.as_str())) {
+            continue;
+        }
+        let id = hits[c.hit].evidence_id;
+        if picked.iter().filter(|p| hits[p.hit].evidence_id == id).count() >= PER_EVIDENCE {
+            continue;
+        }
+        keys.push(k);
+        picked.push(c);
+    }
+    let mut docs: Vec<Uuid> = Vec::new();
+    for c in &picked {
+        if !docs.contains(&hits[c.hit].source_id) {
+            docs.push(hits[c.hit].source_id);
+        }
+    }
+    let mut out = Vec::new();
+    for d in docs {
+        for c in picked.iter().filter(|c| hits[c.hit].source_id == d) {
+            out.push((c.hit, c.text.clone()));
+        }
+    }
+    out
+}
+
+/// Markdown-escape text that goes into the answer (no stray links, headings or emphasis).
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '[' | ']' | '\\' | '<' | '>' | '#' | '_' | '`' | '*') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How the picked sentences relate to the question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// They share the question's words ([`select_sentences`]).
+    Answer,
+    /// The closest the search found ([`closest_sentences`]).
+    Closest,
+}
+
+/// The answer: a lead line saying that what follows is quoted, then the sentences under
+/// their document's title, each in quotation marks with its numbered citation.
+pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)], fit: Fit) -> String {
+    if picked.is_empty() {
+        return lang.nothing_found().to_string();
+    }
+    let mut out = String::from(match fit {
+        Fit::Answer => lang.intro(),
+        Fit::Closest => lang.closest_intro(),
+    });
+    let mut numbers: Vec<Uuid> = Vec::new();
+    let mut current: Option<Uuid> = None;
+    for (i, sentence) in picked {
+        let h = &hits[*i];
+        if current != Some(h.source_id) {
+            out.push_str(&format!("\n\n### {}\n", escape(&h.source_title)));
+            current = Some(h.source_id);
+        }
+        let n = match numbers.iter().position(|x| *x == h.evidence_id) {
+            Some(p) => p + 1,
+            None => {
+                numbers.push(h.evidence_id);
+                numbers.len()
+            }
+        };
+        out.push_str(&format!("\n- “{}” {}", escape(sentence), citations::numbered(&h.citation_markdown, n)));
+    }
+    out.push('\n');
+    out
+}
+
+/// Whether the search cut `quote` short (it starts or ends with `…`).
+pub(super) fn is_cut(quote: &str) -> bool {
+    let t = quote.trim();
+    t.starts_with('…') || t.ends_with('…')
+}
+
+/// The hits (indices) to read whole, at most [`MAX_READS`]: those whose quote the search cut
+/// short and that hold a sentence the answer would quote (or, with none, the closest), in
+/// answer order, and the best-ranked passage (the sentence that answers may lie outside its
+/// quote).
+pub fn cut_passages(question: &str, hits: &[EvidenceHit]) -> Vec<usize> {
+    let mut picked = select_sentences(question, hits);
+    if picked.is_empty() {
+        picked = closest_sentences(question, hits);
+    }
+    let order = picked.into_iter().map(|(i, _)| i).chain((!hits.is_empty()).then_some(0));
+    let mut out: Vec<usize> = Vec::new();
+    for i in order {
+        if out.len() >= MAX_READS {
+            break;
+        }
+        if is_cut(&hits[i].quote) && !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// The built-in answer to `question` from the searches' `hits`: the sentences that answer it,
+/// else (the searches found passages) the closest ones, said as such; "nothing relevant" only
+/// when the searches found nothing quotable.
+pub fn answer_from(question: &str, lang: Lang, hits: &[EvidenceHit]) -> String {
+    let picked = select_sentences(question, hits);
+    if !picked.is_empty() {
+        return compose(lang, hits, &picked, Fit::Answer);
+    }
+    compose(lang, hits, &closest_sentences(question, hits), Fit::Closest)
+}

@@ -1,0 +1,74 @@
+//! The built-in agent's words, in the question's language.
+
+use crate::search::analyze;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    En,
+    Zh,
+}
+
+impl Lang {
+    /// Chinese when a good share of the question's letters are CJK.
+    pub fn of(question: &str) -> Lang {
+        if analyze::query_terms(question).cjk_ratio >= 0.3 { Lang::Zh } else { Lang::En }
+    }
+
+    pub(super) fn search_step(self, q: &str) -> String {
+        match self {
+            Lang::En => format!("Search the knowledge bases: “{q}”"),
+            Lang::Zh => format!("检索知识库：“{q}”"),
+        }
+    }
+
+    pub(super) fn answer_step(self) -> &'static str {
+        match self {
+            Lang::En => "Answer from the evidence, with citations",
+            Lang::Zh => "根据证据作答并标注引用",
+        }
+    }
+
+    /// The lead line of an answer: what follows are quotations, not the agent's own words.
+    pub fn intro(self) -> &'static str {
+        match self {
+            Lang::En => "From your documents (quoted word for word):",
+            Lang::Zh => "以下摘自您的文档（原文引用）：",
+        }
+    }
+
+    pub fn nothing_found(self) -> &'static str {
+        match self {
+            Lang::En => "I found nothing relevant to this question in the knowledge bases.",
+            Lang::Zh => "在知识库中没有找到与这个问题相关的内容。",
+        }
+    }
+
+    /// The searches returned passages, but no sentence of them shares enough of the question's
+    /// words: the closest passages, said as such.
+    pub fn closest_intro(self) -> &'static str {
+        match self {
+            Lang::En => {
+                "No passage answers this question word for word. The closest passages in your documents (quoted word for word):"
+            }
+            Lang::Zh => "没有找到逐字回答这个问题的段落。以下是您的文档中最接近的段落（原文引用）：",
+        }
+    }
+
+    /// No search tool offered (the "chat only" agent, or the evidence tools switched off):
+    /// the built-in agent has no language model to chat with, so it says what it can do.
+    pub fn without_tools(self) -> &'static str {
+        match self {
+            Lang::En => {
+                "This agent runs without tools, and with no language model connected it runs on the built-in agent, \
+                 which can only answer by searching your knowledge bases: without tools I cannot search, so I cannot \
+                 answer this question. Pick an agent with tools (Hermes) for an answer quoted from your documents, or \
+                 ask an admin to connect a language model in the agent settings to chat without tools."
+            }
+            Lang::Zh => {
+                "这个智能体不使用工具；未连接语言模型时它由内置智能体运行，而内置智能体只能通过检索知识库作答：\
+                 没有工具就无法检索，所以无法回答这个问题。请选择使用工具的智能体（Hermes）以获得引自文档的回答，\
+                 或请管理员在智能体设置中连接语言模型，以便不用工具直接对话。"
+            }
+        }
+    }
+}
