@@ -150,6 +150,29 @@ pub struct DocStatus {
     pub error_msg: Option<String>,
     #[serde(default)]
     pub file_path: String,
+    /// LightRAG's own notes on the record; a duplicate says so here.
+    #[serde(default)]
+    pub metadata: Option<DocMetadata>,
+}
+
+/// The part of a document record's `metadata` we read: LightRAG (1.5+) records content it
+/// already holds under another name as a separate failed record `dup-<md5>` with
+/// `{"is_duplicate": true, "original_doc_id": …}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct DocMetadata {
+    #[serde(default)]
+    pub is_duplicate: bool,
+    #[serde(default)]
+    pub original_doc_id: Option<String>,
+}
+
+impl DocStatus {
+    /// The original document's id when this record is LightRAG's note that the content was
+    /// already held under another name.
+    pub fn duplicate_of(&self) -> Option<&str> {
+        let m = self.metadata.as_ref().filter(|m| m.is_duplicate)?;
+        Some(m.original_doc_id.as_deref().unwrap_or(""))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]

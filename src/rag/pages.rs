@@ -77,8 +77,10 @@ fn item_row(ctx: &PageCtx, item: Item) -> ItemRow {
     if !item.locator_available {
         notes.push(ctx.t("rag.diag.no_locator"));
     }
-    if let Some(e) = &item.error {
-        notes.push(format!("{} ({})", e.message, e.code));
+    match &item.error {
+        Some(e) if e.code == super::sync::DUPLICATE => notes.push(ctx.t("rag.diag.duplicate")),
+        Some(e) => notes.push(format!("{} ({})", e.message, e.code)),
+        None => {}
     }
     ItemRow { item, state, notes }
 }

@@ -177,10 +177,10 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
             continue; // replaced below
         }
         match track(pool, tenant, &client, d).await? {
-            DocState::Processed => r.processed += 1,
-            DocState::Failed if d.method == "upload" => unparsed.push(d.source_id),
-            DocState::Failed => r.failed += 1,
-            _ => r.pending += 1,
+            Tracked::State(DocState::Processed) => r.processed += 1,
+            Tracked::State(DocState::Failed) if d.method == "upload" => unparsed.push(d.source_id),
+            Tracked::State(DocState::Failed) | Tracked::Duplicate => r.failed += 1,
+            Tracked::State(_) => r.pending += 1,
         }
     }
 
@@ -189,11 +189,14 @@ async fn pass_binding(pool: &PgPool, cfg: &Config, tenant: Uuid, b: &Binding, re
         let row = rows.iter().find(|d| d.source_id == w.id);
         let force_text = unparsed.contains(&w.id)
             || row.is_some_and(|d| d.method == "upload" && d.status.0 == DocState::Failed && d.source_hash == w.indexed_hash);
-        let due = force_text && row.is_some_and(|d| d.attempts < MAX_ATTEMPTS)
+        let due = force_text && row.is_some_and(|d| d.attempts < MAX_ATTEMPTS && d.error_code.as_deref() != Some(DUPLICATE))
             || match row {
                 None => true,
                 Some(d) if d.source_hash != w.indexed_hash => true,
                 Some(d) if d.status.0 == DocState::Deleted => true,
+                // LightRAG holds the same content under another name: sending it again would
+                // only make another duplicate record. The next version of the file is sent.
+                Some(d) if d.status.0 == DocState::Failed && d.error_code.as_deref() == Some(DUPLICATE) => false,
                 Some(d) if d.status.0 == DocState::Failed => d.attempts < MAX_ATTEMPTS && d.run_after <= chrono::Utc::now(),
                 Some(_) => false,
             };
@@ -355,12 +358,34 @@ async fn send(
     Ok(())
 }
 
+/// The error code of a document LightRAG refused as a copy of content it already holds.
+pub const DUPLICATE: &str = "knowledge_rag_duplicate";
+
+/// What following a sent document's track found.
+enum Tracked {
+    State(DocState),
+    /// LightRAG holds identical content under another name and did not store this one.
+    Duplicate,
+}
+
 /// Read a sent document's status from its track and record it.
-async fn track(pool: &PgPool, tenant: Uuid, client: &LightRag, d: &DocRow) -> Result<DocState, Step> {
-    let Some(track_id) = &d.track_id else { return Ok(d.status.0) };
+async fn track(pool: &PgPool, tenant: Uuid, client: &LightRag, d: &DocRow) -> Result<Tracked, Step> {
+    let Some(track_id) = &d.track_id else { return Ok(Tracked::State(d.status.0)) };
     let t = client.track_status(track_id).await?;
     let doc = t.documents.iter().find(|x| x.id == d.doc_id);
+    let dup = t.documents.iter().find(|x| x.file_path == d.file_source).and_then(|x| x.duplicate_of());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+    if let (None, Some(original)) = (doc, dup) {
+        // Never sent again for this version (a new record each time, never processed): the
+        // reader sees why, and the next version of the file is sent as usual.
+        let original = if original.is_empty() { "another document" } else { original };
+        let m = format!(
+            "LightRAG already holds identical content as {original} (another file with the same text, in this or another knowledge base on the same server) and keeps one copy; this file is not stored again"
+        );
+        docs::set_state(&mut tx, d.binding_id, d.source_id, DocState::Failed, Some((DUPLICATE, &m)), None).await?;
+        tx.commit().await?;
+        return Ok(Tracked::Duplicate);
+    }
     let state = match doc {
         None => {
             let old = d.sent_at.is_none_or(|s| chrono::Utc::now() - s > chrono::Duration::from_std(LOST_AFTER).unwrap());
@@ -398,7 +423,7 @@ async fn track(pool: &PgPool, tenant: Uuid, client: &LightRag, d: &DocRow) -> Re
         }
     };
     tx.commit().await?;
-    Ok(state)
+    Ok(Tracked::State(state))
 }
 
 /// Whether LightRAG really holds the OCR text we sent: the start of its stored content

@@ -377,6 +377,87 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
     assert!(page.contains("LightRAG holds every document sent") && page.contains("data-lost=\"false\""), "{page}");
 }
 
+/// Two files with the same text (a copy in a folder, or the same file in another KB on the same
+/// server): LightRAG 1.5.7 keeps one and records the other as a `dup-…` failure (observed for
+/// `/documents/text`). The copy is
+/// shown as a duplicate and is not sent again on every pass (it was, forever, when its record
+/// went "lost").
+#[tokio::test]
+async fn a_copy_of_a_document_lightrag_already_holds_is_marked_duplicate_and_not_resent() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = lightrag::LightRagServer::start(dir.path());
+    let url = server.url.clone();
+    // Sent as our text (as PDF, DOCX and images always are): LightRAG checks the content
+    // hash of inserted text; two uploaded Markdown files with the same bytes are both kept.
+    let app = spawn_app_with(|c| {
+        c.rag.allowed_urls = vec![url.clone()];
+        c.rag.upload_kinds.clear();
+    })
+    .await;
+    let k = kb_with_grant(&app).await;
+    let text = "# Dock schedule\n\nThe loading dock opens at six and the night shift seals it at ten.\n";
+    app.write_doc("team/dock.md", text);
+    register(&k, &app, "team").await;
+    app.run_jobs().await;
+    let (st, b) = k
+        .client
+        .send_json("PUT", &format!("/api/kbs/{}/knowledge-rag", k.kb), json!({"url": url, "apiKey": lightrag::API_KEY}))
+        .await;
+    assert_eq!(st, StatusCode::OK, "{b}");
+    settle(&app, k.tenant).await;
+    // The copy arrives once LightRAG holds the first (two sent together are both kept).
+    app.write_doc("team/copy/dock.md", text);
+    register(&k, &app, "team/copy").await;
+    app.run_jobs().await;
+    settle(&app, k.tenant).await;
+    let sources = sources_by_path(&k).await;
+    let s = kb_status(&k).await;
+    let items: Vec<&Value> =
+        ["dock.md", "copy/dock.md"].iter().map(|p| status_item_of(&s, sources[*p]["id"].as_str().unwrap())).collect();
+    let processed = items.iter().filter(|i| i["lightragStatus"] == "processed").count();
+    let duplicate: Vec<&&Value> = items.iter().filter(|i| i["error"]["code"] == "knowledge_rag_duplicate").collect();
+    assert_eq!((processed, duplicate.len()), (1, 1), "{s}");
+    assert_eq!(duplicate[0]["lightragStatus"], "failed", "{s}");
+    // Later passes (past the 60 s after which an unseen document counts as lost) send nothing.
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+    sqlx::query("update rag_doc set sent_at = now() - interval '10 minutes', run_after = now() - interval '10 minutes'")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    for _ in 0..3 {
+        let r = mnote::rag::sync::pass_tenant(&app.pool, &app.config, k.tenant, None).await.unwrap();
+        assert_eq!((r.sent, r.pending, r.errors.len()), (0, 0, 0), "{r:?}");
+    }
+    let attempts: Vec<i32> = {
+        let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+        let a = sqlx::query_scalar("select attempts from rag_doc order by attempts").fetch_all(&mut *tx).await.unwrap();
+        tx.commit().await.unwrap();
+        a
+    };
+    assert_eq!(attempts, vec![0, 1], "one failure recorded, never retried");
+    // The KB page says it in words, in both languages.
+    let browser = app.login("owner@acme.test").await;
+    let page = browser.get(&format!("/kbs/{}/knowledge-rag", k.kb)).await.text().await.unwrap();
+    assert!(page.contains("Same text as another file LightRAG already holds"), "{page}");
+    let zh = browser
+        .http
+        .get(format!("{}/kbs/{}/knowledge-rag", app.base, k.kb))
+        .header("accept-language", "zh-CN")
+        .send()
+        .await
+        .unwrap();
+    assert!(zh.text().await.unwrap().contains("与 LightRAG 已保存的另一个文件内容相同"));
+    // A new version of the copy is sent as usual.
+    app.write_doc("team/copy/dock.md", "# Dock schedule\n\nFrom March the loading dock opens at seven.\n");
+    mnote::ingest::watch::rescan_all(&app.pool).await.unwrap();
+    app.run_jobs().await;
+    settle(&app, k.tenant).await;
+    let s = kb_status(&k).await;
+    let copy = status_item_of(&s, sources["copy/dock.md"]["id"].as_str().unwrap());
+    assert_eq!((copy["lightragStatus"].as_str(), copy["error"].is_null()), (Some("processed"), true), "{s}");
+}
+
 /// Real retrieval (the test LightRAG embeds with multilingual-e5-small): a Chinese query finds
 /// the Chinese document about it first, in unsegmented text, among Chinese and English
 /// neighbours. (The OCR path, a Chinese screenshot found by 线程作用域, is in
