@@ -126,7 +126,7 @@ async fn the_first_run_creates_the_conversation_which_is_listed_searched_renamed
         assert_eq!(ids(&l), Vec::<&str>::new(), "q={q}");
     }
     let (st, e) = c.client.get_json(&format!("/api/page-ai/conversations?q={}", "x".repeat(201))).await;
-    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_input")), "{e}");
+    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")), "{e}");
 
     // Rename: trimmed; an empty or unknown field is refused; an unknown id is not found.
     let (st, r) = c.client.send_json("PATCH", "/api/page-ai/conversations/conv-a", json!({"title": "  Charging   notes "})).await;
@@ -135,9 +135,9 @@ async fn the_first_run_creates_the_conversation_which_is_listed_searched_renamed
     let (_, one) = c.client.get_json("/api/page-ai/conversations/conv-a").await;
     assert_eq!(one["title"], "Charging notes");
     let (st, e) = c.client.send_json("PATCH", "/api/page-ai/conversations/conv-a", json!({"title": "   "})).await;
-    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_input")), "{e}");
+    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")), "{e}");
     let (st, e) = c.client.send_json("PATCH", "/api/page-ai/conversations/conv-a", json!({"title": "x", "pinned": true})).await;
-    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_input")), "{e}");
+    assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_input")), "{e}");
     let (st, e) = c.client.send_json("PATCH", "/api/page-ai/conversations/nope", json!({"title": "x"})).await;
     assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{e}");
     let (st, e) = c.client.get_json("/api/page-ai/conversations/bad%20id").await;

@@ -221,6 +221,7 @@ async fn a_cancelled_answer_is_retried_and_a_finished_one_regenerated_in_the_sam
     assert_eq!(st, StatusCode::CREATED, "{run}");
     let id = run["hostRunId"].as_str().unwrap().to_string();
     let mut c = app.login(EMAIL).await;
+    c.page(&format!("/ai/runs/{id}")).await;
     let r = c.post_form(&format!("/ai/runs/{id}/cancel"), &[]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     for _ in 0..200 {
