@@ -74,10 +74,12 @@ async fn a_follow_up_uses_the_first_turn_and_the_list_renames_searches_and_delet
             false,
             "collapsed at 420 px"
         );
+        b.js("window.scrollTo(0, 0)", vec![]).await;
         fits(&b, "the conversation at 420 px").await;
         b.screenshot(&format!("conversation-{lang}-420")).await;
         b.js("document.querySelector('#ai-run .ai-convs-box').open = true", vec![]).await;
         b.js("document.querySelector('#ai-run .ai-conv.current .ai-conv-edit').open = true", vec![]).await;
+        b.js("window.scrollTo(0, 0)", vec![]).await;
         fits(&b, "the open list at 420 px").await;
         b.screenshot(&format!("list-{lang}-420")).await;
         b.resize(1280, 900).await;
@@ -205,6 +207,7 @@ async fn a_cancelled_answer_is_retried_and_a_finished_one_regenerated_in_the_sam
         b.wait_for("#ai-run[data-checked]").await;
         assert_eq!(count(&b, "#ai-run .ai-thread .ai-past").await, 2, "after a reload too");
         fits(&b, "the retried conversation at 420 px").await;
+        b.js("document.querySelector('#ai-run .ai-view .ai-turn').scrollIntoView({block: 'start'})", vec![]).await;
         b.screenshot(&format!("regenerated-{lang}-420")).await;
         b.resize(1280, 900).await;
     }
