@@ -549,6 +549,7 @@
       Array.prototype.forEach.call(past.querySelectorAll(".ai-turn-actions, .ai-plan-box, .ai-tools-box, .ai-changed"), function (x) { x.remove(); });
       var streamed = past.querySelector(".ai-stream");
       if (streamed && (streamed.hidden || past.querySelector(".ai-answer"))) streamed.remove();
+      else if (streamed) streamed.className = "ai-past-stream";
       this.thread.append(past);
       if (this.later) while (this.later.firstChild) this.thread.append(this.later.firstChild);
     }
