@@ -31,6 +31,9 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[textcall]]   the tool call written as plain text in `content` (a Hermes/Qwen-style
                  `<tool_call>{"name": …, "arguments": …}</tool_call>` block) instead of
                  `tool_calls`, finish reason `stop` (a model the server does not parse calls for)
+  [[history]]    no tool call: the answer lists the earlier user/assistant messages the request
+                 carried before the last user message (role and text, oldest first), so a test
+                 sees what a follow-up sent
 With `tools` and no `role: tool` message yet: one `mnote_evidence_search` call (arguments split
 over 3 chunks); after a tool message: one line per top result (<= 3), "<first sentence of its
 quote> [evidence:<evidenceId>]"; without tools: a plain answer. The key `sk-wrong` gets 401 on
@@ -127,7 +130,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history)\]\]")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -153,6 +156,13 @@ def script_for(body):
     question = " ".join(DIRECTIVE.sub(" ", last).split())
     tool_msgs = [m for m in messages if m.get("role") == "tool"]
     tools = body.get("tools") and not ("needchoice" in flags and not body.get("tool_choice"))
+    if "history" in flags:
+        last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+        prior = [m for m in messages[:last_user] if m.get("role") in ("user", "assistant")]
+        if not prior:
+            return ("text", "I received no earlier turns."), flags
+        said = "; ".join(f"{m['role']}: \u201c{' '.join(text_of(m.get('content')).split())[:120]}\u201d" for m in prior)
+        return ("text", f"Earlier turns I received ({len(prior)}): {said}."), flags
     if tools and "textcall" in flags:
         call = json.dumps({"name": "mnote_evidence_search", "arguments": {"query": question}}, ensure_ascii=False)
         return ("text", f"<tool_call>\n{call}\n</tool_call>"), flags

@@ -13,12 +13,13 @@ pub mod error; // AppError: JSON for /api, an HTML page for the browser
 pub mod evidence; // the locator, source kinds and statuses, citation places
 pub mod grants; // directory grants and path confinement
 pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
-pub mod journal; // the run journal: ai_run + ai_run_event, the /api/page-ai/runs API, SSE, the lease reconciler
+pub mod journal; // the run journal: ai_run + ai_run_event, the run read API, SSE, the lease reconciler
 pub mod kbs; // knowledge bases and their members
 pub mod mcp; // the MCP endpoint (/mcp, streamable HTTP, bearer tokens): the registry tools for external agents
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod platform; // child-process supervisor, outbound HTTP client, SecretString, secrets at rest
 pub mod rag; // knowledge RAG: LightRAG client, bindings, sync, reference → evidence mapping
+pub mod runs; // a run's home: runs::start, POST /api/page-ai/runs, the assistant pages (/ai), conversations
 pub mod search; // evidence search (lexical, vector, hybrid, graph), embedders, the evidence tools
 pub mod sources; // registered files and uploads
 pub mod startup; // merges the features' routers, middleware order, serve

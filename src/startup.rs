@@ -17,7 +17,7 @@ use crate::{
     config::Config,
     db,
     error::AppError,
-    grants, journal, kbs, mcp, ops, rag, search, sources,
+    grants, journal, kbs, mcp, ops, rag, runs, search, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -44,6 +44,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(search::api_router())
         .merge(rag::api_router())
         .merge(journal::api_router())
+        .merge(runs::api_router())
         .merge(agents::api::api_router())
         .merge(ops::api_router())
         .route("/api/{*rest}", any(not_found))
@@ -58,7 +59,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(sources::page_router(cfg))
         .merge(search::page_router())
         .merge(rag::page_router())
-        .merge(journal::page_router())
+        .merge(runs::page_router())
         .merge(agents::pages::page_router())
         .merge(viewer::page_router())
         .merge(web::page_router())

@@ -102,6 +102,10 @@
     this.agentSelect = root.querySelector("select.ai-agent");
     this.agentNote = root.querySelector(".ai-agent-note");
     this.formError = root.querySelector(".ai-form-error");
+    // /ai shows the whole conversation: its earlier turns, the shown one, later ones.
+    this.thread = root.querySelector(".ai-thread");
+    this.later = root.querySelector(".ai-later");
+    this.convList = root.querySelector(".ai-convs");
     this.runId = null;
     this.turn = null;
     this.seq = 0;          // the highest seq rendered
@@ -155,10 +159,13 @@
       if (f.classList.contains("ai-ask")) { ev.preventDefault(); self.ask(); }
       else if (f.classList.contains("ai-cancel-form")) { ev.preventDefault(); self.cancel(f); }
       else if (f.classList.contains("ai-resume-form")) { ev.preventDefault(); self.resume(f); }
+      else if (f.classList.contains("ai-retry-form")) { ev.preventDefault(); self.retry(f); }
       else if (f.classList.contains("ai-new-session-form")) { ev.preventDefault(); self.newSession(); }
     });
     this.root.addEventListener("click", function (ev) {
       var a = ev.target.closest(".ai-history a[data-run-id]");
+      // On /ai a run opens with its whole conversation (a page of its own).
+      if (a && self.thread) return;
       if (a && ev.button === 0 && !ev.metaKey && !ev.ctrlKey && !ev.shiftKey && !ev.altKey) {
         ev.preventDefault();
         self.show(a.getAttribute("data-run-id"));
@@ -178,6 +185,8 @@
 
   AiRun.prototype.start = function () {
     var self = this;
+    var box = this.root.querySelector(".ai-convs-box");
+    if (box && window.matchMedia && window.matchMedia("(max-width: 759px)").matches && !/[?&]q=/.test(location.search)) box.open = false;
     this.restoreDraft();
     this.loadAgents();
     if (this.form && this.root.getAttribute("data-source-id") && !this.form.querySelector('input[name="kb_id"]')) this.loadSourceKb();
@@ -350,6 +359,7 @@
       promptEl.value = "";
       self.show(r.json.hostRunId);
       self.loadHistory();
+      self.listed(prompt);
     });
   };
 
@@ -404,6 +414,60 @@
     });
   };
 
+  // Retry (after a cancel or a failure) or regenerate: the same question again in the same
+  // conversation, as a new run (without JavaScript the form posts to /ai/runs/{id}/retry).
+  AiRun.prototype.retry = function (form) {
+    var self = this;
+    var id = form.getAttribute("data-run-id");
+    var b = form.querySelector("button");
+    b.disabled = true;
+    api("GET", "/api/page-ai/runs/" + id).then(function (p) {
+      if (!p.ok || !p.json) {
+        b.disabled = false;
+        if (!self.sessionEnded(p, "")) self.problem(self.t("start_failed"));
+        return null;
+      }
+      var run = p.json;
+      return api("POST", "/api/page-ai/runs", {
+        requestId: form.querySelector('input[name="request_id"]').value, sessionId: run.sessionId, agentId: run.agentId,
+        prompt: run.prompt, contextRefs: run.contextRefs || { kbIds: [] },
+      });
+    }).then(function (r) {
+      if (!r) return;
+      b.disabled = false;
+      if (self.sessionEnded(r, "", function () { self.retry(form); })) return;
+      if (!r.ok || !r.json || !r.json.hostRunId) {
+        self.problem(self.t("start_failed") + (r.json && r.json.error ? ": " + r.json.error.message : ""));
+        return;
+      }
+      if (r.json.sessionId && r.json.sessionId !== self.sessionId) self.setSession(r.json.sessionId);
+      self.show(r.json.hostRunId);
+      self.loadHistory();
+    });
+  };
+
+  // The conversation is in the list (its first question names it) and in the address.
+  AiRun.prototype.listed = function (prompt) {
+    if (!this.thread) return;
+    var sid = this.sessionId;
+    var url = "/ai?session=" + encodeURIComponent(sid);
+    if (location.pathname + location.search !== url) history.replaceState(null, "", url);
+    if (!this.convList) return;
+    var items = this.convList.querySelectorAll("li.ai-conv");
+    var mine = Array.prototype.find.call(items, function (li) { return li.getAttribute("data-id") === sid; });
+    Array.prototype.forEach.call(items, function (li) { li.classList.toggle("current", li === mine); });
+    if (mine) return;
+    var li = el("li", "ai-conv current");
+    li.setAttribute("data-id", sid);
+    var a = el("a", "ai-conv-link");
+    a.href = url;
+    a.append(el("span", "ai-conv-name", short(prompt.replace(/\s+/g, " "), 120)));
+    li.append(a);
+    this.convList.prepend(li);
+    var empty = this.root.querySelector(".ai-convs-empty");
+    if (empty) empty.hidden = true;
+  };
+
   AiRun.prototype.newSession = function () {
     this.gen++;
     this.closeStream();
@@ -412,6 +476,13 @@
     this.ended = true;
     this.seq = 0;
     this.view.replaceChildren();
+    if (this.thread) {
+      this.thread.replaceChildren();
+      if (this.later) this.later.replaceChildren();
+      var heading = this.root.querySelector(".ai-conv-heading");
+      if (heading) heading.remove();
+      Array.prototype.forEach.call(this.root.querySelectorAll(".ai-convs li.current"), function (li) { li.classList.remove("current"); });
+    }
     var snap = load(SNAPSHOT);
     if (snap && snap.scope === this.scope) save(SNAPSHOT, null);
     this.root.setAttribute("data-session-fixed", "false");
@@ -468,6 +539,20 @@
     this.runId = id;
     this.seq = 0;
     this.ended = false;
+    // /ai: the turn shown so far joins the conversation's earlier turns (and the later ones
+    // follow it), so the page keeps every turn in order.
+    if (this.thread && this.turn && this.view.contains(this.turn) && this.turn.getAttribute("data-run-id") !== id) {
+      var past = this.turn;
+      past.classList.remove("ai-turn");
+      past.classList.add("ai-past");
+      // Like the server's earlier turns: the question and its result (the live parts go).
+      Array.prototype.forEach.call(past.querySelectorAll(".ai-turn-actions, .ai-plan-box, .ai-tools-box, .ai-changed"), function (x) { x.remove(); });
+      var streamed = past.querySelector(".ai-stream");
+      if (streamed && (streamed.hidden || past.querySelector(".ai-answer"))) streamed.remove();
+      else if (streamed) streamed.className = "ai-past-stream";
+      this.thread.append(past);
+      if (this.later) while (this.later.firstChild) this.thread.append(this.later.firstChild);
+    }
     this.turn = this.buildTurn(id);
     this.view.replaceChildren(this.turn);
     this.markHistory();

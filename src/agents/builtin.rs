@@ -178,6 +178,12 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
         stream(env, &answer).await?;
         return Ok(RunOutput { answer, provider_run_id: None });
     }
+    // A short follow-up ("and its length?") is searched and answered with the previous question.
+    let asked = match input.previous_question() {
+        Some(prev) if question.chars().count() <= 32 => format!("{question} {prev}"),
+        _ => question.to_string(),
+    };
+    let question = asked.as_str();
     let queries = plan_queries(question);
     let mut plan: Vec<(String, &'static str)> = queries.iter().map(|q| (lang.search_step(q), "pending")).collect();
     plan.push((lang.answer_step().to_string(), "pending"));

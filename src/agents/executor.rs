@@ -92,7 +92,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
     };
     let allowed = allowed_capabilities(agent, &switches, &prefs);
-    let transcript = transcript_of(state, &actor, &run).await?;
+    let (history, transcript) = transcript_of(state, &actor, &run).await?;
     let events = EventSink::db_limited(
         state.pool.clone(),
         tenant,
@@ -122,6 +122,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         prompt: run.prompt.clone(),
         context: run.context(),
         transcript,
+        history,
         preferences: prefs.for_agent(agent),
     };
 
@@ -361,17 +362,20 @@ async fn watch_cancel(
     stop.cancel();
 }
 
-/// The conversation a resumed run continues: its ancestors' prompts and answers (a parent
-/// that was interrupted contributes what it had streamed), oldest first.
-async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::Result<Vec<Turn>> {
+/// The conversation a run continues, oldest first: the session's earlier completed turns
+/// (bounded: `history`), and for a resumed run its ancestors' prompts and answers (a parent
+/// that was interrupted contributes what it had streamed).
+async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::Result<(Vec<Turn>, Vec<Turn>)> {
     let mut chain = Vec::new();
     let mut next = run.parent_run_id;
+    let mut first = run.created_at;
     let mut tx = actor.tx(state).await?;
     while let Some(id) = next {
         if chain.len() >= 8 {
             break;
         }
         let Some(p) = store::get(&mut tx, id).await? else { break };
+        first = first.min(p.created_at);
         let answer = match &p.answer {
             Some(a) => a.clone(),
             None => streamed_text(&mut tx, id).await?,
@@ -379,7 +383,9 @@ async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::
         next = p.parent_run_id;
         chain.push((p.prompt.clone(), answer));
     }
+    let earlier = store::earlier_answers(&mut tx, run.actor_id, &run.session_id, first, super::history::READ_LIMIT).await?;
     tx.commit().await?;
+    let history = super::history::prior_turns(&earlier);
     let mut turns = Vec::new();
     for (prompt, answer) in chain.into_iter().rev() {
         turns.push(Turn { role: TurnRole::User, text: prompt });
@@ -387,7 +393,7 @@ async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::
             turns.push(Turn { role: TurnRole::Assistant, text: answer });
         }
     }
-    Ok(turns)
+    Ok((history, turns))
 }
 
 async fn streamed_text(conn: &mut sqlx::PgConnection, run: Uuid) -> sqlx::Result<String> {

@@ -20,6 +20,7 @@ pub mod config;
 pub mod connect;
 pub mod descriptors;
 pub mod executor;
+pub mod history;
 pub mod openai;
 pub mod pages;
 pub mod preferences;
@@ -133,8 +134,19 @@ pub struct RunInput {
     /// Earlier turns, oldest first (empty for a fresh run). A resumed run's last turn may be
     /// the parent's partial answer: continue it, do not repeat it.
     pub transcript: Vec<Turn>,
+    /// The conversation's earlier turns before this question (or before the run it resumes),
+    /// oldest first, bounded (`history`); empty for a conversation's first question.
+    pub history: Vec<Turn>,
     /// The user's preferences frozen into the run (`ai.common.*` and this agent's scope).
     pub preferences: std::collections::BTreeMap<String, serde_json::Value>,
+}
+
+impl RunInput {
+    /// The question of the conversation's previous turn: what a short follow-up ("and its
+    /// length?") refers to.
+    pub fn previous_question(&self) -> Option<&str> {
+        self.history.iter().rev().find(|t| t.role == TurnRole::User).map(|t| t.text.as_str())
+    }
 }
 
 /// What a runtime works with.

@@ -3,13 +3,13 @@
 //! refreshes asks for the events after the last seq it rendered; any replica serves any run's
 //! stream because appends wake listeners through `NOTIFY mnote_run`.
 //!
-//! This module knows nothing about agents: runtimes write through [`sink::EventSink`], the
-//! executor in `agents` drives the lifecycle with [`store`].
+//! This module knows nothing about agents (it is a leaf): runtimes write through
+//! [`sink::EventSink`], the executor in `agents` drives the lifecycle with [`store`], and
+//! `runs` creates runs and renders them.
 
 pub mod bench;
 pub mod handlers;
 pub mod hub;
-pub mod pages;
 pub mod reconcile;
 pub mod sink;
 pub mod store;
@@ -21,31 +21,17 @@ use uuid::Uuid;
 
 use crate::state::AppState;
 
-/// `/api/page-ai/runs…` and `/api/page-ai/sessions/…`.
+/// `/api/page-ai/runs/{id}…` (reads, events, cancel) and `/api/page-ai/sessions/…`; creating a
+/// run is `runs::api_router`.
 pub fn api_router() -> axum::Router<AppState> {
     use axum::routing::{get, post};
     use handlers as h;
     axum::Router::new()
-        .route("/api/page-ai/runs", post(h::create))
         .route("/api/page-ai/runs/{id}", get(h::get))
         .route("/api/page-ai/runs/{id}/events", get(h::events))
         .route("/api/page-ai/runs/{id}/cancel", post(h::cancel))
         .route("/api/page-ai/sessions/{session}/active-run", get(h::active_run))
         .route("/api/page-ai/sessions/{session}/runs", get(h::session_runs))
-}
-
-/// The Page AI pages (`/ai`, `/ai/runs/{id}…`, the script; the agent settings page is
-/// `agents::pages`).
-pub fn page_router() -> axum::Router<AppState> {
-    use axum::routing::{get, post};
-    use pages as p;
-    axum::Router::new()
-        .route("/ai", get(p::ai_page))
-        .route("/ai/runs", post(p::create_form))
-        .route("/ai/runs/{id}", get(p::run_page))
-        .route("/ai/runs/{id}/result", get(p::result_fragment))
-        .route("/ai/runs/{id}/cancel", post(p::cancel_form))
-        .route("/ai/runs/{id}/resume", post(p::resume_form))
 }
 
 /// `status` of a run.

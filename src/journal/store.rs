@@ -616,6 +616,28 @@ pub async fn active_run(conn: &mut PgConnection, actor: Uuid, session: &str) -> 
     .await
 }
 
+/// The question and final answer of each completed run of `session` (of this actor) created
+/// before `before`, newest first: the earlier turns of a conversation.
+pub async fn earlier_answers(
+    conn: &mut PgConnection,
+    actor: Uuid,
+    session: &str,
+    before: chrono::DateTime<chrono::Utc>,
+    limit: i64,
+) -> sqlx::Result<Vec<(String, String)>> {
+    sqlx::query_as(
+        "select prompt, answer from ai_run where actor_id = $1 and session_id = $2 and created_at < $3 \
+             and status = 'completed' and answer is not null \
+         order by created_at desc limit $4",
+    )
+    .bind(actor)
+    .bind(session)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(conn)
+    .await
+}
+
 /// A session's runs, newest first.
 pub async fn session_runs(conn: &mut PgConnection, actor: Uuid, session: &str, limit: i64) -> sqlx::Result<Vec<RunRow>> {
     sqlx::query_as(&format!(

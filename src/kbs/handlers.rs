@@ -286,6 +286,8 @@ struct KbPage {
     grace_days: String,
     delete_message: String,
     stuck_after: std::time::Duration,
+    /// The assistant panel.
+    ai: crate::web::ai_panel::AiPanel,
 }
 
 pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
@@ -315,6 +317,7 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
             (r, when.unwrap_or_default())
         })
         .collect();
+    let ai = crate::web::ai_panel::AiPanel::for_kb(page.ctx.lang, id);
     render(KbPage {
         ctx: page.ctx,
         kb,
@@ -330,6 +333,7 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
         grace_days,
         delete_message,
         stuck_after: sources::events::stuck_after(&state.config),
+        ai,
     })
 }
 

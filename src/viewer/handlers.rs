@@ -178,6 +178,8 @@ struct ViewerPage {
     find: String,
     found: Vec<FoundLink>,
     found_total: usize,
+    /// The assistant panel.
+    ai: crate::web::ai_panel::AiPanel,
 }
 
 /// `GET /sources/{id}/view?evidence=&page=&line=` (also `para=`, `fp=`, `ordinal=` for DOCX;
@@ -255,6 +257,7 @@ pub async fn view(
         find: find.clone(),
         found: Vec::new(),
         found_total: 0,
+        ai: crate::web::ai_panel::AiPanel::for_source(ctx.lang, id),
         ctx,
     };
     let status = if citation_missing { StatusCode::NOT_FOUND } else { StatusCode::OK };

@@ -1,6 +1,7 @@
 //! Browser plumbing: the language of a request, the layout context every page gets, and the
 //! layer that renders `AppError`s as pages on the page routes.
 
+pub mod ai_panel;
 pub mod pages;
 
 use askama::Template;

@@ -11,6 +11,7 @@ use crate::helpers::*;
 const TENANT_TABLES: &[&str] = &[
     "agent_config",
     "ai_capability_setting",
+    "ai_conversation",
     "ai_preference",
     "ai_run",
     "ai_run_event",

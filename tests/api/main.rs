@@ -11,6 +11,7 @@ mod cli;
 mod clients;
 mod cluster;
 mod cluster_harness;
+mod conversations;
 mod descriptors;
 mod downloads;
 mod fixtures;

@@ -476,6 +476,7 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
         prompt: "How do scoped threads borrow data?".into(),
         context: context.clone(),
         transcript: Vec::new(),
+        history: Vec::new(),
         preferences: Default::default(),
     };
     let r = BuiltinRuntime::new().run(&input, &env).await;

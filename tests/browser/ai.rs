@@ -182,6 +182,16 @@ async fn shot(b: &Browser, root: &str, label: &str) {
     b.screenshot(label).await;
 }
 
+/// Start a new conversation on `/ai`: the page then shows no earlier turn (a question asked
+/// on a resumed page would continue the resumed run's conversation).
+pub(crate) async fn new_conversation(b: &Browser) {
+    b.goto("/ai").await;
+    b.wait_for("#ai-run[data-checked]").await;
+    b.js("document.querySelector('#ai-run .ai-convs-box').open = true", vec![]).await;
+    b.find("#ai-run button.ai-new-session").await.click().await.unwrap();
+    b.poll("an empty conversation", "return !document.querySelector('#ai-run .ai-turn, #ai-run .ai-past')", vec![]).await;
+}
+
 pub(crate) async fn to_chinese(b: &Browser) {
     b.goto("/").await;
     b.js("document.querySelector('form.lang button[value=\"zh-CN\"]').click()", vec![]).await;
@@ -396,8 +406,7 @@ async fn builtin_a_reload_right_after_asking_shows_the_final_state_once() {
         if lang == "zh" {
             to_chinese(&b).await;
         }
-        b.goto("/ai").await;
-        b.wait_for("#ai-form").await;
+        new_conversation(&b).await;
         let id = ask(&b, "#ai-run", "hermes", question).await;
         // Reloaded as soon as the run is shown: it ends about now (before, during or after the reload).
         b.c.refresh().await.unwrap();
@@ -426,7 +435,7 @@ struct Runtime {
 }
 
 /// An app whose `hermes` runs on the scripted OpenAI mock.
-async fn hermes_app() -> (TestApp, Seed) {
+pub(crate) async fn hermes_app() -> (TestApp, Seed) {
     let base = lightrag::mock_llm().to_string();
     let allowed = base.clone();
     let app = spawn_app_with(move |c| c.agents.allowed_urls = vec![allowed]).await;
@@ -567,8 +576,7 @@ async fn cancel_during_a_slow_run(rt: &Runtime, name: &str) {
         if lang == "zh" {
             to_chinese(&b).await;
         }
-        b.goto("/ai").await;
-        b.wait_for("#ai-form").await;
+        new_conversation(&b).await;
         let id = ask(&b, "#ai-run", rt.agent, &format!("{QUESTION} [[slow]]")).await;
         b.poll(
             "some streamed text",
@@ -638,8 +646,7 @@ async fn reasonix_on_the_test_acp_agent_streams_and_completes() {
         if lang == "zh" {
             to_chinese(&b).await;
         }
-        b.goto("/ai").await;
-        b.wait_for("#ai-form").await;
+        new_conversation(&b).await;
         b.wait_for("#ai-run select.ai-agent").await.select_by_value("reasonix").await.unwrap();
         let note = text(&b, "#ai-agent-note").await;
         assert!(!note.contains("built-in") && !note.contains("内置"), "{note}");

@@ -26,6 +26,7 @@ mod ai;
 mod ask;
 mod browser;
 mod connect;
+mod conversations;
 mod downloads;
 mod kb;
 mod screens;

@@ -279,9 +279,9 @@ pub fn mcp_servers(access: Option<&McpAccess>) -> Vec<McpServer> {
 /// The prompt's content: the earlier turns (if any) as one text block, then the question.
 pub fn prompt_blocks(input: &RunInput) -> Vec<ContentBlock> {
     let mut blocks = Vec::new();
-    if !input.transcript.is_empty() {
+    if !input.transcript.is_empty() || !input.history.is_empty() {
         let mut t = String::from("Earlier in this conversation (oldest first):\n");
-        for turn in &input.transcript {
+        for turn in input.history.iter().chain(&input.transcript) {
             let who = match turn.role {
                 TurnRole::User => "User",
                 TurnRole::Assistant => "Assistant",
@@ -320,6 +320,7 @@ mod tests {
             prompt: "And the charging?".into(),
             context: Default::default(),
             transcript: Vec::new(),
+            history: Vec::new(),
             preferences: Default::default(),
         };
         assert_eq!(texts(&prompt_blocks(&input)), vec!["And the charging?"]);
@@ -332,6 +333,11 @@ mod tests {
         assert!(t[0].contains("User: Where are the robots built?\n\nAssistant: In Lyon"), "{}", t[0]);
         assert!(t[0].contains("continue it"), "{}", t[0]);
         assert_eq!(t[1], "And the charging?");
+        // A follow-up: the conversation's earlier turns, not a cut-off answer to continue.
+        input.history = std::mem::take(&mut input.transcript);
+        let t = texts(&prompt_blocks(&input));
+        assert!(t[0].contains("User: Where are the robots built?\n\nAssistant: In Lyon"), "{}", t[0]);
+        assert!(!t[0].contains("continue it"), "{}", t[0]);
     }
 
     #[test]

@@ -113,7 +113,8 @@ fn initial_messages(input: &RunInput, with_tools: bool) -> Vec<Message> {
         system.push_str(RESUME_NOTE);
     }
     let mut messages = vec![Message::System { content: system }];
-    for turn in &input.transcript {
+    // The conversation's earlier turns, then (a resume) the run's own earlier attempt.
+    for turn in input.history.iter().chain(&input.transcript) {
         messages.push(match turn.role {
             TurnRole::User => Message::User { content: turn.text.clone() },
             TurnRole::Assistant => Message::Assistant { content: Some(turn.text.clone()), tool_calls: Vec::new() },
@@ -215,6 +216,7 @@ mod tests {
             prompt: "Where do the robots charge?".into(),
             context: ContextRefs::default(),
             transcript,
+            history: Vec::new(),
             preferences: Default::default(),
         }
     }
@@ -240,6 +242,22 @@ mod tests {
         let Message::System { content } = &m[0] else { panic!("{m:?}") };
         assert!(content.ends_with(RESUME_NOTE));
         assert_eq!(m[2], Message::Assistant { content: Some("In the north".into()), tool_calls: Vec::new() });
+
+        // A follow-up: the conversation's earlier turns come as earlier messages, and nothing
+        // says an answer was cut off.
+        let mut follow_up = input(Vec::new());
+        follow_up.history = vec![
+            Said { role: TurnRole::User, text: "Where are the robots built?".into() },
+            Said { role: TurnRole::Assistant, text: "In Lyon".into() },
+        ];
+        assert_eq!(follow_up.previous_question(), Some("Where are the robots built?"));
+        let m = initial_messages(&follow_up, true);
+        assert_eq!(m.len(), 4);
+        let Message::System { content } = &m[0] else { panic!("{m:?}") };
+        assert!(!content.contains(RESUME_NOTE), "{content}");
+        assert_eq!(m[1], Message::User { content: "Where are the robots built?".into() });
+        assert_eq!(m[2], Message::Assistant { content: Some("In Lyon".into()), tool_calls: Vec::new() });
+        assert_eq!(m[3], Message::User { content: "Where do the robots charge?".into() });
     }
 
     #[test]

@@ -9,9 +9,11 @@
 //!   a reload shows the progress. Cancel and resume are plain forms too.
 //! - `/ai/runs/{id}/result`: the ended run's result block alone, which `ai-run.js` swaps in when
 //!   the ending event arrives, so the final answer is rendered by one renderer ([`answer`]).
-//! - The compact panel of the KB and viewer pages (`templates/ai/panel.html`, [`Panel`]).
+//! - The compact panel of the KB and viewer pages (`templates/ai/panel.html`) is
+//!   `web::ai_panel::AiPanel`, built by those pages' handlers.
 
 mod answer;
+pub mod conversations;
 
 use askama::Template;
 use axum::{
@@ -23,9 +25,9 @@ use serde::Deserialize;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::{
+use super::service::{self, CreateRun};
+use crate::journal::{
     ContextRefs, ErrorBody, Event, PlanEntry, RunStatus,
-    handlers::{self, CreateRun},
     store::{self, RunRow},
 };
 use crate::{
@@ -39,79 +41,8 @@ use crate::{
 /// Most events the run page reads (a run's journal is far smaller in practice).
 const MAX_EVENTS: usize = 20_000;
 
-/// A fresh id for a form: the `requestId` of the run the form will create, or a resume's id.
-pub fn fresh_id() -> String {
-    Uuid::new_v4().to_string()
-}
-
-/// The agents a panel offers before JavaScript adds what each runs on.
-pub fn agent_names() -> Vec<(&'static str, &'static str)> {
-    AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect()
-}
-
-/// The words `ai-run.js` shows, in the page's language (`data-labels` of the component).
-pub fn labels(lang: impl std::borrow::Borrow<Lang>) -> String {
-    let lang = *lang.borrow();
-    const KEYS: &[&str] = &[
-        "status.pending",
-        "status.running",
-        "status.completed",
-        "status.failed",
-        "status.cancelled",
-        "status.interrupted",
-        "tool.running",
-        "tool.ok",
-        "tool.failed",
-        "plan",
-        "tools",
-        "cancel",
-        "cancelling",
-        "resume",
-        "no_runs",
-        "start_failed",
-        "network",
-        "run_gone",
-        "changed_files",
-        "runs_on.builtin_not_configured",
-        "runs_on.builtin",
-        "runs_on.openai",
-        "runs_on.openai_run",
-        "runs_on.acp",
-        "no_tools",
-        "results",
-    ];
-    let mut map: serde_json::Map<String, serde_json::Value> =
-        KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
-    for a in AgentId::ALL {
-        map.insert(format!("agent.{}", a.as_str()), serde_json::Value::String(a.display_name().into()));
-        map.insert(format!("about.{}", a.as_str()), serde_json::Value::String(about(lang, a)));
-    }
-    map.insert("results_one".into(), serde_json::Value::String(lang.t("assist.result_one")));
-    map.insert("tool_error.other".into(), serde_json::Value::String(lang.t("assist.tool_error.other")));
-    for code in TOOL_ERRORS {
-        map.insert(format!("tool_error.{code}"), serde_json::Value::String(tool_error_words(lang, code)));
-    }
-    map.insert("run_error.other".into(), serde_json::Value::String(lang.t("assist.run_error.other")));
-    serde_json::Value::Object(map).to_string()
-}
-
-/// The tool error codes the catalogue has words for (`assist.tool_error.<code>`).
-const TOOL_ERRORS: &[&str] = &[
-    "unknown_tool",
-    "invalid_arguments",
-    "not_found",
-    "too_many_calls",
-    "knowledge_rag_unavailable",
-    "knowledge_rag_timeout",
-    "knowledge_rag_unauthorized",
-    "knowledge_rag_bad_response",
-    "internal",
-];
-
-/// A failed tool call in the reader's words (never the raw code or the server's English).
-fn tool_error_words(lang: Lang, code: &str) -> String {
-    lang.t_opt(&format!("assist.tool_error.{code}")).unwrap_or_else(|| lang.t("assist.tool_error.other"))
-}
+use crate::web::ai_panel::tool_error_words;
+pub use crate::web::ai_panel::{fresh_id, labels};
 
 /// Why a run failed, in the reader's words.
 fn run_error_words(lang: Lang, code: &str) -> String {
@@ -120,39 +51,12 @@ fn run_error_words(lang: Lang, code: &str) -> String {
 
 /// What `agent` is, in one line of `lang` (the picker's option: "Hermes — …").
 pub fn about(lang: Lang, agent: AgentId) -> String {
-    lang.t(&format!("assist.about.{}", agent.as_str()))
+    crate::web::ai_panel::about(lang, agent.as_str())
 }
 
 /// "3 results", "1 result" (the tool cards).
 fn results_words(lang: Lang, n: usize) -> String {
     if n == 1 { lang.t("assist.result_one") } else { lang.t("ai.results").replace("{n}", &n.to_string()) }
-}
-
-/// What the compact panel of another page puts in context.
-pub struct Panel {
-    /// Which page's session this is (`kb:<id>`, `source:<id>`): a run resumes on the page it
-    /// was started from.
-    pub scope: String,
-    pub kb_id: Option<Uuid>,
-    pub source_id: Option<Uuid>,
-    /// Where a form error sends a browser without JavaScript.
-    pub back: String,
-}
-
-impl Panel {
-    /// The KB page: that knowledge base.
-    pub fn for_kb(kb: impl std::borrow::Borrow<Uuid>) -> Panel {
-        let kb = kb.borrow();
-        Panel { scope: format!("kb:{kb}"), kb_id: Some(*kb), source_id: None, back: format!("/kbs/{kb}") }
-    }
-
-    /// The viewer (`/sources/{id}/view`): the open document; its KB is looked up when the run
-    /// is created (the form) or by the script (`/api/sources/{id}`).
-    pub fn for_viewer(path: impl AsRef<str>) -> Option<Panel> {
-        let id = path.as_ref().strip_prefix("/sources/")?.split('/').next()?;
-        let id = Uuid::parse_str(id).ok()?;
-        Some(Panel { scope: format!("source:{id}"), kb_id: None, source_id: Some(id), back: format!("/sources/{id}/view") })
-    }
 }
 
 /// An id a client makes up (the API's rule): 1–200 characters of `[A-Za-z0-9_.:-]`.
@@ -225,6 +129,11 @@ pub struct ResultView {
     interrupted: bool,
     /// The id a resume form sends (a second submit of the same form resumes once).
     resume_request_id: String,
+    /// "Retry" (failed, cancelled) or "Regenerate" (completed): the same question again in the
+    /// same conversation; empty while nothing can be retried.
+    retry_label: String,
+    /// The `requestId` of the run a retry form creates.
+    retry_request_id: String,
 }
 
 fn reason_words(ctx: &PageCtx, code: &str) -> String {
@@ -290,6 +199,12 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
         error,
         cancelled: status == RunStatus::Cancelled,
         interrupted: status == RunStatus::Interrupted,
+        retry_label: match status {
+            RunStatus::Completed => ctx.t("conversations.regenerate"),
+            RunStatus::Failed | RunStatus::Cancelled => ctx.t("conversations.retry"),
+            _ => String::new(),
+        },
+        retry_request_id: fresh_id(),
         resume_request_id: fresh_id(),
     }
 }
@@ -327,7 +242,7 @@ fn args_summary(v: &serde_json::Value) -> String {
     short(&s, 200)
 }
 
-fn tool_summary(ctx: &PageCtx, c: &super::ToolCompleted) -> String {
+fn tool_summary(ctx: &PageCtx, c: &crate::journal::ToolCompleted) -> String {
     if let Some(e) = &c.error {
         return tool_error_words(ctx.lang, &e.code);
     }
@@ -353,6 +268,8 @@ pub struct RunDetail {
     changed_files: Vec<String>,
     /// The answer text streamed so far (shown until the final answer replaces it).
     stream: String,
+    /// The last journal event rendered (`data-rendered-seq`, as the script marks it).
+    rendered_seq: i64,
     result: Option<ResultView>,
 }
 
@@ -425,6 +342,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
         tools,
         changed_files,
         stream,
+        rendered_seq: events.last().map(|e| e.seq).unwrap_or(0),
         result: (!status.is_live()).then(|| result_view(ctx, run)),
     }
 }
@@ -502,6 +420,14 @@ struct AiPage {
     session_fixed: bool,
     history: Vec<HistoryItem>,
     run: Option<RunDetail>,
+    /// The conversation's turns before the shown run, and after it (rendered from their rows).
+    before: Vec<RunDetail>,
+    after: Vec<RunDetail>,
+    /// The shown conversation's title (none before its first question).
+    conversation_title: Option<String>,
+    /// The caller's conversations, and the search over them.
+    conversations: Vec<conversations::ConversationItem>,
+    q: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -512,6 +438,9 @@ pub struct AiQuery {
     kb: Option<Uuid>,
     #[serde(default)]
     agent: Option<String>,
+    /// Searches the conversation list.
+    #[serde(default)]
+    q: Option<String>,
 }
 
 /// Everything the page needs besides the run: agents, KBs, the session's runs.
@@ -522,6 +451,7 @@ async fn page_of(
     agent: Option<&str>,
     kbs_in_context: Option<&[Uuid]>,
     run: Option<(RunRow, Vec<store::EventRow>)>,
+    q: &str,
 ) -> AppResult<Response> {
     // Agents, the default agent, the KBs with the default ones and each agent's capabilities
     // all come from the caller's descriptors.
@@ -531,7 +461,21 @@ async fn page_of(
         Some(s) => (s, true),
         None => (fresh_id(), false),
     };
-    let runs = if session_fixed { store::session_runs(&mut tx, page.auth.user_id, &session_id, 50).await? } else { Vec::new() };
+    // The whole conversation: its runs oldest first; the one shown (asked for, else the newest)
+    // with its journal, the others from their rows.
+    let all =
+        if session_fixed { crate::runs::conversations::runs(&mut tx, page.auth.user_id, &session_id).await? } else { Vec::new() };
+    let run = match run {
+        Some(r) => Some(r),
+        None => match all.last() {
+            Some(last) => Some((last.clone(), load_events(&mut tx, last.id).await?)),
+            None => None,
+        },
+    };
+    let runs: Vec<RunRow> = all.iter().rev().take(50).cloned().collect();
+    let conversation_title = if session_fixed { conversations::title(&mut tx, &page.auth, &session_id).await? } else { None };
+    let conversation_list =
+        conversations::items(&page.ctx, &mut tx, &page.auth, q, session_fixed.then_some(session_id.as_str())).await?;
     tx.commit().await?;
     let ctx = page.ctx;
     let picked = agent.and_then(AgentId::parse).unwrap_or_else(|| d.default_agent());
@@ -568,6 +512,7 @@ async fn page_of(
         .map(|(id, name)| KbChoice { checked: in_context.is_none_or(|ids| ids.is_empty() || ids.contains(&id)), id, name })
         .collect();
     let current = run.as_ref().map(|(r, _)| r.id);
+    let (before, after) = conversations::around(&ctx, &all, current);
     let detail = run.map(|(r, events)| run_detail(&ctx, &r, &events));
     render(AiPage {
         labels: labels(ctx.lang),
@@ -581,6 +526,11 @@ async fn page_of(
         session_id,
         session_fixed,
         run: detail,
+        before,
+        after,
+        conversation_title,
+        conversations: conversation_list,
+        q: q.to_string(),
     })
 }
 
@@ -588,24 +538,31 @@ async fn page_of(
 pub async fn ai_page(State(state): State<AppState>, page: Page, Query(q): Query<AiQuery>) -> AppResult<Response> {
     let session = q.session.filter(|s| valid_client_id(s));
     let kbs: Option<Vec<Uuid>> = q.kb.map(|k| vec![k]);
-    page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None).await
+    let search: String = q.q.as_deref().unwrap_or("").trim().chars().take(200).collect();
+    page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None, &search).await
 }
 
 async fn load_run(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(RunRow, Vec<store::EventRow>)> {
     let mut tx = auth.tx(state).await?;
     let run = store::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    let events = load_events(&mut tx, id).await?;
+    tx.commit().await?;
+    Ok((run, events))
+}
+
+/// A run's journal (at most [`MAX_EVENTS`] events).
+async fn load_events(conn: &mut sqlx::PgConnection, id: Uuid) -> AppResult<Vec<store::EventRow>> {
     let mut events = Vec::new();
     loop {
         let after = events.last().map(|e: &store::EventRow| e.seq).unwrap_or(0);
-        let page = store::events_after(&mut tx, id, after, store::PAGE).await?;
+        let page = store::events_after(&mut *conn, id, after, store::PAGE).await?;
         let n = page.len();
         events.extend(page);
         if (n as i64) < store::PAGE || events.len() >= MAX_EVENTS {
             break;
         }
     }
-    tx.commit().await?;
-    Ok((run, events))
+    Ok(events)
 }
 
 /// `GET /ai/runs/{id}`: the run, server-rendered (reload to see progress).
@@ -614,7 +571,7 @@ pub async fn run_page(State(state): State<AppState>, page: Page, Path(id): Path<
     let session = Some(run.session_id.clone());
     let agent = run.agent_id.clone();
     let kbs = run.context().kb_ids;
-    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events))).await
+    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events)), "").await
 }
 
 #[derive(Template)]
@@ -673,7 +630,7 @@ impl AskForm {
 
 /// Create a run with the API's checks and idempotency; its id.
 async fn start(state: &AppState, auth: &Auth, body: CreateRun) -> AppResult<Uuid> {
-    Ok(handlers::start(state, auth, &body).await?.run().id)
+    Ok(service::start(state, auth, &body).await?.run().id)
 }
 
 /// A form error goes back to the page it came from as a notice, not an error page.
@@ -730,7 +687,7 @@ pub async fn create_form(
 
 /// `POST /ai/runs/{id}/cancel`
 pub async fn cancel_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    let _run = handlers::cancel(State(state), page.auth, Path(id)).await?;
+    let _run = crate::journal::handlers::cancel(State(state), page.auth, Path(id)).await?;
     Ok(Redirect::to(&format!("/ai/runs/{id}")))
 }
 
@@ -768,6 +725,7 @@ pub async fn resume_form(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::web::ai_panel::TOOL_ERRORS;
 
     #[test]
     fn args_are_one_line() {
@@ -780,13 +738,17 @@ mod tests {
 
     #[test]
     fn panels_name_their_context() {
+        use crate::web::ai_panel::{AGENTS, AiPanel};
         let kb = Uuid::new_v4();
-        let p = Panel::for_kb(kb);
+        let p = AiPanel::for_kb(Lang::En, kb);
         assert_eq!((p.scope, p.kb_id, p.back), (format!("kb:{kb}"), Some(kb), format!("/kbs/{kb}")));
         let s = Uuid::new_v4();
-        let v = Panel::for_viewer(format!("/sources/{s}/view")).unwrap();
+        let v = AiPanel::for_source(Lang::ZhCn, s);
         assert_eq!((v.source_id, v.kb_id), (Some(s), None));
-        assert!(Panel::for_viewer("/sources/not-an-id/view").is_none());
+        assert_ne!(v.request_id, v.session_id);
+        // The panel's agent list is the agents' own.
+        let agents: Vec<(&str, &str)> = AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect();
+        assert_eq!(agents, AGENTS.to_vec());
     }
 
     #[test]
