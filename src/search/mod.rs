@@ -3,9 +3,9 @@
 pub mod analyze;
 pub mod bench;
 mod bench_lexical;
+pub mod bench_replica;
 #[cfg(feature = "bench-tantivy")]
 mod bench_tantivy;
-pub mod bench_replica;
 pub mod embed;
 pub mod eval;
 pub mod handlers;
