@@ -150,11 +150,11 @@ impl Reads {
             drop(tx);
             let mut tx = self.begin(tenant, scope).await?;
             let v = f(&mut tx).await?;
-            tx.commit().await?;
+            finish(tx).await?;
             return Ok(v);
         }
         let v = first?;
-        tx.commit().await?;
+        finish(tx).await?;
         Ok(v)
     }
 
@@ -164,6 +164,20 @@ impl Reads {
             None => Report { status: "off", serving: false, lag_ms: None, reason: None },
             Some(h) => h.state.lock().expect("read replica state").clone(),
         }
+    }
+}
+
+/// Ends a read transaction. On the standby a failed commit loses nothing (the transaction only
+/// read, and its reads are done): the standby is marked down and the result stands (seen: the
+/// standby killed between a read's last statement and its commit).
+pub async fn finish(tx: TenantTx) -> Result<(), sqlx::Error> {
+    let standby = tx.standby.clone();
+    match (tx.commit().await, standby) {
+        (Err(e), Some(h)) => {
+            h.mark_down(&format!("{e}"));
+            Ok(())
+        }
+        (r, _) => r,
     }
 }
 

@@ -18,7 +18,7 @@ use crate::helpers::*;
 const EN: &str = "# Concurrency notes\n\n## Scoped threads\n\nScoped threads let a closure borrow data from the parent stack frame.\n\n\
 Channels send messages between threads.\n\n## Gardening\n\nA paragraph about gardening tomatoes in summer.\n";
 const ZH: &str = "# 并发\n\n## 作用域线程\n\n在 Rust 中，使用线程作用域可以借用栈上的数据。\n\n另一段话讲的是通道和消息传递。\n";
-const THREADS: &str = "# Threads\n\nWith scoped threads you can borrow data without an Arc.\n";
+const THREADS: &str = "# Threads\n\nWith scoped threads you can borrow data from the parent stack without an Arc.\n";
 const NOTHING_EN: &str = "I found nothing relevant to this question in the knowledge bases.";
 
 struct Team {
@@ -176,7 +176,10 @@ async fn builtin_answers_english_and_chinese_questions_with_verified_citations()
     assert!(answer.contains(&format!("[1 · en.md · §Scoped threads](/sources/{en_id}/view?evidence=")), "{answer}");
     assert!(!answer.contains("tomatoes"), "irrelevant passages stay out: {answer}");
     // Two documents: each under its own heading once, the citations numbered across them.
-    assert!(answer.contains("### threads.md") && answer.contains("you can borrow data without an Arc."), "{answer}");
+    assert!(
+        answer.contains("### threads.md") && answer.contains("you can borrow data from the parent stack without an Arc."),
+        "{answer}"
+    );
     assert_eq!(answer.matches("### ").count(), 2, "{answer}");
     assert!(answer.contains("[2 · "), "{answer}");
     let completed = assert_journal(&events(&t.client, &run).await);

@@ -260,7 +260,7 @@ where
             }
             Err(e) => return Err(e),
             Ok(resp) => {
-                tx.commit().await?;
+                crate::db::read::finish(tx).await?;
                 return Ok(resp);
             }
         }
