@@ -173,7 +173,7 @@ async fn builtin_answers_english_and_chinese_questions_with_verified_citations()
     assert!(answer.starts_with("From your documents (quoted word for word):"), "{answer}");
     assert!(answer.contains("### en.md"), "the document as a heading: {answer}");
     assert!(answer.contains("Scoped threads let a closure borrow data from the parent stack frame."), "{answer}");
-    assert!(answer.contains(&format!("[1 · en.md · §Scoped threads](/sources/{en_id}/view?evidence=")), "{answer}");
+    assert!(answer.contains(&format!(" · en.md · §Scoped threads](/sources/{en_id}/view?evidence=")), "{answer}");
     assert!(!answer.contains("tomatoes"), "irrelevant passages stay out: {answer}");
     // Two documents: each under its own heading once, the citations numbered across them.
     assert!(
