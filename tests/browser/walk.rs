@@ -12,7 +12,7 @@
 use serde_json::{Value, json};
 
 use crate::{
-    ai::{EMAIL, QUESTION, ask, count, ended, run_of, seed, text, to_chinese},
+    ai::{EMAIL, QUESTION, ask, count, ended, new_conversation, run_of, seed, text, to_chinese},
     browser::Browser,
     helpers::{PASSWORD, spawn_app},
 };
@@ -76,6 +76,9 @@ async fn chat_only_answers_and_each_agent_says_what_it_is() {
 
         // Chat only, no model connected: it answers, plans nothing, calls nothing.
         let q = if lang == "en" { QUESTION } else { "机器人在哪里过夜充电？" };
+        // A new conversation each time: the page shows one turn (a question would otherwise
+        // continue the conversation shown).
+        new_conversation(&b).await;
         let id = ask(&b, "#ai-run", "chat_only", q).await;
         assert_eq!(ended(&b, "#ai-run").await, "completed", "{tag}");
         let run = run_of(&seed.api, &id).await;
@@ -91,6 +94,7 @@ async fn chat_only_answers_and_each_agent_says_what_it_is() {
         b.screenshot(&format!("chat-only-{tag}")).await;
 
         // Hermes: the receipt line says what was checked, and what that does not mean.
+        new_conversation(&b).await;
         ask(&b, "#ai-run", "hermes", q).await;
         assert_eq!(ended(&b, "#ai-run").await, "completed", "{tag}");
         let receipt = text(&b, "#ai-run .ai-verified").await;

@@ -48,7 +48,8 @@ pub(super) async fn hydrate_first(
     let mut by_id: HashMap<Uuid, sqlx::postgres::PgRow> = rows.into_iter().map(|r| (r.get("id"), r)).collect();
     let mut graph = ranked.graph;
     let mut out = Vec::with_capacity(keep.min(ranked.ids.len()));
-    let placed: Vec<Option<Placed>> = ranked.ids.iter().map(|(id, _)| by_id.get(id).map(placed_of)).collect();
+    let terms: Vec<String> = t.terms.iter().map(|x| comparable(x)).filter(|x| !x.is_empty()).collect();
+    let placed: Vec<Option<Placed>> = ranked.ids.iter().map(|(id, _)| by_id.get(id).map(|r| placed_of(r, &terms))).collect();
     let order = settle(&placed);
     for (id, score) in order.into_iter().map(|i| ranked.ids[i]) {
         if out.len() >= keep {
@@ -96,6 +97,8 @@ struct Placed {
     path: Vec<String>,
     heading: bool,
     text: String,
+    /// Its own text holds a query term (not only its section path).
+    matches: bool,
 }
 
 /// Letters and digits, lower case: text as compared for headings and repeats.
@@ -103,17 +106,19 @@ fn comparable(s: &str) -> String {
     s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
-fn placed_of(row: &sqlx::postgres::PgRow) -> Placed {
+fn placed_of(row: &sqlx::postgres::PgRow, terms: &[String]) -> Placed {
     let text: String = row.get("text");
     let locator: Json<Locator> = row.get("locator");
     let text = comparable(&text);
     let heading = locator.0.section_path.last().is_some_and(|h| !text.is_empty() && comparable(h) == text);
-    Placed { source: locator.0.source_id, path: locator.0.section_path, heading, text }
+    let matches = terms.iter().any(|t| text.contains(t.as_str()));
+    Placed { source: locator.0.source_id, path: locator.0.section_path, heading, text, matches }
 }
 
 /// The hits' order after the ranking (issue 26): a block that is only its section's heading
-/// gives its place to the first later hit of the same source inside that section and follows
-/// it (a heading never outranks its body; the document keeps its place), and a block whose
+/// gives its place to the first later hit of the same source inside that section whose own
+/// text uses the query's words, and follows it (a body found only through its path stays
+/// behind the heading that matched) (a heading never outranks its body; the document keeps its place), and a block whose
 /// text repeats an earlier hit's goes to the end. Indices into `placed`; `None`: a row the
 /// filters removed, left where it is.
 fn settle(placed: &[Option<Placed>]) -> Vec<usize> {
@@ -132,7 +137,10 @@ fn settle(placed: &[Option<Placed>]) -> Vec<usize> {
         used[i] = true;
         if let Some(h) = placed[i].as_ref().filter(|p| p.heading) {
             let body = (i + 1..n).find(|&j| {
-                !used[j] && placed[j].as_ref().is_some_and(|b| !b.heading && b.source == h.source && b.path.starts_with(&h.path))
+                !used[j]
+                    && placed[j]
+                        .as_ref()
+                        .is_some_and(|b| !b.heading && b.matches && b.source == h.source && b.path.starts_with(&h.path))
             });
             if let Some(j) = body {
                 used[j] = true;
@@ -185,6 +193,7 @@ mod tests {
             path: path.iter().map(|s| s.to_string()).collect(),
             heading,
             text: comparable(text),
+            matches: true,
         })
     }
 
