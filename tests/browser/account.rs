@@ -37,8 +37,7 @@ async fn a_user_changes_their_password_in_the_browser() {
     b.find("input[name=new_password]").await.send_keys(new_pw).await.unwrap();
     b.find("input[name=confirm_password]").await.send_keys(new_pw).await.unwrap();
     b.find("form[action='/settings/account/password'] button").await.click().await.unwrap();
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("Password changed"), "{flash}");
+    b.flash("Password changed").await;
     b.screenshot("changed").await;
     // Sign out; the old password is refused, the new one works.
     b.find("form[action='/logout'] button").await.click().await.unwrap();
@@ -100,8 +99,7 @@ async fn revoke_and_remove_ask_first_in_a_dialog_that_says_what_follows() {
     b.find("form[data-confirm] button").await.click().await.unwrap();
     b.poll("the dialog", "const d = document.querySelector('dialog.confirm-dialog'); return d && d.open", vec![]).await;
     b.find("dialog .confirm-ok").await.click().await.unwrap();
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("stale now: 2 sources"), "{flash}");
+    b.flash("stale now: 2 sources").await;
     let (_, g2) = api.get_json(&format!("/api/grants/{}", g["id"].as_str().unwrap())).await;
     assert!(!g2["revokedAt"].is_null());
 
@@ -118,8 +116,7 @@ async fn revoke_and_remove_ask_first_in_a_dialog_that_says_what_follows() {
     assert!(text.as_str().unwrap().contains("bob@acme.test loses access"), "{text}");
     b.screenshot("remove-dialog").await;
     b.find("dialog .confirm-ok").await.click().await.unwrap();
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("Member removed"), "{flash}");
+    b.flash("Member removed").await;
     let (_, members) = api.get_json("/api/members").await;
     assert_eq!(members["items"].as_array().unwrap().len(), 1);
     b.finish().await;

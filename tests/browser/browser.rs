@@ -219,6 +219,19 @@ impl Browser {
         }
     }
 
+    /// Wait for a flash message that contains `text` and return its whole text. A page
+    /// reached before the action may still show an earlier flash, so waiting for `.flash`
+    /// alone can read the wrong one.
+    pub async fn flash(&self, text: &str) -> String {
+        let check = "const f = Array.from(document.querySelectorAll('.flash')).map(e => e.innerText)\
+                     .find(t => t.includes(arguments[0])); return f === undefined ? null : f";
+        self.poll(&format!("a flash with “{text}”"), check, vec![Value::String(text.into())])
+            .await
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
     /// Wait for the document and its images to finish loading.
     pub async fn loaded(&self) {
         self.poll(

@@ -94,15 +94,13 @@ async fn removing_a_source_and_deleting_the_kb_ask_first_and_both_can_be_undone(
     b.find(&remove).await.click().await.unwrap();
     dialog_text(&b).await;
     b.find("#confirm-dialog .confirm-ok").await.click().await.unwrap();
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("Removed alpha.md"), "{flash}");
+    b.flash("Removed alpha.md").await;
     assert!(source_id(&k, "alpha.md").await.is_empty(), "alpha.md left the KB's sources");
     let (_, hits) = k.api.post_json("/api/evidence/search", json!({"query": "first note", "mode": "lexical"})).await;
     assert!(hits["results"].as_array().unwrap().iter().all(|h| h["resourcePath"] != "alpha.md"), "{hits}");
     b.screenshot("source-removed").await;
     b.find(&format!("li[data-removed-id='{alpha}'] form button")).await.click().await.unwrap();
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("Restored alpha.md"), "{flash}");
+    b.flash("Restored alpha.md").await;
     b.wait_for(&format!("tr[data-source-id='{alpha}']")).await;
     assert_eq!(source_id(&k, "alpha.md").await, alpha);
 
@@ -114,13 +112,13 @@ async fn removing_a_source_and_deleting_the_kb_ask_first_and_both_can_be_undone(
     b.screenshot("delete-kb-dialog").await;
     b.find("#confirm-dialog .confirm-ok").await.click().await.unwrap();
     page_ready(&b, "/").await;
-    let flash = b.wait_for(".flash").await.text().await.unwrap();
-    assert!(flash.contains("Deleted “Evidence”"), "{flash}");
+    b.flash("Deleted “Evidence”").await;
     let (st, _) = k.api.get_json(&format!("/api/kbs/{}", k.kb)).await;
     assert_eq!(st, reqwest::StatusCode::NOT_FOUND, "a deleted KB is gone from the API");
     b.screenshot("kb-deleted").await;
     b.find(&format!("li[data-deleted-kb='{}'] form button", k.kb)).await.click().await.unwrap();
-    b.wait_for(".flash").await;
+    // The dashboard still shows the deletion's flash until the restore has landed on the KB page.
+    b.flash("Restored “Evidence”").await;
     let (st, back) = k.api.get_json(&format!("/api/kbs/{}", k.kb)).await;
     assert_eq!(st, reqwest::StatusCode::OK, "{back}");
     b.finish().await;
