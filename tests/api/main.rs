@@ -12,6 +12,7 @@ mod clients;
 mod cluster;
 mod cluster_harness;
 mod conversations;
+mod deploy_image;
 mod descriptors;
 mod downloads;
 mod fixtures;
