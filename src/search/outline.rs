@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use sqlx::{PgConnection, Row};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use super::open::{ToolError, source_title};
 use crate::{
     evidence::{
@@ -40,9 +42,12 @@ pub struct SectionRow {
 
 /// The outline of `req.source_id` as the caller sees it (RLS, KB visibility, grants):
 /// [`ToolError::NotFound`] for a source that does not exist or is not readable.
-pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
-    let source = sqlx::query(&format!("select kind, resource_path, status from source s where s.id = $1 and {GRANT_ACTIVE}"))
+pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
+    let source = sqlx::query(&format!("select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"))
         .bind(req.source_id)
+        .bind(tenant)
         .fetch_optional(&mut *conn)
         .await?
         .ok_or(ToolError::NotFound)?;
@@ -54,9 +59,10 @@ pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<Ou
     let blocks = sqlx::query(
         "select section_key, count(*) as n, min(ordinal) as first_ordinal,
                 (array_agg(id order by ordinal))[1] as first_id
-         from evidence_block where source_id = $1 group by section_key",
+         from evidence_block where tenant_id = $2 and source_id = $1 group by section_key",
     )
     .bind(req.source_id)
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     let mut own: HashMap<String, (usize, (i32, Uuid))> = HashMap::new();
@@ -74,9 +80,10 @@ pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<Ou
 
     let rows = sqlx::query(
         "select section_key, parent_key, title, level, path, page_start, page_end, line_start, line_end
-         from evidence_section where source_id = $1 order by ordinal",
+         from evidence_section where tenant_id = $2 and source_id = $1 order by ordinal",
     )
     .bind(req.source_id)
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     let range = |a: Option<i32>, b: Option<i32>| -> Option<[u32; 2]> {

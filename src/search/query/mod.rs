@@ -165,6 +165,8 @@ struct Filters {
 struct BlockFilter {
     /// The KB-ids placeholder (`uuid[]`, null for every KB), for statistics the SQL also reads.
     kb_ids: String,
+    /// The tenant placeholder (`uuid`), for the other tenant tables the SQL reads.
+    tenant: String,
     /// The conditions on `b` and `s`.
     sql: String,
 }
@@ -209,7 +211,7 @@ impl Filters {
     and {}",
             self.source_sql(b)
         );
-        BlockFilter { kb_ids, sql }
+        BlockFilter { kb_ids, tenant, sql }
     }
 }
 
