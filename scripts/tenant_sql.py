@@ -128,10 +128,13 @@ def check(sql, tables):
     body = re.sub(r"'(?:[^']|'')*'", "''", body)  # string constants can hold any word
     low = body.lower()
     refs = []  # (table, alias or None)
-    for m in re.finditer(r"\b(from|join|update|delete\s+from|using|,)\s+(" + IDENT + r")(?:\s+(?:as\s+)?(" + IDENT + r"))?", low):
+    seen = set()  # where each table name starts (`delete from t` also reads as `from t`)
+    # A lookahead, so that `, col from table` does not swallow the `from` as an alias.
+    for m in re.finditer(r"(?=(\b(?:from|join|update|delete\s+from|using)|,)\s+(" + IDENT + r")(?:\s+(?:as\s+)?(" + IDENT + r"))?)", low):
         table = m.group(2)
-        if table not in tables:
+        if table not in tables or m.start(2) in seen:
             continue
+        seen.add(m.start(2))
         if m.group(1) == ",":
             # `, table` counts only inside a from list: the previous keyword must be from/join.
             before = low[: m.start()]

@@ -16,6 +16,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use super::{AgentId, AgentRuntime, Provider, acp, builtin, openai};
 use crate::{
     auth::Auth,
@@ -67,11 +69,14 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
     format!("mnote:tenant:{tenant}:agent:{}:api_key:v1", agent.as_str())
 }
 
-pub async fn load(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
+pub async fn load(tx: &mut TenantTx, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     sqlx::query_as(
-        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where agent_id = $1",
+        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where tenant_id = $2 and agent_id = $1",
     )
     .bind(agent.as_str())
+    .bind(tenant)
     .fetch_optional(conn)
     .await
 }

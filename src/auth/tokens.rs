@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 pub const PREFIX: &str = "mnote_";
 
 /// The prefix of a run-scoped MCP token (`mnoterun_<tenant>_<secret>`): minted for one ACP run,
@@ -85,16 +87,19 @@ pub const MAX_LIVE_PER_USER: i64 = 50;
 /// Refuse a new token when the member already holds [`MAX_LIVE_PER_USER`] live ones
 /// (`too_many_tokens`, 429). Takes a transaction-scoped lock on the member's tokens, so
 /// concurrent creations count one after the other: call it in the transaction that creates.
-pub async fn ensure_room(conn: &mut PgConnection, user_id: Uuid) -> Result<(), crate::error::AppError> {
+pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::error::AppError> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))")
         .bind(user_id)
         .execute(&mut *conn)
         .await?;
     let live: i64 = sqlx::query_scalar(
-        "select count(*) from api_token where user_id = $1 and revoked_at is null
+        "select count(*) from api_token where tenant_id = $2 and user_id = $1 and revoked_at is null
            and (expires_at is null or expires_at > now())",
     )
     .bind(user_id)
+    .bind(tenant)
     .fetch_one(&mut *conn)
     .await?;
     if live >= MAX_LIVE_PER_USER {
@@ -149,21 +154,27 @@ pub async fn create_expiring(
     Ok((rec, plain))
 }
 
-pub async fn list_for_user(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
+pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select id, user_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
-         where user_id = $1 order by created_at desc",
+         where tenant_id = $2 and user_id = $1 order by created_at desc",
     )
     .bind(user_id)
+    .bind(tenant)
     .fetch_all(conn)
     .await
 }
 
 /// Revoke one of the user's tokens; false when there is no such active token.
-pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query("update api_token set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null")
+pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
+    let r = sqlx::query("update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null")
         .bind(id)
         .bind(user_id)
+        .bind(tenant)
         .execute(conn)
         .await?;
     Ok(r.rows_affected() == 1)

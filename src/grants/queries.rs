@@ -4,6 +4,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Grant {
@@ -83,7 +85,9 @@ pub async fn active_for_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Resul
 }
 
 /// Revoke the grant and mark the sources registered through it stale (`grant_revoked`).
-pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u64>> {
+pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     let done = sqlx::query("update dir_grant set revoked_at = now() where id = $1 and revoked_at is null")
         .bind(id)
         .execute(&mut *conn)
@@ -94,9 +98,10 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u6
     let stale = sqlx::query(
         "update source set status = 'stale', error_code = 'grant_revoked',
              error_message = 'the directory grant for this file was revoked'
-         where grant_id = $1",
+         where tenant_id = $2 and grant_id = $1",
     )
     .bind(id)
+    .bind(tenant)
     .execute(conn)
     .await?;
     Ok(Some(stale.rows_affected()))

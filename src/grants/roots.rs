@@ -49,7 +49,7 @@ pub async fn remove(pool: &PgPool, tenant: Uuid, path: &str) -> AppResult<bool> 
     }
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let removed =
-        sqlx::query("delete from tenant_root where root_path = any($1)").bind(&names).execute(&mut *tx).await?.rows_affected()
+        sqlx::query("delete from tenant_root where tenant_id = $2 and root_path = any($1)").bind(&names).bind(tenant).execute(&mut *tx).await?.rows_affected()
             > 0;
     tx.commit().await?;
     Ok(removed)
@@ -64,8 +64,10 @@ pub async fn list(pool: &PgPool, tenant: Uuid) -> AppResult<Vec<String>> {
 }
 
 /// The roots of the transaction's tenant (RLS picks the tenant).
-async fn roots_in(conn: &mut PgConnection) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("select root_path from tenant_root order by root_path").fetch_all(conn).await
+async fn roots_in(tx: &mut TenantTx) -> sqlx::Result<Vec<String>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
+    sqlx::query_scalar("select root_path from tenant_root where tenant_id = $1 order by root_path").bind(tenant).fetch_all(conn).await
 }
 
 /// Whether `dir` (a canonical grant root) may be used by the transaction's tenant now: it

@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use crate::sources::queries::include_deleted;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -77,21 +79,24 @@ pub async fn insert(
 }
 
 pub async fn update(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     id: Uuid,
     name: Option<&str>,
     description: Option<&str>,
     visibility: Option<&str>,
 ) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     let r = sqlx::query(
         "update kb set name = coalesce($2, name), description = coalesce($3, description),
              visibility = coalesce($4, visibility)
-         where id = $1",
+         where tenant_id = $5 and id = $1",
     )
     .bind(id)
     .bind(name)
     .bind(description)
     .bind(visibility)
+    .bind(tenant)
     .execute(conn)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -99,11 +104,14 @@ pub async fn update(
 
 /// Delete a KB: hidden at once with all its sources (and so their evidence), restorable
 /// until the purge.
-pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     include_deleted(conn, true).await?;
-    let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where id = $1 and deleted_at is null")
+    let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
         .bind(id)
         .bind(by)
+        .bind(tenant)
         .execute(&mut *conn)
         .await?;
     include_deleted(conn, false).await?;
@@ -111,10 +119,13 @@ pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::R
 }
 
 /// Bring a deleted KB back (a unique violation: a live KB has its name now).
-pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
+pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     include_deleted(conn, true).await?;
-    let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where id = $1 and deleted_at is not null")
+    let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null")
         .bind(id)
+        .bind(tenant)
         .execute(&mut *conn)
         .await?;
     include_deleted(conn, false).await?;
@@ -147,16 +158,21 @@ pub async fn get_deleted(conn: &mut PgConnection, user: Uuid, admin: bool, id: U
 }
 
 /// How much of a KB's content is searchable (what deleting it takes out of search).
-pub async fn block_count(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<i64> {
-    sqlx::query_scalar("select count(*) from evidence_block where kb_id = $1").bind(id).fetch_one(conn).await
+pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1").bind(id).bind(tenant).fetch_one(conn).await
 }
 
-pub async fn members(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
+pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select m.user_id, u.email, m.can_manage from kb_member m join app_user u on u.id = m.user_id
-         where m.kb_id = $1 order by lower(u.email)",
+         where m.tenant_id = $2 and m.kb_id = $1 order by lower(u.email)",
     )
     .bind(kb)
+    .bind(tenant)
     .fetch_all(conn)
     .await
 }
@@ -175,7 +191,9 @@ pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: U
     Ok(())
 }
 
-pub async fn remove_member(conn: &mut PgConnection, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query("delete from kb_member where kb_id = $1 and user_id = $2").bind(kb).bind(user).execute(conn).await?;
+pub async fn remove_member(tx: &mut TenantTx, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
+    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2").bind(kb).bind(user).bind(tenant).execute(conn).await?;
     Ok(r.rows_affected() == 1)
 }

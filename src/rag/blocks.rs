@@ -12,6 +12,8 @@ use std::{
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use super::mapping::{BlockText, Stream};
 
 pub struct SourceBlocks {
@@ -58,7 +60,9 @@ impl BlockCache {
 
     /// The blocks of `source` at `hash`, from the cache or the database (`conn`, under the
     /// caller's RLS).
-    pub async fn get(&self, conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<Arc<SourceBlocks>> {
+    pub async fn get(&self, tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Arc<SourceBlocks>> {
+        let tenant = tx.tenant_id();
+        let conn: &mut PgConnection = tx;
         let key = (source, hash.to_string());
         {
             let mut g = self.inner.lock().expect("block cache");
@@ -70,10 +74,11 @@ impl BlockCache {
             }
         }
         let rows: Vec<(Uuid, String, bool, String)> = sqlx::query_as(
-            "select id, text, is_ocr, quality from evidence_block where source_id = $1 and source_hash = $2 order by ordinal",
+            "select id, text, is_ocr, quality from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 order by ordinal",
         )
         .bind(source)
         .bind(hash)
+        .bind(tenant)
         .fetch_all(conn)
         .await?;
         let mut b = SourceBlocks {

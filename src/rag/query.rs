@@ -7,6 +7,8 @@ use serde::Serialize;
 use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use super::{
     ErrorView,
     binding::{self, Binding},
@@ -375,7 +377,7 @@ struct SourceRow {
 /// Cite one LightRAG reference: `None` (dropped) unless `file_path` names a source the caller
 /// can see in one of `kbs`.
 pub async fn cite(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     cache: &BlockCache,
     public_url: Option<&str>,
     kbs: &[Uuid],
@@ -383,6 +385,8 @@ pub async fn cite(
     chunks: &[String],
     query: &str,
 ) -> AppResult<Option<Reference>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
     let source: Option<SourceRow> = sqlx::query_as(&format!(
         "select id, kb_id, resource_path, kind, indexed_hash from source s where s.id = $1 and s.kb_id = any($2) and {}",
@@ -409,8 +413,9 @@ pub async fn cite(
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
         (Some(i), Some(b)) => {
-            let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where id = $1")
+            let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
                 .bind(b.ids[i])
+                .bind(tenant)
                 .fetch_optional(&mut *conn)
                 .await?;
             l.map(|l| (b.ids[i], l.0))
