@@ -391,7 +391,11 @@ async fn delete_config(State(state): State<AppState>, auth: Auth, Path(agent): P
     auth.require_admin()?;
     let agent = agent_of(&agent)?;
     let mut tx = auth.tx(&state).await?;
-    sqlx::query("delete from agent_config where agent_id = $1").bind(agent.as_str()).execute(&mut *tx).await?;
+    sqlx::query("delete from agent_config where tenant_id = $2 and agent_id = $1")
+        .bind(agent.as_str())
+        .bind(auth.tenant_id)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

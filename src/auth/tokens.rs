@@ -181,14 +181,15 @@ pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, 
 }
 
 /// Whether the token with this hash is still live (not revoked, not expired) and `user`'s.
-pub async fn is_live_for(conn: &mut PgConnection, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn is_live_for(tx: &mut TenantTx, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar(
-        "select exists(select 1 from api_token where token_hash = $1 and user_id = $2 and revoked_at is null
-                         and (expires_at is null or expires_at > now()))",
+        "select exists(select 1 from api_token where tenant_id = $3 and token_hash = $1 and user_id = $2
+                         and revoked_at is null and (expires_at is null or expires_at > now()))",
     )
     .bind(token_hash)
     .bind(user_id)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
@@ -196,7 +197,7 @@ pub async fn is_live_for(conn: &mut PgConnection, token_hash: &str, user_id: Uui
 /// membership there, in one statement; touches `last_used_at` at most once a minute (a read
 /// otherwise: no write per request). An expired token is [`Authenticated::Expired`] (and not
 /// touched).
-pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
+pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
     #[derive(sqlx::FromRow)]
     struct Row {
         expired: bool,
@@ -208,17 +209,17 @@ pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option
     }
     let row: Option<Row> = sqlx::query_as(
         "with t as (select id, user_id, last_used_at, coalesce(expires_at <= now(), false) as expired
-                    from api_token where token_hash = $1 and revoked_at is null),
+                    from api_token where tenant_id = $2 and token_hash = $1 and revoked_at is null),
               touched as (update api_token a set last_used_at = now() from t
-                          where a.id = t.id and not t.expired
+                          where a.tenant_id = $2 and a.id = t.id and not t.expired
                             and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
          select t.expired, u.id as user_id, u.email, u.display_name, m.role, m.created_at
-         from t left join membership m on m.user_id = t.user_id
-                                 and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+         from t left join membership m on m.tenant_id = $2 and m.user_id = t.user_id
                 left join app_user u on u.id = m.user_id",
     )
     .bind(hash(plain))
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await?;
     Ok(match row {
         None => None,

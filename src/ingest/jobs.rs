@@ -299,15 +299,16 @@ async fn claim_in(pool: &PgPool, tenant: Uuid, worker: &str, lease: Duration) ->
     let job: Option<Job> = sqlx::query_as(
         "update ingest_job set status = 'running', attempts = attempts + 1, worker = $1,
              lease_until = now() + make_interval(secs => $2)
-         where id = (select id from ingest_job
-                     where (status = 'queued' and run_after <= now())
-                        or (status = 'running' and lease_until < now())
+         where tenant_id = $3 and id = (select id from ingest_job
+                     where tenant_id = $3
+                       and ((status = 'queued' and run_after <= now()) or (status = 'running' and lease_until < now()))
                      order by run_after, created_at
                      for update skip locked limit 1)
          returning id, source_id, attempts",
     )
     .bind(worker)
     .bind(lease.as_secs_f64())
+    .bind(tenant)
     .fetch_optional(&mut *tx)
     .await?;
     tx.commit().await?;

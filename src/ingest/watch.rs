@@ -109,15 +109,16 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
         let (files, _) = tokio::task::spawn_blocking(move || sources::scan_dir(&root, &dir.abs, &inc, &exc)).await??;
         for (abs, rel, kind) in files {
             let exists: bool = sqlx::query_scalar(
-                "select exists (select 1 from source where kb_id = $1 and grant_id = $2 and resource_path = $3)",
+                "select exists (select 1 from source where tenant_id = $4 and kb_id = $1 and grant_id = $2 and resource_path = $3)",
             )
             .bind(f.kb_id)
             .bind(f.grant_id)
             .bind(&rel)
+            .bind(tenant)
             .fetch_one(&mut *conn)
             .await?;
             // A source a user removed stays removed (registering it by hand restores it).
-            if exists || sq::removed_at_path(conn, f.kb_id, Some(f.grant_id), &rel).await?.is_some() {
+            if exists || sq::removed_at_path(conn, tenant, f.kb_id, Some(f.grant_id), &rel).await?.is_some() {
                 continue;
             }
             let facts = tokio::task::spawn_blocking(move || sources::file_facts(&abs)).await??;
@@ -164,8 +165,8 @@ async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
         let rs: Vec<String> = sqlx::query_scalar(
             "select distinct g.root_path from dir_grant g
              where g.tenant_id = $1 and g.revoked_at is null
-               and (exists (select 1 from source s where s.grant_id = g.id)
-                    or exists (select 1 from kb_folder f where f.grant_id = g.id))",
+               and (exists (select 1 from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id)
+                    or exists (select 1 from kb_folder f where f.tenant_id = g.tenant_id and f.grant_id = g.id))",
         )
         .bind(t)
         .fetch_all(&mut *tx)

@@ -96,7 +96,7 @@ impl Checklist {
 }
 
 /// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(conn: &mut PgConnection, auth: &Auth, session: &tower_sessions::Session) -> AppResult<Option<Checklist>> {
+pub async fn checklist(conn: &mut crate::db::TenantTx, auth: &Auth, session: &tower_sessions::Session) -> AppResult<Option<Checklist>> {
     let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
     if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
         return Ok(None);
@@ -130,7 +130,7 @@ pub fn validate_name(n: &str) -> AppResult<String> {
 }
 
 /// A KB the caller can see (404 otherwise: no existence leak).
-pub async fn visible(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+pub async fn visible(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     queries::get(conn, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)
 }
 

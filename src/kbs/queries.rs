@@ -44,16 +44,33 @@ const SELECT: &str = "select k.id, k.name, k.description, k.visibility, k.owner_
         k.deleted_at
     from kb k join app_user u on u.id = k.owner_id";
 
-pub async fn list(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
-    sqlx::query_as(&format!("{SELECT} order by lower(k.name)")).bind(user).bind(admin).fetch_all(conn).await
+pub async fn list(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 order by lower(k.name)"))
+        .bind(user)
+        .bind(admin)
+        .bind(tx.tenant_id())
+        .fetch_all(&mut **tx)
+        .await
 }
 
-pub async fn get(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.id = $3")).bind(user).bind(admin).bind(id).fetch_optional(conn).await
+pub async fn get(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3"))
+        .bind(user)
+        .bind(admin)
+        .bind(id)
+        .bind(tx.tenant_id())
+        .fetch_optional(&mut **tx)
+        .await
 }
 
-pub async fn get_by_name(conn: &mut PgConnection, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.name = $3")).bind(user).bind(admin).bind(name).fetch_optional(conn).await
+pub async fn get_by_name(tx: &mut TenantTx, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.name = $3"))
+        .bind(user)
+        .bind(admin)
+        .bind(name)
+        .bind(tx.tenant_id())
+        .fetch_optional(&mut **tx)
+        .await
 }
 
 pub async fn insert(
@@ -133,11 +150,14 @@ pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
 }
 
 /// The deleted KBs the caller can see, most recent first.
-pub async fn deleted(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+pub async fn deleted(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     include_deleted(conn, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.deleted_at is not null order by k.deleted_at desc"))
+    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 and k.deleted_at is not null order by k.deleted_at desc"))
         .bind(user)
         .bind(admin)
+        .bind(tenant)
         .fetch_all(&mut *conn)
         .await?;
     include_deleted(conn, false).await?;
@@ -145,12 +165,15 @@ pub async fn deleted(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::
 }
 
 /// A deleted KB the caller can see.
-pub async fn get_deleted(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    let tenant = tx.tenant_id();
+    let conn: &mut PgConnection = tx;
     include_deleted(conn, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.id = $3 and k.deleted_at is not null"))
+    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3 and k.deleted_at is not null"))
         .bind(user)
         .bind(admin)
         .bind(id)
+        .bind(tenant)
         .fetch_optional(&mut *conn)
         .await?;
     include_deleted(conn, false).await?;

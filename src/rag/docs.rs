@@ -149,11 +149,14 @@ pub async fn artifact_text(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx:
 }
 
 /// Whether a source version holds OCR text (images, scanned PDF pages).
-pub async fn has_ocr(conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<bool> {
-    sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
-        .bind(source)
-        .bind(hash)
-        .fetch_one(conn)
+pub async fn has_ocr(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "select exists (select 1 from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 and is_ocr)",
+    )
+    .bind(source)
+    .bind(hash)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
         .await
 }
 

@@ -162,7 +162,7 @@ pub fn validate(q: &str) -> AppResult<String> {
 
 /// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
 /// visible bound KB.
-async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
+async fn bindings_for(conn: &mut TenantTx, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
     let ids: Vec<Uuid> = if kb_ids.is_empty() {
         crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
     } else {
@@ -389,11 +389,13 @@ pub async fn cite(
     let conn: &mut PgConnection = tx;
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
     let source: Option<SourceRow> = sqlx::query_as(&format!(
-        "select id, kb_id, resource_path, kind, indexed_hash from source s where s.id = $1 and s.kb_id = any($2) and {}",
+        "select id, kb_id, resource_path, kind, indexed_hash from source s
+         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2) and {}",
         crate::sources::queries::GRANT_ACTIVE
     ))
     .bind(source_id)
     .bind(kbs)
+    .bind(tenant)
     .fetch_optional(&mut *conn)
     .await?;
     let Some(source) = source else { return Ok(None) };

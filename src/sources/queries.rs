@@ -161,14 +161,18 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
         return Ok((s, false));
     }
     // Registering a removed source again restores it (it counts as new).
-    let id = removed_at_path(conn, n.kb_id, n.grant_id, n.resource_path).await?.ok_or(sqlx::Error::RowNotFound)?;
-    Ok((restore(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?, true))
+    let id = removed_at_path(conn, tenant, n.kb_id, n.grant_id, n.resource_path).await?.ok_or(sqlx::Error::RowNotFound)?;
+    Ok((restore_in(conn, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?, true))
 }
 
 /// The removed (soft-deleted) source at this path, if any.
-pub async fn removed_at_path(tx: &mut TenantTx, kb: Uuid, grant: Option<Uuid>, path: &str) -> sqlx::Result<Option<Uuid>> {
-    let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
+pub async fn removed_at_path(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    kb: Uuid,
+    grant: Option<Uuid>,
+    path: &str,
+) -> sqlx::Result<Option<Uuid>> {
     include_deleted(conn, true).await?;
     let id = sqlx::query_scalar(
         "select id from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
@@ -202,7 +206,11 @@ pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<
 /// Bring a removed source back (its evidence was never deleted: it is searchable again).
 pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
+    restore_in(tx, tenant, id).await
+}
+
+/// [`restore`] on a connection of a transaction in `tenant`.
+async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Source>> {
     include_deleted(conn, true).await?;
     let r = sqlx::query_as(&format!(
         "update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null returning {COLS}"
