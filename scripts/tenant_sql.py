@@ -167,7 +167,7 @@ def check(sql, tables):
             problems.append(f"{names}: {unaliased} unaliased tenant table(s), {plain} tenant_id filter(s)")
     anchor = r"tenant_id\s*=\s*(?:any\s*\(\s*)?(?:\$\d+|\{\w*\})|(?:\$\d+|\{\w*\})\s*=\s*(?:\w+\.)?tenant_id\b"
     if not re.search(anchor, low):
-        problems.append("no `tenant_id = $n` (join conditions on tenant_id need one bound tenant to start from)")
+        problems.append("no bound `tenant_id = $n` (a join condition on tenant_id needs one)")
     return sorted({t for t, _ in refs}), problems
 
 
