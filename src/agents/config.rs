@@ -71,13 +71,12 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
 
 pub async fn load(tx: &mut TenantTx, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where tenant_id = $2 and agent_id = $1",
     )
     .bind(agent.as_str())
     .bind(tenant)
-    .fetch_optional(conn)
+    .fetch_optional(&mut **tx)
     .await
 }
 
@@ -123,7 +122,7 @@ impl AgentConfigRow {
 
 pub async fn resolve(
     cfg: &Config,
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     tenant: Uuid,
     agent: AgentId,
     tuning: &Tuning,
@@ -306,7 +305,7 @@ impl AdminPatch {
 
 /// Apply `patch` to `agent`'s configuration in the caller's transaction (values already
 /// checked). Row-level security lets only owners/admins write.
-pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
+pub async fn apply_patch(conn: &mut crate::db::TenantTx, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
     auth.require_admin()?;
     let row = load(conn, agent).await?;
     let endpoint = patch.endpoint_url.unwrap_or_else(|| row.as_ref().and_then(|r| r.endpoint_url.clone()));
@@ -333,7 +332,7 @@ pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, p
     .bind(extra)
     .bind(key)
     .bind(auth.user_id)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
     Ok(())
 }

@@ -18,11 +18,10 @@ pub struct PreferenceRow {
 /// The preferences of `user` in the transaction's tenant.
 pub async fn preferences(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<PreferenceRow>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as("select key, value, secret_cipher from ai_preference where tenant_id = $2 and user_id = $1 order by key")
         .bind(user)
         .bind(tenant)
-        .fetch_all(conn)
+        .fetch_all(&mut **tx)
         .await
 }
 
@@ -69,16 +68,14 @@ pub async fn set_secret_preference(
 /// Back to the default: the row goes.
 pub async fn reset_preference(tx: &mut TenantTx, user: Uuid, key: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query("delete from ai_preference where tenant_id = $3 and user_id = $1 and key = $2").bind(user).bind(key).bind(tenant).execute(conn).await?;
+    sqlx::query("delete from ai_preference where tenant_id = $3 and user_id = $1 and key = $2").bind(user).bind(key).bind(tenant).execute(&mut **tx).await?;
     Ok(())
 }
 
 /// The tenant's capability switches that were ever set (`capability → enabled`).
 pub async fn capability_switches(tx: &mut TenantTx) -> sqlx::Result<Vec<(String, bool)>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_as("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability").bind(tenant).fetch_all(conn).await
+    sqlx::query_as("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability").bind(tenant).fetch_all(&mut **tx).await
 }
 
 pub async fn set_capability(

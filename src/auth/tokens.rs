@@ -89,10 +89,9 @@ pub const MAX_LIVE_PER_USER: i64 = 50;
 /// concurrent creations count one after the other: call it in the transaction that creates.
 pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::error::AppError> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))")
         .bind(user_id)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     let live: i64 = sqlx::query_scalar(
         "select count(*) from api_token where tenant_id = $2 and user_id = $1 and revoked_at is null
@@ -100,7 +99,7 @@ pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::
     )
     .bind(user_id)
     .bind(tenant)
-    .fetch_one(&mut *conn)
+    .fetch_one(&mut **tx)
     .await?;
     if live >= MAX_LIVE_PER_USER {
         return Err(crate::error::AppError::limit(
@@ -156,26 +155,24 @@ pub async fn create_expiring(
 
 pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select id, user_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
          where tenant_id = $2 and user_id = $1 order by created_at desc",
     )
     .bind(user_id)
     .bind(tenant)
-    .fetch_all(conn)
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// Revoke one of the user's tokens; false when there is no such active token.
 pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let r = sqlx::query("update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null")
         .bind(id)
         .bind(user_id)
         .bind(tenant)
-        .execute(conn)
+        .execute(&mut **tx)
         .await?;
     Ok(r.rows_affected() == 1)
 }

@@ -97,11 +97,10 @@ pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<
 /// Revoke the grant and mark the sources registered through it stale (`grant_revoked`).
 pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let done = sqlx::query("update dir_grant set revoked_at = now() where tenant_id = $2 and id = $1 and revoked_at is null")
         .bind(id)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     if done.rows_affected() == 0 {
         return Ok(None);
@@ -113,7 +112,7 @@ pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
     )
     .bind(id)
     .bind(tenant)
-    .execute(conn)
+    .execute(&mut **tx)
     .await?;
     Ok(Some(stale.rows_affected()))
 }

@@ -66,8 +66,7 @@ pub async fn list(pool: &PgPool, tenant: Uuid) -> AppResult<Vec<String>> {
 /// The roots of the transaction's tenant (RLS picks the tenant).
 async fn roots_in(tx: &mut TenantTx) -> sqlx::Result<Vec<String>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_scalar("select root_path from tenant_root where tenant_id = $1 order by root_path").bind(tenant).fetch_all(conn).await
+    sqlx::query_scalar("select root_path from tenant_root where tenant_id = $1 order by root_path").bind(tenant).fetch_all(&mut **tx).await
 }
 
 /// Whether `dir` (a canonical grant root) may be used by the transaction's tenant now: it
@@ -75,7 +74,7 @@ async fn roots_in(tx: &mut TenantTx) -> sqlx::Result<Vec<String>> {
 /// MNOTE_GRANTABLE_ROOTS. A tenant without rows gets the shared allow-list only when the
 /// operator set `MNOTE_TENANT_ROOTS=open`; otherwise nothing (`path_outside_grant`, naming
 /// the command that fixes it).
-pub async fn check(conn: &mut PgConnection, cfg: &Config, dir: &Path) -> AppResult<()> {
+pub async fn check(conn: &mut crate::db::TenantTx, cfg: &Config, dir: &Path) -> AppResult<()> {
     let in_operator_roots = |p: &Path| cfg.grantable_roots.iter().any(|r| p.starts_with(r));
     let rows = roots_in(conn).await?;
     if rows.is_empty() {

@@ -410,7 +410,6 @@ pub async fn store_artifact(conn: &mut PgConnection, tenant: Uuid, source_id: Uu
 /// The stored artifact of a source's indexed version.
 pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<Option<ParsedArtifact>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let row: Option<(String, String, String, String, sqlx::types::Json<super::artifact::SourceMap>)> = sqlx::query_as(
         "select a.source_hash, a.provider, a.provider_version, a.text, a.source_map
          from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
@@ -418,7 +417,7 @@ pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<O
     )
     .bind(source_id)
     .bind(tenant)
-    .fetch_optional(conn)
+    .fetch_optional(&mut **tx)
     .await?;
     Ok(row.map(|(source_hash, provider, provider_version, text, sm)| ParsedArtifact {
         source_hash,

@@ -34,7 +34,7 @@ pub async fn enqueue(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> 
     .execute(&mut *conn)
     .await?;
     if r.rows_affected() == 1 {
-        set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+        set_progress_in(conn, tenant, source_id, Some(Progress::phase(Phase::Queued))).await?;
     }
     Ok(())
 }
@@ -83,7 +83,11 @@ impl Progress {
 /// the elapsed time; later phases keep it.
 pub async fn set_progress(tx: &mut TenantTx, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
+    set_progress_in(tx, tenant, source_id, p).await
+}
+
+/// [`set_progress`] on a connection of a transaction in `tenant`.
+async fn set_progress_in(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
     sqlx::query(
         "update source set progress_phase = $2, progress_done = $3, progress_total = $4,
              progress_attempt = coalesce($5, case when $2 is null or $2 = 'queued' then null else progress_attempt end),
@@ -255,9 +259,7 @@ pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<us
 }
 
 /// The open job of a source: `(status, lease still valid)`.
-pub async fn open_job(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
-    let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
+async fn open_job(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
     sqlx::query_as(
         "select status, coalesce(lease_until > now(), false) from ingest_job
          where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')",
@@ -271,7 +273,7 @@ pub async fn open_job(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<Option
 /// Run a source's queued job now, with fresh attempts (the retry button), or queue a new one.
 /// `false` when a worker holds a valid lease on it (it is running).
 pub async fn retry_now(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<bool> {
-    match open_job(conn, source_id).await? {
+    match open_job(conn, tenant, source_id).await? {
         Some((status, true)) if status == "running" => Ok(false),
         Some(_) => {
             sqlx::query(
@@ -283,7 +285,7 @@ pub async fn retry_now(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -
             .bind(tenant)
             .execute(&mut *conn)
             .await?;
-            set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+            set_progress_in(conn, tenant, source_id, Some(Progress::phase(Phase::Queued))).await?;
             Ok(true)
         }
         None => {
@@ -329,29 +331,25 @@ pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut us
 }
 
 /// The source of a job, for its progress.
-async fn source_of(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<Option<Uuid>> {
-    let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
+async fn source_of(conn: &mut PgConnection, tenant: Uuid, job: Uuid) -> sqlx::Result<Option<Uuid>> {
     sqlx::query_scalar("select source_id from ingest_job where tenant_id = $2 and id = $1").bind(job).bind(tenant).fetch_optional(conn).await
 }
 
 pub async fn finish(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query("update ingest_job set status = 'done', finished_at = now(), lease_until = null where tenant_id = $2 and id = $1")
         .bind(job)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, None).await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, None).await?;
     }
     Ok(())
 }
 
 pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query(
         "update ingest_job set status = 'failed', finished_at = now(), lease_until = null,
              error_code = $2, error_message = $3 where tenant_id = $4 and id = $1",
@@ -360,10 +358,10 @@ pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sq
     .bind(code)
     .bind(message)
     .bind(tenant)
-    .execute(&mut *conn)
+    .execute(&mut **tx)
     .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, None).await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, None).await?;
     }
     Ok(())
 }
@@ -371,7 +369,6 @@ pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sq
 /// Put a job back with exponential backoff after a transient error.
 pub async fn retry_later(tx: &mut TenantTx, job: Uuid, attempts: i32, code: &str, message: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let delay = 2f64.powi(attempts.clamp(0, 10)) * 5.0;
     sqlx::query(
         "update ingest_job set status = 'queued', lease_until = null, error_code = $2, error_message = $3,
@@ -382,10 +379,10 @@ pub async fn retry_later(tx: &mut TenantTx, job: Uuid, attempts: i32, code: &str
     .bind(message)
     .bind(delay)
     .bind(tenant)
-    .execute(&mut *conn)
+    .execute(&mut **tx)
     .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, Some(Progress::phase(Phase::Queued))).await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, Some(Progress::phase(Phase::Queued))).await?;
     }
     Ok(())
 }

@@ -33,14 +33,13 @@ pub enum Outcome {
 
 async fn set_status(tx: &mut TenantTx, id: Uuid, status: &str, error: Option<(&str, &str)>) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query("update source set status = $2, error_code = $3, error_message = $4 where tenant_id = $5 and id = $1")
         .bind(id)
         .bind(status)
         .bind(error.map(|e| e.0))
         .bind(error.map(|e| e.1))
         .bind(tenant)
-        .execute(conn)
+        .execute(&mut **tx)
         .await?;
     Ok(())
 }
@@ -51,7 +50,7 @@ async fn set_status(tx: &mut TenantTx, id: Uuid, status: &str, error: Option<(&s
 /// size, the parser child, MinerU) uses this descriptor only. `Err((code, message))` makes the
 /// source stale.
 pub async fn open_source(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &Config,
     s: &Source,
 ) -> sqlx::Result<Result<std::fs::File, (&'static str, String)>> {

@@ -135,7 +135,7 @@ pub async fn visible(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> A
 }
 
 /// A KB the caller may manage: 404 when invisible, 403 when only readable.
-pub async fn managed(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+pub async fn managed(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     let kb = visible(conn, auth, id).await?;
     if !kb.can_manage {
         return Err(AppError::forbidden("you cannot manage this knowledge base"));
@@ -144,7 +144,7 @@ pub async fn managed(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResul
 }
 
 pub async fn create(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     auth: &Auth,
     name: &str,
     description: &str,

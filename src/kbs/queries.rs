@@ -103,7 +103,6 @@ pub async fn update(
     visibility: Option<&str>,
 ) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let r = sqlx::query(
         "update kb set name = coalesce($2, name), description = coalesce($3, description),
              visibility = coalesce($4, visibility)
@@ -114,7 +113,7 @@ pub async fn update(
     .bind(description)
     .bind(visibility)
     .bind(tenant)
-    .execute(conn)
+    .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
 }
@@ -123,80 +122,74 @@ pub async fn update(
 /// until the purge.
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
         .bind(id)
         .bind(by)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Bring a deleted KB back (a unique violation: a live KB has its name now).
 pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null")
         .bind(id)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// The deleted KBs the caller can see, most recent first.
 pub async fn deleted(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 and k.deleted_at is not null order by k.deleted_at desc"))
         .bind(user)
         .bind(admin)
         .bind(tenant)
-        .fetch_all(&mut *conn)
+        .fetch_all(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// A deleted KB the caller can see.
 pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3 and k.deleted_at is not null"))
         .bind(user)
         .bind(admin)
         .bind(id)
         .bind(tenant)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// How much of a KB's content is searchable (what deleting it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1").bind(id).bind(tenant).fetch_one(conn).await
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1").bind(id).bind(tenant).fetch_one(&mut **tx).await
 }
 
 pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select m.user_id, u.email, m.can_manage from kb_member m join app_user u on u.id = m.user_id
          where m.tenant_id = $2 and m.kb_id = $1 order by lower(u.email)",
     )
     .bind(kb)
     .bind(tenant)
-    .fetch_all(conn)
+    .fetch_all(&mut **tx)
     .await
 }
 
@@ -216,7 +209,6 @@ pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: U
 
 pub async fn remove_member(tx: &mut TenantTx, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2").bind(kb).bind(user).bind(tenant).execute(conn).await?;
+    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2").bind(kb).bind(user).bind(tenant).execute(&mut **tx).await?;
     Ok(r.rows_affected() == 1)
 }

@@ -115,36 +115,33 @@ const COLUMNS: &str = "id, kb_id, url, label, api_key_cipher, active, lightrag_v
 
 pub async fn active(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<Option<Binding>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $2 and kb_id = $1 and active"))
         .bind(kb_id)
         .bind(tenant)
-        .fetch_optional(conn)
+        .fetch_optional(&mut **tx)
         .await
 }
 
 /// Every binding of the tenant visible in this transaction (retired ones included).
 pub async fn all(tx: &mut TenantTx) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at")).bind(tenant).fetch_all(conn).await
+    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at")).bind(tenant).fetch_all(&mut **tx).await
 }
 
 /// The live bindings of the given KBs the caller can see.
 pub async fn active_for(tx: &mut TenantTx, kb_ids: &[Uuid]) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"))
         .bind(kb_ids)
         .bind(tenant)
-        .fetch_all(conn)
+        .fetch_all(&mut **tx)
         .await
 }
 
 /// Bind `kb_id` to `url`. The same URL keeps its documents (only label and key change);
 /// another URL retires the old binding, whose documents the sync worker then deletes.
 pub async fn put(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     tenant: Uuid,
     kb_id: Uuid,
     url: &str,
@@ -162,7 +159,7 @@ pub async fn put(
             .bind(label)
             .bind(cipher)
             .bind(tenant)
-            .fetch_one(conn)
+            .fetch_one(&mut **conn)
             .await;
         }
         retire(conn, kb_id).await?;
@@ -178,18 +175,17 @@ pub async fn put(
     .bind(label)
     .bind(key_cipher)
     .bind(by)
-    .fetch_one(conn)
+    .fetch_one(&mut **conn)
     .await
 }
 
 /// Unbind: the binding stays (inactive) until its documents are deleted.
 pub async fn retire(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     Ok(sqlx::query("update rag_binding set active = false where tenant_id = $2 and kb_id = $1 and active")
         .bind(kb_id)
         .bind(tenant)
-        .execute(conn)
+        .execute(&mut **tx)
         .await?
         .rows_affected()
         > 0)
@@ -198,7 +194,6 @@ pub async fn retire(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<bool> {
 /// Remember what the last contact with the endpoint showed.
 pub async fn record_check(tx: &mut TenantTx, id: Uuid, outcome: Result<Option<&str>, &RagError>) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let (reachable, version, code, message) = match outcome {
         Ok(v) => (true, v, None, None),
         Err(e) => (false, None, Some(e.code()), Some(e.message.as_str())),
@@ -213,15 +208,14 @@ pub async fn record_check(tx: &mut TenantTx, id: Uuid, outcome: Result<Option<&s
     .bind(code)
     .bind(message)
     .bind(tenant)
-    .execute(conn)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
 pub async fn delete(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query("delete from rag_binding where tenant_id = $2 and id = $1").bind(id).bind(tenant).execute(conn).await?;
+    sqlx::query("delete from rag_binding where tenant_id = $2 and id = $1").bind(id).bind(tenant).execute(&mut **tx).await?;
     Ok(())
 }
 

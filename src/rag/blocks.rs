@@ -62,7 +62,6 @@ impl BlockCache {
     /// caller's RLS).
     pub async fn get(&self, tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Arc<SourceBlocks>> {
         let tenant = tx.tenant_id();
-        let conn: &mut PgConnection = tx;
         let key = (source, hash.to_string());
         {
             let mut g = self.inner.lock().expect("block cache");
@@ -79,7 +78,7 @@ impl BlockCache {
         .bind(source)
         .bind(hash)
         .bind(tenant)
-        .fetch_all(conn)
+        .fetch_all(&mut **tx)
         .await?;
         let mut b = SourceBlocks {
             ids: Vec::with_capacity(rows.len()),

@@ -94,11 +94,10 @@ const COLUMNS: &str = "binding_id, source_id, file_source, doc_id, source_hash, 
 
 pub async fn of_binding(tx: &mut TenantTx, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!("select {COLUMNS} from rag_doc where tenant_id = $2 and binding_id = $1 order by source_id"))
         .bind(binding)
         .bind(tenant)
-        .fetch_all(conn)
+        .fetch_all(&mut **tx)
         .await
 }
 
@@ -125,26 +124,24 @@ impl TryFrom<String> for KindCol {
 
 pub async fn wanted(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Wanted>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(
         "select id, resource_path, kind, indexed_hash from source
          where tenant_id = $2 and kb_id = $1 and indexed_hash is not null and status <> 'stale' order by id",
     )
     .bind(kb)
     .bind(tenant)
-    .fetch_all(conn)
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// The extracted text of a source version (what the `text` method sends).
 pub async fn artifact_text(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Option<String>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_scalar("select text from source_artifact where tenant_id = $3 and source_id = $1 and source_hash = $2")
         .bind(source)
         .bind(hash)
         .bind(tenant)
-        .fetch_optional(conn)
+        .fetch_optional(&mut **tx)
         .await
 }
 
@@ -253,7 +250,6 @@ pub async fn set_state(
     ocr_text_exposed: Option<bool>,
 ) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query(
         "update rag_doc set status = $3, error_code = $4, error_message = $5,
              ocr_text_exposed = coalesce($6, ocr_text_exposed),
@@ -270,15 +266,14 @@ pub async fn set_state(
     .bind(error.map(|e| e.1))
     .bind(ocr_text_exposed)
     .bind(tenant)
-    .execute(conn)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
 pub async fn delete(tx: &mut TenantTx, binding: Uuid, source: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2").bind(binding).bind(source).bind(tenant).execute(conn).await?;
+    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2").bind(binding).bind(source).bind(tenant).execute(&mut **tx).await?;
     Ok(())
 }
 

@@ -386,7 +386,6 @@ pub async fn cite(
     query: &str,
 ) -> AppResult<Option<Reference>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
     let source: Option<SourceRow> = sqlx::query_as(&format!(
         "select id, kb_id, resource_path, kind, indexed_hash from source s
@@ -396,11 +395,11 @@ pub async fn cite(
     .bind(source_id)
     .bind(kbs)
     .bind(tenant)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **tx)
     .await?;
     let Some(source) = source else { return Ok(None) };
     let blocks = match &source.indexed_hash {
-        Some(h) => Some(cache.get(conn, source.id, h).await?),
+        Some(h) => Some(cache.get(tx, source.id, h).await?),
         None => None,
     };
     let m = match &blocks {
@@ -418,7 +417,7 @@ pub async fn cite(
             let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
                 .bind(b.ids[i])
                 .bind(tenant)
-                .fetch_optional(&mut *conn)
+                .fetch_optional(&mut **tx)
                 .await?;
             l.map(|l| (b.ids[i], l.0))
         }

@@ -184,7 +184,7 @@ pub fn state_of(reachable: bool, drift: Option<&Drift>) -> &'static str {
 
 /// The status of each binding: the items from the database, reachability asked live, the
 /// drift from the (cached) listing of what LightRAG holds.
-pub async fn of(conn: &mut PgConnection, cfg: &RagConfig, bindings: &[Binding]) -> AppResult<Vec<KbStatus>> {
+pub async fn of(conn: &mut crate::db::TenantTx, cfg: &RagConfig, bindings: &[Binding]) -> AppResult<Vec<KbStatus>> {
     let mut with_items = Vec::new();
     for b in bindings {
         with_items.push((b, items(conn, b).await?));

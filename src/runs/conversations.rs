@@ -200,13 +200,12 @@ pub async fn rename(tx: &mut TenantTx, actor: Uuid, id: &str, title: &str) -> sq
 /// while one of its runs is waiting or running.
 pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let found: Option<String> =
         sqlx::query_scalar("select id from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2 for update")
             .bind(actor)
             .bind(id)
             .bind(tenant)
-            .fetch_optional(&mut *conn)
+            .fetch_optional(&mut **tx)
         .await?;
     if found.is_none() {
         return Err(AppError::NotFound);
@@ -218,7 +217,7 @@ pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
     .bind(actor)
     .bind(id)
     .bind(tenant)
-    .fetch_one(&mut *conn)
+    .fetch_one(&mut **tx)
     .await?;
     if live > 0 {
         return Err(AppError::Conflict("an answer in this conversation is still running; cancel it first".into()));
@@ -227,13 +226,13 @@ pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
         .bind(actor)
         .bind(id)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     sqlx::query("delete from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2")
         .bind(actor)
         .bind(id)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     Ok(())
 }

@@ -44,11 +44,10 @@ pub struct SectionRow {
 /// [`ToolError::NotFound`] for a source that does not exist or is not readable.
 pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let source = sqlx::query(&format!("select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"))
         .bind(req.source_id)
         .bind(tenant)
-        .fetch_optional(&mut *conn)
+        .fetch_optional(&mut **tx)
         .await?
         .ok_or(ToolError::NotFound)?;
     let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
@@ -63,7 +62,7 @@ pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineR
     )
     .bind(req.source_id)
     .bind(tenant)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **tx)
     .await?;
     let mut own: HashMap<String, (usize, (i32, Uuid))> = HashMap::new();
     let (mut total, mut unsectioned) = (0usize, 0usize);
@@ -84,7 +83,7 @@ pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineR
     )
     .bind(req.source_id)
     .bind(tenant)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **tx)
     .await?;
     let range = |a: Option<i32>, b: Option<i32>| -> Option<[u32; 2]> {
         let a = a.filter(|v| *v >= 0)? as u32;

@@ -191,15 +191,14 @@ pub async fn removed_at_path(
 /// Remove a source: hidden from every reader at once, restorable until purged.
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query("update source set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
         .bind(id)
         .bind(by)
         .bind(tenant)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
@@ -226,52 +225,48 @@ async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
 /// A removed source of a visible KB.
 pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!(
         "select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and s.deleted_at is not null
              and exists (select 1 from kb where kb.tenant_id = s.tenant_id and kb.id = s.kb_id and kb.deleted_at is null)"
     ))
     .bind(id)
     .bind(tenant)
-    .fetch_optional(&mut *conn)
+    .fetch_optional(&mut **tx)
     .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// The removed sources of a KB, most recent first.
 pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    include_deleted(conn, true).await?;
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!(
         "select {COLS} from source where tenant_id = $2 and kb_id = $1 and deleted_at is not null order by deleted_at desc"
     ))
     .bind(kb)
     .bind(tenant)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **tx)
     .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// A source of this KB with exactly this content (an upload that is already there).
 pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!("select {COLS} from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"))
         .bind(kb)
         .bind(sha256)
         .bind(tenant)
-        .fetch_optional(conn)
+        .fetch_optional(&mut **tx)
         .await
 }
 
 /// Before a retry: the error goes; a source without an indexed version waits again.
 pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!(
         "update source set error_code = null, error_message = null,
              status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
@@ -279,19 +274,18 @@ pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option
     ))
     .bind(id)
     .bind(tenant)
-    .fetch_optional(conn)
+    .fetch_optional(&mut **tx)
     .await
 }
 
 /// Evidence blocks per source of a KB.
 pub async fn block_counts(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let rows: Vec<(Uuid, i64)> =
         sqlx::query_as("select source_id, count(*) from evidence_block where tenant_id = $2 and kb_id = $1 group by source_id")
             .bind(kb)
             .bind(tenant)
-            .fetch_all(conn)
+            .fetch_all(&mut **tx)
             .await?;
     Ok(rows.into_iter().collect())
 }
@@ -299,21 +293,18 @@ pub async fn block_counts(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<std::coll
 /// Whether any visible source is indexed (the dashboard checklist's "add documents").
 pub async fn any_indexed(tx: &mut TenantTx) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')").bind(tenant).fetch_one(conn).await
+    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')").bind(tenant).fetch_one(&mut **tx).await
 }
 
 /// How many evidence blocks of a source are searchable (what removing it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1").bind(id).bind(tenant).fetch_one(conn).await
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1").bind(id).bind(tenant).fetch_one(&mut **tx).await
 }
 
 /// An upload replacing an earlier upload of the same name gets the new content.
 pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha256: &str) -> sqlx::Result<Source> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_as(&format!(
         "update source set size_bytes = $2, sha256 = $3, mtime = now(),
              status = case when sha256 = $3 then status else 'pending' end
@@ -323,20 +314,18 @@ pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha2
     .bind(size)
     .bind(sha256)
     .bind(tenant)
-    .fetch_one(conn)
+    .fetch_one(&mut **tx)
     .await
 }
 
 pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path")).bind(kb).bind(tenant).fetch_all(conn).await
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path")).bind(kb).bind(tenant).fetch_all(&mut **tx).await
 }
 
 /// Most recently changed sources across the KBs the caller can see.
 pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, String)>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let rows: Vec<RecentRow> = sqlx::query_as(&format!(
         "select {cols}, k.name as kb_name from source s join kb k on k.tenant_id = s.tenant_id and k.id = s.kb_id
          where s.tenant_id = $2 order by s.updated_at desc limit $1",
@@ -344,7 +333,7 @@ pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, 
     ))
     .bind(limit)
     .bind(tenant)
-    .fetch_all(conn)
+    .fetch_all(&mut **tx)
     .await?;
     Ok(rows.into_iter().map(|r| (r.source, r.kb_name)).collect())
 }
@@ -364,14 +353,12 @@ pub const GRANT_ACTIVE: &str = "(s.grant_id is null or exists (select 1 from dir
 /// A source the caller may read: visible (RLS) and not under a revoked grant.
 pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}")).bind(id).bind(tenant).fetch_optional(conn).await
+    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}")).bind(id).bind(tenant).fetch_optional(&mut **tx).await
 }
 
 pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1")).bind(id).bind(tenant).fetch_optional(conn).await
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1")).bind(id).bind(tenant).fetch_optional(&mut **tx).await
 }
 
 /// Remember a registered directory so files added later can be picked up.

@@ -18,9 +18,8 @@ pub struct TenantSettings {
 /// The settings of the transaction's tenant (RLS picks the row).
 pub async fn get(tx: &mut TenantTx) -> sqlx::Result<TenantSettings> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     let row: Option<TenantSettings> =
-        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1").bind(tenant).fetch_optional(conn).await?;
+        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1").bind(tenant).fetch_optional(&mut **tx).await?;
     Ok(row.unwrap_or_default())
 }
 

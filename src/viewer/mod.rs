@@ -36,7 +36,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
 }
 
 /// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
-pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
+pub async fn visible_source(conn: &mut crate::db::TenantTx, id: Uuid) -> AppResult<Source> {
     sources::queries::readable(conn, id).await?.ok_or(AppError::NotFound)
 }
 
@@ -46,7 +46,6 @@ pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Sour
 /// this descriptor, never the path again.
 pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppResult<Option<File>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     match s.grant_id {
         None => {
             let p = sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256);
@@ -56,12 +55,12 @@ pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppRe
             let root: Option<String> = sqlx::query_scalar("select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null")
                 .bind(g)
                 .bind(tenant)
-                .fetch_optional(&mut *conn)
+                .fetch_optional(&mut **tx)
                 .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
             // The grant's root must still be one of the tenant's roots (operator-controlled).
-            crate::grants::roots::check(conn, cfg, &root).await?;
+            crate::grants::roots::check(tx, cfg, &root).await?;
             let rel = s.resource_path.clone();
             let allow = cfg.allow_hard_links;
             let opened = tokio::task::spawn_blocking(move || paths::open_beneath(&root, &rel, allow))
@@ -79,12 +78,11 @@ pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppRe
 /// The `id`'s evidence row of this source: its block id.
 pub async fn evidence_block_key(tx: &mut TenantTx, source_id: Uuid, evidence: Uuid) -> sqlx::Result<Option<String>> {
     let tenant = tx.tenant_id();
-    let conn: &mut PgConnection = tx;
     sqlx::query_scalar("select block_key from evidence_block where tenant_id = $3 and id = $1 and source_id = $2")
         .bind(evidence)
         .bind(source_id)
         .bind(tenant)
-        .fetch_optional(conn)
+        .fetch_optional(&mut **tx)
         .await
 }
 
