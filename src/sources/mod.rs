@@ -260,7 +260,7 @@ pub struct RegisterRequest<'a> {
 /// Register a file or a directory (recursively) from one of the caller's `read_index`
 /// grants into a KB they manage.
 pub async fn register(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &crate::config::Config,
     auth: &Auth,
     r: RegisterRequest<'_>,
