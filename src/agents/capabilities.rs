@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use axum::{Json, extract::State};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgConnection;
 
 use super::{queries, tools};
 use crate::{

@@ -13,7 +13,7 @@ use axum::{
     http::StatusCode,
 };
 use serde::{Deserialize, Serialize};
-use sqlx::{FromRow, PgConnection};
+use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::db::TenantTx;

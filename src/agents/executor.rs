@@ -403,7 +403,7 @@ async fn streamed_text(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<String> {
     .bind(run)
     .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
-            .await?;
+    .await?;
     Ok(parts.concat())
 }
 

@@ -68,14 +68,22 @@ pub async fn set_secret_preference(
 /// Back to the default: the row goes.
 pub async fn reset_preference(tx: &mut TenantTx, user: Uuid, key: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("delete from ai_preference where tenant_id = $3 and user_id = $1 and key = $2").bind(user).bind(key).bind(tenant).execute(&mut **tx).await?;
+    sqlx::query("delete from ai_preference where tenant_id = $3 and user_id = $1 and key = $2")
+        .bind(user)
+        .bind(key)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
 /// The tenant's capability switches that were ever set (`capability → enabled`).
 pub async fn capability_switches(tx: &mut TenantTx) -> sqlx::Result<Vec<(String, bool)>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability").bind(tenant).fetch_all(&mut **tx).await
+    sqlx::query_as("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability")
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 pub async fn set_capability(

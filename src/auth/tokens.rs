@@ -168,12 +168,14 @@ pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiTo
 /// Revoke one of the user's tokens; false when there is no such active token.
 pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
     let tenant = tx.tenant_id();
-    let r = sqlx::query("update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null")
-        .bind(id)
-        .bind(user_id)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    let r = sqlx::query(
+        "update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
     Ok(r.rows_affected() == 1)
 }
 

@@ -9,7 +9,6 @@ pub mod roots;
 
 use std::path::PathBuf;
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{

@@ -56,12 +56,7 @@ async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result
 }
 
 /// Find an identical active grant (same root, same grantee, same permission).
-pub async fn find_active(
-    tx: &mut TenantTx,
-    root: &str,
-    user: Option<Uuid>,
-    permission: &str,
-) -> sqlx::Result<Option<Grant>> {
+pub async fn find_active(tx: &mut TenantTx, root: &str, user: Option<Uuid>, permission: &str) -> sqlx::Result<Option<Grant>> {
     sqlx::query_as(&format!(
         "{SELECT} where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
          and g.revoked_at is null"

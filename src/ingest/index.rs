@@ -449,7 +449,10 @@ pub async fn rebuild_all(tx: &mut TenantTx, tenant: Uuid) -> sqlx::Result<(usize
     sqlx::query("delete from evidence_block where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
     sqlx::query("delete from evidence_section where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
     let ids: Vec<Uuid> =
-        sqlx::query_scalar("select id from source where tenant_id = $1 and indexed_hash is not null order by id").bind(tenant).fetch_all(&mut **tx).await?;
+        sqlx::query_scalar("select id from source where tenant_id = $1 and indexed_hash is not null order by id")
+            .bind(tenant)
+            .fetch_all(&mut **tx)
+            .await?;
     let (mut sources, mut blocks) = (0, 0);
     for id in ids {
         let Some(source) = crate::sources::queries::get(tx, id).await? else { continue };

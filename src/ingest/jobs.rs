@@ -332,16 +332,22 @@ pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut us
 
 /// The source of a job, for its progress.
 async fn source_of(conn: &mut PgConnection, tenant: Uuid, job: Uuid) -> sqlx::Result<Option<Uuid>> {
-    sqlx::query_scalar("select source_id from ingest_job where tenant_id = $2 and id = $1").bind(job).bind(tenant).fetch_optional(conn).await
+    sqlx::query_scalar("select source_id from ingest_job where tenant_id = $2 and id = $1")
+        .bind(job)
+        .bind(tenant)
+        .fetch_optional(conn)
+        .await
 }
 
 pub async fn finish(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("update ingest_job set status = 'done', finished_at = now(), lease_until = null where tenant_id = $2 and id = $1")
-        .bind(job)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query(
+        "update ingest_job set status = 'done', finished_at = now(), lease_until = null where tenant_id = $2 and id = $1",
+    )
+    .bind(job)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
     if let Some(s) = source_of(tx, tenant, job).await? {
         set_progress_in(tx, tenant, s, None).await?;
     }

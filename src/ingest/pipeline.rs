@@ -7,7 +7,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
 

@@ -561,7 +561,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
     .bind(token_hash)
     .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
-        .await
+    .await
 }
 
 /// The results of the run's own tool calls as its journal holds them (`tool.completed`, source
@@ -599,8 +599,8 @@ pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) ->
             )
             .bind(run)
             .bind(tenant)
-                .execute(&mut *conn)
-                .await?;
+            .execute(&mut *conn)
+            .await?;
             sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:cancel")).execute(&mut *conn).await?;
             Ok(CancelOutcome::Requested)
         }

@@ -4,7 +4,6 @@
 pub mod handlers;
 pub mod queries;
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
@@ -96,7 +95,11 @@ impl Checklist {
 }
 
 /// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(conn: &mut crate::db::TenantTx, auth: &Auth, session: &tower_sessions::Session) -> AppResult<Option<Checklist>> {
+pub async fn checklist(
+    conn: &mut crate::db::TenantTx,
+    auth: &Auth,
+    session: &tower_sessions::Session,
+) -> AppResult<Option<Checklist>> {
     let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
     if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
         return Ok(None);

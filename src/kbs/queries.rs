@@ -123,12 +123,13 @@ pub async fn update(
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
-        .bind(id)
-        .bind(by)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    let r =
+        sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
+            .bind(id)
+            .bind(by)
+            .bind(tenant)
+            .execute(&mut **tx)
+            .await?;
     include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
@@ -137,11 +138,13 @@ pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<
 pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null")
-        .bind(id)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    let r = sqlx::query(
+        "update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null",
+    )
+    .bind(id)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
     include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
@@ -178,7 +181,11 @@ pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -
 /// How much of a KB's content is searchable (what deleting it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1").bind(id).bind(tenant).fetch_one(&mut **tx).await
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1")
+        .bind(id)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
 pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
@@ -209,6 +216,11 @@ pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: U
 
 pub async fn remove_member(tx: &mut TenantTx, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2").bind(kb).bind(user).bind(tenant).execute(&mut **tx).await?;
+    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2")
+        .bind(kb)
+        .bind(user)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(r.rows_affected() == 1)
 }

@@ -3,7 +3,6 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -125,17 +124,22 @@ pub async fn active(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<Option<Bindi
 /// Every binding of the tenant visible in this transaction (retired ones included).
 pub async fn all(tx: &mut TenantTx) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at")).bind(tenant).fetch_all(&mut **tx).await
+    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at"))
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// The live bindings of the given KBs the caller can see.
 pub async fn active_for(tx: &mut TenantTx, kb_ids: &[Uuid]) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"))
-        .bind(kb_ids)
-        .bind(tenant)
-        .fetch_all(&mut **tx)
-        .await
+    sqlx::query_as(&format!(
+        "select {COLUMNS} from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"
+    ))
+    .bind(kb_ids)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
+    .await
 }
 
 /// Bind `kb_id` to `url`. The same URL keeps its documents (only label and key change);

@@ -9,7 +9,6 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::TenantTx;

@@ -154,7 +154,7 @@ pub async fn has_ocr(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Resul
     .bind(hash)
     .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
-        .await
+    .await
 }
 
 /// The LightRAG name of a source's document: `mnote-<sourceId>-<basename>`.
@@ -273,7 +273,12 @@ pub async fn set_state(
 
 pub async fn delete(tx: &mut TenantTx, binding: Uuid, source: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2").bind(binding).bind(source).bind(tenant).execute(&mut **tx).await?;
+    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2")
+        .bind(binding)
+        .bind(source)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

@@ -4,7 +4,7 @@
 //! from.
 
 use serde::Serialize;
-use sqlx::{PgConnection, types::Json};
+use sqlx::types::Json;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -414,11 +414,12 @@ pub async fn cite(
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
         (Some(i), Some(b)) => {
-            let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
-                .bind(b.ids[i])
-                .bind(tenant)
-                .fetch_optional(&mut **tx)
-                .await?;
+            let l: Option<Json<Locator>> =
+                sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
+                    .bind(b.ids[i])
+                    .bind(tenant)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             l.map(|l| (b.ids[i], l.0))
         }
         _ => None,

@@ -3,7 +3,6 @@
 //! locator is available, the last error).
 
 use serde::Serialize;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{ErrorView, binding::Binding, held::Drift};

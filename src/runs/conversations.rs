@@ -206,7 +206,7 @@ pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
             .bind(id)
             .bind(tenant)
             .fetch_optional(&mut **tx)
-        .await?;
+            .await?;
     if found.is_none() {
         return Err(AppError::NotFound);
     }

@@ -45,11 +45,7 @@ pub struct KbVersion {
 
 /// The statistics rows of the KBs a query searches (`kb_ids` or every KB it can see), read
 /// in the caller's transaction, so RLS decides which KBs appear.
-pub async fn visible_versions(
-    conn: &mut PgConnection,
-    tenant: Uuid,
-    kb_ids: Option<&[Uuid]>,
-) -> sqlx::Result<Vec<KbVersion>> {
+pub async fn visible_versions(conn: &mut PgConnection, tenant: Uuid, kb_ids: Option<&[Uuid]>) -> sqlx::Result<Vec<KbVersion>> {
     let rows = sqlx::query(
         "select tenant_id, kb_id, generation, blocks, total_len from evidence_kb_stat
          where tenant_id = $2 and ($1::uuid[] is null or kb_id = any($1::uuid[])) and blocks > 0 order by kb_id",

@@ -204,11 +204,7 @@ const LEGACY_CHECK_BATCH: i64 = 512;
 /// were embedded in windows): a stale one ([`Embedder::legacy_vector_is_stale`]) is deleted,
 /// so its block is back in the backlog and gets a vector of its whole text; the others are
 /// unmarked. Returns how many were checked (0 = none left).
-pub async fn refresh_legacy_cut(
-    tx: &mut TenantTx,
-    embedder: &Arc<dyn Embedder>,
-    models: &[String],
-) -> anyhow::Result<usize> {
+pub async fn refresh_legacy_cut(tx: &mut TenantTx, embedder: &Arc<dyn Embedder>, models: &[String]) -> anyhow::Result<usize> {
     /// A block's [`BlockText`] and the model of its marked vector.
     type Marked = (Uuid, Uuid, Uuid, String, Json<Vec<String>>, String);
     let rows: Vec<Marked> = sqlx::query_as(

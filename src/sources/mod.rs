@@ -15,7 +15,6 @@ use std::{
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{

@@ -192,12 +192,14 @@ pub async fn removed_at_path(
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query("update source set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
-        .bind(id)
-        .bind(by)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    let r = sqlx::query(
+        "update source set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null",
+    )
+    .bind(id)
+    .bind(by)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
     include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
@@ -256,12 +258,14 @@ pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
 /// A source of this KB with exactly this content (an upload that is already there).
 pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"))
-        .bind(kb)
-        .bind(sha256)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await
+    sqlx::query_as(&format!(
+        "select {COLS} from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"
+    ))
+    .bind(kb)
+    .bind(sha256)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// Before a retry: the error goes; a source without an indexed version waits again.
@@ -293,13 +297,20 @@ pub async fn block_counts(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<std::coll
 /// Whether any visible source is indexed (the dashboard checklist's "add documents").
 pub async fn any_indexed(tx: &mut TenantTx) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')").bind(tenant).fetch_one(&mut **tx).await
+    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')")
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
 /// How many evidence blocks of a source are searchable (what removing it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1").bind(id).bind(tenant).fetch_one(&mut **tx).await
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1")
+        .bind(id)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
 /// An upload replacing an earlier upload of the same name gets the new content.
@@ -320,7 +331,11 @@ pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha2
 
 pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path")).bind(kb).bind(tenant).fetch_all(&mut **tx).await
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path"))
+        .bind(kb)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Most recently changed sources across the KBs the caller can see.
@@ -353,12 +368,20 @@ pub const GRANT_ACTIVE: &str = "(s.grant_id is null or exists (select 1 from dir
 /// A source the caller may read: visible (RLS) and not under a revoked grant.
 pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}")).bind(id).bind(tenant).fetch_optional(&mut **tx).await
+    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await
 }
 
 pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1")).bind(id).bind(tenant).fetch_optional(&mut **tx).await
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await
 }
 
 /// Remember a registered directory so files added later can be picked up.

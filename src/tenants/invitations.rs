@@ -281,14 +281,13 @@ pub async fn pending_for_team(tx: &mut TenantTx) -> sqlx::Result<Vec<TeamInvitat
 /// Withdraw the transaction tenant's open invitation `id` (an admin's call): it can no longer
 /// be accepted. `false` when there is no such open invitation in this tenant.
 pub async fn withdraw(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "delete from invitation where tenant_id = $2 and id = $1 and accepted_at is null and declined_at is null",
-    )
-    .bind(id)
-    .bind(tx.tenant_id())
-    .execute(&mut **tx)
-    .await?
-    .rows_affected();
+    let n =
+        sqlx::query("delete from invitation where tenant_id = $2 and id = $1 and accepted_at is null and declined_at is null")
+            .bind(id)
+            .bind(tx.tenant_id())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
     Ok(n == 1)
 }
 

@@ -204,13 +204,11 @@ pub async fn set_role(tx: &mut TenantTx, user: Uuid, role: Role) -> sqlx::Result
 }
 
 pub async fn remove_member(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query(
-        "delete from membership where user_id = $1 and tenant_id = $2",
-    )
-    .bind(user)
-    .bind(tx.tenant_id())
-    .execute(&mut **tx)
-    .await?;
+    let r = sqlx::query("delete from membership where user_id = $1 and tenant_id = $2")
+        .bind(user)
+        .bind(tx.tenant_id())
+        .execute(&mut **tx)
+        .await?;
     Ok(r.rows_affected() == 1)
 }
 

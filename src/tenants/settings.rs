@@ -19,7 +19,10 @@ pub struct TenantSettings {
 pub async fn get(tx: &mut TenantTx) -> sqlx::Result<TenantSettings> {
     let tenant = tx.tenant_id();
     let row: Option<TenantSettings> =
-        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1").bind(tenant).fetch_optional(&mut **tx).await?;
+        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1")
+            .bind(tenant)
+            .fetch_optional(&mut **tx)
+            .await?;
     Ok(row.unwrap_or_default())
 }
 

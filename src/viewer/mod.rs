@@ -12,7 +12,6 @@ pub mod render;
 
 use std::{fs::File, path::PathBuf};
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -52,11 +51,12 @@ pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppRe
             Ok(File::open(&p).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file())))
         }
         Some(g) => {
-            let root: Option<String> = sqlx::query_scalar("select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null")
-                .bind(g)
-                .bind(tenant)
-                .fetch_optional(&mut **tx)
-                .await?;
+            let root: Option<String> =
+                sqlx::query_scalar("select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null")
+                    .bind(g)
+                    .bind(tenant)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
             // The grant's root must still be one of the tenant's roots (operator-controlled).

@@ -8,7 +8,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
-use sqlx::PgConnection;
 use tower_sessions::Session;
 use uuid::Uuid;
 
