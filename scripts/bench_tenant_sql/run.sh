@@ -77,7 +77,7 @@ insert into evidence_block (tenant_id, id, source_id, kb_id, source_hash, block_
   from (select id, indexed_hash, row_number() over (order by id) as r from source where tenant_id = :tenant) s
   cross join generate_series(0, 19) o
   cross join lateral (select string_agg('w' || floor(exp(random() * ln(20000)))::int, ' ') as text
-                      from generate_series(1, 40) k where o >= 0) w
+                      from generate_series(1, 40) k where o >= 0 and s.r >= 0) w
   where (s.r - 1) * 20 + o < $n;
 SQL
   done
