@@ -155,9 +155,9 @@ script() { # name explicit -> file
 begin_script() { # setlocal|set_config
   local f="$WORK/begin-$1.sql"
   if [ "$1" = setlocal ]; then
-    echo "begin \\; set local app.tenant_id = '$TENANT' \\; set local app.user_id = '$USER_ID' \\; set local app.scope = ''" >"$f"
+    echo "begin \\; set local app.tenant_id = '$TENANT' \\; set local app.user_id = '$USER_ID' \\; set local app.scope = '';" >"$f"
   else
-    echo "begin \\; select set_config('app.tenant_id', '$TENANT', true), set_config('app.user_id', '$USER_ID', true), set_config('app.scope', '', true)" >"$f"
+    echo "begin \\; select set_config('app.tenant_id', '$TENANT', true), set_config('app.user_id', '$USER_ID', true), set_config('app.scope', '', true);" >"$f"
   fi
   { echo "select count(*) from evidence_kb_stat where tenant_id = '$TENANT';"; echo "commit;"; } >>"$f"
   echo "$f"
@@ -185,15 +185,15 @@ time_all() {
       for (i in b) sb += b[i]; for (i in a) sa += a[i]; printf "%-14s ratio after/before %.2f\n", n, (sa / length(a)) / (sb / length(b))}'
     unset got
   done
-  declare -A got=([setlocal]="" [set_config]="")
+  local -A bg=([setlocal]="" [set_config]="")
   for r in $(seq 1 "$ROUNDS"); do
     for v in $([ $((r % 2)) = 1 ] && echo "set_config setlocal" || echo "setlocal set_config"); do
       runs="$(latency "$(begin_script "$v")" simple)"
-      got[$v]="${got[$v]} ${runs%% *}"
+      bg[$v]="${bg[$v]} ${runs%% *}"
     done
   done
-  printf '%-14s %-10s%s\n' begin set_config "${got[set_config]}" begin "SET LOCAL" "${got[setlocal]}"
-  echo "${got[set_config]}|${got[setlocal]}" | awk -F'|' '{split($1, b, " "); split($2, a, " "); sb = 0; sa = 0
+  printf '%-14s %-10s%s\n' begin set_config "${bg[set_config]}" begin "SET LOCAL" "${bg[setlocal]}"
+  echo "${bg[set_config]}|${bg[setlocal]}" | awk -F'|' '{split($1, b, " "); split($2, a, " "); sb = 0; sa = 0
     for (i in b) sb += b[i]; for (i in a) sa += a[i]; printf "begin          ratio SET LOCAL/set_config %.2f\n", (sa / length(a)) / (sb / length(b))}'
 }
 
