@@ -88,9 +88,11 @@ async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
     let mut total = 0;
     for t in tenants {
         let mut tx = db::TenantTx::begin(&state.pool, t, db::Scope::System).await?;
-        let n: i64 = sqlx::query_scalar("select count(*) from ingest_job where status in ('queued', 'running')")
-            .fetch_one(&mut *tx)
-            .await?;
+        let n: i64 =
+            sqlx::query_scalar("select count(*) from ingest_job where tenant_id = $1 and status in ('queued', 'running')")
+                .bind(t)
+                .fetch_one(&mut *tx)
+                .await?;
         tx.commit().await?;
         total += n;
     }

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use axum::{Json, extract::State};
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::PgConnection;
 
 use super::{queries, tools};
 use crate::{
@@ -53,7 +52,7 @@ impl Switches {
 }
 
 /// The switches of the transaction's tenant (RLS picks the rows).
-pub async fn load(conn: &mut PgConnection) -> sqlx::Result<Switches> {
+pub async fn load(conn: &mut crate::db::TenantTx) -> sqlx::Result<Switches> {
     let mut s = Switches::all_on();
     for (cap, enabled) in queries::capability_switches(conn).await? {
         if let Some(known) = all().into_iter().find(|c| *c == cap) {

@@ -13,8 +13,10 @@ use axum::{
     http::StatusCode,
 };
 use serde::{Deserialize, Serialize};
-use sqlx::{FromRow, PgConnection};
+use sqlx::FromRow;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::{AgentId, AgentRuntime, Provider, acp, builtin, openai};
 use crate::{
@@ -67,12 +69,14 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
     format!("mnote:tenant:{tenant}:agent:{}:api_key:v1", agent.as_str())
 }
 
-pub async fn load(conn: &mut PgConnection, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
+pub async fn load(tx: &mut TenantTx, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(
-        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where agent_id = $1",
+        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where tenant_id = $2 and agent_id = $1",
     )
     .bind(agent.as_str())
-    .fetch_optional(conn)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
     .await
 }
 
@@ -118,7 +122,7 @@ impl AgentConfigRow {
 
 pub async fn resolve(
     cfg: &Config,
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     tenant: Uuid,
     agent: AgentId,
     tuning: &Tuning,
@@ -301,7 +305,7 @@ impl AdminPatch {
 
 /// Apply `patch` to `agent`'s configuration in the caller's transaction (values already
 /// checked). Row-level security lets only owners/admins write.
-pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
+pub async fn apply_patch(conn: &mut crate::db::TenantTx, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
     auth.require_admin()?;
     let row = load(conn, agent).await?;
     let endpoint = patch.endpoint_url.unwrap_or_else(|| row.as_ref().and_then(|r| r.endpoint_url.clone()));
@@ -328,7 +332,7 @@ pub async fn apply_patch(conn: &mut PgConnection, auth: &Auth, agent: AgentId, p
     .bind(extra)
     .bind(key)
     .bind(auth.user_id)
-    .execute(&mut *conn)
+    .execute(&mut **conn)
     .await?;
     Ok(())
 }
@@ -386,7 +390,11 @@ async fn delete_config(State(state): State<AppState>, auth: Auth, Path(agent): P
     auth.require_admin()?;
     let agent = agent_of(&agent)?;
     let mut tx = auth.tx(&state).await?;
-    sqlx::query("delete from agent_config where agent_id = $1").bind(agent.as_str()).execute(&mut *tx).await?;
+    sqlx::query("delete from agent_config where tenant_id = $2 and agent_id = $1")
+        .bind(agent.as_str())
+        .bind(auth.tenant_id)
+        .execute(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -396,12 +396,14 @@ async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::
     Ok((history, turns))
 }
 
-async fn streamed_text(conn: &mut sqlx::PgConnection, run: Uuid) -> sqlx::Result<String> {
-    let parts: Vec<String> =
-        sqlx::query_scalar("select payload->>'text' from ai_run_event where run_id = $1 and kind = 'message.delta' order by seq")
-            .bind(run)
-            .fetch_all(conn)
-            .await?;
+async fn streamed_text(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<String> {
+    let parts: Vec<String> = sqlx::query_scalar(
+        "select payload->>'text' from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'message.delta' order by seq",
+    )
+    .bind(run)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
+    .await?;
     Ok(parts.concat())
 }
 

@@ -5,6 +5,8 @@
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 /// One stored preference: a JSON value, or (secrets) only that a sealed value exists.
 #[derive(Debug, Clone, FromRow)]
 pub struct PreferenceRow {
@@ -14,10 +16,12 @@ pub struct PreferenceRow {
 }
 
 /// The preferences of `user` in the transaction's tenant.
-pub async fn preferences(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<PreferenceRow>> {
-    sqlx::query_as("select key, value, secret_cipher from ai_preference where user_id = $1 order by key")
+pub async fn preferences(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<PreferenceRow>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as("select key, value, secret_cipher from ai_preference where tenant_id = $2 and user_id = $1 order by key")
         .bind(user)
-        .fetch_all(conn)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
         .await
 }
 
@@ -62,14 +66,24 @@ pub async fn set_secret_preference(
 }
 
 /// Back to the default: the row goes.
-pub async fn reset_preference(conn: &mut PgConnection, user: Uuid, key: &str) -> sqlx::Result<()> {
-    sqlx::query("delete from ai_preference where user_id = $1 and key = $2").bind(user).bind(key).execute(conn).await?;
+pub async fn reset_preference(tx: &mut TenantTx, user: Uuid, key: &str) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    sqlx::query("delete from ai_preference where tenant_id = $3 and user_id = $1 and key = $2")
+        .bind(user)
+        .bind(key)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
 /// The tenant's capability switches that were ever set (`capability → enabled`).
-pub async fn capability_switches(conn: &mut PgConnection) -> sqlx::Result<Vec<(String, bool)>> {
-    sqlx::query_as("select capability, enabled from ai_capability_setting order by capability").fetch_all(conn).await
+pub async fn capability_switches(tx: &mut TenantTx) -> sqlx::Result<Vec<(String, bool)>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability")
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 pub async fn set_capability(

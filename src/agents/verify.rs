@@ -200,9 +200,10 @@ async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<Ha
          join source s on s.tenant_id = b.tenant_id and s.id = b.source_id
          left join evidence_section sec
            on sec.tenant_id = b.tenant_id and sec.source_id = b.source_id and sec.section_key = b.section_key
-         where b.id = any($1) and {GRANT_ACTIVE}"
+         where b.tenant_id = $2 and b.id = any($1) and {GRANT_ACTIVE}"
     ))
     .bind(ids)
+    .bind(actor.tenant_id)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

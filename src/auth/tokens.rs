@@ -10,6 +10,8 @@ use sha2::{Digest, Sha256};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 pub const PREFIX: &str = "mnote_";
 
 /// The prefix of a run-scoped MCP token (`mnoterun_<tenant>_<secret>`): minted for one ACP run,
@@ -85,17 +87,19 @@ pub const MAX_LIVE_PER_USER: i64 = 50;
 /// Refuse a new token when the member already holds [`MAX_LIVE_PER_USER`] live ones
 /// (`too_many_tokens`, 429). Takes a transaction-scoped lock on the member's tokens, so
 /// concurrent creations count one after the other: call it in the transaction that creates.
-pub async fn ensure_room(conn: &mut PgConnection, user_id: Uuid) -> Result<(), crate::error::AppError> {
+pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::error::AppError> {
+    let tenant = tx.tenant_id();
     sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))")
         .bind(user_id)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     let live: i64 = sqlx::query_scalar(
-        "select count(*) from api_token where user_id = $1 and revoked_at is null
+        "select count(*) from api_token where tenant_id = $2 and user_id = $1 and revoked_at is null
            and (expires_at is null or expires_at > now())",
     )
     .bind(user_id)
-    .fetch_one(&mut *conn)
+    .bind(tenant)
+    .fetch_one(&mut **tx)
     .await?;
     if live >= MAX_LIVE_PER_USER {
         return Err(crate::error::AppError::limit(
@@ -149,35 +153,42 @@ pub async fn create_expiring(
     Ok((rec, plain))
 }
 
-pub async fn list_for_user(conn: &mut PgConnection, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
+pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(
         "select id, user_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
-         where user_id = $1 order by created_at desc",
+         where tenant_id = $2 and user_id = $1 order by created_at desc",
     )
     .bind(user_id)
-    .fetch_all(conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// Revoke one of the user's tokens; false when there is no such active token.
-pub async fn revoke(conn: &mut PgConnection, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
-    let r = sqlx::query("update api_token set revoked_at = now() where id = $1 and user_id = $2 and revoked_at is null")
-        .bind(id)
-        .bind(user_id)
-        .execute(conn)
-        .await?;
+pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
+    let tenant = tx.tenant_id();
+    let r = sqlx::query(
+        "update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null",
+    )
+    .bind(id)
+    .bind(user_id)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Whether the token with this hash is still live (not revoked, not expired) and `user`'s.
-pub async fn is_live_for(conn: &mut PgConnection, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
+pub async fn is_live_for(tx: &mut TenantTx, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
     sqlx::query_scalar(
-        "select exists(select 1 from api_token where token_hash = $1 and user_id = $2 and revoked_at is null
-                         and (expires_at is null or expires_at > now()))",
+        "select exists(select 1 from api_token where tenant_id = $3 and token_hash = $1 and user_id = $2
+                         and revoked_at is null and (expires_at is null or expires_at > now()))",
     )
     .bind(token_hash)
     .bind(user_id)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
@@ -185,7 +196,7 @@ pub async fn is_live_for(conn: &mut PgConnection, token_hash: &str, user_id: Uui
 /// membership there, in one statement; touches `last_used_at` at most once a minute (a read
 /// otherwise: no write per request). An expired token is [`Authenticated::Expired`] (and not
 /// touched).
-pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
+pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
     #[derive(sqlx::FromRow)]
     struct Row {
         expired: bool,
@@ -197,17 +208,17 @@ pub async fn authenticate(conn: &mut PgConnection, plain: &str) -> Result<Option
     }
     let row: Option<Row> = sqlx::query_as(
         "with t as (select id, user_id, last_used_at, coalesce(expires_at <= now(), false) as expired
-                    from api_token where token_hash = $1 and revoked_at is null),
+                    from api_token where tenant_id = $2 and token_hash = $1 and revoked_at is null),
               touched as (update api_token a set last_used_at = now() from t
-                          where a.id = t.id and not t.expired
+                          where a.tenant_id = $2 and a.id = t.id and not t.expired
                             and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
          select t.expired, u.id as user_id, u.email, u.display_name, m.role, m.created_at
-         from t left join membership m on m.user_id = t.user_id
-                                 and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+         from t left join membership m on m.tenant_id = $2 and m.user_id = t.user_id
                 left join app_user u on u.id = m.user_id",
     )
     .bind(hash(plain))
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await?;
     Ok(match row {
         None => None,

@@ -65,6 +65,12 @@ impl TenantTx {
         self.tenant
     }
 
+    /// The tenant to bind as `tenant_id = $n` in its statements (issue 29: explicit filters
+    /// beside RLS). The nil UUID in a user-only transaction, which matches no tenant's rows.
+    pub fn tenant_id(&self) -> Uuid {
+        self.tenant.unwrap_or_default()
+    }
+
     /// Whether this transaction runs on the read replica.
     pub fn on_standby(&self) -> bool {
         self.standby.is_some()

@@ -9,7 +9,6 @@ pub mod roots;
 
 use std::path::PathBuf;
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
@@ -70,7 +69,7 @@ pub enum Grantee {
 
 /// Create a grant (admins only). Granting the same thing twice returns the existing grant.
 pub async fn create(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &Config,
     auth: &Auth,
     path: &str,
@@ -110,7 +109,7 @@ pub struct GrantedPath {
 /// absolute path inside one of their `read_index` grants (the most specific grant wins).
 /// A grant whose root is no longer one of the tenant's roots ([`roots::check`]) is skipped.
 pub async fn resolve_for_index(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &Config,
     user: Uuid,
     grant_id: Option<Uuid>,

@@ -4,6 +4,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct Grant {
@@ -41,52 +43,59 @@ pub async fn insert(
     .bind(by)
     .fetch_one(&mut *conn)
     .await?;
-    get(conn, id).await?.ok_or(sqlx::Error::RowNotFound)
+    get_in(conn, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)
 }
 
-pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Grant>> {
-    sqlx::query_as(&format!("{SELECT} where g.id = $1")).bind(id).fetch_optional(conn).await
+pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Grant>> {
+    let tenant = tx.tenant_id();
+    get_in(tx, tenant, id).await
+}
+
+async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Grant>> {
+    sqlx::query_as(&format!("{SELECT} where g.tenant_id = $2 and g.id = $1")).bind(id).bind(tenant).fetch_optional(conn).await
 }
 
 /// Find an identical active grant (same root, same grantee, same permission).
-pub async fn find_active(
-    conn: &mut PgConnection,
-    root: &str,
-    user: Option<Uuid>,
-    permission: &str,
-) -> sqlx::Result<Option<Grant>> {
+pub async fn find_active(tx: &mut TenantTx, root: &str, user: Option<Uuid>, permission: &str) -> sqlx::Result<Option<Grant>> {
     sqlx::query_as(&format!(
-        "{SELECT} where g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
+        "{SELECT} where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
          and g.revoked_at is null"
     ))
     .bind(root)
     .bind(user)
     .bind(permission)
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }
 
 /// All grants (admins), newest first.
-pub async fn list_all(conn: &mut PgConnection) -> sqlx::Result<Vec<Grant>> {
-    sqlx::query_as(&format!("{SELECT} order by g.revoked_at is not null, g.root_path, g.created_at desc")).fetch_all(conn).await
+pub async fn list_all(tx: &mut TenantTx) -> sqlx::Result<Vec<Grant>> {
+    sqlx::query_as(&format!("{SELECT} where g.tenant_id = $1 order by g.revoked_at is not null, g.root_path, g.created_at desc"))
+        .bind(tx.tenant_id())
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Active grants that apply to `user` (theirs and the all-members ones).
-pub async fn active_for_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<Grant>> {
+pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<Grant>> {
     sqlx::query_as(&format!(
-        "{SELECT} where g.revoked_at is null and (g.user_id is null or g.user_id = $1)
+        "{SELECT} where g.tenant_id = $2 and g.revoked_at is null and (g.user_id is null or g.user_id = $1)
          order by length(g.root_path) desc"
     ))
     .bind(user)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// Revoke the grant and mark the sources registered through it stale (`grant_revoked`).
-pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u64>> {
-    let done = sqlx::query("update dir_grant set revoked_at = now() where id = $1 and revoked_at is null")
+pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
+    let tenant = tx.tenant_id();
+    let done = sqlx::query("update dir_grant set revoked_at = now() where tenant_id = $2 and id = $1 and revoked_at is null")
         .bind(id)
-        .execute(&mut *conn)
+        .bind(tenant)
+        .execute(&mut **tx)
         .await?;
     if done.rows_affected() == 0 {
         return Ok(None);
@@ -94,10 +103,11 @@ pub async fn revoke(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<u6
     let stale = sqlx::query(
         "update source set status = 'stale', error_code = 'grant_revoked',
              error_message = 'the directory grant for this file was revoked'
-         where grant_id = $1",
+         where tenant_id = $2 and grant_id = $1",
     )
     .bind(id)
-    .execute(conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
     Ok(Some(stale.rows_affected()))
 }
@@ -114,15 +124,16 @@ pub struct RevokeImpact {
     pub kbs: i64,
 }
 
-pub async fn revoke_impact(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RevokeImpact>> {
+pub async fn revoke_impact(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RevokeImpact>> {
     sqlx::query_as(
         "select g.root_path, u.email as user_email,
                 (select count(*) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as stale_sources,
                 (select count(distinct s.kb_id) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as kbs
          from dir_grant g left join app_user u on u.id = g.user_id
-         where g.id = $1 and g.revoked_at is null",
+         where g.tenant_id = $2 and g.id = $1 and g.revoked_at is null",
     )
     .bind(id)
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }

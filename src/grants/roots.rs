@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::paths;
@@ -48,9 +48,13 @@ pub async fn remove(pool: &PgPool, tenant: Uuid, path: &str) -> AppResult<bool> 
         names.push(c.to_string_lossy().into_owned());
     }
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let removed =
-        sqlx::query("delete from tenant_root where root_path = any($1)").bind(&names).execute(&mut *tx).await?.rows_affected()
-            > 0;
+    let removed = sqlx::query("delete from tenant_root where tenant_id = $2 and root_path = any($1)")
+        .bind(&names)
+        .bind(tenant)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+        > 0;
     tx.commit().await?;
     Ok(removed)
 }
@@ -64,8 +68,12 @@ pub async fn list(pool: &PgPool, tenant: Uuid) -> AppResult<Vec<String>> {
 }
 
 /// The roots of the transaction's tenant (RLS picks the tenant).
-async fn roots_in(conn: &mut PgConnection) -> sqlx::Result<Vec<String>> {
-    sqlx::query_scalar("select root_path from tenant_root order by root_path").fetch_all(conn).await
+async fn roots_in(tx: &mut TenantTx) -> sqlx::Result<Vec<String>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select root_path from tenant_root where tenant_id = $1 order by root_path")
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Whether `dir` (a canonical grant root) may be used by the transaction's tenant now: it
@@ -73,7 +81,7 @@ async fn roots_in(conn: &mut PgConnection) -> sqlx::Result<Vec<String>> {
 /// MNOTE_GRANTABLE_ROOTS. A tenant without rows gets the shared allow-list only when the
 /// operator set `MNOTE_TENANT_ROOTS=open`; otherwise nothing (`path_outside_grant`, naming
 /// the command that fixes it).
-pub async fn check(conn: &mut PgConnection, cfg: &Config, dir: &Path) -> AppResult<()> {
+pub async fn check(conn: &mut crate::db::TenantTx, cfg: &Config, dir: &Path) -> AppResult<()> {
     let in_operator_roots = |p: &Path| cfg.grantable_roots.iter().any(|r| p.starts_with(r));
     let rows = roots_in(conn).await?;
     if rows.is_empty() {

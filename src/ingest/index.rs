@@ -8,6 +8,8 @@ use std::collections::HashMap;
 use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use super::artifact::{Block, BlockType, ParsedArtifact, ReferenceKind};
 use crate::{
     evidence::{LOCATOR_SCHEMA, Locator, SourceKind},
@@ -65,7 +67,7 @@ pub fn locator(
 /// Replace the source's evidence rows with rows built from `art` (inside the caller's tx).
 pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: &ParsedArtifact) -> sqlx::Result<usize> {
     let kind: SourceKind = source.kind.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
-    delete_rows(conn, source.id).await?;
+    delete_rows(conn, tenant, source.id).await?;
     let sm = &art.source_map;
     let hash = art.source_hash.as_str();
     let paths: HashMap<&str, &Vec<String>> = sm.sections.iter().map(|s| (s.id.as_str(), &s.path)).collect();
@@ -359,18 +361,31 @@ impl EdgeRows {
     }
 }
 
-pub async fn delete_rows(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("delete from evidence_edge where source_id = $1").bind(source_id).execute(&mut *conn).await?;
-    sqlx::query("delete from evidence_block where source_id = $1").bind(source_id).execute(&mut *conn).await?;
-    sqlx::query("delete from evidence_section where source_id = $1").bind(source_id).execute(&mut *conn).await?;
+pub async fn delete_rows(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<()> {
+    sqlx::query("delete from evidence_edge where tenant_id = $2 and source_id = $1")
+        .bind(source_id)
+        .bind(tenant)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("delete from evidence_block where tenant_id = $2 and source_id = $1")
+        .bind(source_id)
+        .bind(tenant)
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query("delete from evidence_section where tenant_id = $2 and source_id = $1")
+        .bind(source_id)
+        .bind(tenant)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
 /// Store an artifact as the source's current version (older versions are dropped).
 pub async fn store_artifact(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid, art: &ParsedArtifact) -> sqlx::Result<()> {
-    sqlx::query("delete from source_artifact where source_id = $1 and source_hash <> $2")
+    sqlx::query("delete from source_artifact where tenant_id = $3 and source_id = $1 and source_hash <> $2")
         .bind(source_id)
         .bind(&art.source_hash)
+        .bind(tenant)
         .execute(&mut *conn)
         .await?;
     sqlx::query(
@@ -393,14 +408,16 @@ pub async fn store_artifact(conn: &mut PgConnection, tenant: Uuid, source_id: Uu
 }
 
 /// The stored artifact of a source's indexed version.
-pub async fn load_artifact(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<Option<ParsedArtifact>> {
+pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<Option<ParsedArtifact>> {
+    let tenant = tx.tenant_id();
     let row: Option<(String, String, String, String, sqlx::types::Json<super::artifact::SourceMap>)> = sqlx::query_as(
         "select a.source_hash, a.provider, a.provider_version, a.text, a.source_map
          from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
-         where a.source_id = $1 and a.source_hash = s.indexed_hash",
+         where a.tenant_id = $2 and a.source_id = $1 and a.source_hash = s.indexed_hash",
     )
     .bind(source_id)
-    .fetch_optional(conn)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
     .await?;
     Ok(row.map(|(source_hash, provider, provider_version, text, sm)| ParsedArtifact {
         source_hash,
@@ -418,29 +435,39 @@ pub async fn load_artifact(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Re
 /// The vectors survive: a block rebuilt from the same artifact gets the same id and the same
 /// embedder text ([`index_text`]), so its embeddings are put back instead of being computed
 /// again; those of blocks that are gone stay gone.
-pub async fn rebuild_all(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<(usize, usize)> {
-    sqlx::query("create temporary table reindex_kept_embedding on commit drop as select * from evidence_embedding")
-        .execute(&mut *conn)
+pub async fn rebuild_all(tx: &mut TenantTx, tenant: Uuid) -> sqlx::Result<(usize, usize)> {
+    // `create table … as` takes no bind parameters: made empty, then filled.
+    // all tenants: `with no data` copies the columns, not a single row.
+    sqlx::query("create temporary table reindex_kept_embedding on commit drop as select * from evidence_embedding with no data")
+        .execute(&mut **tx)
         .await?;
-    sqlx::query("delete from evidence_edge").execute(&mut *conn).await?;
-    sqlx::query("delete from evidence_block").execute(&mut *conn).await?;
-    sqlx::query("delete from evidence_section").execute(&mut *conn).await?;
+    sqlx::query("insert into reindex_kept_embedding select * from evidence_embedding where tenant_id = $1")
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("delete from evidence_edge where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
+    sqlx::query("delete from evidence_block where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
+    sqlx::query("delete from evidence_section where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
     let ids: Vec<Uuid> =
-        sqlx::query_scalar("select id from source where indexed_hash is not null order by id").fetch_all(&mut *conn).await?;
+        sqlx::query_scalar("select id from source where tenant_id = $1 and indexed_hash is not null order by id")
+            .bind(tenant)
+            .fetch_all(&mut **tx)
+            .await?;
     let (mut sources, mut blocks) = (0, 0);
     for id in ids {
-        let Some(source) = crate::sources::queries::get(conn, id).await? else { continue };
-        let Some(art) = load_artifact(conn, id).await? else { continue };
-        blocks += write(conn, tenant, &source, &art).await?;
+        let Some(source) = crate::sources::queries::get(tx, id).await? else { continue };
+        let Some(art) = load_artifact(tx, id).await? else { continue };
+        blocks += write(tx, tenant, &source, &art).await?;
         sources += 1;
     }
     sqlx::query(
         "insert into evidence_embedding
          select k.* from reindex_kept_embedding k
-         where exists (select 1 from evidence_block b where b.tenant_id = k.tenant_id and b.id = k.block_id)
+         where k.tenant_id = $1 and exists (select 1 from evidence_block b where b.tenant_id = k.tenant_id and b.id = k.block_id)
          on conflict do nothing",
     )
-    .execute(&mut *conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
     Ok((sources, blocks))
 }

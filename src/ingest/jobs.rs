@@ -34,7 +34,7 @@ pub async fn enqueue(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> 
     .execute(&mut *conn)
     .await?;
     if r.rows_affected() == 1 {
-        set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+        set_progress_in(conn, tenant, source_id, Some(Progress::phase(Phase::Queued))).await?;
     }
     Ok(())
 }
@@ -81,20 +81,27 @@ impl Progress {
 
 /// Record (or, with `None`, clear) a source's progress. A new attempt (`Reading`) restarts
 /// the elapsed time; later phases keep it.
-pub async fn set_progress(conn: &mut PgConnection, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
+pub async fn set_progress(tx: &mut TenantTx, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    set_progress_in(tx, tenant, source_id, p).await
+}
+
+/// [`set_progress`] on a connection of a transaction in `tenant`.
+async fn set_progress_in(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
     sqlx::query(
         "update source set progress_phase = $2, progress_done = $3, progress_total = $4,
              progress_attempt = coalesce($5, case when $2 is null or $2 = 'queued' then null else progress_attempt end),
              progress_started_at = case when $2 is null then null
                                         when $2 = 'reading' or progress_started_at is null then now()
                                         else progress_started_at end
-         where id = $1",
+         where tenant_id = $6 and id = $1",
     )
     .bind(source_id)
     .bind(p.map(|p| p.phase.as_str()))
     .bind(p.and_then(|p| p.done))
     .bind(p.and_then(|p| p.total))
     .bind(p.and_then(|p| p.attempt))
+    .bind(tenant)
     .execute(conn)
     .await?;
     Ok(())
@@ -201,9 +208,10 @@ pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<us
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
         let running: Vec<(Uuid, Uuid, String, i32)> = sqlx::query_as(
             "select id, source_id, worker, attempts from ingest_job
-             where status = 'running' and worker is not null and lease_until > now()
+             where tenant_id = $1 and status = 'running' and worker is not null and lease_until > now()
              for update skip locked",
         )
+        .bind(t)
         .fetch_all(&mut *tx)
         .await?;
         for (id, source, worker, attempts) in running {
@@ -215,26 +223,29 @@ pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<us
                 fail(&mut tx, id, "worker_lost", msg).await?;
                 sqlx::query(
                     "update source set status = case when indexed_hash is null then 'failed' else 'indexed' end,
-                         error_code = 'worker_lost', error_message = $2 where id = $1",
+                         error_code = 'worker_lost', error_message = $2 where tenant_id = $3 and id = $1",
                 )
                 .bind(source)
                 .bind(msg)
+                .bind(t)
                 .execute(&mut *tx)
                 .await?;
                 set_progress(&mut tx, source, None).await?;
             } else {
                 sqlx::query(
                     "update ingest_job set status = 'queued', lease_until = null, worker = null, run_after = now()
-                     where id = $1",
+                     where tenant_id = $2 and id = $1",
                 )
                 .bind(id)
+                .bind(t)
                 .execute(&mut *tx)
                 .await?;
                 sqlx::query(
                     "update source set status = case when indexed_hash is null then 'pending' else 'indexed' end
-                     where id = $1 and status = 'parsing'",
+                     where tenant_id = $2 and id = $1 and status = 'parsing'",
                 )
                 .bind(source)
+                .bind(t)
                 .execute(&mut *tx)
                 .await?;
                 set_progress(&mut tx, source, Some(Progress::phase(Phase::Queued))).await?;
@@ -248,12 +259,13 @@ pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<us
 }
 
 /// The open job of a source: `(status, lease still valid)`.
-pub async fn open_job(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
+async fn open_job(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
     sqlx::query_as(
         "select status, coalesce(lease_until > now(), false) from ingest_job
-         where source_id = $1 and status in ('queued', 'running')",
+         where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')",
     )
     .bind(source_id)
+    .bind(tenant)
     .fetch_optional(conn)
     .await
 }
@@ -261,18 +273,19 @@ pub async fn open_job(conn: &mut PgConnection, source_id: Uuid) -> sqlx::Result<
 /// Run a source's queued job now, with fresh attempts (the retry button), or queue a new one.
 /// `false` when a worker holds a valid lease on it (it is running).
 pub async fn retry_now(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<bool> {
-    match open_job(conn, source_id).await? {
+    match open_job(conn, tenant, source_id).await? {
         Some((status, true)) if status == "running" => Ok(false),
         Some(_) => {
             sqlx::query(
                 "update ingest_job set status = 'queued', attempts = 0, run_after = now(), lease_until = null,
                      worker = null, error_code = null, error_message = null
-                 where source_id = $1 and status in ('queued', 'running')",
+                 where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')",
             )
             .bind(source_id)
+            .bind(tenant)
             .execute(&mut *conn)
             .await?;
-            set_progress(conn, source_id, Some(Progress::phase(Phase::Queued))).await?;
+            set_progress_in(conn, tenant, source_id, Some(Progress::phase(Phase::Queued))).await?;
             Ok(true)
         }
         None => {
@@ -288,15 +301,16 @@ async fn claim_in(pool: &PgPool, tenant: Uuid, worker: &str, lease: Duration) ->
     let job: Option<Job> = sqlx::query_as(
         "update ingest_job set status = 'running', attempts = attempts + 1, worker = $1,
              lease_until = now() + make_interval(secs => $2)
-         where id = (select id from ingest_job
-                     where (status = 'queued' and run_after <= now())
-                        or (status = 'running' and lease_until < now())
+         where tenant_id = $3 and id = (select id from ingest_job
+                     where tenant_id = $3
+                       and ((status = 'queued' and run_after <= now()) or (status = 'running' and lease_until < now()))
                      order by run_after, created_at
                      for update skip locked limit 1)
          returning id, source_id, attempts",
     )
     .bind(worker)
     .bind(lease.as_secs_f64())
+    .bind(tenant)
     .fetch_optional(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -317,52 +331,64 @@ pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut us
 }
 
 /// The source of a job, for its progress.
-async fn source_of(conn: &mut PgConnection, job: Uuid) -> sqlx::Result<Option<Uuid>> {
-    sqlx::query_scalar("select source_id from ingest_job where id = $1").bind(job).fetch_optional(conn).await
+async fn source_of(conn: &mut PgConnection, tenant: Uuid, job: Uuid) -> sqlx::Result<Option<Uuid>> {
+    sqlx::query_scalar("select source_id from ingest_job where tenant_id = $2 and id = $1")
+        .bind(job)
+        .bind(tenant)
+        .fetch_optional(conn)
+        .await
 }
 
-pub async fn finish(conn: &mut PgConnection, job: Uuid) -> sqlx::Result<()> {
-    sqlx::query("update ingest_job set status = 'done', finished_at = now(), lease_until = null where id = $1")
-        .bind(job)
-        .execute(&mut *conn)
-        .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, None).await?;
+pub async fn finish(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    sqlx::query(
+        "update ingest_job set status = 'done', finished_at = now(), lease_until = null where tenant_id = $2 and id = $1",
+    )
+    .bind(job)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, None).await?;
     }
     Ok(())
 }
 
-pub async fn fail(conn: &mut PgConnection, job: Uuid, code: &str, message: &str) -> sqlx::Result<()> {
+pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
     sqlx::query(
         "update ingest_job set status = 'failed', finished_at = now(), lease_until = null,
-             error_code = $2, error_message = $3 where id = $1",
+             error_code = $2, error_message = $3 where tenant_id = $4 and id = $1",
     )
     .bind(job)
     .bind(code)
     .bind(message)
-    .execute(&mut *conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, None).await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, None).await?;
     }
     Ok(())
 }
 
 /// Put a job back with exponential backoff after a transient error.
-pub async fn retry_later(conn: &mut PgConnection, job: Uuid, attempts: i32, code: &str, message: &str) -> sqlx::Result<()> {
+pub async fn retry_later(tx: &mut TenantTx, job: Uuid, attempts: i32, code: &str, message: &str) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
     let delay = 2f64.powi(attempts.clamp(0, 10)) * 5.0;
     sqlx::query(
         "update ingest_job set status = 'queued', lease_until = null, error_code = $2, error_message = $3,
-             run_after = now() + make_interval(secs => $4) where id = $1",
+             run_after = now() + make_interval(secs => $4) where tenant_id = $5 and id = $1",
     )
     .bind(job)
     .bind(code)
     .bind(message)
     .bind(delay)
-    .execute(&mut *conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
-    if let Some(s) = source_of(conn, job).await? {
-        set_progress(conn, s, Some(Progress::phase(Phase::Queued))).await?;
+    if let Some(s) = source_of(tx, tenant, job).await? {
+        set_progress_in(tx, tenant, s, Some(Progress::phase(Phase::Queued))).await?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgPool;
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -31,13 +31,15 @@ pub enum Outcome {
     Gone,
 }
 
-async fn set_status(conn: &mut PgConnection, id: Uuid, status: &str, error: Option<(&str, &str)>) -> sqlx::Result<()> {
-    sqlx::query("update source set status = $2, error_code = $3, error_message = $4 where id = $1")
+async fn set_status(tx: &mut TenantTx, id: Uuid, status: &str, error: Option<(&str, &str)>) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    sqlx::query("update source set status = $2, error_code = $3, error_message = $4 where tenant_id = $5 and id = $1")
         .bind(id)
         .bind(status)
         .bind(error.map(|e| e.0))
         .bind(error.map(|e| e.1))
-        .execute(conn)
+        .bind(tenant)
+        .execute(&mut **tx)
         .await?;
     Ok(())
 }
@@ -48,7 +50,7 @@ async fn set_status(conn: &mut PgConnection, id: Uuid, status: &str, error: Opti
 /// size, the parser child, MinerU) uses this descriptor only. `Err((code, message))` makes the
 /// source stale.
 pub async fn open_source(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &Config,
     s: &Source,
 ) -> sqlx::Result<Result<std::fs::File, (&'static str, String)>> {
@@ -231,7 +233,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
             sqlx::query(
                 "update source set status = 'indexed', error_code = null, error_message = null,
                      indexed_hash = $2, sha256 = $2, size_bytes = $3, mtime = $4, provider = $5, pages = $6
-                 where id = $1",
+                 where tenant_id = $7 and id = $1",
             )
             .bind(source.id)
             .bind(&art.source_hash)
@@ -239,6 +241,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
             .bind(facts.mtime)
             .bind(format!("{} {}", art.provider, art.provider_version))
             .bind(art.source_map.page_count.map(|p| p as i32))
+            .bind(tenant)
             .execute(&mut *tx)
             .await?;
             jobs::finish(&mut tx, job.id).await?;

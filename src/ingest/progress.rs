@@ -69,10 +69,12 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
         let rows: Vec<Row> = sqlx::query_as(
             "select s.resource_path, s.status, s.error_code, s.error_message, s.pages,
-                    exists (select 1 from ingest_job j where j.source_id = s.id and j.status in ('queued', 'running')) as open_job
-             from source s where s.id = any($1) order by s.resource_path",
+                    exists (select 1 from ingest_job j where j.tenant_id = s.tenant_id and j.source_id = s.id
+                            and j.status in ('queued', 'running')) as open_job
+             from source s where s.tenant_id = $2 and s.id = any($1) order by s.resource_path",
         )
         .bind(&ids)
+        .bind(actor.tenant_id)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -59,8 +59,9 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
     let rows: Vec<Watched> = sqlx::query_as(
         "select s.id, g.root_path, s.resource_path, s.status, s.error_code, s.size_bytes, s.mtime
          from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id
-         where g.revoked_at is null order by s.id",
+         where s.tenant_id = $1 and g.revoked_at is null order by s.id",
     )
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for r in rows {
@@ -69,9 +70,10 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             None if r.status != SourceStatus::Stale => {
                 sqlx::query(
                     "update source set status = 'stale', error_code = 'file_missing',
-                         error_message = 'the file was deleted or moved away' where id = $1",
+                         error_message = 'the file was deleted or moved away' where tenant_id = $2 and id = $1",
                 )
                 .bind(r.id)
+                .bind(tenant)
                 .execute(&mut *conn)
                 .await?;
                 report.stale += 1;
@@ -95,8 +97,9 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
     let folders: Vec<Folder> = sqlx::query_as(
         "select f.kb_id, f.grant_id, g.root_path, f.dir_path, f.include_globs, f.exclude_globs, f.created_by
          from kb_folder f join dir_grant g on g.tenant_id = f.tenant_id and g.id = f.grant_id
-         where g.revoked_at is null order by f.id",
+         where f.tenant_id = $1 and g.revoked_at is null order by f.id",
     )
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for f in folders {
@@ -106,15 +109,16 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
         let (files, _) = tokio::task::spawn_blocking(move || sources::scan_dir(&root, &dir.abs, &inc, &exc)).await??;
         for (abs, rel, kind) in files {
             let exists: bool = sqlx::query_scalar(
-                "select exists (select 1 from source where kb_id = $1 and grant_id = $2 and resource_path = $3)",
+                "select exists (select 1 from source where tenant_id = $4 and kb_id = $1 and grant_id = $2 and resource_path = $3)",
             )
             .bind(f.kb_id)
             .bind(f.grant_id)
             .bind(&rel)
+            .bind(tenant)
             .fetch_one(&mut *conn)
             .await?;
             // A source a user removed stays removed (registering it by hand restores it).
-            if exists || sq::removed_at_path(conn, f.kb_id, Some(f.grant_id), &rel).await?.is_some() {
+            if exists || sq::removed_at_path(conn, tenant, f.kb_id, Some(f.grant_id), &rel).await?.is_some() {
                 continue;
             }
             let facts = tokio::task::spawn_blocking(move || sources::file_facts(&abs)).await??;
@@ -160,10 +164,11 @@ async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
         let rs: Vec<String> = sqlx::query_scalar(
             "select distinct g.root_path from dir_grant g
-             where g.revoked_at is null
-               and (exists (select 1 from source s where s.grant_id = g.id)
-                    or exists (select 1 from kb_folder f where f.grant_id = g.id))",
+             where g.tenant_id = $1 and g.revoked_at is null
+               and (exists (select 1 from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id)
+                    or exists (select 1 from kb_folder f where f.tenant_id = g.tenant_id and f.grant_id = g.id))",
         )
+        .bind(t)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

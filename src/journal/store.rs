@@ -1,10 +1,13 @@
-//! The journal's SQL. Every function takes a tenant transaction's connection: RLS decides what
-//! the caller sees (a member their own runs, admins the tenant's, background work all).
+//! The journal's SQL. Every function takes a tenant transaction (or its connection and
+//! tenant): RLS decides what the caller sees (a member their own runs, admins the tenant's,
+//! background work all); every statement also names the tenant (`tenant_id = $n`, issue 29).
 
 use serde::Serialize;
 use serde_json::Value;
 use sqlx::{FromRow, PgConnection};
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::{ContextRefs, ErrorBody, Event, EventSource, RunStatus};
 
@@ -251,24 +254,27 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
             prompt: run.prompt.clone(),
         });
         append(conn, run.tenant_id, run.id, &[(EventSource::Mnote, created)]).await?;
-        return Ok(Created::New(get(conn, run.id).await?.unwrap_or(run)));
+        return Ok(Created::New(get_in(conn, run.tenant_id, run.id).await?.unwrap_or(run)));
     }
     // Which constraint held: the request id, or (for a resume) the parent's resume id.
     let existing: Option<RunRow> = match (new.parent_run_id, new.resume_request_id) {
         (Some(p), Some(r)) => {
             sqlx::query_as(&format!(
-                "select {RUN_COLUMNS} from ai_run where (parent_run_id = $1 and resume_request_id = $2) or request_id = $3 \
+                "select {RUN_COLUMNS} from ai_run where tenant_id = $4 \
+             and ((parent_run_id = $1 and resume_request_id = $2) or request_id = $3) \
              order by (request_id = $3) desc limit 1"
             ))
             .bind(p)
             .bind(r)
             .bind(new.request_id)
+            .bind(new.tenant_id)
             .fetch_optional(&mut *conn)
             .await?
         }
         _ => {
-            sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where request_id = $1"))
+            sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and request_id = $1"))
                 .bind(new.request_id)
+                .bind(new.tenant_id)
                 .fetch_optional(&mut *conn)
                 .await?
         }
@@ -283,50 +289,68 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
 /// Runs `actor` has pending or running, other than the one of `request_id` (a retry of a
 /// request is not a new run). Takes a transaction-scoped lock on the actor's runs first, so
 /// concurrent creations count one after the other: call it in the transaction that creates.
-pub async fn live_runs_of(conn: &mut PgConnection, actor: Uuid, request_id: &str) -> sqlx::Result<i64> {
+pub async fn live_runs_of(tx: &mut TenantTx, actor: Uuid, request_id: &str) -> sqlx::Result<i64> {
     sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.ai_run:' || $1::text, 0))")
         .bind(actor)
-        .execute(&mut *conn)
+        .execute(&mut **tx)
         .await?;
     sqlx::query_scalar(
-        "select count(*) from ai_run where actor_id = $1 and status in ('pending', 'running') and request_id <> $2",
+        "select count(*) from ai_run where tenant_id = $3 and actor_id = $1 and status in ('pending', 'running') \
+         and request_id <> $2",
     )
     .bind(actor)
     .bind(request_id)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
-pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where id = $1")).bind(id).fetch_optional(conn).await
+pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    let tenant = tx.tenant_id();
+    get_in(tx, tenant, id).await
+}
+
+/// [`get`] on a connection of a transaction in `tenant`.
+pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and id = $1"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(conn)
+        .await
 }
 
 /// The same, locked for update (status changes).
-async fn get_locked(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where id = $1 for update")).bind(id).fetch_optional(conn).await
+async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and id = $1 for update"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(conn)
+        .await
 }
 
 /// Events with `seq > after`, oldest first.
-pub async fn events_after(conn: &mut PgConnection, run: Uuid, after: i64, limit: i64) -> sqlx::Result<Vec<EventRow>> {
+pub async fn events_after(tx: &mut TenantTx, run: Uuid, after: i64, limit: i64) -> sqlx::Result<Vec<EventRow>> {
     sqlx::query_as(
         "select run_id, seq, kind, source, payload, created_at from ai_run_event \
-         where run_id = $1 and seq > $2 order by seq limit $3",
+         where tenant_id = $4 and run_id = $1 and seq > $2 order by seq limit $3",
     )
     .bind(run)
     .bind(after)
     .bind(limit)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// The seq of the run's ending event (terminal or `run.interrupted`), if it has one.
-pub async fn ending_seq(conn: &mut PgConnection, run: Uuid) -> sqlx::Result<Option<i64>> {
+pub async fn ending_seq(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Option<i64>> {
     sqlx::query_scalar(
-        "select min(seq) from ai_run_event where run_id = $1 \
+        "select min(seq) from ai_run_event where tenant_id = $2 and run_id = $1 \
          and kind in ('run.completed', 'run.failed', 'run.cancelled', 'run.interrupted')",
     )
     .bind(run)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
@@ -359,12 +383,13 @@ async fn append_where(
     }
     let n = events.len() as i64;
     let first: i64 = sqlx::query_scalar(
-        "update ai_run set next_seq = next_seq + $2 where id = $1 and (not $3 or status = 'running') \
+        "update ai_run set next_seq = next_seq + $2 where tenant_id = $4 and id = $1 and (not $3 or status = 'running') \
          returning next_seq - $2",
     )
     .bind(run)
     .bind(n)
     .bind(only_running)
+    .bind(tenant)
     .fetch_one(&mut *conn)
     .await?;
     let (mut seqs, mut kinds, mut sources, mut payloads) = (vec![], vec![], vec![], vec![]);
@@ -394,16 +419,17 @@ async fn append_where(
 
 /// Take the run for `owner`: `pending` → `running`, lease renewed. `false` when it is no
 /// longer pending (cancelled meanwhile, or another worker has it).
-pub async fn claim(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx::Result<bool> {
+pub async fn claim(tx: &mut TenantTx, run: Uuid, owner: &str) -> sqlx::Result<bool> {
     let n = sqlx::query(
         "update ai_run set status = 'running', started_at = now(), lease_owner = $2, \
              lease_expires_at = now() + make_interval(secs => $3) \
-         where id = $1 and status = 'pending'",
+         where tenant_id = $4 and id = $1 and status = 'pending'",
     )
     .bind(run)
     .bind(owner)
     .bind(lease().as_secs_f64())
-    .execute(conn)
+    .bind(tx.tenant_id())
+    .execute(&mut **tx)
     .await?
     .rows_affected();
     Ok(n == 1)
@@ -419,15 +445,17 @@ pub enum Beat {
 }
 
 /// Renew `owner`'s lease on a live run (pending ones wait for a slot).
-pub async fn heartbeat(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx::Result<Beat> {
+pub async fn heartbeat(tx: &mut TenantTx, run: Uuid, owner: &str) -> sqlx::Result<Beat> {
     let row: Option<(bool,)> = sqlx::query_as(
         "update ai_run set lease_expires_at = now() + make_interval(secs => $3) \
-         where id = $1 and lease_owner = $2 and status in ('pending', 'running') returning cancel_requested_at is not null",
+         where tenant_id = $4 and id = $1 and lease_owner = $2 and status in ('pending', 'running') \
+         returning cancel_requested_at is not null",
     )
     .bind(run)
     .bind(owner)
     .bind(lease().as_secs_f64())
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await?;
     Ok(match row {
         Some((true,)) => Beat::CancelRequested,
@@ -436,8 +464,13 @@ pub async fn heartbeat(conn: &mut PgConnection, run: Uuid, owner: &str) -> sqlx:
     })
 }
 
-pub async fn set_provider_run_id(conn: &mut PgConnection, run: Uuid, provider_run_id: &str) -> sqlx::Result<()> {
-    sqlx::query("update ai_run set provider_run_id = $2 where id = $1").bind(run).bind(provider_run_id).execute(conn).await?;
+pub async fn set_provider_run_id(tx: &mut TenantTx, run: Uuid, provider_run_id: &str) -> sqlx::Result<()> {
+    sqlx::query("update ai_run set provider_run_id = $2 where tenant_id = $3 and id = $1")
+        .bind(run)
+        .bind(provider_run_id)
+        .bind(tx.tenant_id())
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
@@ -451,7 +484,7 @@ pub enum Ending<'a> {
 /// Set the terminal status and append the terminal event, in one transaction (the caller's).
 /// `false` when the run had already ended (or was interrupted, for anything but a cancel).
 pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: Ending<'_>) -> sqlx::Result<bool> {
-    let Some(row) = get_locked(conn, run).await? else { return Ok(false) };
+    let Some(row) = get_locked(conn, tenant, run).await? else { return Ok(false) };
     // An interrupted run (its worker was declared lost) can still be cancelled, but a worker
     // that comes back late does not complete or fail it.
     let late_worker = row.status() == RunStatus::Interrupted && !matches!(ending, Ending::Cancelled { .. });
@@ -491,7 +524,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         "update ai_run set status = $2, error_code = $3, error_message = $4, answer = coalesce($5, answer), \
              receipt = coalesce($6, receipt), status_reason = coalesce($7, status_reason), ended_at = now(), \
              lease_owner = null, lease_expires_at = null, mcp_token_hash = null \
-         where id = $1",
+         where tenant_id = $8 and id = $1",
     )
     .bind(run)
     .bind(status.as_str())
@@ -500,6 +533,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
     .bind(answer)
     .bind(receipt)
     .bind(reason)
+    .bind(tenant)
     .execute(&mut *conn)
     .await?;
     append(conn, tenant, run, &[(EventSource::Mnote, event)]).await?;
@@ -509,32 +543,38 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
 /// Give the running `run` its run-scoped MCP token (its SHA-256 only); `false` when the run
 /// is not running (any more). The run's end clears it ([`finish`], [`reconcile_expired`],
 /// [`release_owned`]).
-pub async fn set_mcp_token(conn: &mut PgConnection, run: Uuid, token_hash: &str) -> sqlx::Result<bool> {
-    let r = sqlx::query("update ai_run set mcp_token_hash = $2 where id = $1 and status = 'running'")
+pub async fn set_mcp_token(tx: &mut TenantTx, run: Uuid, token_hash: &str) -> sqlx::Result<bool> {
+    let r = sqlx::query("update ai_run set mcp_token_hash = $2 where tenant_id = $3 and id = $1 and status = 'running'")
         .bind(run)
         .bind(token_hash)
-        .execute(conn)
+        .bind(tx.tenant_id())
+        .execute(&mut **tx)
         .await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// The running run whose MCP token has this SHA-256 (in the transaction's tenant).
-pub async fn run_of_mcp_token(conn: &mut PgConnection, token_hash: &str) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where mcp_token_hash = $1 and status = 'running'"))
-        .bind(token_hash)
-        .fetch_optional(conn)
-        .await
+pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Result<Option<RunRow>> {
+    sqlx::query_as(&format!(
+        "select {RUN_COLUMNS} from ai_run where tenant_id = $2 and mcp_token_hash = $1 and status = 'running'"
+    ))
+    .bind(token_hash)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// The results of the run's own tool calls as its journal holds them (`tool.completed`, source
 /// `tool`), in order: whichever process served them (the run's executor, or `/mcp` with the
 /// run's token on any replica).
-pub async fn tool_results(conn: &mut PgConnection, run: Uuid) -> sqlx::Result<Vec<super::ToolCompleted>> {
+pub async fn tool_results(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Vec<super::ToolCompleted>> {
     let payloads: Vec<Value> = sqlx::query_scalar(
-        "select payload from ai_run_event where run_id = $1 and kind = 'tool.completed' and source = 'tool' order by seq",
+        "select payload from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'tool.completed' \
+         and source = 'tool' order by seq",
     )
     .bind(run)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await?;
     Ok(payloads.into_iter().filter_map(|p| serde_json::from_value(p).ok()).collect())
 }
@@ -550,14 +590,17 @@ pub enum CancelOutcome {
 }
 
 pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) -> sqlx::Result<CancelOutcome> {
-    let Some(row) = get_locked(conn, run).await? else { return Ok(CancelOutcome::AlreadyEnded) };
+    let Some(row) = get_locked(conn, tenant, run).await? else { return Ok(CancelOutcome::AlreadyEnded) };
     match row.status() {
         s if s.is_terminal() => Ok(CancelOutcome::AlreadyEnded),
         RunStatus::Running => {
-            sqlx::query("update ai_run set cancel_requested_at = coalesce(cancel_requested_at, now()) where id = $1")
-                .bind(run)
-                .execute(&mut *conn)
-                .await?;
+            sqlx::query(
+                "update ai_run set cancel_requested_at = coalesce(cancel_requested_at, now()) where tenant_id = $2 and id = $1",
+            )
+            .bind(run)
+            .bind(tenant)
+            .execute(&mut *conn)
+            .await?;
             sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:cancel")).execute(&mut *conn).await?;
             Ok(CancelOutcome::Requested)
         }
@@ -574,8 +617,9 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
              lease_expires_at = null, mcp_token_hash = null \
-         where status in ('pending', 'running') and lease_expires_at < now() returning id",
+         where tenant_id = $1 and status in ('pending', 'running') and lease_expires_at < now() returning id",
     )
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
@@ -590,9 +634,10 @@ pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -
     let ids: Vec<Uuid> = sqlx::query_scalar(
         "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
              lease_expires_at = null, mcp_token_hash = null \
-         where status in ('pending', 'running') and lease_owner = $1 returning id",
+         where tenant_id = $2 and status in ('pending', 'running') and lease_owner = $1 returning id",
     )
     .bind(owner)
+    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
@@ -603,30 +648,31 @@ pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -
 
 /// The newest run of `session` (of this actor) that has not ended: pending, running, or
 /// interrupted without a resumed child.
-pub async fn active_run(conn: &mut PgConnection, actor: Uuid, session: &str) -> sqlx::Result<Option<RunRow>> {
+pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as(&format!(
-        "select {RUN_COLUMNS} from ai_run r where actor_id = $1 and session_id = $2 \
+        "select {RUN_COLUMNS} from ai_run r where tenant_id = $3 and actor_id = $1 and session_id = $2 \
              and status in ('pending', 'running', 'interrupted') \
              and not exists (select 1 from ai_run c where c.tenant_id = r.tenant_id and c.parent_run_id = r.id) \
          order by created_at desc limit 1"
     ))
     .bind(actor)
     .bind(session)
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }
 
 /// The question and final answer of each completed run of `session` (of this actor) created
 /// before `before`, newest first: the earlier turns of a conversation.
 pub async fn earlier_answers(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     actor: Uuid,
     session: &str,
     before: chrono::DateTime<chrono::Utc>,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, String)>> {
     sqlx::query_as(
-        "select prompt, answer from ai_run where actor_id = $1 and session_id = $2 and created_at < $3 \
+        "select prompt, answer from ai_run where tenant_id = $5 and actor_id = $1 and session_id = $2 and created_at < $3 \
              and status = 'completed' and answer is not null \
          order by created_at desc limit $4",
     )
@@ -634,18 +680,21 @@ pub async fn earlier_answers(
     .bind(session)
     .bind(before)
     .bind(limit)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// A session's runs, newest first.
-pub async fn session_runs(conn: &mut PgConnection, actor: Uuid, session: &str, limit: i64) -> sqlx::Result<Vec<RunRow>> {
+pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: i64) -> sqlx::Result<Vec<RunRow>> {
     sqlx::query_as(&format!(
-        "select {RUN_COLUMNS} from ai_run where actor_id = $1 and session_id = $2 order by created_at desc limit $3"
+        "select {RUN_COLUMNS} from ai_run where tenant_id = $4 and actor_id = $1 and session_id = $2 \
+         order by created_at desc limit $3"
     ))
     .bind(actor)
     .bind(session)
     .bind(limit)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }

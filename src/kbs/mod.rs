@@ -4,7 +4,6 @@
 pub mod handlers;
 pub mod queries;
 
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
@@ -96,7 +95,11 @@ impl Checklist {
 }
 
 /// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(conn: &mut PgConnection, auth: &Auth, session: &tower_sessions::Session) -> AppResult<Option<Checklist>> {
+pub async fn checklist(
+    conn: &mut crate::db::TenantTx,
+    auth: &Auth,
+    session: &tower_sessions::Session,
+) -> AppResult<Option<Checklist>> {
     let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
     if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
         return Ok(None);
@@ -130,12 +133,12 @@ pub fn validate_name(n: &str) -> AppResult<String> {
 }
 
 /// A KB the caller can see (404 otherwise: no existence leak).
-pub async fn visible(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+pub async fn visible(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     queries::get(conn, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)
 }
 
 /// A KB the caller may manage: 404 when invisible, 403 when only readable.
-pub async fn managed(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+pub async fn managed(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     let kb = visible(conn, auth, id).await?;
     if !kb.can_manage {
         return Err(AppError::forbidden("you cannot manage this knowledge base"));
@@ -144,7 +147,7 @@ pub async fn managed(conn: &mut PgConnection, auth: &Auth, id: Uuid) -> AppResul
 }
 
 pub async fn create(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     auth: &Auth,
     name: &str,
     description: &str,

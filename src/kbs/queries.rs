@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use crate::sources::queries::include_deleted;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
@@ -42,16 +44,33 @@ const SELECT: &str = "select k.id, k.name, k.description, k.visibility, k.owner_
         k.deleted_at
     from kb k join app_user u on u.id = k.owner_id";
 
-pub async fn list(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
-    sqlx::query_as(&format!("{SELECT} order by lower(k.name)")).bind(user).bind(admin).fetch_all(conn).await
+pub async fn list(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 order by lower(k.name)"))
+        .bind(user)
+        .bind(admin)
+        .bind(tx.tenant_id())
+        .fetch_all(&mut **tx)
+        .await
 }
 
-pub async fn get(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.id = $3")).bind(user).bind(admin).bind(id).fetch_optional(conn).await
+pub async fn get(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3"))
+        .bind(user)
+        .bind(admin)
+        .bind(id)
+        .bind(tx.tenant_id())
+        .fetch_optional(&mut **tx)
+        .await
 }
 
-pub async fn get_by_name(conn: &mut PgConnection, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.name = $3")).bind(user).bind(admin).bind(name).fetch_optional(conn).await
+pub async fn get_by_name(tx: &mut TenantTx, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
+    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.name = $3"))
+        .bind(user)
+        .bind(admin)
+        .bind(name)
+        .bind(tx.tenant_id())
+        .fetch_optional(&mut **tx)
+        .await
 }
 
 pub async fn insert(
@@ -77,87 +96,107 @@ pub async fn insert(
 }
 
 pub async fn update(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     id: Uuid,
     name: Option<&str>,
     description: Option<&str>,
     visibility: Option<&str>,
 ) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
     let r = sqlx::query(
         "update kb set name = coalesce($2, name), description = coalesce($3, description),
              visibility = coalesce($4, visibility)
-         where id = $1",
+         where tenant_id = $5 and id = $1",
     )
     .bind(id)
     .bind(name)
     .bind(description)
     .bind(visibility)
-    .execute(conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Delete a KB: hidden at once with all its sources (and so their evidence), restorable
 /// until the purge.
-pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
-    include_deleted(conn, true).await?;
-    let r = sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where id = $1 and deleted_at is null")
-        .bind(id)
-        .bind(by)
-        .execute(&mut *conn)
-        .await?;
-    include_deleted(conn, false).await?;
+pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
+    let r =
+        sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
+            .bind(id)
+            .bind(by)
+            .bind(tenant)
+            .execute(&mut **tx)
+            .await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Bring a deleted KB back (a unique violation: a live KB has its name now).
-pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
-    include_deleted(conn, true).await?;
-    let r = sqlx::query("update kb set deleted_at = null, deleted_by = null where id = $1 and deleted_at is not null")
-        .bind(id)
-        .execute(&mut *conn)
-        .await?;
-    include_deleted(conn, false).await?;
+pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
+    let r = sqlx::query(
+        "update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null",
+    )
+    .bind(id)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// The deleted KBs the caller can see, most recent first.
-pub async fn deleted(conn: &mut PgConnection, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
-    include_deleted(conn, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.deleted_at is not null order by k.deleted_at desc"))
+pub async fn deleted(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
+    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 and k.deleted_at is not null order by k.deleted_at desc"))
         .bind(user)
         .bind(admin)
-        .fetch_all(&mut *conn)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// A deleted KB the caller can see.
-pub async fn get_deleted(conn: &mut PgConnection, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
-    include_deleted(conn, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.id = $3 and k.deleted_at is not null"))
+pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
+    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3 and k.deleted_at is not null"))
         .bind(user)
         .bind(admin)
         .bind(id)
-        .fetch_optional(&mut *conn)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
         .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// How much of a KB's content is searchable (what deleting it takes out of search).
-pub async fn block_count(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<i64> {
-    sqlx::query_scalar("select count(*) from evidence_block where kb_id = $1").bind(id).fetch_one(conn).await
+pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1")
+        .bind(id)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
-pub async fn members(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
+pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(
         "select m.user_id, u.email, m.can_manage from kb_member m join app_user u on u.id = m.user_id
-         where m.kb_id = $1 order by lower(u.email)",
+         where m.tenant_id = $2 and m.kb_id = $1 order by lower(u.email)",
     )
     .bind(kb)
-    .fetch_all(conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await
 }
 
@@ -175,7 +214,13 @@ pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: U
     Ok(())
 }
 
-pub async fn remove_member(conn: &mut PgConnection, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query("delete from kb_member where kb_id = $1 and user_id = $2").bind(kb).bind(user).execute(conn).await?;
+pub async fn remove_member(tx: &mut TenantTx, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2")
+        .bind(kb)
+        .bind(user)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(r.rows_affected() == 1)
 }

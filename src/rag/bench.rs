@@ -231,9 +231,10 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
     let sync_secs = t.elapsed().as_secs_f64();
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
     let processed: i64 = sqlx::query_scalar(
-        "select count(*) from rag_doc d join rag_binding b on b.id = d.binding_id where b.kb_id = $1 and b.active and d.status = 'processed'",
+        "select count(*) from rag_doc d join rag_binding b on b.tenant_id = d.tenant_id and b.id = d.binding_id where d.tenant_id = $2 and b.kb_id = $1 and b.active and d.status = 'processed'",
     )
     .bind(kb_id)
+    .bind(actor.tenant_id)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -250,10 +251,12 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
     // Queries: the opening words of blocks spread over the documents.
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
     let blocks: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
-        "select e.id, e.source_id, e.text from evidence_block e join source s on s.id = e.source_id and s.indexed_hash = e.source_hash
-         where s.kb_id = $1 and length(e.text) >= 60 order by e.source_id, e.ordinal",
+        "select e.id, e.source_id, e.text from evidence_block e
+         join source s on s.tenant_id = e.tenant_id and s.id = e.source_id and s.indexed_hash = e.source_hash
+         where e.tenant_id = $2 and s.kb_id = $1 and length(e.text) >= 60 order by e.source_id, e.ordinal",
     )
     .bind(kb_id)
+    .bind(actor.tenant_id)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -304,10 +307,12 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
             let head: String = significant(&c.content).chars().take(80).collect();
             let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
             let all: Vec<(Uuid, String)> = sqlx::query_as(
-                "select e.id, e.text from evidence_block e join source s on s.id = e.source_id and s.indexed_hash = e.source_hash
-                 where e.source_id = $1 order by e.ordinal",
+                "select e.id, e.text from evidence_block e
+                 join source s on s.tenant_id = e.tenant_id and s.id = e.source_id and s.indexed_hash = e.source_hash
+                 where e.tenant_id = $2 and e.source_id = $1 order by e.ordinal",
             )
             .bind(source)
+            .bind(actor.tenant_id)
             .fetch_all(&mut *tx)
             .await?;
             tx.commit().await?;

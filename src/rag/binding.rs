@@ -3,8 +3,9 @@
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use sqlx::PgConnection;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::client::{LightRag, RagError};
 use crate::{
@@ -111,30 +112,40 @@ pub fn allowed_url(cfg: &RagConfig, url: &str) -> AppResult<String> {
 const COLUMNS: &str = "id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code, \
                        last_error_message, checked_at";
 
-pub async fn active(conn: &mut PgConnection, kb_id: Uuid) -> sqlx::Result<Option<Binding>> {
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where kb_id = $1 and active"))
+pub async fn active(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<Option<Binding>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $2 and kb_id = $1 and active"))
         .bind(kb_id)
-        .fetch_optional(conn)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
         .await
 }
 
 /// Every binding of the tenant visible in this transaction (retired ones included).
-pub async fn all(conn: &mut PgConnection) -> sqlx::Result<Vec<Binding>> {
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding order by created_at")).fetch_all(conn).await
+pub async fn all(tx: &mut TenantTx) -> sqlx::Result<Vec<Binding>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at"))
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// The live bindings of the given KBs the caller can see.
-pub async fn active_for(conn: &mut PgConnection, kb_ids: &[Uuid]) -> sqlx::Result<Vec<Binding>> {
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where active and kb_id = any($1) order by kb_id"))
-        .bind(kb_ids)
-        .fetch_all(conn)
-        .await
+pub async fn active_for(tx: &mut TenantTx, kb_ids: &[Uuid]) -> sqlx::Result<Vec<Binding>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!(
+        "select {COLUMNS} from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"
+    ))
+    .bind(kb_ids)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
+    .await
 }
 
 /// Bind `kb_id` to `url`. The same URL keeps its documents (only label and key change);
 /// another URL retires the old binding, whose documents the sync worker then deletes.
 pub async fn put(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     tenant: Uuid,
     kb_id: Uuid,
     url: &str,
@@ -146,12 +157,13 @@ pub async fn put(
         if b.url == url {
             let cipher = key_cipher.or(b.api_key_cipher.clone());
             return sqlx::query_as(&format!(
-                "update rag_binding set label = $2, api_key_cipher = $3 where id = $1 returning {COLUMNS}"
+                "update rag_binding set label = $2, api_key_cipher = $3 where tenant_id = $4 and id = $1 returning {COLUMNS}"
             ))
             .bind(b.id)
             .bind(label)
             .bind(cipher)
-            .fetch_one(conn)
+            .bind(tenant)
+            .fetch_one(&mut **conn)
             .await;
         }
         retire(conn, kb_id).await?;
@@ -167,42 +179,47 @@ pub async fn put(
     .bind(label)
     .bind(key_cipher)
     .bind(by)
-    .fetch_one(conn)
+    .fetch_one(&mut **conn)
     .await
 }
 
 /// Unbind: the binding stays (inactive) until its documents are deleted.
-pub async fn retire(conn: &mut PgConnection, kb_id: Uuid) -> sqlx::Result<bool> {
-    Ok(sqlx::query("update rag_binding set active = false where kb_id = $1 and active")
+pub async fn retire(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    Ok(sqlx::query("update rag_binding set active = false where tenant_id = $2 and kb_id = $1 and active")
         .bind(kb_id)
-        .execute(conn)
+        .bind(tenant)
+        .execute(&mut **tx)
         .await?
         .rows_affected()
         > 0)
 }
 
 /// Remember what the last contact with the endpoint showed.
-pub async fn record_check(conn: &mut PgConnection, id: Uuid, outcome: Result<Option<&str>, &RagError>) -> sqlx::Result<()> {
+pub async fn record_check(tx: &mut TenantTx, id: Uuid, outcome: Result<Option<&str>, &RagError>) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
     let (reachable, version, code, message) = match outcome {
         Ok(v) => (true, v, None, None),
         Err(e) => (false, None, Some(e.code()), Some(e.message.as_str())),
     };
     sqlx::query(
         "update rag_binding set reachable = $2, lightrag_version = coalesce($3, lightrag_version),
-             last_error_code = $4, last_error_message = $5, checked_at = now() where id = $1",
+             last_error_code = $4, last_error_message = $5, checked_at = now() where tenant_id = $6 and id = $1",
     )
     .bind(id)
     .bind(reachable)
     .bind(version)
     .bind(code)
     .bind(message)
-    .execute(conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
-pub async fn delete(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("delete from rag_binding where id = $1").bind(id).execute(conn).await?;
+pub async fn delete(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    sqlx::query("delete from rag_binding where tenant_id = $2 and id = $1").bind(id).bind(tenant).execute(&mut **tx).await?;
     Ok(())
 }
 

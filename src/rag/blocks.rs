@@ -9,8 +9,9 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use sqlx::PgConnection;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::mapping::{BlockText, Stream};
 
@@ -58,7 +59,8 @@ impl BlockCache {
 
     /// The blocks of `source` at `hash`, from the cache or the database (`conn`, under the
     /// caller's RLS).
-    pub async fn get(&self, conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<Arc<SourceBlocks>> {
+    pub async fn get(&self, tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Arc<SourceBlocks>> {
+        let tenant = tx.tenant_id();
         let key = (source, hash.to_string());
         {
             let mut g = self.inner.lock().expect("block cache");
@@ -70,11 +72,12 @@ impl BlockCache {
             }
         }
         let rows: Vec<(Uuid, String, bool, String)> = sqlx::query_as(
-            "select id, text, is_ocr, quality from evidence_block where source_id = $1 and source_hash = $2 order by ordinal",
+            "select id, text, is_ocr, quality from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 order by ordinal",
         )
         .bind(source)
         .bind(hash)
-        .fetch_all(conn)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
         .await?;
         let mut b = SourceBlocks {
             ids: Vec::with_capacity(rows.len()),

@@ -5,6 +5,8 @@ use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use crate::evidence::SourceKind;
 
 /// LightRAG's view of a document, as we track it.
@@ -90,10 +92,12 @@ impl From<String> for StateCol {
 const COLUMNS: &str = "binding_id, source_id, file_source, doc_id, source_hash, method, status, track_id, ocr_expected, \
                        ocr_text_exposed, error_code, error_message, attempts, run_after, sent_at, updated_at";
 
-pub async fn of_binding(conn: &mut PgConnection, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
-    sqlx::query_as(&format!("select {COLUMNS} from rag_doc where binding_id = $1 order by source_id"))
+pub async fn of_binding(tx: &mut TenantTx, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLUMNS} from rag_doc where tenant_id = $2 and binding_id = $1 order by source_id"))
         .bind(binding)
-        .fetch_all(conn)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
         .await
 }
 
@@ -118,32 +122,39 @@ impl TryFrom<String> for KindCol {
     }
 }
 
-pub async fn wanted(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Wanted>> {
+pub async fn wanted(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Wanted>> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(
         "select id, resource_path, kind, indexed_hash from source
-         where kb_id = $1 and indexed_hash is not null and status <> 'stale' order by id",
+         where tenant_id = $2 and kb_id = $1 and indexed_hash is not null and status <> 'stale' order by id",
     )
     .bind(kb)
-    .fetch_all(conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// The extracted text of a source version (what the `text` method sends).
-pub async fn artifact_text(conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("select text from source_artifact where source_id = $1 and source_hash = $2")
+pub async fn artifact_text(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Option<String>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select text from source_artifact where tenant_id = $3 and source_id = $1 and source_hash = $2")
         .bind(source)
         .bind(hash)
-        .fetch_optional(conn)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
         .await
 }
 
 /// Whether a source version holds OCR text (images, scanned PDF pages).
-pub async fn has_ocr(conn: &mut PgConnection, source: Uuid, hash: &str) -> sqlx::Result<bool> {
-    sqlx::query_scalar("select exists (select 1 from evidence_block where source_id = $1 and source_hash = $2 and is_ocr)")
-        .bind(source)
-        .bind(hash)
-        .fetch_one(conn)
-        .await
+pub async fn has_ocr(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<bool> {
+    sqlx::query_scalar(
+        "select exists (select 1 from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 and is_ocr)",
+    )
+    .bind(source)
+    .bind(hash)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
+    .await
 }
 
 /// The LightRAG name of a source's document: `mnote-<sourceId>-<basename>`.
@@ -231,13 +242,14 @@ pub async fn record_send_failure(
 }
 
 pub async fn set_state(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     binding: Uuid,
     source: Uuid,
     state: DocState,
     error: Option<(&str, &str)>,
     ocr_text_exposed: Option<bool>,
 ) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
     sqlx::query(
         "update rag_doc set status = $3, error_code = $4, error_message = $5,
              ocr_text_exposed = coalesce($6, ocr_text_exposed),
@@ -245,7 +257,7 @@ pub async fn set_state(
              run_after = case when $3 = 'failed' then now() + make_interval(secs => least(300, 2 ^ least(attempts + 1, 8)))
                          else run_after end,
              updated_at = now()
-         where binding_id = $1 and source_id = $2",
+         where tenant_id = $7 and binding_id = $1 and source_id = $2",
     )
     .bind(binding)
     .bind(source)
@@ -253,13 +265,20 @@ pub async fn set_state(
     .bind(error.map(|e| e.0))
     .bind(error.map(|e| e.1))
     .bind(ocr_text_exposed)
-    .execute(conn)
+    .bind(tenant)
+    .execute(&mut **tx)
     .await?;
     Ok(())
 }
 
-pub async fn delete(conn: &mut PgConnection, binding: Uuid, source: Uuid) -> sqlx::Result<()> {
-    sqlx::query("delete from rag_doc where binding_id = $1 and source_id = $2").bind(binding).bind(source).execute(conn).await?;
+pub async fn delete(tx: &mut TenantTx, binding: Uuid, source: Uuid) -> sqlx::Result<()> {
+    let tenant = tx.tenant_id();
+    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2")
+        .bind(binding)
+        .bind(source)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

@@ -4,8 +4,10 @@
 //! from.
 
 use serde::Serialize;
-use sqlx::{PgConnection, types::Json};
+use sqlx::types::Json;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::{
     ErrorView,
@@ -160,7 +162,7 @@ pub fn validate(q: &str) -> AppResult<String> {
 
 /// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
 /// visible bound KB.
-async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
+async fn bindings_for(conn: &mut TenantTx, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
     let ids: Vec<Uuid> = if kb_ids.is_empty() {
         crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
     } else {
@@ -375,7 +377,7 @@ struct SourceRow {
 /// Cite one LightRAG reference: `None` (dropped) unless `file_path` names a source the caller
 /// can see in one of `kbs`.
 pub async fn cite(
-    conn: &mut PgConnection,
+    tx: &mut TenantTx,
     cache: &BlockCache,
     public_url: Option<&str>,
     kbs: &[Uuid],
@@ -383,18 +385,21 @@ pub async fn cite(
     chunks: &[String],
     query: &str,
 ) -> AppResult<Option<Reference>> {
+    let tenant = tx.tenant_id();
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
     let source: Option<SourceRow> = sqlx::query_as(&format!(
-        "select id, kb_id, resource_path, kind, indexed_hash from source s where s.id = $1 and s.kb_id = any($2) and {}",
+        "select id, kb_id, resource_path, kind, indexed_hash from source s
+         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2) and {}",
         crate::sources::queries::GRANT_ACTIVE
     ))
     .bind(source_id)
     .bind(kbs)
-    .fetch_optional(&mut *conn)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
     .await?;
     let Some(source) = source else { return Ok(None) };
     let blocks = match &source.indexed_hash {
-        Some(h) => Some(cache.get(conn, source.id, h).await?),
+        Some(h) => Some(cache.get(tx, source.id, h).await?),
         None => None,
     };
     let m = match &blocks {
@@ -409,10 +414,12 @@ pub async fn cite(
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
         (Some(i), Some(b)) => {
-            let l: Option<Json<Locator>> = sqlx::query_scalar("select locator from evidence_block where id = $1")
-                .bind(b.ids[i])
-                .fetch_optional(&mut *conn)
-                .await?;
+            let l: Option<Json<Locator>> =
+                sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
+                    .bind(b.ids[i])
+                    .bind(tenant)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             l.map(|l| (b.ids[i], l.0))
         }
         _ => None,

@@ -3,11 +3,10 @@
 //! locator is available, the last error).
 
 use serde::Serialize;
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::{ErrorView, binding::Binding, held::Drift};
-use crate::{config::RagConfig, error::AppResult};
+use crate::{config::RagConfig, db::TenantTx, error::AppResult};
 
 pub const SCHEMA: &str = "mnote.knowledge_rag.status.v1";
 
@@ -82,18 +81,19 @@ struct Row {
 }
 
 /// The sources of a bound KB with their LightRAG state (read in the caller's transaction).
-pub async fn items(conn: &mut PgConnection, b: &Binding) -> sqlx::Result<Vec<Item>> {
+pub async fn items(tx: &mut TenantTx, b: &Binding) -> sqlx::Result<Vec<Item>> {
     let rows: Vec<Row> = sqlx::query_as(
         "select s.id, s.resource_path, s.status, d.status as doc_status, d.doc_id, d.track_id, d.ocr_text_exposed,
                 d.error_code, d.error_message, d.updated_at,
-                exists (select 1 from evidence_block e where e.source_id = s.id and e.source_hash = s.indexed_hash
-                        and e.quality in ('exact', 'approximate')) as located
-         from source s left join rag_doc d on d.source_id = s.id and d.binding_id = $2
-         where s.kb_id = $1 order by s.resource_path",
+                exists (select 1 from evidence_block e where e.tenant_id = s.tenant_id and e.source_id = s.id
+                        and e.source_hash = s.indexed_hash and e.quality in ('exact', 'approximate')) as located
+         from source s left join rag_doc d on d.tenant_id = s.tenant_id and d.source_id = s.id and d.binding_id = $2
+         where s.tenant_id = $3 and s.kb_id = $1 order by s.resource_path",
     )
     .bind(b.kb_id)
     .bind(b.id)
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await?;
     Ok(rows
         .into_iter()
@@ -183,7 +183,7 @@ pub fn state_of(reachable: bool, drift: Option<&Drift>) -> &'static str {
 
 /// The status of each binding: the items from the database, reachability asked live, the
 /// drift from the (cached) listing of what LightRAG holds.
-pub async fn of(conn: &mut PgConnection, cfg: &RagConfig, bindings: &[Binding]) -> AppResult<Vec<KbStatus>> {
+pub async fn of(conn: &mut crate::db::TenantTx, cfg: &RagConfig, bindings: &[Binding]) -> AppResult<Vec<KbStatus>> {
     let mut with_items = Vec::new();
     for b in bindings {
         with_items.push((b, items(conn, b).await?));

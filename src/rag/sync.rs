@@ -66,7 +66,7 @@ pub async fn pass_all(pool: &PgPool, cfg: &Config) -> anyhow::Result<Report> {
 pub async fn pass_tenant(pool: &PgPool, cfg: &Config, tenant: Uuid, kb: Option<Uuid>) -> anyhow::Result<Report> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let bindings = binding::all(&mut tx).await?;
-    let kbs: Vec<Uuid> = sqlx::query_scalar("select id from kb").fetch_all(&mut *tx).await?;
+    let kbs: Vec<Uuid> = sqlx::query_scalar("select id from kb where tenant_id = $1").bind(tenant).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     let mut r = Report::default();
     for b in bindings.into_iter().filter(|b| kb.is_none_or(|k| b.kb_id == k)) {

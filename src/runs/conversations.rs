@@ -7,6 +7,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{FromRow, PgConnection};
+
+use crate::db::TenantTx;
 use uuid::Uuid;
 
 use crate::{
@@ -144,11 +146,11 @@ pub async fn touch(conn: &mut PgConnection, tenant: Uuid, actor: Uuid, id: &str,
 
 /// The caller's conversations, most recently active first; `q` matches the title or any of
 /// its questions (case-insensitive).
-pub async fn list(conn: &mut PgConnection, actor: Uuid, q: &str, limit: i64) -> sqlx::Result<Vec<ConversationRow>> {
+pub async fn list(tx: &mut TenantTx, actor: Uuid, q: &str, limit: i64) -> sqlx::Result<Vec<ConversationRow>> {
     let q = q.trim();
     sqlx::query_as(&format!(
         "select {COLUMNS} from ai_conversation c
-         where c.actor_id = $1
+         where c.tenant_id = $5 and c.actor_id = $1
            and ($2 = '' or c.title ilike $3 or exists (select 1 from ai_run r where r.tenant_id = c.tenant_id
                 and r.actor_id = c.actor_id and r.session_id = c.id and r.prompt ilike $3))
          order by c.updated_at desc, c.id limit $4"
@@ -157,63 +159,81 @@ pub async fn list(conn: &mut PgConnection, actor: Uuid, q: &str, limit: i64) -> 
     .bind(q)
     .bind(like(q))
     .bind(limit.clamp(1, LIST_MAX))
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// One of the caller's conversations.
-pub async fn get(conn: &mut PgConnection, actor: Uuid, id: &str) -> sqlx::Result<Option<ConversationRow>> {
-    sqlx::query_as(&format!("select {COLUMNS} from ai_conversation c where c.actor_id = $1 and c.id = $2"))
+pub async fn get(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Option<ConversationRow>> {
+    sqlx::query_as(&format!("select {COLUMNS} from ai_conversation c where c.tenant_id = $3 and c.actor_id = $1 and c.id = $2"))
         .bind(actor)
         .bind(id)
-        .fetch_optional(conn)
+        .bind(tx.tenant_id())
+        .fetch_optional(&mut **tx)
         .await
 }
 
 /// Its runs, oldest first (the latest [`MAX_TURNS`]).
-pub async fn runs(conn: &mut PgConnection, actor: Uuid, id: &str) -> sqlx::Result<Vec<RunRow>> {
-    let mut runs = store::session_runs(conn, actor, id, MAX_TURNS).await?;
+pub async fn runs(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Vec<RunRow>> {
+    let mut runs = store::session_runs(tx, actor, id, MAX_TURNS).await?;
     runs.reverse();
     Ok(runs)
 }
 
 /// A new title; `None` when the caller has no such conversation.
-pub async fn rename(conn: &mut PgConnection, actor: Uuid, id: &str, title: &str) -> sqlx::Result<Option<ConversationRow>> {
-    let done = sqlx::query("update ai_conversation set title = $3 where actor_id = $1 and id = $2")
+pub async fn rename(tx: &mut TenantTx, actor: Uuid, id: &str, title: &str) -> sqlx::Result<Option<ConversationRow>> {
+    let done = sqlx::query("update ai_conversation set title = $3 where tenant_id = $4 and actor_id = $1 and id = $2")
         .bind(actor)
         .bind(id)
         .bind(title)
-        .execute(&mut *conn)
+        .bind(tx.tenant_id())
+        .execute(&mut **tx)
         .await?;
     if done.rows_affected() == 0 {
         return Ok(None);
     }
-    get(conn, actor, id).await
+    get(tx, actor, id).await
 }
 
 /// Delete the conversation and its runs (their journals go with them): not found, or refused
 /// while one of its runs is waiting or running.
-pub async fn delete(conn: &mut PgConnection, actor: Uuid, id: &str) -> AppResult<()> {
-    let found: Option<String> = sqlx::query_scalar("select id from ai_conversation where actor_id = $1 and id = $2 for update")
-        .bind(actor)
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await?;
+pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
+    let tenant = tx.tenant_id();
+    let found: Option<String> =
+        sqlx::query_scalar("select id from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2 for update")
+            .bind(actor)
+            .bind(id)
+            .bind(tenant)
+            .fetch_optional(&mut **tx)
+            .await?;
     if found.is_none() {
         return Err(AppError::NotFound);
     }
     let live: i64 = sqlx::query_scalar(
-        "select count(*) from ai_run where actor_id = $1 and session_id = $2 and status in ('pending', 'running')",
+        "select count(*) from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2 \
+         and status in ('pending', 'running')",
     )
     .bind(actor)
     .bind(id)
-    .fetch_one(&mut *conn)
+    .bind(tenant)
+    .fetch_one(&mut **tx)
     .await?;
     if live > 0 {
         return Err(AppError::Conflict("an answer in this conversation is still running; cancel it first".into()));
     }
-    sqlx::query("delete from ai_run where actor_id = $1 and session_id = $2").bind(actor).bind(id).execute(&mut *conn).await?;
-    sqlx::query("delete from ai_conversation where actor_id = $1 and id = $2").bind(actor).bind(id).execute(&mut *conn).await?;
+    sqlx::query("delete from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2")
+        .bind(actor)
+        .bind(id)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("delete from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2")
+        .bind(actor)
+        .bind(id)
+        .bind(tenant)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 

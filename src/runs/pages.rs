@@ -551,11 +551,11 @@ async fn load_run(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(RunRow,
 }
 
 /// A run's journal (at most [`MAX_EVENTS`] events).
-async fn load_events(conn: &mut sqlx::PgConnection, id: Uuid) -> AppResult<Vec<store::EventRow>> {
+async fn load_events(tx: &mut crate::db::TenantTx, id: Uuid) -> AppResult<Vec<store::EventRow>> {
     let mut events = Vec::new();
     loop {
         let after = events.last().map(|e: &store::EventRow| e.seq).unwrap_or(0);
-        let page = store::events_after(&mut *conn, id, after, store::PAGE).await?;
+        let page = store::events_after(tx, id, after, store::PAGE).await?;
         let n = page.len();
         events.extend(page);
         if (n as i64) < store::PAGE || events.len() >= MAX_EVENTS {

@@ -82,8 +82,9 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
             .map_err(|_| AppError::invalid("contextRefs.kbIds", format!("no knowledge base {kb}")))?;
     }
     if !ctx.source_ids.is_empty() {
-        let seen: i64 = sqlx::query_scalar("select count(*) from source where id = any($1)")
+        let seen: i64 = sqlx::query_scalar("select count(*) from source where tenant_id = $2 and id = any($1)")
             .bind(&ctx.source_ids)
+            .bind(auth.tenant_id)
             .fetch_one(&mut *tx)
             .await?;
         if seen as usize != ctx.source_ids.len() {
@@ -97,9 +98,10 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
         wanted.dedup();
         let seen: i64 = sqlx::query_scalar(
             "select count(*) from evidence_block e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
-             where e.id = any($1)",
+             where e.tenant_id = $2 and e.id = any($1)",
         )
         .bind(&wanted)
+        .bind(auth.tenant_id)
         .fetch_one(&mut *tx)
         .await?;
         if seen as usize != wanted.len() {

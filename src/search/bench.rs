@@ -80,7 +80,10 @@ fn fill_docs(corpus: &[Doc], blocks: usize) -> Vec<Doc> {
 
 async fn count_blocks(pool: &sqlx::PgPool, tenant: Uuid) -> anyhow::Result<i64> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let n: i64 = sqlx::query_scalar("select coalesce(sum(blocks), 0)::int8 from evidence_kb_stat").fetch_one(&mut *tx).await?;
+    let n: i64 = sqlx::query_scalar("select coalesce(sum(blocks), 0)::int8 from evidence_kb_stat where tenant_id = $1")
+        .bind(tenant)
+        .fetch_one(&mut *tx)
+        .await?;
     tx.commit().await?;
     Ok(n)
 }
@@ -102,8 +105,9 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     let space = Space::of(super::embed::routed(embedder, "").as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let pending = super::vectors::pending_count_any(&mut tx, &Space::all_of(embedder.as_ref())).await?;
-    let have: i64 = sqlx::query_scalar("select count(*) from evidence_embedding where model = $1")
+    let have: i64 = sqlx::query_scalar("select count(*) from evidence_embedding where tenant_id = $2 and model = $1")
         .bind(&space.model)
+        .bind(tenant)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -116,9 +120,10 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let rows: Vec<BlockText> = sqlx::query_as(
             "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
-             order by md5(id::text) limit $1",
+             where tenant_id = $2 order by md5(id::text) limit $1",
         )
         .bind(REAL_SEEDS)
+        .bind(tenant)
         .fetch_all(&mut *tx)
         .await?;
         for chunk in rows.chunks(32) {
@@ -131,10 +136,11 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     let seeds: Vec<Vec<f32>> = {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let v: Vec<Vector> = sqlx::query_scalar(&format!(
-            "select embedding::{} from evidence_embedding where model = $1 order by block_id limit 4096",
+            "select embedding::{} from evidence_embedding where tenant_id = $2 and model = $1 order by block_id limit 4096",
             space.vector_type()
         ))
         .bind(&space.model)
+        .bind(tenant)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -155,10 +161,12 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let rows: Vec<(Uuid, Uuid, Uuid)> = sqlx::query_as(
             "select b.id, b.source_id, b.kb_id from evidence_block b
-             where not exists (select 1 from evidence_embedding e where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
+             where b.tenant_id = $2
+               and not exists (select 1 from evidence_embedding e where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
              limit 2000",
         )
         .bind(embedder.spaces().into_iter().map(|(m, _)| m).collect::<Vec<_>>())
+        .bind(tenant)
         .fetch_all(&mut *tx)
         .await?;
         if rows.is_empty() {
@@ -233,7 +241,7 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     // The in-memory lexical mirror, built before measuring (a server builds it on first use).
     let versions = {
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-        let v = super::memindex::visible_versions(&mut tx, None).await?;
+        let v = super::memindex::visible_versions(&mut tx, actor.tenant_id, None).await?;
         tx.commit().await?;
         v
     };
@@ -468,9 +476,10 @@ pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
-         order by md5(id::text) limit $1",
+         where tenant_id = $2 order by md5(id::text) limit $1",
     )
     .bind(limit)
+    .bind(actor.tenant_id)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

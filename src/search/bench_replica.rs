@@ -49,7 +49,7 @@ pub async fn run(a: ReplicaArgs<'_>) -> anyhow::Result<()> {
     // Both servers share one lexical mirror warm-up cost: each builds its own before measuring.
     let versions = {
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-        let v = super::memindex::visible_versions(&mut tx, None).await?;
+        let v = super::memindex::visible_versions(&mut tx, actor.tenant_id, None).await?;
         tx.commit().await?;
         v
     };

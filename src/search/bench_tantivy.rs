@@ -94,9 +94,10 @@ pub(crate) async fn side_by_side(pool: &sqlx::PgPool, tenant: Uuid, kb: Uuid, ou
         let mut rows = sqlx::query(
             "select b.block_type, b.text, coalesce(b.locator->'sectionPath', '[]') as path, s.resource_path
              from evidence_block b join source s on s.tenant_id = b.tenant_id and s.id = b.source_id
-             where b.kb_id = $1 order by b.id",
+             where b.tenant_id = $2 and b.kb_id = $1 order by b.id",
         )
         .bind(kb)
+        .bind(tenant)
         .fetch(&mut *tx);
         while let Some(r) = rows.try_next().await? {
             let path: sqlx::types::Json<Vec<String>> = r.get("path");

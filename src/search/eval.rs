@@ -109,8 +109,9 @@ pub(crate) async fn kb_or_create(pool: &PgPool, actor: &Auth, name: &str, descri
 pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
     let mut tx = actor.tx_pool(pool).await?;
     let existing: HashSet<String> =
-        sqlx::query_scalar("select resource_path from source where kb_id = $1 and status <> 'failed'")
+        sqlx::query_scalar("select resource_path from source where tenant_id = $2 and kb_id = $1 and status <> 'failed'")
             .bind(kb)
+            .bind(actor.tenant_id)
             .fetch_all(&mut *tx)
             .await?
             .into_iter()
@@ -152,9 +153,10 @@ pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, 
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
         let n: i64 = sqlx::query_scalar(
             "select count(*) from ingest_job j join source s on s.tenant_id = j.tenant_id and s.id = j.source_id
-             where s.kb_id = $1 and j.status in ('queued', 'running')",
+             where j.tenant_id = $2 and s.kb_id = $1 and j.status in ('queued', 'running')",
         )
         .bind(kb)
+        .bind(actor.tenant_id)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -399,12 +401,13 @@ async fn calibrate(
         let rows: Vec<(f64, String)> = sqlx::query_as(&format!(
             "select 1 - (e.embedding::{vt} <=> $1::{vt}), s.resource_path
              from evidence_embedding e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
-             where e.model = {m} and e.kb_id = $2
+             where e.tenant_id = $3 and e.model = {m} and e.kb_id = $2
              order by e.embedding::{vt} <=> $1::{vt} limit 50",
             m = space.model_literal()
         ))
         .bind(pgvector::Vector::from(v))
         .bind(kb)
+        .bind(actor.tenant_id)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

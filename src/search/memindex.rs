@@ -45,12 +45,13 @@ pub struct KbVersion {
 
 /// The statistics rows of the KBs a query searches (`kb_ids` or every KB it can see), read
 /// in the caller's transaction, so RLS decides which KBs appear.
-pub async fn visible_versions(conn: &mut PgConnection, kb_ids: Option<&[Uuid]>) -> sqlx::Result<Vec<KbVersion>> {
+pub async fn visible_versions(conn: &mut PgConnection, tenant: Uuid, kb_ids: Option<&[Uuid]>) -> sqlx::Result<Vec<KbVersion>> {
     let rows = sqlx::query(
         "select tenant_id, kb_id, generation, blocks, total_len from evidence_kb_stat
-         where ($1::uuid[] is null or kb_id = any($1::uuid[])) and blocks > 0 order by kb_id",
+         where tenant_id = $2 and ($1::uuid[] is null or kb_id = any($1::uuid[])) and blocks > 0 order by kb_id",
     )
     .bind(kb_ids)
+    .bind(tenant)
     .fetch_all(conn)
     .await?;
     Ok(rows
@@ -208,9 +209,11 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
     {
         // Streamed: a large KB's tsvectors are never all in memory as text at once.
         let mut rows = sqlx::query(
-            "select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block where kb_id = $1 order by id",
+            "select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block
+             where tenant_id = $2 and kb_id = $1 order by id",
         )
         .bind(version.kb_id)
+        .bind(version.tenant_id)
         .fetch(&mut *tx);
         while let Some(r) = rows.try_next().await? {
             let doc = index.ids.len() as u32;
@@ -250,8 +253,9 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
 }
 
 async fn current_version(conn: &mut PgConnection, v: KbVersion) -> sqlx::Result<Option<KbVersion>> {
-    let r = sqlx::query("select generation, blocks, total_len from evidence_kb_stat where kb_id = $1")
+    let r = sqlx::query("select generation, blocks, total_len from evidence_kb_stat where tenant_id = $2 and kb_id = $1")
         .bind(v.kb_id)
+        .bind(v.tenant_id)
         .fetch_optional(conn)
         .await?;
     Ok(r.map(|r| KbVersion { generation: r.get("generation"), blocks: r.get("blocks"), total_len: r.get("total_len"), ..v }))

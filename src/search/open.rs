@@ -193,9 +193,8 @@ async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<
 /// Every statement names the transaction's tenant (`tenant_id = $n`; RLS stays the net).
 pub async fn open(tx: &mut TenantTx, r: &OpenRequest, public_url: Option<&str>) -> Result<OpenResponse, ToolError> {
     let tenant = tx.tenant().unwrap_or_default();
-    let conn: &mut PgConnection = tx;
-    let (source_id, anchor) = resolve(conn, tenant, r.evidence_id, r.locator.as_ref()).await?;
-    let info = source_info(conn, tenant, source_id).await?;
+    let (source_id, anchor) = resolve(tx, tenant, r.evidence_id, r.locator.as_ref()).await?;
+    let info = source_info(tx, tenant, source_id).await?;
     let (action, citation, exact) = match anchor {
         Some(a) => {
             let action = open_action(&a.locator, a.id, public_url);
@@ -238,14 +237,13 @@ const READ_SECTION_MAX: i64 = 40;
 /// of its section (bounded), its section path and the source's title and kind.
 pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) -> Result<ReadResponse, ToolError> {
     let tenant = tx.tenant().unwrap_or_default();
-    let conn: &mut PgConnection = tx;
     let window = r.window.unwrap_or(2);
     if window > 20 {
         return Err(ToolError::Invalid("window must be at most 20".into()));
     }
-    let (source_id, anchor) = resolve(conn, tenant, r.evidence_id, r.locator.as_ref()).await?;
+    let (source_id, anchor) = resolve(tx, tenant, r.evidence_id, r.locator.as_ref()).await?;
     let anchor = anchor.ok_or(ToolError::NotFound)?;
-    let info = source_info(conn, tenant, source_id).await?;
+    let info = source_info(tx, tenant, source_id).await?;
     const COLS: &str = "id, block_key, block_type, text, locator, ordinal";
     let rows = sqlx::query(&format!(
         "select {COLS} from evidence_block where tenant_id = $4 and source_id = $1 and ordinal between $2 - $3 and $2 + $3
@@ -255,7 +253,7 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
     .bind(anchor.ordinal)
     .bind(window as i32)
     .bind(tenant)
-    .fetch_all(&mut *conn)
+    .fetch_all(&mut **tx)
     .await?;
     let mut previous = Vec::new();
     let mut next = Vec::new();
@@ -277,7 +275,7 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
             .bind(source_id)
             .bind(key)
             .bind(tenant)
-            .fetch_optional(&mut *conn)
+            .fetch_optional(&mut **tx)
             .await?;
             let rows = sqlx::query(&format!(
                 "select {COLS} from evidence_block where tenant_id = $6 and source_id = $1 and section_key = $2 and id <> $3
@@ -289,7 +287,7 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
             .bind(anchor.ordinal)
             .bind(READ_SECTION_MAX + 1)
             .bind(tenant)
-            .fetch_all(&mut *conn)
+            .fetch_all(&mut **tx)
             .await?;
             let truncated = rows.len() as i64 > READ_SECTION_MAX;
             let mut rows: Vec<_> = rows.into_iter().take(READ_SECTION_MAX as usize).collect();

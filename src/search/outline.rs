@@ -5,8 +5,10 @@
 
 use std::collections::HashMap;
 
-use sqlx::{PgConnection, Row};
+use sqlx::Row;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use super::open::{ToolError, source_title};
 use crate::{
@@ -40,12 +42,16 @@ pub struct SectionRow {
 
 /// The outline of `req.source_id` as the caller sees it (RLS, KB visibility, grants):
 /// [`ToolError::NotFound`] for a source that does not exist or is not readable.
-pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
-    let source = sqlx::query(&format!("select kind, resource_path, status from source s where s.id = $1 and {GRANT_ACTIVE}"))
-        .bind(req.source_id)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(ToolError::NotFound)?;
+pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
+    let tenant = tx.tenant_id();
+    let source = sqlx::query(&format!(
+        "select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"
+    ))
+    .bind(req.source_id)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(ToolError::NotFound)?;
     let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
     let kind: SourceKind = source.get::<String, _>("kind").parse().map_err(decode)?;
     let status: SourceStatus = source.get::<String, _>("status").parse().map_err(decode)?;
@@ -54,10 +60,11 @@ pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<Ou
     let blocks = sqlx::query(
         "select section_key, count(*) as n, min(ordinal) as first_ordinal,
                 (array_agg(id order by ordinal))[1] as first_id
-         from evidence_block where source_id = $1 group by section_key",
+         from evidence_block where tenant_id = $2 and source_id = $1 group by section_key",
     )
     .bind(req.source_id)
-    .fetch_all(&mut *conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await?;
     let mut own: HashMap<String, (usize, (i32, Uuid))> = HashMap::new();
     let (mut total, mut unsectioned) = (0usize, 0usize);
@@ -74,10 +81,11 @@ pub async fn outline(conn: &mut PgConnection, req: &OutlineRequest) -> Result<Ou
 
     let rows = sqlx::query(
         "select section_key, parent_key, title, level, path, page_start, page_end, line_start, line_end
-         from evidence_section where source_id = $1 order by ordinal",
+         from evidence_section where tenant_id = $2 and source_id = $1 order by ordinal",
     )
     .bind(req.source_id)
-    .fetch_all(&mut *conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await?;
     let range = |a: Option<i32>, b: Option<i32>| -> Option<[u32; 2]> {
         let a = a.filter(|v| *v >= 0)? as u32;

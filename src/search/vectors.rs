@@ -131,11 +131,12 @@ pub async fn ensure_indexes(owner: &PgPool, spaces: &[Space]) -> anyhow::Result<
         let mut tx = TenantTx::begin(owner, t, Scope::System).await?;
         sqlx::query(
             "delete from evidence_embedding e
-             where not exists (select 1 from unnest($1::text[], $2::int4[]) s(model, dim)
+             where e.tenant_id = $3 and not exists (select 1 from unnest($1::text[], $2::int4[]) s(model, dim)
                                where s.model = e.model and s.dim = vector_dims(e.embedding))",
         )
         .bind(&models)
         .bind(&dims)
+        .bind(t)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -152,20 +153,21 @@ pub async fn index_exists(pool: &PgPool, space: &Space) -> sqlx::Result<bool> {
 }
 
 /// Blocks of the tenant that still lack a vector of `space` (for progress and the eval).
-pub async fn pending_count(conn: &mut PgConnection, space: &Space) -> sqlx::Result<i64> {
-    pending_count_any(conn, std::slice::from_ref(space)).await
+pub async fn pending_count(tx: &mut TenantTx, space: &Space) -> sqlx::Result<i64> {
+    pending_count_any(tx, std::slice::from_ref(space)).await
 }
 
 /// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog).
-pub async fn pending_count_any(conn: &mut PgConnection, spaces: &[Space]) -> sqlx::Result<i64> {
+pub async fn pending_count_any(tx: &mut TenantTx, spaces: &[Space]) -> sqlx::Result<i64> {
     let models: Vec<&str> = spaces.iter().map(|s| s.model.as_str()).collect();
     sqlx::query_scalar(
         "select count(*) from evidence_block b
-         where not exists (select 1 from evidence_embedding e
+         where b.tenant_id = $2 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))",
     )
     .bind(&models)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
@@ -179,7 +181,7 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     let checked = refresh_legacy_cut(&mut tx, embedder, &models).await?;
     let rows: Vec<BlockText> = sqlx::query_as(
         "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
-         where not exists (select 1 from evidence_embedding e
+         where b.tenant_id = $3 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
          order by b.source_id, b.ordinal
          limit $2
@@ -187,6 +189,7 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     )
     .bind(&models)
     .bind(BACKLOG_BATCH)
+    .bind(tenant)
     .fetch_all(&mut *tx)
     .await?;
     let n = embed_rows(&mut tx, embedder, tenant, &rows).await?;
@@ -201,23 +204,20 @@ const LEGACY_CHECK_BATCH: i64 = 512;
 /// were embedded in windows): a stale one ([`Embedder::legacy_vector_is_stale`]) is deleted,
 /// so its block is back in the backlog and gets a vector of its whole text; the others are
 /// unmarked. Returns how many were checked (0 = none left).
-pub async fn refresh_legacy_cut(
-    conn: &mut PgConnection,
-    embedder: &Arc<dyn Embedder>,
-    models: &[String],
-) -> anyhow::Result<usize> {
+pub async fn refresh_legacy_cut(tx: &mut TenantTx, embedder: &Arc<dyn Embedder>, models: &[String]) -> anyhow::Result<usize> {
     /// A block's [`BlockText`] and the model of its marked vector.
     type Marked = (Uuid, Uuid, Uuid, String, Json<Vec<String>>, String);
     let rows: Vec<Marked> = sqlx::query_as(
         "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]'), e.model
          from evidence_embedding e join evidence_block b on b.tenant_id = e.tenant_id and b.id = e.block_id
-         where e.legacy_cut and e.model = any($1)
+         where e.tenant_id = $3 and e.legacy_cut and e.model = any($1)
          limit $2
          for update of e skip locked",
     )
     .bind(models)
     .bind(LEGACY_CHECK_BATCH)
-    .fetch_all(&mut *conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await?;
     if rows.is_empty() {
         return Ok(0);
@@ -242,20 +242,22 @@ pub async fn refresh_legacy_cut(
     let (ids, ms) = unzip(stale);
     sqlx::query(
         "delete from evidence_embedding e using unnest($1::uuid[], $2::text[]) r(id, model)
-         where e.block_id = r.id and e.model = r.model",
+         where e.tenant_id = $3 and e.block_id = r.id and e.model = r.model",
     )
     .bind(&ids)
     .bind(&ms)
-    .execute(&mut *conn)
+    .bind(tx.tenant_id())
+    .execute(&mut **tx)
     .await?;
     let (ids, ms) = unzip(kept);
     sqlx::query(
         "update evidence_embedding e set legacy_cut = false from unnest($1::uuid[], $2::text[]) r(id, model)
-         where e.block_id = r.id and e.model = r.model",
+         where e.tenant_id = $3 and e.block_id = r.id and e.model = r.model",
     )
     .bind(&ids)
     .bind(&ms)
-    .execute(&mut *conn)
+    .bind(tx.tenant_id())
+    .execute(&mut **tx)
     .await?;
     Ok(n)
 }

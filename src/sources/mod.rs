@@ -15,7 +15,6 @@ use std::{
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use sha2::{Digest, Sha256};
-use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
@@ -260,7 +259,7 @@ pub struct RegisterRequest<'a> {
 /// Register a file or a directory (recursively) from one of the caller's `read_index`
 /// grants into a KB they manage.
 pub async fn register(
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     cfg: &crate::config::Config,
     auth: &Auth,
     r: RegisterRequest<'_>,

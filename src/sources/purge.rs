@@ -26,13 +26,15 @@ pub async fn run_once(pool: &PgPool, grace: Duration) -> sqlx::Result<Purged> {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
         include_deleted(&mut tx, true).await?;
         let secs = grace.as_secs_f64();
-        let sources = sqlx::query("delete from source where deleted_at < now() - make_interval(secs => $1)")
+        let sources = sqlx::query("delete from source where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)")
             .bind(secs)
+            .bind(t)
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        let kbs = sqlx::query("delete from kb where deleted_at < now() - make_interval(secs => $1)")
+        let kbs = sqlx::query("delete from kb where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)")
             .bind(secs)
+            .bind(t)
             .execute(&mut *tx)
             .await?
             .rows_affected();

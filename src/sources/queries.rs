@@ -5,6 +5,8 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 use crate::evidence::SourceKind;
 
 #[derive(Clone, Debug, sqlx::FromRow)]
@@ -147,31 +149,39 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
         return Ok((s, true));
     }
     let existing = sqlx::query_as(&format!(
-        "select {COLS} from source where kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3"
+        "select {COLS} from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3"
     ))
     .bind(n.kb_id)
     .bind(n.grant_id)
     .bind(n.resource_path)
+    .bind(tenant)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(s) = existing {
         return Ok((s, false));
     }
     // Registering a removed source again restores it (it counts as new).
-    let id = removed_at_path(conn, n.kb_id, n.grant_id, n.resource_path).await?.ok_or(sqlx::Error::RowNotFound)?;
-    Ok((restore(conn, id).await?.ok_or(sqlx::Error::RowNotFound)?, true))
+    let id = removed_at_path(conn, tenant, n.kb_id, n.grant_id, n.resource_path).await?.ok_or(sqlx::Error::RowNotFound)?;
+    Ok((restore_in(conn, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)?, true))
 }
 
 /// The removed (soft-deleted) source at this path, if any.
-pub async fn removed_at_path(conn: &mut PgConnection, kb: Uuid, grant: Option<Uuid>, path: &str) -> sqlx::Result<Option<Uuid>> {
+pub async fn removed_at_path(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    kb: Uuid,
+    grant: Option<Uuid>,
+    path: &str,
+) -> sqlx::Result<Option<Uuid>> {
     include_deleted(conn, true).await?;
     let id = sqlx::query_scalar(
-        "select id from source where kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
+        "select id from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
              and deleted_at is not null",
     )
     .bind(kb)
     .bind(grant)
     .bind(path)
+    .bind(tenant)
     .fetch_optional(&mut *conn)
     .await?;
     include_deleted(conn, false).await?;
@@ -179,24 +189,35 @@ pub async fn removed_at_path(conn: &mut PgConnection, kb: Uuid, grant: Option<Uu
 }
 
 /// Remove a source: hidden from every reader at once, restorable until purged.
-pub async fn soft_delete(conn: &mut PgConnection, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
-    include_deleted(conn, true).await?;
-    let r = sqlx::query("update source set deleted_at = now(), deleted_by = $2 where id = $1 and deleted_at is null")
-        .bind(id)
-        .bind(by)
-        .execute(&mut *conn)
-        .await?;
-    include_deleted(conn, false).await?;
+pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
+    let r = sqlx::query(
+        "update source set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null",
+    )
+    .bind(id)
+    .bind(by)
+    .bind(tenant)
+    .execute(&mut **tx)
+    .await?;
+    include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Bring a removed source back (its evidence was never deleted: it is searchable again).
-pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
+    restore_in(tx, tenant, id).await
+}
+
+/// [`restore`] on a connection of a transaction in `tenant`.
+async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Source>> {
     include_deleted(conn, true).await?;
     let r = sqlx::query_as(&format!(
-        "update source set deleted_at = null, deleted_by = null where id = $1 and deleted_at is not null returning {COLS}"
+        "update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null returning {COLS}"
     ))
     .bind(id)
+    .bind(tenant)
     .fetch_optional(&mut *conn)
     .await?;
     include_deleted(conn, false).await?;
@@ -204,100 +225,130 @@ pub async fn restore(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<S
 }
 
 /// A removed source of a visible KB.
-pub async fn get_removed(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
-    include_deleted(conn, true).await?;
+pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!(
-        "select {COLS} from source s where s.id = $1 and s.deleted_at is not null
+        "select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and s.deleted_at is not null
              and exists (select 1 from kb where kb.tenant_id = s.tenant_id and kb.id = s.kb_id and kb.deleted_at is null)"
     ))
     .bind(id)
-    .fetch_optional(&mut *conn)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
     .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// The removed sources of a KB, most recent first.
-pub async fn removed(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Source>> {
-    include_deleted(conn, true).await?;
+pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
+    let tenant = tx.tenant_id();
+    include_deleted(tx, true).await?;
     let r = sqlx::query_as(&format!(
-        "select {COLS} from source where kb_id = $1 and deleted_at is not null order by deleted_at desc"
+        "select {COLS} from source where tenant_id = $2 and kb_id = $1 and deleted_at is not null order by deleted_at desc"
     ))
     .bind(kb)
-    .fetch_all(&mut *conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await?;
-    include_deleted(conn, false).await?;
+    include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// A source of this KB with exactly this content (an upload that is already there).
-pub async fn same_content(conn: &mut PgConnection, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
-    sqlx::query_as(&format!("select {COLS} from source where kb_id = $1 and sha256 = $2 order by created_at limit 1"))
-        .bind(kb)
-        .bind(sha256)
-        .fetch_optional(conn)
-        .await
+pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!(
+        "select {COLS} from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"
+    ))
+    .bind(kb)
+    .bind(sha256)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// Before a retry: the error goes; a source without an indexed version waits again.
-pub async fn reset_for_retry(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
+pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(&format!(
         "update source set error_code = null, error_message = null,
              status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
-         where id = $1 returning {COLS}"
+         where tenant_id = $2 and id = $1 returning {COLS}"
     ))
     .bind(id)
-    .fetch_optional(conn)
+    .bind(tenant)
+    .fetch_optional(&mut **tx)
     .await
 }
 
 /// Evidence blocks per source of a KB.
-pub async fn block_counts(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
+pub async fn block_counts(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
+    let tenant = tx.tenant_id();
     let rows: Vec<(Uuid, i64)> =
-        sqlx::query_as("select source_id, count(*) from evidence_block where kb_id = $1 group by source_id")
+        sqlx::query_as("select source_id, count(*) from evidence_block where tenant_id = $2 and kb_id = $1 group by source_id")
             .bind(kb)
-            .fetch_all(conn)
+            .bind(tenant)
+            .fetch_all(&mut **tx)
             .await?;
     Ok(rows.into_iter().collect())
 }
 
 /// Whether any visible source is indexed (the dashboard checklist's "add documents").
-pub async fn any_indexed(conn: &mut PgConnection) -> sqlx::Result<bool> {
-    sqlx::query_scalar("select exists (select 1 from source where status = 'indexed')").fetch_one(conn).await
+pub async fn any_indexed(tx: &mut TenantTx) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')")
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
 /// How many evidence blocks of a source are searchable (what removing it takes out of search).
-pub async fn block_count(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<i64> {
-    sqlx::query_scalar("select count(*) from evidence_block where source_id = $1").bind(id).fetch_one(conn).await
+pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1")
+        .bind(id)
+        .bind(tenant)
+        .fetch_one(&mut **tx)
+        .await
 }
 
 /// An upload replacing an earlier upload of the same name gets the new content.
-pub async fn replace_upload_content(conn: &mut PgConnection, id: Uuid, size: i64, sha256: &str) -> sqlx::Result<Source> {
+pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha256: &str) -> sqlx::Result<Source> {
+    let tenant = tx.tenant_id();
     sqlx::query_as(&format!(
         "update source set size_bytes = $2, sha256 = $3, mtime = now(),
              status = case when sha256 = $3 then status else 'pending' end
-         where id = $1 returning {COLS}"
+         where tenant_id = $4 and id = $1 returning {COLS}"
     ))
     .bind(id)
     .bind(size)
     .bind(sha256)
-    .fetch_one(conn)
+    .bind(tenant)
+    .fetch_one(&mut **tx)
     .await
 }
 
-pub async fn list(conn: &mut PgConnection, kb: Uuid) -> sqlx::Result<Vec<Source>> {
-    sqlx::query_as(&format!("select {COLS} from source where kb_id = $1 order by resource_path")).bind(kb).fetch_all(conn).await
+pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path"))
+        .bind(kb)
+        .bind(tenant)
+        .fetch_all(&mut **tx)
+        .await
 }
 
 /// Most recently changed sources across the KBs the caller can see.
-pub async fn recent(conn: &mut PgConnection, limit: i64) -> sqlx::Result<Vec<(Source, String)>> {
+pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, String)>> {
+    let tenant = tx.tenant_id();
     let rows: Vec<RecentRow> = sqlx::query_as(&format!(
         "select {cols}, k.name as kb_name from source s join kb k on k.tenant_id = s.tenant_id and k.id = s.kb_id
-         order by s.updated_at desc limit $1",
+         where s.tenant_id = $2 order by s.updated_at desc limit $1",
         cols = COLS.split(',').map(|c| format!("s.{}", c.trim())).collect::<Vec<_>>().join(", ")
     ))
     .bind(limit)
-    .fetch_all(conn)
+    .bind(tenant)
+    .fetch_all(&mut **tx)
     .await?;
     Ok(rows.into_iter().map(|r| (r.source, r.kb_name)).collect())
 }
@@ -315,12 +366,22 @@ pub const GRANT_ACTIVE: &str = "(s.grant_id is null or exists (select 1 from dir
      where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))";
 
 /// A source the caller may read: visible (RLS) and not under a revoked grant.
-pub async fn readable(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
-    sqlx::query_as(&format!("select {COLS} from source s where s.id = $1 and {GRANT_ACTIVE}")).bind(id).fetch_optional(conn).await
+pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await
 }
 
-pub async fn get(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<Option<Source>> {
-    sqlx::query_as(&format!("select {COLS} from source where id = $1")).bind(id).fetch_optional(conn).await
+pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1"))
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await
 }
 
 /// Remember a registered directory so files added later can be picked up.

@@ -253,6 +253,7 @@ pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uu
 /// The signed-in user's open invitations, across teams (the `own_invitations` policy).
 pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
     sqlx::query_as(
+        // all tenants: the invitations a user received, from every team.
         "select i.id, i.tenant_id, t.name as tenant_name, i.role, u.email as invited_by, i.created_at, i.expires_at
          from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
          where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
@@ -266,29 +267,27 @@ pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInv
 
 /// The transaction tenant's open invitations. The tenant filter matters: `own_invitations`
 /// also shows an admin the invitations *they* received from other teams.
-pub async fn pending_for_team(conn: &mut PgConnection) -> sqlx::Result<Vec<TeamInvitation>> {
+pub async fn pending_for_team(tx: &mut TenantTx) -> sqlx::Result<Vec<TeamInvitation>> {
     sqlx::query_as(
         "select id, email, role, created_at, expires_at from invitation
-         where tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
-           and accepted_at is null and declined_at is null and expires_at > now()
+         where tenant_id = $1 and accepted_at is null and declined_at is null and expires_at > now()
          order by created_at desc",
     )
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
 /// Withdraw the transaction tenant's open invitation `id` (an admin's call): it can no longer
 /// be accepted. `false` when there is no such open invitation in this tenant.
-pub async fn withdraw(conn: &mut PgConnection, id: Uuid) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "delete from invitation where id = $1
-           and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
-           and accepted_at is null and declined_at is null",
-    )
-    .bind(id)
-    .execute(conn)
-    .await?
-    .rows_affected();
+pub async fn withdraw(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
+    let n =
+        sqlx::query("delete from invitation where tenant_id = $2 and id = $1 and accepted_at is null and declined_at is null")
+            .bind(id)
+            .bind(tx.tenant_id())
+            .execute(&mut **tx)
+            .await?
+            .rows_affected();
     Ok(n == 1)
 }
 
@@ -317,6 +316,7 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
     };
     // Which tenant: readable here only through `own_invitations`, i.e. only for the invitee.
     let mut tx = TenantTx::begin_user_only(pool, user).await?;
+    // all tenants: which team's invitation this is, asked by its invitee before any team is set.
     let tenant: Option<Uuid> =
         sqlx::query_scalar("select tenant_id from invitation where id = $1").bind(id).fetch_optional(&mut *tx).await?;
     tx.commit().await?;

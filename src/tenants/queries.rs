@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
@@ -115,19 +117,21 @@ pub async fn any_users(db: impl PgExecutor<'_>) -> sqlx::Result<bool> {
 }
 
 /// The caller's role in the transaction's tenant.
-pub async fn role_of(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Option<Role>> {
+pub async fn role_of(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Option<Role>> {
     sqlx::query_scalar(
         "select role from membership
-         where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+         where user_id = $1 and tenant_id = $2",
     )
     .bind(user)
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }
 
 /// Tenants the user belongs to (needs a transaction with `app.user_id` set).
 pub async fn tenants_of_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<TenantChoice>> {
     sqlx::query_as(
+        // all tenants: the tenant picker lists the user's memberships in every team.
         "select t.id, t.name, m.role from membership m join tenant t on t.id = m.tenant_id
          where m.user_id = $1 order by t.name",
     )
@@ -149,70 +153,74 @@ pub async fn add_membership(conn: &mut PgConnection, tenant: Uuid, user: Uuid, r
     Ok(())
 }
 
-pub async fn members(conn: &mut PgConnection) -> sqlx::Result<Vec<Member>> {
+pub async fn members(tx: &mut TenantTx) -> sqlx::Result<Vec<Member>> {
     sqlx::query_as(
         "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
          from membership m join app_user u on u.id = m.user_id
-         where m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid
+         where m.tenant_id = $1
          order by m.role, lower(u.email)",
     )
-    .fetch_all(conn)
+    .bind(tx.tenant_id())
+    .fetch_all(&mut **tx)
     .await
 }
 
-pub async fn member(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Option<Member>> {
+pub async fn member(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Option<Member>> {
     sqlx::query_as(
         "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
          from membership m join app_user u on u.id = m.user_id
-         where m.user_id = $1 and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+         where m.user_id = $1 and m.tenant_id = $2",
     )
     .bind(user)
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }
 
-pub async fn member_by_email(conn: &mut PgConnection, email: &str) -> sqlx::Result<Option<Member>> {
+pub async fn member_by_email(tx: &mut TenantTx, email: &str) -> sqlx::Result<Option<Member>> {
     sqlx::query_as(
         "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
          from membership m join app_user u on u.id = m.user_id
          where lower(u.email) = lower($1)
-           and m.tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+           and m.tenant_id = $2",
     )
     .bind(email.trim())
-    .fetch_optional(conn)
+    .bind(tx.tenant_id())
+    .fetch_optional(&mut **tx)
     .await
 }
 
-pub async fn set_role(conn: &mut PgConnection, user: Uuid, role: Role) -> sqlx::Result<bool> {
+pub async fn set_role(tx: &mut TenantTx, user: Uuid, role: Role) -> sqlx::Result<bool> {
     let r = sqlx::query(
         "update membership set role = $2
-         where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+         where user_id = $1 and tenant_id = $3",
     )
     .bind(user)
     .bind(role)
-    .execute(conn)
+    .bind(tx.tenant_id())
+    .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
 }
 
-pub async fn remove_member(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query(
-        "delete from membership where user_id = $1 and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
-    )
-    .bind(user)
-    .execute(conn)
-    .await?;
+pub async fn remove_member(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<bool> {
+    let r = sqlx::query("delete from membership where user_id = $1 and tenant_id = $2")
+        .bind(user)
+        .bind(tx.tenant_id())
+        .execute(&mut **tx)
+        .await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Owners of the transaction's tenant. The filter matters: the `own_memberships` policy also
 /// shows the caller's memberships in other tenants, so an owner of two teams would count twice.
-pub async fn count_owners(conn: &mut PgConnection) -> sqlx::Result<i64> {
+pub async fn count_owners(tx: &mut TenantTx) -> sqlx::Result<i64> {
     sqlx::query_scalar(
         "select count(*) from membership
-         where role = 'owner' and tenant_id = nullif(current_setting('app.tenant_id', true), '')::uuid",
+         where role = 'owner' and tenant_id = $1",
     )
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }
 
@@ -230,18 +238,18 @@ pub struct RemovalImpact {
     pub sources: i64,
 }
 
-pub async fn removal_impact(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<RemovalImpact> {
+pub async fn removal_impact(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<RemovalImpact> {
     sqlx::query_as(
-        "with me as (select nullif(current_setting('app.tenant_id', true), '')::uuid as t)
-         select
-           (select count(*) from api_token a, me where a.tenant_id = me.t and a.user_id = $1 and a.revoked_at is null
+        "select
+           (select count(*) from api_token a where a.tenant_id = $2 and a.user_id = $1 and a.revoked_at is null
               and (a.expires_at is null or a.expires_at > now())) as tokens,
-           (select count(*) from kb_member k, me where k.tenant_id = me.t and k.user_id = $1) as kbs,
-           (select count(*) from dir_grant g, me where g.tenant_id = me.t and g.user_id = $1) as grants,
-           (select count(*) from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id, me
-              where s.tenant_id = me.t and g.user_id = $1) as sources",
+           (select count(*) from kb_member k where k.tenant_id = $2 and k.user_id = $1) as kbs,
+           (select count(*) from dir_grant g where g.tenant_id = $2 and g.user_id = $1) as grants,
+           (select count(*) from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id
+              where s.tenant_id = $2 and g.user_id = $1) as sources",
     )
     .bind(user)
-    .fetch_one(conn)
+    .bind(tx.tenant_id())
+    .fetch_one(&mut **tx)
     .await
 }

@@ -5,6 +5,8 @@ use serde::Serialize;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::db::TenantTx;
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
 pub struct TenantSettings {
@@ -14,9 +16,13 @@ pub struct TenantSettings {
 }
 
 /// The settings of the transaction's tenant (RLS picks the row).
-pub async fn get(conn: &mut PgConnection) -> sqlx::Result<TenantSettings> {
+pub async fn get(tx: &mut TenantTx) -> sqlx::Result<TenantSettings> {
+    let tenant = tx.tenant_id();
     let row: Option<TenantSettings> =
-        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting").fetch_optional(conn).await?;
+        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1")
+            .bind(tenant)
+            .fetch_optional(&mut **tx)
+            .await?;
     Ok(row.unwrap_or_default())
 }
 

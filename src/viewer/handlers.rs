@@ -532,10 +532,11 @@ pub async fn page_png(
     let size: Option<(Option<f64>, Option<f64>)> = sqlx::query_as(
         "select (a.source_map->'pages'->($2::int - 1)->>'width')::float8, (a.source_map->'pages'->($2::int - 1)->>'height')::float8
          from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
-         where a.source_id = $1 and a.source_hash = s.indexed_hash",
+         where a.tenant_id = $3 and a.source_id = $1 and a.source_hash = s.indexed_hash",
     )
     .bind(id)
     .bind(n as i32)
+    .bind(auth.tenant_id)
     .fetch_optional(&mut *tx)
     .await?;
     let file = super::original_file(&mut tx, &state.config, &source).await?;

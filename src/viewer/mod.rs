@@ -12,8 +12,9 @@ pub mod render;
 
 use std::{fs::File, path::PathBuf};
 
-use sqlx::PgConnection;
 use uuid::Uuid;
+
+use crate::db::TenantTx;
 
 use crate::{
     config::Config,
@@ -34,7 +35,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
 }
 
 /// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
-pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Source> {
+pub async fn visible_source(conn: &mut crate::db::TenantTx, id: Uuid) -> AppResult<Source> {
     sources::queries::readable(conn, id).await?.ok_or(AppError::NotFound)
 }
 
@@ -42,21 +43,24 @@ pub async fn visible_source(conn: &mut PgConnection, id: Uuid) -> AppResult<Sour
 /// root opened with [`paths::open_beneath`] (so a symlink swapped in after registration can
 /// never lead outside the root). `None` when it is gone. Callers serve, render or hash only
 /// this descriptor, never the path again.
-pub async fn original_file(conn: &mut PgConnection, cfg: &Config, s: &Source) -> AppResult<Option<File>> {
+pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppResult<Option<File>> {
+    let tenant = tx.tenant_id();
     match s.grant_id {
         None => {
             let p = sources::upload_blob_path(&cfg.uploads_dir(), &s.sha256);
             Ok(File::open(&p).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file())))
         }
         Some(g) => {
-            let root: Option<String> = sqlx::query_scalar("select root_path from dir_grant where id = $1 and revoked_at is null")
-                .bind(g)
-                .fetch_optional(&mut *conn)
-                .await?;
+            let root: Option<String> =
+                sqlx::query_scalar("select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null")
+                    .bind(g)
+                    .bind(tenant)
+                    .fetch_optional(&mut **tx)
+                    .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
             // The grant's root must still be one of the tenant's roots (operator-controlled).
-            crate::grants::roots::check(conn, cfg, &root).await?;
+            crate::grants::roots::check(tx, cfg, &root).await?;
             let rel = s.resource_path.clone();
             let allow = cfg.allow_hard_links;
             let opened = tokio::task::spawn_blocking(move || paths::open_beneath(&root, &rel, allow))
@@ -72,11 +76,13 @@ pub async fn original_file(conn: &mut PgConnection, cfg: &Config, s: &Source) ->
 }
 
 /// The `id`'s evidence row of this source: its block id.
-pub async fn evidence_block_key(conn: &mut PgConnection, source_id: Uuid, evidence: Uuid) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("select block_key from evidence_block where id = $1 and source_id = $2")
+pub async fn evidence_block_key(tx: &mut TenantTx, source_id: Uuid, evidence: Uuid) -> sqlx::Result<Option<String>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar("select block_key from evidence_block where tenant_id = $3 and id = $1 and source_id = $2")
         .bind(evidence)
         .bind(source_id)
-        .fetch_optional(conn)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
         .await
 }
 

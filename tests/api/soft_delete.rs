@@ -123,7 +123,7 @@ async fn a_mirror_built_while_a_source_is_removed_still_finds_it_once_restored()
     assert_eq!(t.c.delete(&format!("/api/sources/{alpha}")).await, StatusCode::NO_CONTENT);
 
     let mut tx = mnote::db::TenantTx::begin(&t.app.pool, t.tenant, mnote::db::Scope::System).await.unwrap();
-    let versions = mnote::search::memindex::visible_versions(&mut tx, None).await.unwrap();
+    let versions = mnote::search::memindex::visible_versions(&mut tx, t.tenant, None).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(versions.len(), 1, "{versions:?}");
     let index = mnote::search::memindex::build(&t.app.pool, versions[0]).await.unwrap().expect("the KB did not change");

@@ -8,7 +8,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
-use sqlx::PgConnection;
 use tower_sessions::Session;
 use uuid::Uuid;
 
@@ -37,7 +36,7 @@ pub struct ConversationItem {
 /// The caller's conversations for the list (`q` searches titles and questions).
 pub async fn items(
     ctx: &PageCtx,
-    conn: &mut PgConnection,
+    conn: &mut crate::db::TenantTx,
     auth: &Auth,
     q: &str,
     current: Option<&str>,
@@ -73,7 +72,7 @@ pub fn around(ctx: &PageCtx, runs: &[RunRow], shown: Option<Uuid>) -> (Vec<RunDe
 }
 
 /// The title of the shown conversation, if it has one yet.
-pub async fn title(conn: &mut PgConnection, auth: &Auth, id: &str) -> AppResult<Option<String>> {
+pub async fn title(conn: &mut crate::db::TenantTx, auth: &Auth, id: &str) -> AppResult<Option<String>> {
     Ok(conv::get(conn, auth.user_id, id).await?.map(|c| c.title))
 }
 

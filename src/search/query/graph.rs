@@ -43,7 +43,7 @@ pub(super) async fn graph(
                 and e2.kind = 'section_contains_block' and e2.target_section_key = e1.target_section_key
                join evidence_block b1 on b1.tenant_id = e1.tenant_id and b1.id = e1.source_block_id
                join evidence_block b2 on b2.tenant_id = e2.tenant_id and b2.id = e2.source_block_id
-               where e1.kind = 'section_contains_block' and e1.source_block_id in (select id from seed)
+               where e1.tenant_id = $3 and e1.kind = 'section_contains_block' and e1.source_block_id in (select id from seed)
                  and (b2.block_type = 'heading' or abs(b2.ordinal - b1.ordinal) = 1)
                union all
                -- same entity
@@ -51,7 +51,7 @@ pub(super) async fn graph(
                from evidence_edge e1 join evidence_edge e2
                  on e2.tenant_id = e1.tenant_id and e2.kind = 'block_mentions_entity'
                 and lower(e2.target_text) = lower(e1.target_text)
-               where e1.kind = 'block_mentions_entity' and e1.source_block_id in (select id from seed)
+               where e1.tenant_id = $3 and e1.kind = 'block_mentions_entity' and e1.source_block_id in (select id from seed)
                union all
                -- a link from the seed to another document: that document's first blocks
                select b.id, e1.source_block_id, 'markdown_links_to'
@@ -60,7 +60,7 @@ pub(super) async fn graph(
                 and lower(regexp_replace(s.resource_path, '^.*/|\\.[^./]*$', '', 'g'))
                     = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\\.[^./]*$', '', 'g'))
                join evidence_block b on b.tenant_id = s.tenant_id and b.source_id = s.id and b.ordinal < 3
-               where e1.kind = 'markdown_links_to' and e1.source_block_id in (select id from seed)
+               where e1.tenant_id = $3 and e1.kind = 'markdown_links_to' and e1.source_block_id in (select id from seed)
                union all
                -- a link to the seed's document from another one: the linking block
                select e1.source_block_id, sb.id, 'markdown_links_to'
@@ -69,10 +69,10 @@ pub(super) async fn graph(
                join evidence_edge e1 on e1.tenant_id = s.tenant_id and e1.kind = 'markdown_links_to'
                 and lower(regexp_replace(s.resource_path, '^.*/|\\.[^./]*$', '', 'g'))
                     = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\\.[^./]*$', '', 'g'))
-               where sb.id in (select id from seed) and sb.ordinal = 0
+               where sb.tenant_id = $3 and sb.id in (select id from seed) and sb.ordinal = 0
              )
              select distinct on (h.id) h.id, h.via, h.kind from hits h
-             join evidence_block nb on nb.id = h.id
+             join evidence_block nb on nb.tenant_id = $3 and nb.id = h.id
              where h.id <> h.via and h.id not in (select id from seed)
                -- boilerplate: the same text elsewhere in the document
                and not exists (select 1 from evidence_block d where d.tenant_id = nb.tenant_id
@@ -81,6 +81,7 @@ pub(super) async fn graph(
         )
         .bind(&ids)
         .bind(GRAPH_MAX_NEIGHBOURS)
+        .bind(f.tenant)
         .fetch_all(&mut *conn)
         .await?;
         let mut next = Vec::new();

@@ -34,6 +34,7 @@ pub(super) async fn hydrate_first(
     }
     let mut b = Binds::new();
     let filter = f.block_sql(&mut b);
+    // tenant filter: block_sql
     let sql = format!(
         "select b.id, b.text, b.locator, b.is_ocr, s.status, s.kind, s.resource_path, s.id as source_id,
                 coalesce(s.mtime, s.updated_at) as modified_at

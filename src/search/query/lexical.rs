@@ -11,13 +11,14 @@ use super::*;
 /// most `limit` candidates.
 pub(super) fn lexical_cte(b: &mut Binds, filter: &BlockFilter, t: &QueryTerms, limit: i64) -> String {
     let (terms, counts, tsquery, limit) = (b.push(&t.terms), b.push(&t.counts), b.push(t.tsquery()), b.push(limit));
-    let BlockFilter { kb_ids: kb, sql: filter } = filter;
+    let BlockFilter { kb_ids: kb, tenant, sql: filter } = filter;
+    // tenant filter: block_sql
     format!(
         "q(term, qtf) as (select * from unnest({terms}::text[], {counts}::int4[])),
         st as (select term, sum(df)::float8 as df from evidence_term_stat
-               where term = any({terms}::text[]) and ({kb}::uuid[] is null or kb_id = any({kb}::uuid[])) group by term),
+               where tenant_id = {tenant}::uuid and term = any({terms}::text[]) and ({kb}::uuid[] is null or kb_id = any({kb}::uuid[])) group by term),
         kbs as (select kb_id, blocks, greatest(total_len::float8 / greatest(blocks, 1), 1) as avgdl
-                from evidence_kb_stat where ({kb}::uuid[] is null or kb_id = any({kb}::uuid[]))),
+                from evidence_kb_stat where tenant_id = {tenant}::uuid and ({kb}::uuid[] is null or kb_id = any({kb}::uuid[]))),
         n as (select greatest(coalesce(sum(blocks), 0), 1)::float8 as n from kbs),
         w as (select q.term, q.qtf * ln(1 + (n.n - least(st.df, n.n) + 0.5) / (least(st.df, n.n) + 0.5)) as idf
               from q join st using (term) cross join n),
@@ -93,6 +94,7 @@ pub(super) async fn lexical_ranked(
         let ids: Vec<Uuid> = cand.iter().map(|c| c.0).collect();
         let mut b = Binds::new();
         let filter = f.block_sql(&mut b);
+        // tenant filter: block_sql
         let sql =
             format!("select b.id from evidence_block b, source s where b.id = any({}::uuid[]) and {}", b.push(&ids), filter.sql);
         let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
@@ -128,7 +130,7 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
     let Some(mem) = &engine.mem else { return Ok(None) };
     let started = std::time::Instant::now();
     // Read in the caller's transaction: RLS decides which KBs (and so which mirrors) count.
-    let versions = memindex::visible_versions(conn, f.kb_ids.as_deref()).await?;
+    let versions = memindex::visible_versions(conn, f.tenant, f.kb_ids.as_deref()).await?;
     let indexes = match mem.snapshot(&versions) {
         Some(i) => i,
         None if engine.build_inline => {
@@ -146,6 +148,7 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
     let sources = if f.kinds.is_some() || f.path_prefix.is_some() || f.source_ids.is_some() {
         let mut b = Binds::new();
         let kb = b.push(&f.kb_ids);
+        // tenant filter: source_sql
         let sql = format!(
             "select s.id from source s where ({kb}::uuid[] is null or s.kb_id = any({kb}::uuid[])) and {}",
             f.source_sql(&mut b)

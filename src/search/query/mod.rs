@@ -165,6 +165,8 @@ struct Filters {
 struct BlockFilter {
     /// The KB-ids placeholder (`uuid[]`, null for every KB), for statistics the SQL also reads.
     kb_ids: String,
+    /// The tenant placeholder (`uuid`), for the other tenant tables the SQL reads.
+    tenant: String,
     /// The conditions on `b` and `s`.
     sql: String,
 }
@@ -209,7 +211,7 @@ impl Filters {
     and {}",
             self.source_sql(b)
         );
-        BlockFilter { kb_ids, sql }
+        BlockFilter { kb_ids, tenant, sql }
     }
 }
 
@@ -221,16 +223,15 @@ pub(super) struct Ranked {
 
 pub async fn search(tx: &mut TenantTx, engine: &Engine, req: &SearchRequest) -> Result<SearchResponse<Hit>, SearchError> {
     let tenant = tx.tenant().unwrap_or_default();
-    let conn: &mut PgConnection = tx;
     let started = Instant::now();
     let top_k = req.top_k.unwrap_or(DEFAULT_TOP_K);
     if top_k == 0 || top_k > MAX_TOP_K {
         return Err(SearchError::Invalid(format!("topK must be between 1 and {MAX_TOP_K}")));
     }
     let mut resp = if req.is_paged() {
-        paged::paged(conn, tenant, engine, req, top_k).await?
+        paged::paged(tx, tenant, engine, req, top_k).await?
     } else {
-        run_in(conn, tenant, engine, req, top_k).await?
+        run_in(tx, tenant, engine, req, top_k).await?
     };
     resp.took_ms = (started.elapsed().as_secs_f64() * 1000.0 * 100.0).round() / 100.0;
     Ok(resp)

@@ -15,16 +15,17 @@ use super::*;
 pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: Vec<f32>, limit: i64) -> String {
     let (v, l) = (b.push(Vector::from(v)), b.push(limit));
     let vt = space.vector_type();
-    let BlockFilter { kb_ids: kb, sql: filter } = filter;
+    let BlockFilter { kb_ids: kb, tenant, sql: filter } = filter;
     let floor = match space.max_distance() {
         Some(d) => format!("where n.dist <= {}", b.push(d)),
         None => String::new(),
     };
+    // tenant filter: block_sql
     format!(
         "vec as materialized (select n.id, n.dist from (
                 select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
                 from evidence_embedding e
-                where e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
+                where e.tenant_id = {tenant}::uuid and e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
                   and exists (select 1 from evidence_block b, source s
                               where b.tenant_id = e.tenant_id and b.id = e.block_id and {filter})
                 order by e.embedding::{vt} <=> {v}::{vt} limit {l}) n {floor})",
@@ -93,6 +94,7 @@ pub(super) async fn hybrid(
         Some(m) => {
             let (ids, scores): (Vec<Uuid>, Vec<f64>) = m.into_iter().unzip();
             let (ids, scores, limit) = (b.push(ids), b.push(scores), b.push(depth));
+            // tenant filter: block_sql
             format!(
                 "lexical as (select l.id, l.score from unnest({ids}::uuid[], {scores}::float8[]) l(id, score), evidence_block b, source s
                              where b.id = l.id and {} order by l.score desc, l.id limit {limit})",
