@@ -26,7 +26,6 @@ mod extract;
 mod lang;
 
 use futures_util::future::BoxFuture;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
@@ -38,7 +37,7 @@ pub use self::{
 };
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,
-    tools::{self, EvidenceHit, ReadOutput, SearchOutput, ToolBox},
+    tools::{EvidenceHit, Read, ReadArgs, Search, SearchArgs, ToolBox},
 };
 use crate::journal::{Event, PlanEntry};
 
@@ -130,19 +129,19 @@ pub async fn gather(
         steps.step(i, "in_progress").await?;
         let call_id = format!("builtin-search-{}", i + 1);
         let result = tokio::select! {
-            r = tools.call(&call_id, tools::SEARCH, json!({"query": q})) => r,
+            r = tools.invoke::<Search>(&call_id, SearchArgs::query(q)) => r,
             _ = cancel.cancelled() => return Err(AgentError::Cancelled),
         };
         steps.step(i, "completed").await?;
-        match (result.ok, serde_json::from_value::<SearchOutput>(result.content)) {
-            (true, Ok(out)) => {
+        match result {
+            Ok(out) => {
                 for h in out.results {
                     if !hits.iter().any(|x| x.evidence_id == h.evidence_id) {
                         hits.push(h);
                     }
                 }
             }
-            _ => failures.push(result.error.map(|e| format!("{}: {}", e.code, e.message)).unwrap_or_default()),
+            Err(e) => failures.push(e.to_string()),
         }
     }
     if !queries.is_empty() && failures.len() == queries.len() {
@@ -150,15 +149,15 @@ pub async fn gather(
     }
     // Whole sentences: a passage the search quoted cut short (around the match) is read whole
     // when it holds a sentence of the answer, so the answer quotes the sentence, not a piece.
-    if tools.offered().iter().any(|d| d.name == tools::READ) {
+    if tools.offers::<Read>() {
         for (n, i) in cut_passages(question, &hits).into_iter().enumerate() {
             let call_id = format!("builtin-read-{}", n + 1);
-            let args = json!({"evidenceId": hits[i].evidence_id, "window": 0});
+            let args = ReadArgs { evidence_id: hits[i].evidence_id, window: Some(0) };
             let result = tokio::select! {
-                r = tools.call(&call_id, tools::READ, args) => r,
+                r = tools.invoke::<Read>(&call_id, args) => r,
                 _ = cancel.cancelled() => return Err(AgentError::Cancelled),
             };
-            if let (true, Ok(out)) = (result.ok, serde_json::from_value::<ReadOutput>(result.content))
+            if let Ok(out) = result
                 && let Some(b) = out.blocks.iter().find(|b| b.anchor && !b.text.trim().is_empty())
             {
                 hits[i].quote = b.text.clone();
@@ -173,7 +172,7 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     let lang = Lang::of(question);
     // No search offered (chat only, or the evidence tools switched off): nothing to plan, no
     // call to fail; the answer says what the built-in agent can and cannot do.
-    if !env.tools.offered().iter().any(|d| d.name == tools::SEARCH) {
+    if !env.tools.offers::<Search>() {
         let answer = continuing(input, lang.without_tools().to_string());
         stream(env, &answer).await?;
         return Ok(RunOutput { answer, provider_run_id: None });

@@ -809,7 +809,7 @@ pub fn resolve_field(spec: &FieldSpec, facts: &Facts, lang: Lang) -> Option<Fiel
 fn tool_view(d: &'static ToolDef, switches: &Switches) -> ToolView {
     ToolView {
         name: d.name,
-        function_name: d.function_name,
+        function_name: &d.function_name,
         capability_ids: vec![d.capability],
         enabled: switches.enabled(d.capability),
         description: d.description,

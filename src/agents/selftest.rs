@@ -54,23 +54,32 @@ fn registry_checks(r: &mut Report) {
     let reg = tools::registry();
     let caps = capabilities::all();
     for (i, d) in reg.iter().enumerate() {
-        r.check(reg.iter().skip(i + 1).all(|o| o.name != d.name && o.function_name != d.function_name), || {
-            format!("registry: {} is defined twice", d.name)
-        });
-        r.check(d.function_name == d.name.replace('.', "_"), || {
+        r.check(
+            reg.iter().skip(i + 1).all(|o| o.name != d.name && o.function_name != d.function_name && o.mcp_name != d.mcp_name),
+            || format!("registry: {} is defined twice", d.name),
+        );
+        r.check(d.function_name == tools::function_name(d.name), || {
             format!("registry: {}'s function name {} is not its dotted name with underscores", d.name, d.function_name)
         });
-        r.check(tools::lookup(d.function_name).map(|x| x.name) == Some(d.name), || {
+        r.check(d.mcp_name == tools::mcp_name(d.name), || {
+            format!("registry: {}'s MCP name {} is not derived from its dotted name", d.name, d.mcp_name)
+        });
+        r.check(tools::lookup(&d.function_name).map(|x| x.name) == Some(d.name), || {
             format!("registry: {} is not found by its function name", d.name)
         });
+        r.check(tools::lookup_mcp(&d.mcp_name).map(|x| x.name) == Some(d.name), || {
+            format!("registry: {} is not found by its MCP name", d.name)
+        });
         r.check(caps.contains(&d.capability), || format!("registry: {} has an unknown capability {}", d.name, d.capability));
-        r.check(d.parameters.get("type") == Some(&Value::String("object".into())), || {
-            format!("registry: {}'s parameters are not an object schema", d.name)
-        });
-        let compiled = jsonschema::validator_for(&d.parameters);
-        r.check(compiled.is_ok(), || {
-            format!("registry: {}'s parameters are not a valid JSON Schema: {:?}", d.name, compiled.err())
-        });
+        for (what, schema) in [("parameters", &d.parameters), ("output", &d.output)] {
+            r.check(schema.get("type") == Some(&Value::String("object".into())), || {
+                format!("registry: {}'s {what} are not an object schema", d.name)
+            });
+            let compiled = jsonschema::validator_for(schema);
+            r.check(compiled.is_ok(), || {
+                format!("registry: {}'s {what} are not a valid JSON Schema: {:?}", d.name, compiled.err())
+            });
+        }
     }
 }
 

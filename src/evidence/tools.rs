@@ -314,7 +314,7 @@ pub struct ReadResponse {
 }
 
 /// `mnote.evidence.outline` input: the source whose section tree is wanted.
-#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OutlineRequest {
     /// The source (document) id, e.g. a search result's `sourceId`.
@@ -374,7 +374,8 @@ pub fn uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "string", "format": "uuid"})
 }
 
-fn optional_uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+/// A UUID or `null` in a JSON Schema.
+pub fn optional_uuid_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": ["string", "null"], "format": "uuid"})
 }
 

@@ -6,9 +6,9 @@
 //!   tokens only (the API tokens of `auth::tokens`, checked by the same `Auth` extractor);
 //!   every error of the HTTP layer is our JSON error body.
 //! - `server.rs`: the rmcp `ServerHandler`: tools, resources, the per-token rate limit.
-//! - `tools.rs`: the MCP names of the registry tools (`agents::tools`: one definition, one
-//!   execution path through a detached `ToolBox`) and `list_knowledge_bases`; the text
-//!   rendering with Markdown citations.
+//! - `tools.rs`: every registry tool (`agents::tools`: one definition each, with its MCP name,
+//!   description and Markdown rendering; one execution path through a detached `ToolBox`)
+//!   and `list_knowledge_bases`.
 //! - `resources.rs`: each visible KB as a resource listing its sources.
 //! - `run_token.rs`: an ACP run's own token (minted per run, live while the run is): the run's
 //!   tool offer, every call journaled into the run.
@@ -24,12 +24,3 @@ mod server;
 pub mod tools;
 
 pub use http::router;
-
-/// The stable code of a tool error as MCP clients see it: the registry's
-/// `invalid_arguments` is the API's `invalid_input`.
-pub fn public_code(code: &str) -> &str {
-    match code {
-        "invalid_arguments" => "invalid_input",
-        c => c,
-    }
-}

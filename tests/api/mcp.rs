@@ -1,6 +1,6 @@
 //! The MCP endpoint with the real rmcp client against the real server: initialize, list the
 //! tools, search in Chinese and English and follow the returned citation URL into the viewer
-//! (same token), read/open/list, resources; tenant isolation, revoked tokens, cookies without
+//! (same token), read/open/outline/list, resources; tenant isolation, revoked tokens, cookies without
 //! a bearer, tool errors with our codes, the rate limit and the size limit, JSON errors, and the
 //! knowledge-RAG tools only once a KB is bound.
 
@@ -150,7 +150,11 @@ async fn an_mcp_client_searches_in_both_languages_and_its_citations_open_the_hig
 
     let tools = mcp.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["evidence_search", "evidence_read", "evidence_open", "list_knowledge_bases"], "no KB is bound");
+    assert_eq!(
+        names,
+        ["evidence_search", "evidence_read", "evidence_open", "evidence_outline", "list_knowledge_bases"],
+        "no KB is bound"
+    );
     for tool in &tools {
         assert!(tool.output_schema.is_some(), "{}: output schema", tool.name);
         let d = tool.description.as_deref().unwrap_or_default();
@@ -198,6 +202,17 @@ async fn an_mcp_client_searches_in_both_languages_and_its_citations_open_the_hig
     assert_eq!(open["blockFound"], true);
     assert!(open["quote"].as_str().unwrap().contains("Scoped threads"), "{open}");
     assert_eq!(assert_located(&open, &app.base), url);
+
+    // outline: the document's headings, by the sourceId of a result, each with its first passage.
+    let (outline, text) = ok(&call(&mcp, "evidence_outline", json!({"sourceId": top["sourceId"]})).await);
+    assert_eq!((outline["title"].as_str(), outline["kind"].as_str()), (Some("en.md"), Some("markdown")), "{outline}");
+    let section = &outline["sections"][0];
+    assert_eq!(section["title"], "Concurrency notes", "{outline}");
+    let first = section["firstEvidenceId"].as_str().unwrap();
+    assert!(text.starts_with("Outline of en.md (1 section):\n- Concurrency notes (L1"), "{text}");
+    assert!(text.contains(first), "{text}");
+    let (first_read, _) = ok(&call(&mcp, "evidence_read", json!({"evidenceId": first, "window": 0})).await);
+    assert_eq!(first_read["blocks"][0]["text"], "Concurrency notes", "{first_read}");
 
     // The knowledge bases and their resources.
     let (kbs, text) = ok(&call(&mcp, "list_knowledge_bases", json!({})).await);
@@ -458,6 +473,7 @@ async fn knowledge_rag_tools_appear_once_a_kb_is_bound_and_map_references_to_loc
             "evidence_search",
             "evidence_read",
             "evidence_open",
+            "evidence_outline",
             "knowledge_rag_query",
             "knowledge_rag_open_reference",
             "list_knowledge_bases"

@@ -481,7 +481,9 @@ async fn an_agent_that_takes_mcp_servers_calls_our_tools_over_mcp_journaled_and_
     // API, and another tenant's evidence is nothing.
     let answer = run["answer"].as_str().unwrap();
     assert!(
-        answer.starts_with("Tools: evidence_search, evidence_read, evidence_open. API: 401. Open: error not_found. "),
+        answer.starts_with(
+            "Tools: evidence_search, evidence_read, evidence_open, evidence_outline. API: 401. Open: error not_found. "
+        ),
         "{answer}"
     );
     assert!(!answer.contains("Berlin"), "another tenant's document reached the run: {answer}");
@@ -576,7 +578,7 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     let (st, list) = mcp_post(&app, &token, "tools/list", json!({})).await;
     assert_eq!(st, StatusCode::OK, "{list}");
     let names: Vec<&str> = list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, vec!["evidence_search", "evidence_read", "evidence_open"], "{list}");
+    assert_eq!(names, vec!["evidence_search", "evidence_read", "evidence_open", "evidence_outline"], "{list}");
     let (st, r) = mcp_post(&app, &token, "resources/list", json!({})).await;
     assert_eq!((st, r["result"]["resources"].clone()), (StatusCode::OK, json!([])), "{r}");
     let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "list_knowledge_bases", "arguments": {}})).await;

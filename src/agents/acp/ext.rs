@@ -80,18 +80,12 @@ mod tests {
 
     #[test]
     fn the_offer_names_the_call_method_and_each_tool_with_its_schema() {
-        let def = ToolDef {
-            name: "mnote.evidence.search",
-            function_name: "mnote_evidence_search",
-            description: "Search",
-            parameters: serde_json::json!({"type": "object"}),
-            capability: "evidence",
-        };
-        let meta = session_meta(&[&def]);
+        let def = crate::agents::tools::lookup("mnote.evidence.search").unwrap();
+        let meta = session_meta(&[def]);
         assert_eq!(
             Value::Object(meta),
             serde_json::json!({"mnote": {"callMethod": "_mnote/tools/call", "tools": [
-                {"name": "mnote.evidence.search", "description": "Search", "inputSchema": {"type": "object"}}
+                {"name": "mnote.evidence.search", "description": def.description, "inputSchema": def.parameters}
             ]}})
         );
     }

@@ -101,7 +101,7 @@ pub fn tool_specs<'a>(offered: &[&'a super::tools::ToolDef]) -> Vec<ToolSpec<'a>
         .iter()
         .map(|d| ToolSpec {
             kind: "function",
-            function: FunctionSpec { name: d.function_name, description: d.description, parameters: &d.parameters },
+            function: FunctionSpec { name: &d.function_name, description: d.description, parameters: &d.parameters },
         })
         .collect()
 }
