@@ -160,7 +160,7 @@ pub fn validate(q: &str) -> AppResult<String> {
 
 /// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
 /// visible bound KB.
-async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
+pub(super) async fn bindings_for(conn: &mut PgConnection, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
     let ids: Vec<Uuid> = if kb_ids.is_empty() {
         crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
     } else {
@@ -183,22 +183,8 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     let bindings = bindings_for(&mut tx, auth, &input.kb_ids).await?;
     tx.commit().await?;
 
-    // One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
     let cfg = &state.config.rag;
-    let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
-    let mut keys: Vec<Option<String>> = Vec::new();
-    for b in bindings {
-        let key = b.key(cfg).ok().flatten().map(|k| k.expose().to_string());
-        match groups.iter().zip(&keys).position(|((g, _), k)| g.url == b.url && *k == key) {
-            Some(i) => groups[i].1.push(b.kb_id),
-            None => {
-                let kb = b.kb_id;
-                groups.push((b, vec![kb]));
-                keys.push(key);
-            }
-        }
-    }
-    drop(keys);
+    let groups = endpoints(cfg, bindings);
     let req = QueryRequest {
         query: query.clone(),
         mode: input.mode,
@@ -311,6 +297,24 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     Ok(out)
 }
 
+/// One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
+pub(super) fn endpoints(cfg: &crate::config::RagConfig, bindings: Vec<Binding>) -> Vec<(Binding, Vec<Uuid>)> {
+    let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
+    let mut keys: Vec<Option<String>> = Vec::new();
+    for b in bindings {
+        let key = b.key(cfg).ok().flatten().map(|k| k.expose().to_string());
+        match groups.iter().zip(&keys).position(|((g, _), k)| g.url == b.url && *k == key) {
+            Some(i) => groups[i].1.push(b.kb_id),
+            None => {
+                let kb = b.kb_id;
+                groups.push((b, vec![kb]));
+                keys.push(key);
+            }
+        }
+    }
+    groups
+}
+
 /// A piece of an answer: text, or a `[n]` citation marker (its number).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnswerPart<'a> {
@@ -413,7 +417,9 @@ pub async fn cite(
                 .bind(b.ids[i])
                 .fetch_optional(&mut *conn)
                 .await?;
-            l.map(|l| (b.ids[i], l.0))
+            // A chunk spanning several blocks: the viewer highlights through the last one.
+            let last = (m.count > 1).then(|| b.ids.get(i + m.count - 1).copied()).flatten();
+            l.map(|l| (b.ids[i], l.0, last))
         }
         _ => None,
     };
@@ -483,13 +489,13 @@ fn reference_of(
     public_url: Option<&str>,
     source: &SourceRow,
     m: Mapped,
-    located: Option<(Uuid, Locator)>,
+    located: Option<(Uuid, Locator, Option<Uuid>)>,
     file_path: &str,
 ) -> Reference {
     let title = open::source_title(&source.resource_path);
     let (locator, action, evidence_id, exact_block, ocr_in_blocks) = match located {
-        Some((id, l)) => {
-            let a = open::open_action(&l, id, public_url);
+        Some((id, l, through)) => {
+            let a = open::open_span_action(&l, id, through, public_url);
             (l, a, Some(id), m.exact_block, m.ocr_in_blocks)
         }
         None => (resource_locator(source), open::open_resource(source.id, public_url), None, false, false),

@@ -120,7 +120,7 @@ async fn settings_rendered_from_descriptors_save_inline_and_drive_page_ai() {
         .await;
     assert_eq!(checked, json!([[kbs[0], true], [kbs[1], false]]));
     let caps = text(&b, "#ai-agent-caps").await;
-    assert!(caps.contains("Knowledge graph (switched off)") && caps.contains("Evidence search"), "{caps}");
+    assert!(caps.contains("LightRAG knowledge graph (switched off)") && caps.contains("Evidence search"), "{caps}");
     b.find("#ai-form select.ai-agent").await.select_by_value("chat_only").await.unwrap();
     b.poll("the caps line", "return document.querySelector('#ai-agent-caps').textContent.includes('without tools')", vec![])
         .await;

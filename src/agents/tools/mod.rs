@@ -28,6 +28,7 @@ use crate::{
     state::AppState,
 };
 
+mod rag_stream;
 mod registry;
 mod run;
 
@@ -245,16 +246,26 @@ impl ToolBox {
     pub async fn call(&self, call_id: &str, name: &str, arguments: Value) -> ToolResult {
         let def = self.offered.iter().copied().find(|d| d.name == name || d.function_name == name);
         let shown = def.map(|d| d.name.to_string()).unwrap_or_else(|| truncate_chars(name, 100));
-        let started = ToolStarted { call_id: call_id.to_string(), name: shown.clone(), arguments: capped_arguments(&arguments) };
+        self.journal_started(call_id, &shown, &arguments).await;
+        let outcome = match def {
+            Some(d) => self.execute(d, arguments).await,
+            None => Err(failure("unknown_tool", format!("no tool named {shown} is offered to this run"))),
+        };
+        self.journal_outcome(call_id, shown, outcome).await
+    }
+
+    async fn journal_started(&self, call_id: &str, shown: &str, arguments: &Value) {
+        let started =
+            ToolStarted { call_id: call_id.to_string(), name: shown.to_string(), arguments: capped_arguments(arguments) };
         if let Some(events) = &self.events
             && let Err(e) = events.emit(EventSource::Tool, Event::ToolStarted(started)).await
         {
             tracing::warn!("tool.started not journaled: {e}");
         }
-        let outcome = match def {
-            Some(d) => self.execute(d, arguments).await,
-            None => Err(failure("unknown_tool", format!("no tool named {shown} is offered to this run"))),
-        };
+    }
+
+    /// Journal `tool.completed` for a call's outcome, record it for the receipt, and return it.
+    async fn journal_outcome(&self, call_id: &str, shown: String, outcome: Result<Done, ErrorBody>) -> ToolResult {
         let (result, completed) = match outcome {
             Ok(done) => (
                 ToolResult { ok: true, content: done.content, evidence_ids: done.evidence_ids.clone(), error: None },

@@ -266,7 +266,7 @@ impl ToolBox {
     }
 
     /// A reference as the model sees it (detached: with its absolute URL and locator).
-    fn rag_reference(&self, r: &rag::query::Reference) -> RagReference {
+    pub(super) fn rag_reference(&self, r: &rag::query::Reference) -> RagReference {
         let mut x = RagReference::from(r);
         let (citation, located) = self.locate(&x.source_title, &r.locator, &r.open_action, x.citation_markdown.clone());
         x.citation_markdown = citation;
