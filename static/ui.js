@@ -75,16 +75,3 @@
     });
   });
 })();
-
-// The assistant (/ai?q=…, where the former Ask pages lead): the question is filled in, ready
-// to send (never sent by itself).
-(function () {
-  "use strict";
-  var form = document.getElementById("ai-form");
-  if (!form || !window.URLSearchParams) return;
-  var q = new URLSearchParams(window.location.search).get("q");
-  var box = form.querySelector("textarea[name=prompt]");
-  if (!q || !box || box.value) return;
-  box.value = q.slice(0, 20000);
-  box.focus();
-})();

@@ -187,9 +187,10 @@ pub struct AskQuery {
 }
 
 /// `/ask` and `/kbs/{id}/ask` (the former LightRAG Ask page) are the assistant now: `303` to
-/// `/ai` with the KB and the question kept (`q`, filled into the question box). A KB, or all
-/// of the caller's KBs, bound to no LightRAG server get a notice saying the assistant answers
-/// from the documents' passages, and how to connect one (or to ask an admin).
+/// `/ai` with the KB and the question kept (`ask`, filled into the question box; `q` there
+/// searches the conversations). A KB, or all of the caller's KBs, bound to no LightRAG server
+/// get a notice saying the assistant answers from the documents' passages, and how to connect
+/// one (or to ask an admin).
 async fn ask(state: &AppState, session: &Session, page: Page, kb: Option<Uuid>, q: AskQuery) -> AppResult<Redirect> {
     let mut tx = page.auth.tx(state).await?;
     let (kbs, can_manage) = match kb {
@@ -205,7 +206,13 @@ async fn ask(state: &AppState, session: &Session, page: Page, kb: Option<Uuid>, 
     let bound = !binding::active_for(&mut tx, &kbs).await?.is_empty();
     tx.commit().await?;
     if !bound && !kbs.is_empty() {
-        flash(session, page.ctx.t(if can_manage { "assistant.unbound_admin" } else { "assistant.unbound_member" })).await?;
+        let key = match (kb.is_some(), can_manage) {
+            (true, true) => "assistant.unbound_admin",
+            (true, false) => "assistant.unbound_member",
+            (false, true) => "assistant.unbound_all_admin",
+            (false, false) => "assistant.unbound_all_member",
+        };
+        flash(session, page.ctx.t(key)).await?;
     }
     Ok(Redirect::to(&ai_url(kb, &q.q)))
 }
@@ -218,7 +225,7 @@ fn ai_url(kb: Option<Uuid>, q: &str) -> String {
     }
     let q: String = q.trim().chars().take(4000).collect();
     if !q.is_empty() {
-        params.push(("q", q));
+        params.push(("ask", q));
     }
     let query = serde_urlencoded::to_string(&params).unwrap_or_default();
     if query.is_empty() { "/ai".into() } else { format!("/ai?{query}") }
@@ -250,8 +257,8 @@ mod tests {
     #[test]
     fn the_assistant_url_keeps_the_kb_and_the_question() {
         let kb = Uuid::from_u128(7);
-        assert_eq!(ai_url(Some(kb), " Who leads & why? "), format!("/ai?kb={kb}&q=Who+leads+%26+why%3F"));
+        assert_eq!(ai_url(Some(kb), " Who leads & why? "), format!("/ai?kb={kb}&ask=Who+leads+%26+why%3F"));
         assert_eq!(ai_url(None, ""), "/ai");
-        assert_eq!(ai_url(None, "线程"), "/ai?q=%E7%BA%BF%E7%A8%8B");
+        assert_eq!(ai_url(None, "线程"), "/ai?ask=%E7%BA%BF%E7%A8%8B");
     }
 }

@@ -26,6 +26,9 @@ use crate::{
 pub const RESULT_SCHEMA: &str = "mnote.knowledge_rag.query_result.v1";
 pub const REFERENCE_SCHEMA: &str = "mnote.knowledge_rag.reference.v1";
 const QUOTE_CHARS: usize = 400;
+/// LightRAG's marker for "nothing was retrieved", at the end of its canned reply ("Sorry, I'm
+/// not able to provide an answer to that question.[no-context]"): never passed on.
+pub const NO_CONTEXT: &str = "[no-context]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,7 +115,11 @@ pub struct QueryResult {
     pub schema: &'static str,
     pub query: String,
     pub mode: QueryMode,
+    /// With `answer: true`: the endpoints' answers, markers renumbered to `references`;
+    /// `None` when none answered (LightRAG's no-context reply is never passed on).
     pub answer: Option<String>,
+    /// With `answer: true`: no endpoint had anything to answer from (LightRAG said so).
+    pub no_context: bool,
     pub source_scope_mode: &'static str,
     pub references: Vec<Reference>,
     /// References LightRAG returned that were dropped: not ours, or not visible to the caller.
@@ -245,6 +252,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         query: query.clone(),
         mode: input.mode,
         answer: None,
+        no_context: false,
         source_scope_mode: "post_filter_mapped_references",
         references: Vec::new(),
         dropped_references: 0,
@@ -255,6 +263,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         timings: Timings::default(),
     };
     let mut answers: Vec<String> = Vec::new();
+    let mut no_context = 0usize;
     let mut tx = auth.tx(state).await?;
     for ((_, kbs), result) in groups.iter().zip(results) {
         let (answer, raws, meta) = match result {
@@ -284,17 +293,25 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
                 None => out.dropped_references += 1,
             }
         }
-        if let Some(a) = answer {
-            answers.push(renumber_markers(&a, &renumber));
+        match answer {
+            Some(a) if is_no_context(&a) => no_context += 1,
+            Some(a) => answers.push(renumber_markers(&a, &renumber)),
+            None => {}
         }
     }
     tx.commit().await?;
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 100_000.0).round() / 100.0;
     out.timings = Timings { provider_ms: ms(t1 - t0), total_ms: ms(started.elapsed()) };
     if input.answer {
-        out.answer = Some(answers.join("\n\n"));
+        out.no_context = answers.is_empty() && no_context > 0;
+        out.answer = (!answers.is_empty()).then(|| answers.join("\n\n"));
     }
     Ok(out)
+}
+
+/// LightRAG's canned reply when it retrieved nothing (it carries [`NO_CONTEXT`]).
+pub fn is_no_context(answer: &str) -> bool {
+    answer.contains(NO_CONTEXT)
 }
 
 /// One call per endpoint (URL + key): KBs sharing an endpoint share its answer.

@@ -19,8 +19,6 @@ use crate::{
     state::AppState,
 };
 
-/// LightRAG's marker for "nothing was retrieved" at the end of its canned reply.
-pub const NO_CONTEXT: &str = "[no-context]";
 /// Longest `[…]` held back while it may still become a marker.
 const MAX_MARKER: usize = 16;
 
@@ -142,6 +140,7 @@ pub async fn answer(state: &AppState, auth: &Auth, input: QueryInput, out: &Unbo
         query: q.clone(),
         mode: input.mode,
         answer: None,
+        no_context: false,
         source_scope_mode: "post_filter_mapped_references",
         references: Vec::new(),
         dropped_references: 0,
@@ -175,7 +174,8 @@ pub async fn answer(state: &AppState, auth: &Auth, input: QueryInput, out: &Unbo
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 100_000.0).round() / 100.0;
     result.timings = Timings { provider_ms: ms(provider), total_ms: ms(started.elapsed()) };
     result.answer = answered.then_some(answer);
-    Ok(Streamed { no_context: !answered && result.errors.len() < groups.len(), result })
+    result.no_context = !answered && result.errors.len() < groups.len();
+    Ok(Streamed { no_context: result.no_context, result })
 }
 
 /// One endpoint's streamed answer: `Ok(true)` when it answered from references the caller may

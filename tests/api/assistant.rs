@@ -172,6 +172,15 @@ async fn no_context_lightrag() -> String {
         )
         .route("/auth/verify", get(|| async { axum::Json(json!({"status": "ok"})) }))
         .route(
+            "/query",
+            post(|| async {
+                axum::Json(json!({
+                    "response": "Sorry, I'm not able to provide an answer to that question.[no-context]",
+                    "references": [],
+                }))
+            }),
+        )
+        .route(
             "/query/stream",
             post(|| async {
                 (
@@ -211,6 +220,18 @@ async fn lightrags_no_context_reply_is_said_in_the_readers_language() {
     let answer = run["answer"].as_str().unwrap();
     assert!(answer.starts_with("_LightRAG 知识图谱中没有与这个问题相关的内容"), "{answer}");
     assert!(!answer.contains("no-context"), "{answer}");
+
+    // The JSON API does not pass the canned reply on either: no answer, and it says why.
+    let (st, r) = t
+        .client
+        .post_json(
+            "/api/knowledge-rag/query",
+            json!({"kbIds": [t.kb], "query": "Where do the robots charge overnight?", "answer": true}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{r}");
+    assert_eq!((&r["answer"], &r["noContext"], &r["degraded"]), (&Value::Null, &json!(true), &json!(false)), "{r}");
+    assert!(!r.to_string().contains("no-context") && !r.to_string().contains("Sorry, I'm not able"), "{r}");
 }
 
 #[tokio::test]
@@ -239,10 +260,11 @@ async fn a_lightrag_mode_asked_for_on_an_unbound_kb_says_how_to_fix_it_and_ask_p
     let mut browser = t.app.login("owner@acme.test").await;
     let r = browser.get(&format!("/kbs/{}/ask?q=Who+leads%3F&mode=mix", t.kb)).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], format!("/ai?kb={}&q=Who+leads%3F", t.kb).as_str());
-    let (st, page) = browser.page(&format!("/ai?kb={}&q=Who+leads%3F", t.kb)).await;
+    assert_eq!(r.headers()["location"], format!("/ai?kb={}&ask=Who+leads%3F", t.kb).as_str());
+    let (st, page) = browser.page(&format!("/ai?kb={}&ask=Who+leads%3F", t.kb)).await;
     assert_eq!(st, StatusCode::OK);
     assert!(page.contains("not connected to LightRAG"), "{page}");
+    assert!(page.contains(">Who leads?</textarea>"), "the question is in the box, not asked yet: {page}");
     let r = browser.get("/ask").await;
     assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/ai"));
     let r = browser.get(&format!("/kbs/{}/ask", Uuid::new_v4())).await;

@@ -178,7 +178,7 @@ async fn a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks() 
     let mut browser = browser;
     let r = browser.get(&format!("/kbs/{}/ask?q=Where+do+the+robots+charge&mode=mix", k.kb)).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    assert_eq!(r.headers()["location"], format!("/ai?kb={}&q=Where+do+the+robots+charge", k.kb).as_str());
+    assert_eq!(r.headers()["location"], format!("/ai?kb={}&ask=Where+do+the+robots+charge", k.kb).as_str());
     let (_, rag_page) = browser.page(&format!("/kbs/{}/knowledge-rag", k.kb)).await;
     assert!(rag_page.contains("OCR text reached LightRAG") && !rag_page.contains(lightrag::API_KEY), "{rag_page}");
 

@@ -155,7 +155,8 @@ async fn the_assistant_streams_lightrag_answers_whose_citations_highlight_the_wh
     assert!(n > 1, "{n} highlighted blocks");
     b.screenshot("viewer-span-en").await;
     b.resize(420, 900).await;
-    b.goto(&format!("/ai?kb={kb}")).await;
+    // The run's own page, as a link to it shows it.
+    b.goto(&format!("/ai/runs/{id}")).await;
     let n = {
         b.wait_for("#ai-run .ai-answer a[href*='through=']").await;
         open_spanning_citation(&b).await

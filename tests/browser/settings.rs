@@ -1,4 +1,4 @@
-//! The agent settings (`/settings/agents`, rendered from the descriptors) and what the Page AI
+//! The agent settings (`/settings/agents`, rendered from the descriptors) and what the assistant
 //! page takes from them, in headless Chromium, in English and Chinese, screenshotted to
 //! `target/browser-artifacts/settings-*`: tabs switch without a reload, a form saves inline
 //! (no reload) and its error appears next to its field, the admin's capability switch and the
@@ -111,7 +111,7 @@ async fn settings_rendered_from_descriptors_save_inline_and_drive_page_ai() {
     b.wait_for("#panel-hermes .settings-cap-disabled[data-capability=knowledge_rag]").await;
     b.screenshot("hermes-en").await;
 
-    // Page AI takes its agent list, default agent, default KBs and capabilities from them.
+    // The assistant takes its agent list, default agent, default KBs and capabilities from them.
     b.goto("/ai").await;
     b.wait_for("#ai-form").await;
     assert_eq!(b.js("return document.querySelector('#ai-form select.ai-agent').value", vec![]).await, json!("reasonix"));
