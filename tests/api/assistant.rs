@@ -106,8 +106,8 @@ async fn the_builtin_assistant_streams_lightrags_answer_with_spanning_citations(
     settle(&t).await;
 
     let run = ask(&t, "Where do the robots charge overnight?").await;
-    assert_eq!(run["status"], "completed", "{run}");
     let items = events(&t, &run).await;
+    assert_eq!(run["status"], "completed", "{run} {items:#?}");
     // LightRAG was asked through the tool box (journaled), in the automatic mode.
     let rag: Vec<&Value> =
         of_kind(&items, "tool.started").into_iter().filter(|e| e["payload"]["name"] == "mnote.knowledge_rag.query").collect();

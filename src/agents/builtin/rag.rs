@@ -113,19 +113,19 @@ pub async fn consult(input: &RunInput, env: &RunEnv, plan: &mut Vec<(String, &'s
         refs.clear();
         let (tx, mut rx) = mpsc::unbounded_channel::<Piece>();
         let call_id = format!("builtin-rag-{}", k + 1);
-        let call = env.tools.rag_answer(&call_id, question, mode, &tx);
-        tokio::pin!(call);
         let mut opened = false;
-        let (result, streamed) = loop {
-            tokio::select! {
-                r = &mut call => break r,
-                Some(p) = rx.recv() => emit(env, lang, p, &mut refs, &mut out, &mut opened).await?,
-                _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+        // Each piece goes into the run as it comes (the tool box runs this beside the stream).
+        let consumer = async {
+            while let Some(p) = rx.recv().await {
+                emit(env, lang, p, &mut refs, &mut out, &mut opened).await?;
             }
+            Ok::<(), AgentError>(())
         };
-        while let Ok(p) = rx.try_recv() {
-            emit(env, lang, p, &mut refs, &mut out, &mut opened).await?;
-        }
+        let (result, streamed, consumed) = tokio::select! {
+            r = env.tools.rag_answer(&call_id, question, mode, tx, consumer) => r,
+            _ = env.cancel.cancelled() => return Err(AgentError::Cancelled),
+        };
+        consumed?;
         match (result.ok, streamed) {
             (true, Some(s)) if s.result.answer.is_some() => {
                 answered = true;

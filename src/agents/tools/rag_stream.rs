@@ -14,35 +14,40 @@ use crate::rag::{
 };
 
 impl ToolBox {
-    /// Ask the context's bound KBs in `mode`, streaming LightRAG's answer into `out`; the
-    /// result is the tool's (references as the model sees them) and the streamed answer.
-    /// `unknown_tool` when the knowledge-RAG tools are not offered to this run.
-    pub async fn rag_answer(
+    /// Ask the context's bound KBs in `mode`, streaming LightRAG's answer into `out` while
+    /// `consumer` reads it (the two run together: the consumer may write into the run's
+    /// journal as the pieces come, and `tool.completed` is journaled only after it ended, so
+    /// the answer's deltas come before it). The result is the tool's (references as the model
+    /// sees them), the streamed answer and the consumer's output. `unknown_tool` when the
+    /// knowledge-RAG tools are not offered to this run.
+    pub async fn rag_answer<C: Future>(
         &self,
         call_id: &str,
         query: &str,
         mode: QueryMode,
-        out: &UnboundedSender<Piece>,
-    ) -> (ToolResult, Option<Streamed>) {
+        out: UnboundedSender<Piece>,
+        consumer: C,
+    ) -> (ToolResult, Option<Streamed>, C::Output) {
         let offered = self.offered.iter().any(|d| d.name == RAG_QUERY);
         let arguments = json!({"query": query, "mode": mode.as_str()});
         self.journal_started(call_id, RAG_QUERY, &arguments).await;
-        let mut streamed = None;
-        let outcome = if !offered {
-            Err(failure("unknown_tool", format!("no tool named {RAG_QUERY} is offered to this run")))
-        } else {
+        let streaming = async move {
+            if !offered {
+                return Err(failure("unknown_tool", format!("no tool named {RAG_QUERY} is offered to this run")));
+            }
             let input =
                 QueryInput { kb_ids: self.context.kb_ids.clone(), query: query.to_string(), mode, top_k: None, answer: true };
-            match stream::answer(&self.state, &self.actor, input, out).await {
-                Ok(s) => {
-                    let done = self.rag_done(&s);
-                    streamed = Some(s);
-                    Ok(done)
-                }
-                Err(e) => Err(from_app(e)),
-            }
+            // `out` is dropped at the end: the consumer then sees the stream end.
+            stream::answer(&self.state, &self.actor, input, &out).await.map_err(from_app)
         };
-        (self.journal_outcome(call_id, RAG_QUERY.to_string(), outcome).await, streamed)
+        let (answered, consumed) = tokio::join!(streaming, consumer);
+        let mut streamed = None;
+        let outcome = answered.map(|s| {
+            let done = self.rag_done(&s);
+            streamed = Some(s);
+            done
+        });
+        (self.journal_outcome(call_id, RAG_QUERY.to_string(), outcome).await, streamed, consumed)
     }
 
     fn rag_done(&self, s: &Streamed) -> Done {
