@@ -313,7 +313,7 @@ pub fn agent_fields(cfg: &Config, agent: AgentId) -> Vec<FieldSpec> {
         // Advanced (folded away on the settings page): how the built-in assistant asks LightRAG.
         out.push(
             FieldSpec::user(&key("knowledge_rag_mode"), "assistant.rag_mode", Select, json!("auto"))
-                .options(RAG_MODES.iter().map(|(v, l)| (v.to_string(), Label::Key(*l))).collect())
+                .options(RAG_MODES.iter().map(|(v, l)| (v.to_string(), Label::Key(l))).collect())
                 .help("assistant.rag_mode_help"),
         );
     }

@@ -249,7 +249,7 @@ mod tests {
         };
         assert_eq!(modes_of(&input), (vec![QueryMode::Mix, QueryMode::Naive], false));
         input.preferences.insert("ai.agent.hermes.knowledge_rag_mode".into(), "auto".into());
-        assert_eq!(modes_of(&input).1, false);
+        assert!(!modes_of(&input).1, "auto is the automatic choice");
         input.preferences.insert("ai.agent.hermes.knowledge_rag_mode".into(), "local".into());
         assert_eq!(modes_of(&input), (vec![QueryMode::Local], true));
         for m in QueryMode::ALL {
