@@ -1,4 +1,4 @@
-// Page AI: ask an agent, stream its run's journal into the page, and pick a live run up again
+// The assistant: ask an agent, stream its run's journal into the page, and pick a live run up again
 // after a reload. Every `.ai-run` element is one component (the /ai page, or the compact panel
 // of a KB or viewer page). The server provides the words (`data-labels`, in the page's
 // language) and renders the final answer (`/ai/runs/{id}/result`); everything this script

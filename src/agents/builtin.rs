@@ -6,7 +6,10 @@
 //! 2. runs each through the tool box (so each is journaled and on the receipt);
 //! 3. reads whole (the `read` tool, at most [`MAX_READS`]) the passages whose search quote cut
 //!    short a sentence the answer would quote, and the best-ranked one;
-//! 4. answers extractively (`extract`): the whole sentences that answer the question, scored
+//! 4. for knowledge bases of the run bound to a LightRAG server (the knowledge-RAG capability
+//!    on), asks LightRAG (`rag`, mode chosen automatically) and streams its answer first, its
+//!    references cited at our evidence and added to the passages the answer may quote;
+//! 5. answers extractively (`extract`): the whole sentences that answer the question, scored
 //!    by the question's weighted terms and what an answer adds (no code lines unless the
 //!    question is about code, no heading-only passages, no duplicates), grouped by document
 //!    under its title, each in quotation marks with a numbered citation
@@ -14,7 +17,7 @@
 //!    question's language; when the searches returned passages but no sentence shares enough
 //!    words, the closest passages, said as such; "nothing relevant" only when nothing was
 //!    found (no citations);
-//! 5. streams the answer in small pieces and stops promptly when cancelled.
+//! 6. streams the answer in small pieces and stops promptly when cancelled.
 //!
 //! Offered no search tool (`chat_only`, or the evidence capability switched off) it plans and
 //! calls nothing and answers that without tools it cannot search.
@@ -24,6 +27,7 @@
 pub mod bench;
 mod extract;
 mod lang;
+mod rag;
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -188,14 +192,29 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     plan.push((lang.answer_step().to_string(), "pending"));
 
     let mut steps = Plan { env, entries: plan };
-    let hits = gather(&env.tools, question, &queries, &env.cancel, &mut steps).await?;
+    let mut hits = gather(&env.tools, question, &queries, &env.cancel, &mut steps).await?;
     let mut plan = steps.entries;
+    // LightRAG for the KBs bound to it (`rag`): its answer streamed first, its references
+    // passages the extractive answer may quote too.
+    let consulted = rag::consult(input, env, &mut plan).await?;
+    for h in consulted.hits {
+        if !hits.iter().any(|x| x.evidence_id == h.evidence_id) {
+            hits.push(h);
+        }
+    }
     plan.last_mut().expect("the answer step").1 = "in_progress";
     publish(env, &plan).await?;
 
-    let answer = answer_from(question, lang, &hits);
-    let answer = continuing(input, answer);
-    stream(env, &answer).await?;
+    let extractive = answer_from(question, lang, &hits);
+    // LightRAG's part is already streamed: the answer goes on after it (a resumed run
+    // continues its parent only when there was no LightRAG part, which differs every time).
+    let (answer, rest) = if consulted.text.is_empty() {
+        let answer = continuing(input, extractive);
+        (answer.clone(), answer)
+    } else {
+        (format!("{}{extractive}", consulted.text), extractive)
+    };
+    stream(env, &rest).await?;
     plan.last_mut().expect("the answer step").1 = "completed";
     publish(env, &plan).await?;
     Ok(RunOutput { answer, provider_run_id: None })

@@ -218,6 +218,17 @@ impl FieldSpec {
 }
 
 pub const CITATION_STYLES: [&str; 2] = ["inline", "footnotes"];
+
+/// The LightRAG modes a user may pick for the built-in assistant (`auto`: mix, then naive),
+/// with their labels (explained, in both languages).
+pub const RAG_MODES: [(&str, &str); 6] = [
+    ("auto", "assistant.rag_mode_option.auto"),
+    ("mix", "assistant.rag_mode_option.mix"),
+    ("hybrid", "assistant.rag_mode_option.hybrid"),
+    ("local", "assistant.rag_mode_option.local"),
+    ("global", "assistant.rag_mode_option.global"),
+    ("naive", "assistant.rag_mode_option.naive"),
+];
 pub const UI_LANGUAGES: [&str; 3] = ["auto", "en", "zh-CN"];
 
 /// The `ai.common.*` fields.
@@ -298,6 +309,12 @@ pub fn agent_fields(cfg: &Config, agent: AgentId) -> Vec<FieldSpec> {
         out.push(
             FieldSpec::user(&key("use_knowledge_rag"), "agents.field.use_knowledge_rag", Boolean, json!(true))
                 .help("agents.help.use_knowledge_rag"),
+        );
+        // Advanced (folded away on the settings page): how the built-in assistant asks LightRAG.
+        out.push(
+            FieldSpec::user(&key("knowledge_rag_mode"), "assistant.rag_mode", Select, json!("auto"))
+                .options(RAG_MODES.iter().map(|(v, l)| (v.to_string(), Label::Key(l))).collect())
+                .help("assistant.rag_mode_help"),
         );
     }
     if agent.configured_provider() == Provider::OpenAi {

@@ -489,6 +489,34 @@ impl LightRag {
         self.call(self.http.post(self.url("query")).json(q)).await
     }
 
+    /// `/query/stream`: the answer as LightRAG writes it, one NDJSON line at a time
+    /// ([`QueryStream::next`]); a failure before the first line is an error here.
+    pub async fn query_stream(&self, q: &QueryRequest) -> Result<QueryStream, RagError> {
+        #[derive(Serialize)]
+        struct Streamed<'a> {
+            #[serde(flatten)]
+            q: &'a QueryRequest,
+            stream: bool,
+        }
+        let req = self.http.post(self.url("query/stream")).json(&Streamed { q, stream: true });
+        let resp = self.http.send(self.auth(req)).await.map_err(|e| self.scrub(RagError::of_http(e)))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let body = crate::platform::http::read_limited(resp, 64 * 1024).await.unwrap_or_default();
+            let e = RagError::of_http(HttpError::status(status));
+            return Err(self.scrub(RagError { message: format!("{}: {}", e.message, error_detail(&body)), ..e }));
+        }
+        use futures_util::StreamExt;
+        Ok(QueryStream {
+            body: resp.bytes_stream().map(|r| r.map(|b| b.to_vec())).boxed(),
+            buf: Vec::new(),
+            read: 0,
+            max_body: self.max_body,
+            key: self.key.clone(),
+            done: false,
+        })
+    }
+
     /// `/query/data`: retrieval without an answer.
     pub async fn query_data(&self, q: &QueryRequest) -> Result<Retrieval, RagError> {
         let w: RetrievalWire = self.call(self.http.post(self.url("query/data")).json(q)).await?;
@@ -504,6 +532,87 @@ impl LightRag {
             keywords_high: w.metadata.keywords.high_level,
             keywords_low: w.metadata.keywords.low_level,
             no_results,
+        })
+    }
+}
+
+/// One line of `/query/stream`: the references (first), a piece of the answer, or an error.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct StreamLine {
+    #[serde(default)]
+    pub references: Option<Vec<Reference>>,
+    #[serde(default)]
+    pub response: Option<String>,
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+/// A `/query/stream` response being read (bounded by the client's body limit).
+pub struct QueryStream {
+    body: futures_util::stream::BoxStream<'static, Result<Vec<u8>, reqwest::Error>>,
+    buf: Vec<u8>,
+    read: usize,
+    max_body: usize,
+    key: Option<SecretString>,
+    done: bool,
+}
+
+impl QueryStream {
+    fn scrub(&self, e: RagError) -> RagError {
+        match &self.key {
+            Some(k) => RagError { message: k.scrub(&e.message), ..e },
+            None => e,
+        }
+    }
+
+    /// The next line (`None` at the end); blank lines are skipped, an `{"error": …}` line is
+    /// an error.
+    pub async fn next(&mut self) -> Option<Result<StreamLine, RagError>> {
+        use futures_util::StreamExt;
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = self.buf.drain(..=i).collect();
+                if let Some(r) = self.parse(&line) {
+                    return Some(r);
+                }
+                continue;
+            }
+            if self.done {
+                let rest = std::mem::take(&mut self.buf);
+                return self.parse(&rest);
+            }
+            match self.body.next().await {
+                Some(Ok(bytes)) => {
+                    self.read += bytes.len();
+                    if self.read > self.max_body {
+                        self.done = true;
+                        self.buf.clear();
+                        return Some(Err(RagError::bad("LightRAG's streamed answer is larger than allowed")));
+                    }
+                    self.buf.extend_from_slice(&bytes);
+                }
+                Some(Err(e)) => {
+                    self.done = true;
+                    self.buf.clear();
+                    return Some(Err(self.scrub(RagError::of_http(HttpError::transport(e)))));
+                }
+                None => self.done = true,
+            }
+        }
+    }
+
+    fn parse(&self, line: &[u8]) -> Option<Result<StreamLine, RagError>> {
+        let text = String::from_utf8_lossy(line);
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        Some(match serde_json::from_str::<StreamLine>(text) {
+            Ok(StreamLine { error: Some(e), .. }) => {
+                Err(self.scrub(RagError::bad(format!("LightRAG: {}", e.chars().take(300).collect::<String>()))))
+            }
+            Ok(l) => Ok(l),
+            Err(e) => Err(RagError::bad(format!("LightRAG streamed malformed JSON: {e}"))),
         })
     }
 }

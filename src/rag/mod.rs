@@ -7,6 +7,7 @@
 //! - [`docs`] + [`sync`]: one LightRAG document per indexed source, kept in step;
 //! - [`held`]: what LightRAG really holds (bounded, cached), the drift from what we sent;
 //! - [`mapping`]: chunk text → evidence blocks; [`query`]: query, open_reference;
+//!   [`stream`]: the answer streamed (`/query/stream`) for the assistant's runs;
 //! - [`status`], [`handlers`] (API), [`pages`] (KB knowledge-RAG page, Ask page).
 
 pub mod bench;
@@ -21,6 +22,7 @@ pub mod pages;
 pub mod query;
 pub mod resync;
 pub mod status;
+pub mod stream;
 pub mod sync;
 
 use serde::Serialize;

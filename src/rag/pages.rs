@@ -1,5 +1,5 @@
 //! Browser pages: a KB's knowledge-RAG page (binding, test, unbind, sync state per source,
-//! live) and the Ask page (per KB, and across the user's KBs).
+//! live), and the former Ask page's addresses, which lead to the assistant (`/ai`).
 
 use askama::Template;
 use axum::{
@@ -13,10 +13,8 @@ use uuid::Uuid;
 
 use super::{
     binding::{self, BindingView},
-    client::QueryMode,
     handlers::{self, BindBody},
     held::Drift,
-    query::{self, AnswerPart, QueryInput, QueryResult, QuoteSource, answer_parts},
     status::{self, Item},
 };
 use crate::{
@@ -186,121 +184,81 @@ pub async fn unbind_form(
 pub struct AskQuery {
     #[serde(default)]
     q: String,
-    #[serde(default)]
-    mode: String,
 }
 
-#[derive(Template)]
-#[template(path = "rag/ask.html")]
-struct AskPage {
-    ctx: PageCtx,
-    kb: Option<crate::kbs::Kb>,
-    action: String,
-    q: String,
-    modes: Vec<(String, bool)>,
-    error: Option<String>,
-    result: Option<AskView>,
-}
-
-struct AskView {
-    degraded: Option<String>,
-    /// The answer as text runs; `Some(n, url)` for a `[n]` citation marker.
-    answer: Vec<(String, Option<(String, String)>)>,
-    refs: Vec<RefView>,
-    dropped: usize,
-}
-
-struct RefView {
-    n: String,
-    title: String,
-    place: String,
-    url: String,
-    quote: String,
-    notes: Vec<String>,
-}
-
-fn view_of(ctx: &PageCtx, r: QueryResult) -> AskView {
-    let url_of = |n: &str| r.references.iter().find(|x| x.reference_id == n).map(|x| x.citation_url.clone());
-    let text = r.answer.clone().unwrap_or_default();
-    let answer = answer_parts(&text)
-        .into_iter()
-        .map(|p| match p {
-            AnswerPart::Marker(n) if url_of(n).is_some() => (String::new(), Some((n.to_string(), url_of(n).unwrap_or_default()))),
-            AnswerPart::Marker(n) => (format!("[{n}]"), None),
-            AnswerPart::Text(t) => (t.to_string(), None),
-        })
-        .collect();
-    let refs = r
-        .references
-        .iter()
-        .map(|x| {
-            let mut notes = Vec::new();
-            if x.locator_degraded {
-                notes.push(ctx.t("rag.diag.approximate"));
-            }
-            match x.quote_source {
-                QuoteSource::Evidence => notes.push(ctx.t("rag.diag.quote_from_evidence")),
-                QuoteSource::Missing => notes.push(ctx.t("rag.diag.quote_missing")),
-                QuoteSource::Placeholder => notes.push(ctx.t("rag.diag.placeholder")),
-                QuoteSource::Chunk => {}
-            }
-            if x.content_diagnostics.ocr_text_exposed == Some(false) {
-                notes.push(ctx.t("rag.diag.ocr_not_exposed"));
-            }
-            if x.block_count > 1 {
-                notes.push(ctx.t("rag.diag.spans").replace("{n}", &x.block_count.to_string()));
-            }
-            RefView {
-                n: x.reference_id.clone(),
-                title: crate::search::open::source_title(&x.source_path),
-                place: x.locator.place().citation_label().unwrap_or_default(),
-                url: x.citation_url.clone(),
-                quote: x.quote.clone(),
-                notes,
-            }
-        })
-        .collect();
-    let degraded = r.degraded.then(|| {
-        let e = r.errors.first().map(|e| format!("{} ({})", e.error.message, e.error.code)).unwrap_or_default();
-        format!("{} {e}", ctx.t("rag.degraded"))
-    });
-    AskView { degraded, answer, refs, dropped: r.dropped_references }
-}
-
-async fn ask(state: &AppState, page: Page, kb: Option<Uuid>, q: AskQuery) -> AppResult<Response> {
-    let kb_row = match kb {
+/// `/ask` and `/kbs/{id}/ask` (the former LightRAG Ask page) are the assistant now: `303` to
+/// `/ai` with the KB and the question kept (`ask`, filled into the question box; `q` there
+/// searches the conversations). A KB, or all of the caller's KBs, bound to no LightRAG server
+/// get a notice saying the assistant answers from the documents' passages, and how to connect
+/// one (or to ask an admin).
+async fn ask(state: &AppState, session: &Session, page: Page, kb: Option<Uuid>, q: AskQuery) -> AppResult<Redirect> {
+    let mut tx = page.auth.tx(state).await?;
+    let (kbs, can_manage) = match kb {
         Some(id) => {
-            let mut tx = page.auth.tx(state).await?;
             let k = crate::kbs::visible(&mut tx, &page.auth, id).await?;
-            tx.commit().await?;
-            Some(k)
+            (vec![id], k.can_manage)
         }
-        None => None,
+        None => {
+            let all = crate::kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+            (all.into_iter().map(|k| k.id).collect(), page.auth.role.is_admin())
+        }
     };
-    let mode = handlers::parse_mode(Some(&q.mode)).unwrap_or(QueryMode::Mix);
-    let modes = QueryMode::ALL.iter().map(|m| (m.as_str().to_string(), *m == mode)).collect();
-    let (mut error, mut result) = (None, None);
-    if !q.q.trim().is_empty() {
-        let input = QueryInput { kb_ids: kb.into_iter().collect(), query: q.q.clone(), mode, top_k: None, answer: true };
-        match query::run(state, &page.auth, input).await {
-            Ok(r) => result = Some(view_of(&page.ctx, r)),
-            Err(e @ AppError::Invalid { .. }) => error = Some(e.to_string()),
-            Err(e) => return Err(e),
-        }
+    let bound = !binding::active_for(&mut tx, &kbs).await?.is_empty();
+    tx.commit().await?;
+    if !bound && !kbs.is_empty() {
+        let key = match (kb.is_some(), can_manage) {
+            (true, true) => "assistant.unbound_admin",
+            (true, false) => "assistant.unbound_member",
+            (false, true) => "assistant.unbound_all_admin",
+            (false, false) => "assistant.unbound_all_member",
+        };
+        flash(session, page.ctx.t(key)).await?;
     }
-    let action = kb.map(|k| format!("/kbs/{k}/ask")).unwrap_or_else(|| "/ask".into());
-    render(AskPage { ctx: page.ctx, kb: kb_row, action, q: q.q, modes, error, result })
+    Ok(Redirect::to(&ai_url(kb, &q.q)))
 }
 
-pub async fn ask_page(State(state): State<AppState>, page: Page, Query(q): Query<AskQuery>) -> AppResult<Response> {
-    ask(&state, page, None, q).await
+/// `/ai` with the KB ticked and the question to fill in.
+fn ai_url(kb: Option<Uuid>, q: &str) -> String {
+    let mut params: Vec<(&str, String)> = Vec::new();
+    if let Some(k) = kb {
+        params.push(("kb", k.to_string()));
+    }
+    let q: String = q.trim().chars().take(4000).collect();
+    if !q.is_empty() {
+        params.push(("ask", q));
+    }
+    let query = serde_urlencoded::to_string(&params).unwrap_or_default();
+    if query.is_empty() { "/ai".into() } else { format!("/ai?{query}") }
+}
+
+pub async fn ask_page(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Query(q): Query<AskQuery>,
+) -> AppResult<Redirect> {
+    ask(&state, &session, page, None, q).await
 }
 
 pub async fn ask_kb_page(
     State(state): State<AppState>,
+    session: Session,
     page: Page,
     Path(id): Path<Uuid>,
     Query(q): Query<AskQuery>,
-) -> AppResult<Response> {
-    ask(&state, page, Some(id), q).await
+) -> AppResult<Redirect> {
+    ask(&state, &session, page, Some(id), q).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_assistant_url_keeps_the_kb_and_the_question() {
+        let kb = Uuid::from_u128(7);
+        assert_eq!(ai_url(Some(kb), " Who leads & why? "), format!("/ai?kb={kb}&ask=Who+leads+%26+why%3F"));
+        assert_eq!(ai_url(None, ""), "/ai");
+        assert_eq!(ai_url(None, "线程"), "/ai?ask=%E7%BA%BF%E7%A8%8B");
+    }
 }

@@ -28,6 +28,9 @@ use crate::{
 pub const RESULT_SCHEMA: &str = "mnote.knowledge_rag.query_result.v1";
 pub const REFERENCE_SCHEMA: &str = "mnote.knowledge_rag.reference.v1";
 const QUOTE_CHARS: usize = 400;
+/// LightRAG's marker for "nothing was retrieved", at the end of its canned reply ("Sorry, I'm
+/// not able to provide an answer to that question.[no-context]"): never passed on.
+pub const NO_CONTEXT: &str = "[no-context]";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,7 +117,11 @@ pub struct QueryResult {
     pub schema: &'static str,
     pub query: String,
     pub mode: QueryMode,
+    /// With `answer: true`: the endpoints' answers, markers renumbered to `references`;
+    /// `None` when none answered (LightRAG's no-context reply is never passed on).
     pub answer: Option<String>,
+    /// With `answer: true`: no endpoint had anything to answer from (LightRAG said so).
+    pub no_context: bool,
     pub source_scope_mode: &'static str,
     pub references: Vec<Reference>,
     /// References LightRAG returned that were dropped: not ours, or not visible to the caller.
@@ -162,7 +169,7 @@ pub fn validate(q: &str) -> AppResult<String> {
 
 /// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
 /// visible bound KB.
-async fn bindings_for(conn: &mut TenantTx, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
+pub(super) async fn bindings_for(conn: &mut TenantTx, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
     let ids: Vec<Uuid> = if kb_ids.is_empty() {
         crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
     } else {
@@ -185,22 +192,8 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     let bindings = bindings_for(&mut tx, auth, &input.kb_ids).await?;
     tx.commit().await?;
 
-    // One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
     let cfg = &state.config.rag;
-    let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
-    let mut keys: Vec<Option<String>> = Vec::new();
-    for b in bindings {
-        let key = b.key(cfg).ok().flatten().map(|k| k.expose().to_string());
-        match groups.iter().zip(&keys).position(|((g, _), k)| g.url == b.url && *k == key) {
-            Some(i) => groups[i].1.push(b.kb_id),
-            None => {
-                let kb = b.kb_id;
-                groups.push((b, vec![kb]));
-                keys.push(key);
-            }
-        }
-    }
-    drop(keys);
+    let groups = endpoints(cfg, bindings);
     let req = QueryRequest {
         query: query.clone(),
         mode: input.mode,
@@ -261,6 +254,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         query: query.clone(),
         mode: input.mode,
         answer: None,
+        no_context: false,
         source_scope_mode: "post_filter_mapped_references",
         references: Vec::new(),
         dropped_references: 0,
@@ -271,6 +265,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
         timings: Timings::default(),
     };
     let mut answers: Vec<String> = Vec::new();
+    let mut no_context = 0usize;
     let mut tx = auth.tx(state).await?;
     for ((_, kbs), result) in groups.iter().zip(results) {
         let (answer, raws, meta) = match result {
@@ -300,17 +295,43 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
                 None => out.dropped_references += 1,
             }
         }
-        if let Some(a) = answer {
-            answers.push(renumber_markers(&a, &renumber));
+        match answer {
+            Some(a) if is_no_context(&a) => no_context += 1,
+            Some(a) => answers.push(renumber_markers(&a, &renumber)),
+            None => {}
         }
     }
     tx.commit().await?;
     let ms = |d: std::time::Duration| (d.as_secs_f64() * 100_000.0).round() / 100.0;
     out.timings = Timings { provider_ms: ms(t1 - t0), total_ms: ms(started.elapsed()) };
     if input.answer {
-        out.answer = Some(answers.join("\n\n"));
+        out.no_context = answers.is_empty() && no_context > 0;
+        out.answer = (!answers.is_empty()).then(|| answers.join("\n\n"));
     }
     Ok(out)
+}
+
+/// LightRAG's canned reply when it retrieved nothing (it carries [`NO_CONTEXT`]).
+pub fn is_no_context(answer: &str) -> bool {
+    answer.contains(NO_CONTEXT)
+}
+
+/// One call per endpoint (URL + key): KBs sharing an endpoint share its answer.
+pub(super) fn endpoints(cfg: &crate::config::RagConfig, bindings: Vec<Binding>) -> Vec<(Binding, Vec<Uuid>)> {
+    let mut groups: Vec<(Binding, Vec<Uuid>)> = Vec::new();
+    let mut keys: Vec<Option<String>> = Vec::new();
+    for b in bindings {
+        let key = b.key(cfg).ok().flatten().map(|k| k.expose().to_string());
+        match groups.iter().zip(&keys).position(|((g, _), k)| g.url == b.url && *k == key) {
+            Some(i) => groups[i].1.push(b.kb_id),
+            None => {
+                let kb = b.kb_id;
+                groups.push((b, vec![kb]));
+                keys.push(key);
+            }
+        }
+    }
+    groups
 }
 
 /// A piece of an answer: text, or a `[n]` citation marker (its number).
@@ -420,7 +441,9 @@ pub async fn cite(
                     .bind(tenant)
                     .fetch_optional(&mut **tx)
                     .await?;
-            l.map(|l| (b.ids[i], l.0))
+            // A chunk spanning several blocks: the viewer highlights through the last one.
+            let last = (m.count > 1).then(|| b.ids.get(i + m.count - 1).copied()).flatten();
+            l.map(|l| (b.ids[i], l.0, last))
         }
         _ => None,
     };
@@ -490,13 +513,13 @@ fn reference_of(
     public_url: Option<&str>,
     source: &SourceRow,
     m: Mapped,
-    located: Option<(Uuid, Locator)>,
+    located: Option<(Uuid, Locator, Option<Uuid>)>,
     file_path: &str,
 ) -> Reference {
     let title = open::source_title(&source.resource_path);
     let (locator, action, evidence_id, exact_block, ocr_in_blocks) = match located {
-        Some((id, l)) => {
-            let a = open::open_action(&l, id, public_url);
+        Some((id, l, through)) => {
+            let a = open::open_span_action(&l, id, through, public_url);
             (l, a, Some(id), m.exact_block, m.ocr_in_blocks)
         }
         None => (resource_locator(source), open::open_resource(source.id, public_url), None, false, false),

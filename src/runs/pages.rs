@@ -428,6 +428,8 @@ struct AiPage {
     /// The caller's conversations, and the search over them.
     conversations: Vec<conversations::ConversationItem>,
     q: String,
+    /// A question to fill into the box (`ask=`: the former Ask pages lead here with theirs).
+    ask: String,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -441,6 +443,16 @@ pub struct AiQuery {
     /// Searches the conversation list.
     #[serde(default)]
     q: Option<String>,
+    /// A question to fill into the box, not yet asked.
+    #[serde(default)]
+    ask: Option<String>,
+}
+
+/// What the page's text boxes start with: the conversation search, a question to ask.
+#[derive(Debug, Default)]
+struct Typed {
+    search: String,
+    ask: String,
 }
 
 /// Everything the page needs besides the run: agents, KBs, the session's runs.
@@ -451,8 +463,9 @@ async fn page_of(
     agent: Option<&str>,
     kbs_in_context: Option<&[Uuid]>,
     run: Option<(RunRow, Vec<store::EventRow>)>,
-    q: &str,
+    typed: Typed,
 ) -> AppResult<Response> {
+    let q = typed.search.as_str();
     // Agents, the default agent, the KBs with the default ones and each agent's capabilities
     // all come from the caller's descriptors.
     let d = descriptors::for_caller(state, &page.auth, page.ctx.lang).await?;
@@ -531,15 +544,19 @@ async fn page_of(
         conversation_title,
         conversations: conversation_list,
         q: q.to_string(),
+        ask: typed.ask,
     })
 }
 
-/// `GET /ai?session=&kb=&agent=`
+/// `GET /ai?session=&kb=&agent=&q=&ask=`
 pub async fn ai_page(State(state): State<AppState>, page: Page, Query(q): Query<AiQuery>) -> AppResult<Response> {
     let session = q.session.filter(|s| valid_client_id(s));
     let kbs: Option<Vec<Uuid>> = q.kb.map(|k| vec![k]);
-    let search: String = q.q.as_deref().unwrap_or("").trim().chars().take(200).collect();
-    page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None, &search).await
+    let typed = Typed {
+        search: q.q.as_deref().unwrap_or("").trim().chars().take(200).collect(),
+        ask: q.ask.as_deref().unwrap_or("").trim().chars().take(4000).collect(),
+    };
+    page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None, typed).await
 }
 
 async fn load_run(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(RunRow, Vec<store::EventRow>)> {
@@ -571,7 +588,7 @@ pub async fn run_page(State(state): State<AppState>, page: Page, Path(id): Path<
     let session = Some(run.session_id.clone());
     let agent = run.agent_id.clone();
     let kbs = run.context().kb_ids;
-    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events)), "").await
+    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events)), Typed::default()).await
 }
 
 #[derive(Template)]

@@ -32,6 +32,18 @@ pub fn open_action(locator: &Locator, evidence_id: Uuid, public_url: Option<&str
     with_public(url, public_url)
 }
 
+/// [`open_action`] for a citation that spans several blocks (a knowledge-RAG chunk): `through=`
+/// names the span's last evidence block, and the viewer highlights every block from the first
+/// to it (the first scrolled into view).
+pub fn open_span_action(locator: &Locator, evidence_id: Uuid, through: Option<Uuid>, public_url: Option<&str>) -> OpenAction {
+    let mut a = open_action(locator, evidence_id, None);
+    if let Some(last) = through.filter(|t| *t != evidence_id) {
+        let base = a.url.trim_end_matches("#hl");
+        a.url = format!("{base}&through={last}#hl");
+    }
+    with_public(a.url, public_url)
+}
+
 /// `page=`, `line=`, `para=`, `fp=`, `ordinal=` from a locator's place (URL-safe values only).
 fn hint_params(place: &Place<'_>) -> Vec<String> {
     let mut params = Vec::new();
@@ -348,6 +360,12 @@ mod tests {
         assert_eq!(open_action(&md, id, None).url, format!("/sources/{s}/view?evidence={id}&line=12#hl"));
         let hostile = locator(json!({"resourceKind": "docx", "paraIdStart": "x&y=1", "textFingerprint": "a#b"}));
         assert_eq!(open_action(&hostile, id, None).url, format!("/sources/{s}/view?evidence={id}#hl"));
+        let last = Uuid::from_u128(9);
+        assert_eq!(
+            open_span_action(&md, id, Some(last), Some("https://m.example/")).url,
+            format!("/sources/{s}/view?evidence={id}&line=12&through={last}#hl")
+        );
+        assert_eq!(open_span_action(&md, id, Some(id), None).url, open_action(&md, id, None).url);
         // A caller's bare locator: hints only, the kind unknown.
         let bare = LocatorRef::from_value(&json!({"sourceId": s, "paraIdStart": "1A2B", "textFingerprint": "ab12", "page": "x"}));
         assert_eq!(

@@ -47,6 +47,9 @@ pub struct ViewParams {
     fp: Option<String>,
     #[serde(default)]
     ordinal: Option<String>,
+    /// A citation spanning several blocks: the evidence id of its last block.
+    #[serde(default)]
+    through: Option<String>,
     /// Find in document.
     #[serde(default)]
     find: Option<String>,
@@ -87,6 +90,7 @@ fn back_target(param: Option<&str>, headers: &HeaderMap) -> Option<String> {
 struct Carry {
     id: Uuid,
     evidence: Option<String>,
+    through: Option<String>,
     back: Option<String>,
 }
 
@@ -95,6 +99,9 @@ impl Carry {
         let mut q: Vec<(&str, String)> = Vec::new();
         if let Some(e) = &self.evidence {
             q.push(("evidence", e.clone()));
+        }
+        if let Some(t) = &self.through {
+            q.push(("through", t.clone()));
         }
         if let Some(p) = page {
             q.push(("page", p.to_string()));
@@ -126,6 +133,8 @@ pub struct PagedView {
     pub px_h: u32,
     pub size: String,
     pub hl: Option<HlBox>,
+    /// The later blocks of a citation spanning several blocks, on this page.
+    pub more_hl: Vec<HlBox>,
     /// No box to draw (page-only fallback): the frame itself is the `#hl` target.
     pub frame_hl: bool,
     pub prev_url: Option<String>,
@@ -200,6 +209,12 @@ pub async fn view(
         None => None,
     };
     let missing = evidence.is_some() && block_key.is_none();
+    // The last block of a spanning citation (same document; ignored when it is not one).
+    let through = p.through.as_deref().map(str::trim).and_then(|t| Uuid::parse_str(t).ok());
+    let through_key = match (through, &block_key) {
+        (Some(t), Some(_)) => super::evidence_block_key(&mut tx, id, t).await?,
+        _ => None,
+    };
     let art = index::load_artifact(&mut tx, id).await?;
     let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
@@ -227,11 +242,19 @@ pub async fn view(
         None
     };
     let back = back_target(p.back.as_deref(), &headers);
-    let carry = Carry { id, evidence: evidence.filter(|_| !citation_missing).map(String::from), back: back.clone() };
+    let carry = Carry {
+        id,
+        evidence: evidence.filter(|_| !citation_missing).map(String::from),
+        through: through_key.as_ref().and(through).map(|t| t.to_string()),
+        back: back.clone(),
+    };
     let find = p.find.as_deref().map(str::trim).unwrap_or("").chars().take(200).collect::<String>();
     let mut keep: Vec<(&'static str, String)> = Vec::new();
     if let Some(e) = &carry.evidence {
         keep.push(("evidence", e.clone()));
+    }
+    if let Some(t) = &carry.through {
+        keep.push(("through", t.clone()));
     }
     if let Some(b) = &back {
         keep.push(("back", b.clone()));
@@ -278,6 +301,9 @@ pub async fn view(
     let target = target.map(|mut t| {
         if changed {
             t.exact = false;
+        }
+        if block_key.is_some() && t.block_id == block_key {
+            t.through = through_key.clone();
         }
         t
     });
@@ -380,7 +406,26 @@ fn paged_view(
         style: super::percent_style(bb, w, h),
         class: if target.is_some_and(|t| t.exact) { "hl-box" } else { "hl-box hl-approx" },
     });
-    let frame_hl = hl.is_none() && target.is_some_and(|t| t.page == Some(wanted) || (t.block_id.is_none() && t.page.is_none()));
+    // The later blocks of a spanning citation on this page.
+    let span = super::span_ids(art, target);
+    let more_hl: Vec<HlBox> = ap
+        .map(|p| {
+            p.blocks
+                .iter()
+                .filter(|b| span.contains(&b.id))
+                .filter_map(|b| b.bbox)
+                .map(|bb| HlBox {
+                    bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
+                    size: format!("{},{}", super::num(w), super::num(h)),
+                    style: super::percent_style(bb, w, h),
+                    class: if target.is_some_and(|t| t.exact) { "hl-box hl-span" } else { "hl-box hl-approx hl-span" },
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let frame_hl = hl.is_none()
+        && more_hl.is_empty()
+        && target.is_some_and(|t| t.page == Some(wanted) || (t.block_id.is_none() && t.page.is_none()));
     let text = if img_src.is_none() {
         let blocks: Vec<&Block> = ap.map(|p| p.blocks.iter().collect()).unwrap_or_default();
         super::flow_blocks(art, &blocks, "pdf", target)
@@ -400,6 +445,7 @@ fn paged_view(
         px_h,
         size: format!("{},{}", super::num(w), super::num(h)),
         hl,
+        more_hl,
         frame_hl,
         prev_url: (wanted > 1).then(|| carry.url(Some(wanted - 1), None)),
         next_url: (wanted < count).then(|| carry.url(Some(wanted + 1), None)),

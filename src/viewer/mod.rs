@@ -111,7 +111,29 @@ pub struct Target {
     pub page: Option<u32>,
     /// False: say "approximate location" and draw a tentative highlight.
     pub exact: bool,
+    /// A citation spanning several blocks (`through=`): the span's last block.
+    pub through: Option<String>,
 }
+
+/// The blocks a spanning citation highlights after its first, in document order: from the
+/// target's block through `target.through` (at most [`MAX_SPAN`]); empty for a single block.
+pub fn span_ids(art: &ParsedArtifact, target: Option<&Target>) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    let Some((first, last)) = target.and_then(|t| Some((t.block_id.as_deref()?, t.through.as_deref()?))) else {
+        return out;
+    };
+    let ids: Vec<&str> = art.all_blocks().map(|b| b.id.as_str()).collect();
+    let (Some(a), Some(z)) = (ids.iter().position(|b| *b == first), ids.iter().position(|b| *b == last)) else {
+        return out;
+    };
+    if z > a {
+        out.extend(ids[a + 1..=z.min(a + MAX_SPAN)].iter().map(|b| b.to_string()));
+    }
+    out
+}
+
+/// Blocks one citation highlights at most.
+pub const MAX_SPAN: usize = 2000;
 
 /// Locate the cited place in `art`. `block` is the evidence row's block when the evidence id
 /// still exists; `missing` says an evidence id was given but is gone (re-indexed file).
@@ -119,7 +141,7 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
     if let Some(id) = block
         && let Some(b) = art.all_blocks().find(|b| b.id == id)
     {
-        return Some(Target { block_id: Some(b.id.clone()), page: b.page, exact: b.quality == Quality::Exact });
+        return Some(Target { block_id: Some(b.id.clone()), page: b.page, exact: b.quality == Quality::Exact, through: None });
     }
     if hints.is_navigation() && !missing {
         return None;
@@ -129,6 +151,7 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
         block_id: Some(b.id.clone()),
         page: b.page,
         exact: exact && !missing && b.quality == Quality::Exact,
+        through: None,
     };
     // DOCX: paraId → text fingerprint → paragraph ordinal.
     if let Some(p) = hints.para.as_deref().filter(|p| !p.is_empty())
@@ -160,9 +183,9 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
     }
     // Paged kinds: the page only.
     if let Some(p) = hints.page {
-        return Some(Target { block_id: None, page: Some(p), exact: false });
+        return Some(Target { block_id: None, page: Some(p), exact: false, through: None });
     }
-    Some(Target { block_id: None, page: None, exact: false })
+    Some(Target { block_id: None, page: None, exact: false, through: None })
 }
 
 /// Escape text for HTML element content and attribute values.
@@ -189,6 +212,8 @@ pub struct FlowBlock {
     pub block_id: String,
     /// `hl` when cited (then also the element id), `hl-approx` for a tentative highlight.
     pub hl: Option<&'static str>,
+    /// A later block of a citation spanning several blocks (highlighted too, no id).
+    pub span: bool,
     pub block_type: &'static str,
     pub para_id: Option<String>,
     pub ordinal: Option<u32>,
@@ -256,6 +281,7 @@ fn heading_levels(art: &ParsedArtifact) -> std::collections::HashMap<&str, u8> {
 /// image whose file is gone), ready for the template. `target` gets `id="hl"`.
 pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: Option<&Target>) -> Vec<FlowBlock> {
     let levels = heading_levels(art);
+    let span = span_ids(art, target);
     let mut out: Vec<FlowBlock> = Vec::with_capacity(blocks.len());
     let mut last_line = 0u32;
     for b in blocks {
@@ -284,6 +310,7 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             tag,
             block_id: b.id.clone(),
             hl,
+            span: span.contains(&b.id),
             block_type: type_name(b.block_type),
             para_id: b.para_id_start.clone(),
             ordinal: b.paragraph_ordinal,
@@ -460,12 +487,25 @@ mod tests {
         rows[2].block_type = BlockType::TableRow;
         let a = art(rows);
         let refs: Vec<&Block> = a.all_blocks().collect();
-        let t = Target { block_id: Some("b3".into()), page: None, exact: true };
+        let t = Target { block_id: Some("b3".into()), page: None, exact: true, through: None };
         let v = flow_blocks(&a, &refs, "docx", Some(&t));
         assert_eq!(v[0].html, "&lt;b&gt;Title&lt;/b&gt;");
         assert_eq!((v[1].open, v[1].close, v[2].open, v[2].close), (Some("table"), None, None, Some("table")));
         assert_eq!(v[2].html, "<td>c</td><td>d</td>");
         assert_eq!(v[2].element_id(), "hl");
         assert_eq!(v[1].element_id(), "b-b2");
+        assert!(v.iter().all(|b| !b.span), "one block cited: nothing else highlighted");
+        // A citation spanning b2 through b4: the first is `#hl`, the others are highlighted too.
+        let t = Target { block_id: Some("b2".into()), page: None, exact: true, through: Some("b4".into()) };
+        let v = flow_blocks(&a, &refs, "docx", Some(&t));
+        assert_eq!(
+            v.iter().map(|b| (b.element_id(), b.span)).collect::<Vec<_>>(),
+            [("b-b1".to_string(), false), ("hl".to_string(), false), ("b-b3".to_string(), true), ("b-b4".to_string(), true)]
+        );
+        // A span that ends before it starts, or names an unknown block, highlights the first only.
+        let t = Target { through: Some("b1".into()), ..t };
+        assert!(span_ids(&a, Some(&t)).is_empty());
+        let t = Target { through: Some("nope".into()), ..t };
+        assert!(span_ids(&a, Some(&t)).is_empty());
     }
 }

@@ -174,12 +174,11 @@ async fn a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks() 
         "{quote} vs {hl_text}"
     );
 
-    // The Ask page renders the answer with citations that open the viewer.
+    // The former Ask page leads to the assistant, with the KB and the question kept.
     let mut browser = browser;
-    let (st, page) = browser.page(&format!("/kbs/{}/ask?q=Where+do+the+robots+charge&mode=mix", k.kb)).await;
-    assert_eq!(st, StatusCode::OK);
-    assert!(page.contains("MOCK ANSWER") && page.contains("class=\"cite-marker\""), "{page}");
-    assert!(!page.contains(lightrag::API_KEY));
+    let r = browser.get(&format!("/kbs/{}/ask?q=Where+do+the+robots+charge&mode=mix", k.kb)).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(r.headers()["location"], format!("/ai?kb={}&ask=Where+do+the+robots+charge", k.kb).as_str());
     let (_, rag_page) = browser.page(&format!("/kbs/{}/knowledge-rag", k.kb)).await;
     assert!(rag_page.contains("OCR text reached LightRAG") && !rag_page.contains(lightrag::API_KEY), "{rag_page}");
 

@@ -127,7 +127,7 @@ async fn results_come_grouped_by_document_with_the_kb_and_the_mode_explained() {
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains("class=\"result-doc\"") && html.contains("<span class=\"kb-name\">Guides</span>"), "{html}");
     assert!(html.contains("passages in 1 document ·"), "the total, singular where it is one: {html}");
-    assert!(html.contains("id=\"mode-help\">Graph: keyword matches"), "the selected mode is explained");
+    assert!(html.contains("id=\"mode-help\">Connected: keyword matches"), "the selected mode is explained");
     assert!(html.contains("<dt>Semantic</dt><dd>Semantic: "), "every mode is explained");
     assert!(!html.contains("class=\"score\""), "no raw score");
     assert!(html.contains("<details class=\"cite-details\">"), "the citation is behind a disclosure / copy button");

@@ -1,4 +1,4 @@
-//! Page AI in the browser (`/ai`, the KB and viewer panels, `static/ai-run.js`), in English
+//! The assistant in the browser (`/ai`, the KB and viewer panels, `static/ai-run.js`), in English
 //! and Chinese, each case screenshotted to `target/browser-artifacts/ai-*`, on each runtime:
 //! builtin (hermes with nothing configured), openai (hermes on the scripted OpenAI mock) and acp
 //! (reasonix on the test ACP agent, `scripts/acp_agent.py`):

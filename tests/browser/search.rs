@@ -89,7 +89,7 @@ async fn results_are_grouped_by_document_paged_and_nonsense_finds_nothing() {
         b.js("const s = document.getElementById('search-mode'); s.value = 'graph'; s.dispatchEvent(new Event('change'))", vec![])
             .await;
         let help = b.js("return document.getElementById('mode-help').innerText", vec![]).await;
-        assert!(help.as_str().unwrap().starts_with(if lang == "en" { "Graph:" } else { "图谱：" }), "{tag}: {help}");
+        assert!(help.as_str().unwrap().starts_with(if lang == "en" { "Connected:" } else { "关联：" }), "{tag}: {help}");
 
         // Page 2: the other two documents.
         b.find(".pager a[rel=next]").await.click().await.unwrap();

@@ -1,4 +1,4 @@
-//! The agent settings (`/settings/agents`, rendered from the descriptors) and what the Page AI
+//! The agent settings (`/settings/agents`, rendered from the descriptors) and what the assistant
 //! page takes from them, in headless Chromium, in English and Chinese, screenshotted to
 //! `target/browser-artifacts/settings-*`: tabs switch without a reload, a form saves inline
 //! (no reload) and its error appears next to its field, the admin's capability switch and the
@@ -111,7 +111,7 @@ async fn settings_rendered_from_descriptors_save_inline_and_drive_page_ai() {
     b.wait_for("#panel-hermes .settings-cap-disabled[data-capability=knowledge_rag]").await;
     b.screenshot("hermes-en").await;
 
-    // Page AI takes its agent list, default agent, default KBs and capabilities from them.
+    // The assistant takes its agent list, default agent, default KBs and capabilities from them.
     b.goto("/ai").await;
     b.wait_for("#ai-form").await;
     assert_eq!(b.js("return document.querySelector('#ai-form select.ai-agent').value", vec![]).await, json!("reasonix"));
@@ -120,7 +120,7 @@ async fn settings_rendered_from_descriptors_save_inline_and_drive_page_ai() {
         .await;
     assert_eq!(checked, json!([[kbs[0], true], [kbs[1], false]]));
     let caps = text(&b, "#ai-agent-caps").await;
-    assert!(caps.contains("Knowledge graph (switched off)") && caps.contains("Evidence search"), "{caps}");
+    assert!(caps.contains("LightRAG knowledge graph (switched off)") && caps.contains("Evidence search"), "{caps}");
     b.find("#ai-form select.ai-agent").await.select_by_value("chat_only").await.unwrap();
     b.poll("the caps line", "return document.querySelector('#ai-agent-caps').textContent.includes('without tools')", vec![])
         .await;

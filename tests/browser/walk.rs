@@ -3,7 +3,7 @@
 //! 1. "Chat only" with no model answers (no planned searches, no `unknown_tool` failure), and
 //!    each agent in the picker says in one line what it is, the line below what it runs on;
 //!    the receipt line says "quotes checked n/m" and what that means;
-//! 2. an ended session on the Page AI form: the sign-in page with a notice, then back to the
+//! 2. an ended session on the assistant's form: the sign-in page with a notice, then back to the
 //!    page with the question kept;
 //! 3. `j` / `k` on the search page move between documents without a script error;
 //! 4. revoking an API token asks first; the invitation notice promises no email; a member on
@@ -142,7 +142,7 @@ async fn an_ended_session_on_page_ai_signs_in_and_comes_back_with_the_question()
             b.find("form[action='/login'] input[name=password]").await.send_keys(PASSWORD).await.unwrap();
             b.find("form[action='/login'] button[type=submit]").await.click().await.unwrap();
             b.poll(
-                "back on Page AI",
+                "back on the assistant",
                 "return location.pathname === '/ai' && location.search === '?session=walk-1' && document.readyState === 'complete'",
                 vec![],
             )

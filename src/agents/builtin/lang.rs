@@ -9,6 +9,14 @@ pub enum Lang {
 }
 
 impl Lang {
+    /// `en` or `zh`, in this language.
+    pub fn pick<'a>(self, en: &'a str, zh: &'a str) -> &'a str {
+        match self {
+            Lang::En => en,
+            Lang::Zh => zh,
+        }
+    }
+
     /// Chinese when a good share of the question's letters are CJK.
     pub fn of(question: &str) -> Lang {
         if analyze::query_terms(question).cjk_ratio >= 0.3 { Lang::Zh } else { Lang::En }

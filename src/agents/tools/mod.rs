@@ -37,6 +37,7 @@ mod open;
 mod outline;
 mod rag_open;
 mod rag_query;
+mod rag_stream;
 mod read;
 mod registry;
 mod search;
