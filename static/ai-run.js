@@ -126,6 +126,12 @@
     var id = null;
     if (this.root.getAttribute("data-session-fixed") === "true") {
       id = this.root.getAttribute("data-session-id");
+    } else if (this.root.getAttribute("data-session-fresh") === "true") {
+      // A question brought from elsewhere (`ask=`) starts a conversation of its own: not a
+      // follow-up of the one this tab had open, whose run is not resumed here.
+      var open = load(SNAPSHOT);
+      if (open && open.scope === this.scope) save(SNAPSHOT, null);
+      id = this.root.getAttribute("data-session-id");
     } else {
       var snap = load(SNAPSHOT);
       var sessions = load(SESSIONS) || {};

@@ -176,8 +176,14 @@ async fn the_assistant_streams_lightrag_answers_whose_citations_highlight_the_wh
     .await;
     b.poll("the assistant", "return location.pathname === '/ai' && !!document.getElementById('ai-form')", vec![]).await;
     assert_eq!(text(&b, "h1").await, "助手");
-    send(&b, "hermes").await;
+    let zh_run = send(&b, "hermes").await;
     assert_eq!(ended(&b, "#ai-run").await, "completed");
+    // A question brought from the former Ask page starts a conversation of its own: the
+    // English question is not its earlier turn.
+    let (_, en) = api.get_json(&format!("/api/page-ai/runs/{id}")).await;
+    let (_, zh) = api.get_json(&format!("/api/page-ai/runs/{zh_run}")).await;
+    assert!(en["sessionId"].is_string() && zh["sessionId"].is_string(), "{en} {zh}");
+    assert_ne!(en["sessionId"], zh["sessionId"], "the Chinese question became a follow-up of the English one");
     let answer = text(&b, "#ai-run .ai-turn .ai-answer").await;
     assert!(answer.contains("来自 LightRAG 知识图谱"), "{answer}");
     let plan = text(&b, "#ai-run .ai-turn .ai-plan").await;
