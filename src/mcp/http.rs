@@ -15,7 +15,8 @@ use rmcp::transport::streamable_http_server::{
 };
 use serde_json::json;
 
-use super::run_token::{self, RunScope};
+use super::caller::Caller;
+use super::run_token;
 use super::server::{McpServer, Shared};
 use crate::{
     auth::{Auth, bearer_token},
@@ -23,20 +24,6 @@ use crate::{
     error::AppError,
     state::AppState,
 };
-
-/// Who calls, put in the request's extensions by [`guard`] and read by the handler (rmcp
-/// passes the request's `http::request::Parts` to it).
-#[derive(Clone, Debug)]
-pub struct Caller {
-    pub auth: Auth,
-    /// The key of the rate limit: the member (tenant and user), so all of one person's tokens
-    /// share one budget.
-    pub limit_key: String,
-    /// What citation URLs start with: `MNOTE_PUBLIC_URL`, else the address the server listens on.
-    pub citation_base: String,
-    /// A run-scoped token's run (`run_token`): the run's tools only, journaled into it.
-    pub run: Option<RunScope>,
-}
 
 /// `/mcp`, to be merged outside the session, CSRF and HTML-error layers.
 pub fn router(state: &AppState) -> Router<AppState> {

@@ -5,6 +5,8 @@
 //! - `http.rs`: the `/mcp` route outside the session, CSRF and HTML-error layers; bearer
 //!   tokens only (the API tokens of `auth::tokens`, checked by the same `Auth` extractor);
 //!   every error of the HTTP layer is our JSON error body.
+//! - `caller.rs`: who calls (the member, the rate-limit key, the citation base, a run token's
+//!   run), put into the request by the guard of `http.rs`.
 //! - `server.rs`: the rmcp `ServerHandler`: tools, resources, the per-token rate limit.
 //! - `tools.rs`: every registry tool (`agents::tools`: one definition each, with its MCP name,
 //!   description and Markdown rendering; one execution path through a detached `ToolBox`)
@@ -16,6 +18,7 @@
 //! - `bench.rs`: `mnote bench mcp`.
 
 pub mod bench;
+mod caller;
 mod http;
 mod limits;
 mod resources;

@@ -5,7 +5,7 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{http::Caller, tools};
+use super::{caller::Caller, tools};
 use crate::{error::AppError, search::open, state::AppState};
 
 /// The content of a KB's resource.

@@ -13,7 +13,7 @@ use rmcp::{
 };
 use serde_json::json;
 
-use super::{http::Caller, limits::RateLimit, resources, tools};
+use super::{caller::Caller, limits::RateLimit, resources, tools};
 use crate::state::AppState;
 
 /// What every request's handler shares.

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{http::Caller, run_token};
+use super::{caller::Caller, run_token};
 use crate::{
     agents::capabilities,
     agents::tools::{
