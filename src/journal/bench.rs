@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    ContextRefs, Event, EventSource,
+    event::{ContextRefs, Event, EventSource},
     sink::EventSink,
     store::{self, Created, NewRun},
 };

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    RunStatus,
+    event::RunStatus,
     store::{self, CancelOutcome},
     stream,
 };

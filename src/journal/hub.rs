@@ -29,7 +29,7 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
 use super::{
-    Event,
+    event::Event,
     store::{self, EventRow, EventView},
 };
 use crate::db::{Scope, TenantTx};

@@ -19,7 +19,10 @@ use sqlx::PgPool;
 use tokio::sync::Mutex;
 use uuid::Uuid;
 
-use super::{Event, EventSource, store};
+use super::{
+    event::{Event, EventSource},
+    store,
+};
 use crate::db::{Scope, TenantTx};
 
 /// Deltas arriving within this window become one event.

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-use super::{ContextRefs, ErrorBody, Event, EventSource, RunStatus};
+use super::event::{ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunStatus, ToolCompleted};
 
 /// Most events one read (a JSON page, an SSE read) returns.
 pub const PAGE: i64 = 500;
@@ -246,7 +246,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(run) = inserted {
-        let created = Event::RunCreated(super::RunCreated {
+        let created = Event::RunCreated(RunCreated {
             agent_id: run.agent_id.clone(),
             provider: run.provider.clone(),
             provider_note: run.provider_note.clone(),
@@ -498,7 +498,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
             None,
             Some(answer),
             Some(receipt),
-            Event::RunCompleted(super::RunCompleted {
+            Event::RunCompleted(RunCompleted {
                 answer: answer.to_string(),
                 citations_total: total,
                 citations_verified: verified,
@@ -567,7 +567,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
 /// The results of the run's own tool calls as its journal holds them (`tool.completed`, source
 /// `tool`), in order: whichever process served them (the run's executor, or `/mcp` with the
 /// run's token on any replica).
-pub async fn tool_results(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Vec<super::ToolCompleted>> {
+pub async fn tool_results(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Vec<ToolCompleted>> {
     let payloads: Vec<Value> = sqlx::query_scalar(
         "select payload from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'tool.completed' \
          and source = 'tool' order by seq",

@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::{
-    Event, RunStatus,
+    event::{Event, RunStatus},
     store::{self, EventRow, EventView, RunRow},
 };
 use crate::{

@@ -1,0 +1,220 @@
+//! The journal's types: a run's status, its events (stored as `kind` + `payload`), where an
+//! event comes from, and the context a run was asked in.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+/// `status` of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Pending,
+    Running,
+    Interrupted,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Pending => "pending",
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Completed => "completed",
+            RunStatus::Failed => "failed",
+            RunStatus::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "pending" => RunStatus::Pending,
+            "running" => RunStatus::Running,
+            "interrupted" => RunStatus::Interrupted,
+            "completed" => RunStatus::Completed,
+            "failed" => RunStatus::Failed,
+            "cancelled" => RunStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    /// Completed, failed or cancelled: nothing more happens to the run.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled)
+    }
+
+    /// Pending or running: a worker holds (or is about to take) its lease.
+    pub fn is_live(self) -> bool {
+        matches!(self, RunStatus::Pending | RunStatus::Running)
+    }
+}
+
+/// Who wrote an event: the host (`mnote`), one of our tools (`tool`), or the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventSource {
+    Mnote,
+    Tool,
+    Hermes,
+    Reasonix,
+    ChatOnly,
+}
+
+impl EventSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventSource::Mnote => "mnote",
+            EventSource::Tool => "tool",
+            EventSource::Hermes => "hermes",
+            EventSource::Reasonix => "reasonix",
+            EventSource::ChatOnly => "chat_only",
+        }
+    }
+}
+
+/// `{code, message}` of a failed run or tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: String,
+    pub message: String,
+}
+
+/// One entry of an agent's plan (`plan.updated`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanEntry {
+    pub content: String,
+    /// `pending | in_progress | completed`
+    pub status: String,
+}
+
+/// `run.created`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCreated {
+    pub agent_id: String,
+    pub provider: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<Uuid>,
+    pub prompt: String,
+}
+
+/// `tool.started`: what was asked (arguments as the agent sent them, capped).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolStarted {
+    pub call_id: String,
+    pub name: String,
+    #[serde(default)]
+    pub arguments: Value,
+}
+
+/// `tool.completed`: a compact result (counts and evidence ids, never raw provider chunks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolCompleted {
+    pub call_id: String,
+    pub name: String,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_ids: Vec<Uuid>,
+    /// One line for the tool card ("5 results in 2 documents").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+}
+
+/// `run.completed`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunCompleted {
+    /// The final answer (Markdown with `citationMarkdown` links).
+    pub answer: String,
+    pub citations_total: usize,
+    pub citations_verified: usize,
+}
+
+/// One journal event, typed; stored as `kind` + `payload`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "payload")]
+pub enum Event {
+    #[serde(rename = "run.created")]
+    RunCreated(RunCreated),
+    #[serde(rename = "message.delta")]
+    MessageDelta { text: String },
+    #[serde(rename = "tool.started")]
+    ToolStarted(ToolStarted),
+    #[serde(rename = "tool.completed")]
+    ToolCompleted(ToolCompleted),
+    #[serde(rename = "plan.updated")]
+    PlanUpdated { entries: Vec<PlanEntry> },
+    /// Files an agent reports it changed (runs never write documents; recorded, not applied).
+    #[serde(rename = "changed_files")]
+    ChangedFiles { files: Vec<String> },
+    /// The worker was lost (`worker_lost`): the run can be resumed as a child run.
+    #[serde(rename = "run.interrupted")]
+    RunInterrupted { reason: String },
+    #[serde(rename = "run.completed")]
+    RunCompleted(RunCompleted),
+    #[serde(rename = "run.failed")]
+    RunFailed(ErrorBody),
+    #[serde(rename = "run.cancelled")]
+    RunCancelled { reason: String },
+}
+
+impl Event {
+    /// `(kind, payload)` as stored.
+    pub fn split(&self) -> (String, Value) {
+        let v = serde_json::to_value(self).expect("events serialize");
+        let kind = v["kind"].as_str().unwrap_or_default().to_string();
+        let payload = v.get("payload").cloned().unwrap_or(Value::Object(Default::default()));
+        (kind, payload)
+    }
+
+    /// Rebuild from a stored row (`None` for a kind this build does not know).
+    pub fn from_parts(kind: &str, payload: &Value) -> Option<Event> {
+        serde_json::from_value(serde_json::json!({"kind": kind, "payload": payload})).ok()
+    }
+
+    /// Whether this event ends the run's stream (terminal, or interrupted).
+    pub fn ends_stream(kind: &str) -> bool {
+        matches!(kind, "run.completed" | "run.failed" | "run.cancelled" | "run.interrupted")
+    }
+}
+
+/// What the browser and the API see of a run's context (`contextRefs`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextRefs {
+    #[serde(default)]
+    pub kb_ids: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub source_ids: Vec<Uuid>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evidence_ids: Vec<Uuid>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_into_kind_and_payload_and_back() {
+        let e = Event::MessageDelta { text: "hi".into() };
+        let (kind, payload) = e.split();
+        assert_eq!(kind, "message.delta");
+        assert_eq!(payload, serde_json::json!({"text": "hi"}));
+        assert_eq!(Event::from_parts(&kind, &payload), Some(e));
+        let f = Event::RunFailed(ErrorBody { code: "llm_timeout".into(), message: "m".into() });
+        assert_eq!(f.split().0, "run.failed");
+        assert!(Event::ends_stream("run.failed") && !Event::ends_stream("tool.completed"));
+    }
+}
