@@ -243,6 +243,18 @@ impl<T, E: Into<AppError>> ResultExt<T> for Result<T, E> {
     }
 }
 
+/// A list answer of the API: `{"items": [...]}`.
+#[derive(Debug, serde::Serialize)]
+pub struct Items<T> {
+    pub items: Vec<T>,
+}
+
+impl<T> From<Vec<T>> for Items<T> {
+    fn from(items: Vec<T>) -> Self {
+        Items { items }
+    }
+}
+
 /// `Json<T>` whose rejections (bad JSON, wrong fields, wrong content type) are our
 /// `invalid_input` error instead of axum's plain-text answer.
 pub struct ApiJson<T>(pub T);

@@ -22,7 +22,7 @@ use super::{AgentId, AgentRuntime, Provider, acp, builtin, openai};
 use crate::{
     auth::Auth,
     config::Config,
-    error::{ApiJson, AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, Items},
     platform::SecretString,
     state::AppState,
     web::Lang,
@@ -201,8 +201,8 @@ pub async fn views(state: &AppState, auth: &Auth) -> AppResult<Vec<AgentView>> {
     Ok(out)
 }
 
-async fn list(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
-    Ok(Json(serde_json::json!({ "items": views(&state, &auth).await? })))
+async fn list(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<AgentView>>> {
+    Ok(Json(views(&state, &auth).await?.into()))
 }
 
 async fn get_config(State(state): State<AppState>, auth: Auth, Path(agent): Path<String>) -> AppResult<Json<AgentView>> {

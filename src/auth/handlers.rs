@@ -7,7 +7,7 @@ use axum::{
     http::HeaderMap,
     response::{IntoResponse, Redirect, Response},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tower_sessions::Session;
 use uuid::Uuid;
@@ -15,11 +15,11 @@ use uuid::Uuid;
 use super::{Auth, LOCALE, SignedIn, TENANT_ID, password, rate_limit, session_err};
 use crate::{
     db::TenantTx,
-    error::{ApiJson, AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
     tenants::{
         invitations::{self, MyInvitation},
-        queries::{self as tq, TenantChoice},
+        queries::{self as tq, Role, TenantChoice},
     },
     web::{AnonCtx, Lang, PageCtx, render, safe_next},
 };
@@ -226,20 +226,49 @@ impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
 }
 
 /// `GET /api/session`: who is calling, and the CSRF token for cookie-authenticated JSON calls.
-pub async fn session_info(State(state): State<AppState>, session: Session, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+/// `mnote.session.v1`
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    schema: &'static str,
+    user: SessionUser,
+    tenant: SessionTenant,
+    role: Role,
+    /// `session` (a browser) or `token` (an API token).
+    authenticated_by: &'static str,
+    /// For cookie-authenticated JSON calls; `null` for a token.
+    csrf_token: Option<String>,
+}
+
+#[derive(Serialize)]
+pub struct SessionUser {
+    id: Uuid,
+    email: String,
+}
+
+#[derive(Serialize)]
+pub struct SessionTenant {
+    id: Uuid,
+    name: Option<String>,
+}
+
+pub async fn session_info(State(state): State<AppState>, session: Session, auth: Auth) -> AppResult<Json<SessionInfo>> {
     let tenant = tq::tenant_name(&state.pool, auth.tenant_id).await?;
     let csrf = match auth.via {
         super::Via::Session => Some(super::csrf::token(&session).await?),
         super::Via::Token => None,
     };
-    Ok(Json(json!({
-        "schema": "mnote.session.v1",
-        "user": {"id": auth.user_id, "email": auth.email},
-        "tenant": {"id": auth.tenant_id, "name": tenant},
-        "role": auth.role,
-        "authenticatedBy": match auth.via { super::Via::Session => "session", super::Via::Token => "token" },
-        "csrfToken": csrf,
-    })))
+    Ok(Json(SessionInfo {
+        schema: "mnote.session.v1",
+        user: SessionUser { id: auth.user_id, email: auth.email },
+        tenant: SessionTenant { id: auth.tenant_id, name: tenant },
+        role: auth.role,
+        authenticated_by: match auth.via {
+            super::Via::Session => "session",
+            super::Via::Token => "token",
+        },
+        csrf_token: csrf,
+    }))
 }
 
 // ---------------------------------------------------------------- API tokens
@@ -282,11 +311,11 @@ pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b):
     Ok((axum::http::StatusCode::CREATED, Json(body)).into_response())
 }
 
-pub async fn list_tokens(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_tokens(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<super::tokens::ApiToken>>> {
     let mut tx = auth.tx(&state).await?;
     let items = super::tokens::list_for_user(&mut tx, auth.user_id).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 pub async fn revoke_token(

@@ -7,22 +7,21 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Redirect, Response},
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{Grant, Grantee, Permission, queries};
 use crate::{
     auth::Auth,
-    error::{ApiJson, AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
     tenants::queries::{self as tq, Member},
     web::{Page, PageCtx, flash, form_error, render},
 };
 
 /// Admins see every grant; members see the active grants that apply to them.
-pub async fn list_grants(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_grants(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<Grant>>> {
     let mut tx = auth.tx(&state).await?;
     let items = if auth.role.is_admin() {
         queries::list_all(&mut tx).await?
@@ -30,7 +29,7 @@ pub async fn list_grants(State(state): State<AppState>, auth: Auth) -> AppResult
         queries::active_for_user(&mut tx, auth.user_id).await?
     };
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 #[derive(Deserialize)]
@@ -85,9 +84,18 @@ async fn revoke(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<u64> {
     Ok(stale)
 }
 
-pub async fn revoke_grant(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
-    let stale = revoke(&state, &auth, id).await?;
-    Ok(Json(json!({ "id": id, "revoked": true, "staleSources": stale })))
+/// What `DELETE /api/grants/{id}` answers.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Revoked {
+    id: Uuid,
+    revoked: bool,
+    stale_sources: u64,
+}
+
+pub async fn revoke_grant(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Revoked>> {
+    let stale_sources = revoke(&state, &auth, id).await?;
+    Ok(Json(Revoked { id, revoked: true, stale_sources }))
 }
 
 /// `GET /api/grants/{id}/impact` (admins): what revoking would do, before doing it.

@@ -7,18 +7,17 @@ use axum::{
     http::{HeaderMap, StatusCode, header},
     response::{IntoResponse, Response},
 };
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{
     event::RunStatus,
-    store::{self, CancelOutcome},
+    store::{self, CancelOutcome, RunView},
     stream,
 };
 use crate::{
     auth::Auth,
-    error::{AppError, AppResult},
+    error::{AppError, AppResult, Items},
     state::AppState,
 };
 
@@ -81,7 +80,15 @@ pub async fn events(
 }
 
 /// `POST /api/page-ai/runs/{hostRunId}/cancel` → the run (already `cancelled`, or about to be).
-pub async fn cancel(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Value>> {
+/// What a cancel request did, and the run as it is now.
+#[derive(Serialize)]
+pub struct Cancelled {
+    /// `cancelled`, `requested` (the run's worker stops it) or `already_ended`.
+    cancel: &'static str,
+    run: RunView,
+}
+
+pub async fn cancel(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Cancelled>> {
     let run = load(&state, &auth, id).await?;
     if run.actor_id != auth.user_id && !auth.role.is_admin() {
         return Err(AppError::NotFound);
@@ -95,27 +102,35 @@ pub async fn cancel(State(state): State<AppState>, auth: Auth, Path(id): Path<Uu
         CancelOutcome::Requested => "requested",
         CancelOutcome::AlreadyEnded => "already_ended",
     };
-    Ok(Json(json!({"cancel": outcome, "run": run.view()})))
+    Ok(Json(Cancelled { cancel: outcome, run: run.view() }))
 }
 
 /// `GET /api/page-ai/sessions/{sessionId}/active-run` → `mnote.ai_active_run.v1`.
-pub async fn active_run(State(state): State<AppState>, auth: Auth, Path(session): Path<String>) -> AppResult<Json<Value>> {
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActiveRun {
+    schema: &'static str,
+    session_id: String,
+    run: Option<RunView>,
+    resumable: bool,
+}
+
+pub async fn active_run(State(state): State<AppState>, auth: Auth, Path(session): Path<String>) -> AppResult<Json<ActiveRun>> {
     let mut tx = auth.tx(&state).await?;
     let run = store::active_run(&mut tx, auth.user_id, &session).await?;
     tx.commit().await?;
     let resumable = run.as_ref().is_some_and(|r| r.status() == RunStatus::Interrupted);
-    Ok(Json(json!({
-        "schema": "mnote.ai_active_run.v1",
-        "sessionId": session,
-        "run": run.map(|r| r.view()),
-        "resumable": resumable,
-    })))
+    Ok(Json(ActiveRun { schema: "mnote.ai_active_run.v1", session_id: session, run: run.map(|r| r.view()), resumable }))
 }
 
 /// `GET /api/page-ai/sessions/{sessionId}/runs` → the session's runs, newest first.
-pub async fn session_runs(State(state): State<AppState>, auth: Auth, Path(session): Path<String>) -> AppResult<Json<Value>> {
+pub async fn session_runs(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(session): Path<String>,
+) -> AppResult<Json<Items<RunView>>> {
     let mut tx = auth.tx(&state).await?;
     let runs = store::session_runs(&mut tx, auth.user_id, &session, 100).await?;
     tx.commit().await?;
-    Ok(Json(json!({"items": runs.iter().map(|r| r.view()).collect::<Vec<_>>()})))
+    Ok(Json(runs.iter().map(|r| r.view()).collect::<Vec<_>>().into()))
 }
