@@ -133,6 +133,27 @@ pub struct QueryResult {
     pub timings: Timings,
 }
 
+impl QueryResult {
+    /// A result for `query` in `mode` before any endpoint answered: no references, no answer.
+    pub fn empty(query: String, mode: QueryMode) -> QueryResult {
+        QueryResult {
+            schema: RESULT_SCHEMA,
+            query,
+            mode,
+            answer: None,
+            no_context: false,
+            source_scope_mode: "post_filter_mapped_references",
+            references: Vec::new(),
+            dropped_references: 0,
+            degraded: false,
+            degraded_reason: None,
+            errors: Vec::new(),
+            raw_metadata: Vec::new(),
+            timings: Timings::default(),
+        }
+    }
+}
+
 /// Where the time of a query went (milliseconds): waiting for LightRAG, and in all.
 #[derive(Debug, Clone, Copy, Serialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -249,21 +270,7 @@ pub async fn run(state: &AppState, auth: &Auth, input: QueryInput) -> AppResult<
     let results = futures_util::future::join_all(calls).await;
     let t1 = std::time::Instant::now();
 
-    let mut out = QueryResult {
-        schema: RESULT_SCHEMA,
-        query: query.clone(),
-        mode: input.mode,
-        answer: None,
-        no_context: false,
-        source_scope_mode: "post_filter_mapped_references",
-        references: Vec::new(),
-        dropped_references: 0,
-        degraded: false,
-        degraded_reason: None,
-        errors: Vec::new(),
-        raw_metadata: Vec::new(),
-        timings: Timings::default(),
-    };
+    let mut out = QueryResult::empty(query.clone(), input.mode);
     let mut answers: Vec<String> = Vec::new();
     let mut no_context = 0usize;
     let mut tx = auth.tx(state).await?;

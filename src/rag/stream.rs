@@ -135,21 +135,7 @@ pub async fn answer(state: &AppState, auth: &Auth, input: QueryInput, out: &Unbo
         include_references: true,
         include_chunk_content: true,
     };
-    let mut result = QueryResult {
-        schema: query::RESULT_SCHEMA,
-        query: q.clone(),
-        mode: input.mode,
-        answer: None,
-        no_context: false,
-        source_scope_mode: "post_filter_mapped_references",
-        references: Vec::new(),
-        dropped_references: 0,
-        degraded: false,
-        degraded_reason: None,
-        errors: Vec::new(),
-        raw_metadata: Vec::new(),
-        timings: Timings::default(),
-    };
+    let mut result = QueryResult::empty(q.clone(), input.mode);
     let mut answer = String::new();
     let mut answered = false;
     let mut provider = std::time::Duration::ZERO;
