@@ -39,8 +39,8 @@ EOF
 COPY scripts/models/build_onnx.py /tmp/build_onnx.py
 COPY <<'EOF' /tmp/outputs.sha256
 6c1585d1bbf45b0712ea4a21b705c5fcb4ba04ff2e30f1fbf81a49faf658638f  /out/lib/libonnxruntime.so.1.32.0
-bf1523f16304bf8bab8fbaffad7452f257b2938f448bd036f46fc62cd660aed6  /out/models/all-MiniLM-L6-v2-onnx/model.onnx
-b059ed706bd514cb26ae6f3bdd2e05248165ca41d09ecb77b9b62789a6360d02  /out/models/multilingual-e5-small-onnx/model.onnx
+58912080cc9704f82bd581a2cab25d456b027d3c4360fde41af0f88b089b570d  /out/models/all-MiniLM-L6-v2-onnx/model.onnx
+9f13270fa2d80dcc05cc3a860854a9812a163518844053a1bdc2e970d33584e7  /out/models/multilingual-e5-small-onnx/model.onnx
 65e75ed8f152a6b6bfb0a28674cbc27d52314b2db73e98f18bf76088ce07f1b4  /out/models/multilingual-e5-small-onnx/tokenizer.json
 EOF
 

@@ -11,6 +11,7 @@ fn main() -> std::process::ExitCode {
 
 #[tokio::main]
 async fn run_cli() -> std::process::ExitCode {
+    mnote::platform::http::install_tls_provider();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info,rmcp=warn"));
     let json = mnote::config::log_format_json();
     let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);

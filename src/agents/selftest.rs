@@ -4,6 +4,10 @@
 //! disagree on names, descriptions, capabilities or schemas, when a tool's schema is not a
 //! valid JSON Schema, or when the descriptors (and preferences) JSON does not validate against
 //! its published schema in `docs/schemas/`.
+//!
+//! The JSON Schema checks need the `jsonschema` feature (every `cargo test` builds with it; the
+//! server never validates, and the crate was the slowest of the build): without it they are
+//! counted as not run ([`Report::not_run`]) and the command says so.
 
 use serde_json::Value;
 
@@ -22,7 +26,12 @@ pub struct Report {
     /// How many comparisons were made.
     pub checks: usize,
     pub problems: Vec<String>,
+    /// JSON Schema checks this build cannot make (no `jsonschema` feature): not passed, not run.
+    pub not_run: usize,
 }
+
+/// Whether this build validates JSON Schemas (the `jsonschema` feature).
+pub const SCHEMA_CHECKS: bool = cfg!(feature = "jsonschema");
 
 impl Report {
     fn check(&mut self, ok: bool, problem: impl FnOnce() -> String) {
@@ -38,6 +47,7 @@ impl Report {
 }
 
 /// `instance` checked against the JSON Schema text `schema`: the validation errors.
+#[cfg(feature = "jsonschema")]
 pub fn validate(schema: &str, instance: &Value) -> Vec<String> {
     let schema: Value = match serde_json::from_str(schema) {
         Ok(s) => s,
@@ -48,6 +58,30 @@ pub fn validate(schema: &str, instance: &Value) -> Vec<String> {
         Err(e) => return vec![format!("the schema does not compile: {e}")],
     };
     validator.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect()
+}
+
+/// `instance` against the JSON Schema text `schema`, each error prefixed with `what`; without
+/// the `jsonschema` feature, one check not run.
+#[cfg(feature = "jsonschema")]
+pub fn check_schema(r: &mut Report, what: &str, schema: &str, instance: &Value) {
+    r.problems.extend(validate(schema, instance).into_iter().map(|e| format!("{what}: {e}")));
+    r.checks += 1;
+}
+
+#[cfg(not(feature = "jsonschema"))]
+pub fn check_schema(r: &mut Report, _what: &str, _schema: &str, _instance: &Value) {
+    r.not_run += 1;
+}
+
+/// Whether `schema` compiles as a JSON Schema; `None` without the `jsonschema` feature.
+#[cfg(feature = "jsonschema")]
+fn compiles(schema: &Value) -> Option<Result<(), String>> {
+    Some(jsonschema::validator_for(schema).map(drop).map_err(|e| e.to_string()))
+}
+
+#[cfg(not(feature = "jsonschema"))]
+fn compiles(_schema: &Value) -> Option<Result<(), String>> {
+    None
 }
 
 fn registry_checks(r: &mut Report) {
@@ -75,10 +109,12 @@ fn registry_checks(r: &mut Report) {
             r.check(schema.get("type") == Some(&Value::String("object".into())), || {
                 format!("registry: {}'s {what} are not an object schema", d.name)
             });
-            let compiled = jsonschema::validator_for(schema);
-            r.check(compiled.is_ok(), || {
-                format!("registry: {}'s {what} are not a valid JSON Schema: {:?}", d.name, compiled.err())
-            });
+            match compiles(schema) {
+                Some(compiled) => r.check(compiled.is_ok(), || {
+                    format!("registry: {}'s {what} are not a valid JSON Schema: {:?}", d.name, compiled.err())
+                }),
+                None => r.not_run += 1,
+            }
         }
     }
 }
@@ -118,15 +154,9 @@ fn descriptor_checks(r: &mut Report, cfg: &Config, switches: Switches) {
     for lang in [Lang::En, Lang::ZhCn] {
         let d = descriptors::build(cfg, &facts, lang);
         let json = serde_json::to_value(&d).unwrap_or(Value::Null);
-        for e in validate(descriptors::JSON_SCHEMA, &json) {
-            r.problems.push(format!("descriptors ({}): {e}", lang.code()));
-        }
-        r.checks += 1;
+        check_schema(r, &format!("descriptors ({})", lang.code()), descriptors::JSON_SCHEMA, &json);
         let prefs = serde_json::to_value(preferences::view_of(&d)).unwrap_or(Value::Null);
-        for e in validate(preferences::JSON_SCHEMA, &prefs) {
-            r.problems.push(format!("preferences ({}): {e}", lang.code()));
-        }
-        r.checks += 1;
+        check_schema(r, &format!("preferences ({})", lang.code()), preferences::JSON_SCHEMA, &prefs);
         check_descriptor_tools(r, &json, &switches);
     }
 }
@@ -204,6 +234,7 @@ mod tests {
         let r = run(&cfg);
         assert!(r.ok(), "{:#?}", r.problems);
         assert!(r.checks > 100, "{}", r.checks);
+        assert!(SCHEMA_CHECKS && r.not_run == 0, "the tests build with the jsonschema feature: {} not run", r.not_run);
     }
 
     #[test]

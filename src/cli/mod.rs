@@ -121,7 +121,8 @@ pub enum Command {
         command: RagCommand,
     },
     /// AI agents: `selftest` checks that the tool registry, the function-calling and ACP
-    /// mappings and the agent descriptors agree.
+    /// mappings and the agent descriptors agree (their JSON Schema checks need a build with
+    /// `--features jsonschema`; without it they are reported as not run).
     Agents {
         #[command(subcommand)]
         command: AgentsCommand,

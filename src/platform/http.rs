@@ -104,6 +104,18 @@ pub fn display_url(url: &reqwest::Url) -> String {
     )
 }
 
+/// rustls' crypto provider for the process: ring (reqwest is built with `rustls-no-provider`,
+/// so it takes the process default; aws-lc-rs, reqwest's own default, is not in the build).
+/// Idempotent; [`ClientBuilder::build`], `main` and the tests call it. sqlx's
+/// Postgres TLS finds ring by itself (the only provider compiled into rustls).
+pub fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    // Err means a provider is installed already: that one stays.
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// Build a [`Client`]: `Client::builder().connect_timeout(..).timeout(..).build()`.
 #[derive(Clone, Debug)]
 pub struct ClientBuilder {
@@ -154,6 +166,7 @@ impl ClientBuilder {
     pub fn build(self) -> Result<Client, HttpError> {
         // Never follow a redirect: every endpoint this client calls passed an operator's
         // allow-list, and a 30x would carry the request (its key, the conversation) past it.
+        install_tls_provider();
         let mut b = reqwest::Client::builder().user_agent(self.user_agent).redirect(reqwest::redirect::Policy::none());
         if self.public_only {
             b = b.dns_resolver(PublicOnly);

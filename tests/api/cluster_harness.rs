@@ -139,6 +139,7 @@ impl TestCluster {
             .unwrap_or_else(|_| panic!("replica {pid} did not start listening:\n{}", replica.log.lock().unwrap().join("\n")));
         replica.base = format!("http://{addr}");
         // Ready: the database answers and is migrated.
+        mnote::platform::http::install_tls_provider();
         let probe = reqwest::Client::new();
         let mut ready = false;
         for _ in 0..600 {

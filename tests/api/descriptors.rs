@@ -226,6 +226,7 @@ struct Recorder {
 async fn recorder() -> Recorder {
     let bodies: Arc<Mutex<Vec<Value>>> = Arc::default();
     let upstream = mock_llm().to_string();
+    mnote::platform::http::install_tls_provider();
     let http = reqwest::Client::new();
     let kept = bodies.clone();
     let route = axum::routing::post(move |body: axum::body::Bytes| {
@@ -441,6 +442,9 @@ async fn the_selftest_passes_in_process_and_as_a_command() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("agents selftest: ok"), "{stdout}");
+    // The test build has the `jsonschema` feature (Cargo.toml's dev-dependency on this package):
+    // the command ran the schema checks too.
+    assert!(stdout.contains("JSON Schemas)") && !stdout.contains("NOT RUN"), "{stdout}");
     // A bad operator field definition fails it.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote"))
         .args(["agents", "selftest"])

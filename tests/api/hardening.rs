@@ -304,6 +304,7 @@ async fn mcp_refuses_foreign_hosts_and_citation_urls_never_echo_the_host() {
     let port = app.base.rsplit(':').next().unwrap().to_string();
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}"#;
     let search = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"evidence_search","arguments":{"query":"scoped threads","mode":"lexical"}}}"#;
+    mnote::platform::http::install_tls_provider();
     let http = reqwest::Client::new();
     let post = |host: String, body: &'static str| {
         let (base, token, http) = (app.base.clone(), token.clone(), http.clone());

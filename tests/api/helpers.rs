@@ -108,6 +108,8 @@ pub fn minilm() -> Arc<dyn Embedder> {
 
 /// An app whose server and workers use `embedder` (its HNSW index is created like `mnote migrate` does).
 pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Arc<dyn Embedder>>) -> TestApp {
+    // As `mnote`'s main does: rustls' provider (ring) for the test's own reqwest clients too.
+    mnote::platform::http::install_tls_provider();
     cleanup_old_databases().await;
     let db_name = format!("mnote_t_{}", Uuid::new_v4().simple());
     let mut admin = PgConnection::connect(&admin_url()).await.expect("connect admin");
@@ -296,6 +298,7 @@ pub fn csrf_from_html(html: &str) -> Option<String> {
 
 impl Client {
     pub fn new(base: &str) -> Self {
+        mnote::platform::http::install_tls_provider();
         let http = reqwest::Client::builder().cookie_store(true).redirect(reqwest::redirect::Policy::none()).build().unwrap();
         Client { http, base: base.to_string(), bearer: None, csrf: None }
     }

@@ -36,6 +36,7 @@ async fn oauth_discovery_paths_answer_a_json_404_and_the_401_says_how_to_get_a_t
         .await
         .unwrap();
     tx.commit().await.unwrap();
+    mnote::platform::http::install_tls_provider();
     let http = reqwest::Client::new();
     for path in [
         "/.well-known/oauth-protected-resource",
@@ -110,6 +111,7 @@ struct Proxy {
 async fn token_proxy(server: &str, token: &str) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    mnote::platform::http::install_tls_provider();
     let proxy = Arc::new(Proxy {
         server: server.to_string(),
         server_authority: HeaderValue::from_str(server.trim_start_matches("http://")).unwrap(),

@@ -437,6 +437,7 @@ async fn foreign_evidence(app: &TestApp) -> (String, Kb) {
 
 /// A JSON-RPC request to `/mcp` with `token`: the status and body.
 async fn mcp_post(app: &TestApp, token: &str, method: &str, params: Value) -> (StatusCode, Value) {
+    mnote::platform::http::install_tls_provider();
     let r = reqwest::Client::new()
         .post(format!("{}/mcp", app.base))
         .bearer_auth(token)

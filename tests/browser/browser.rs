@@ -71,6 +71,7 @@ impl Driver {
 
     /// Poll `/status` until it answers ready; false if the process exited.
     async fn ready(&mut self) -> bool {
+        mnote::platform::http::install_tls_provider();
         let http = reqwest::Client::new();
         let deadline = tokio::time::Instant::now() + WAIT;
         while tokio::time::Instant::now() < deadline {

@@ -203,9 +203,9 @@ impl EmbedConfig {
     ///
     /// * `MNOTE_EMBEDDER` = `local` (default) | `openai` | `none`
     /// * `MNOTE_EMBED_MODEL_DIR`: the all-MiniLM-L6-v2 ONNX directory (default
-    ///   `<checkout>/.local/models/all-MiniLM-L6-v2-onnx`, provisioned by `./dev`)
+    ///   `<checkout>/.local/models/all-MiniLM-L6-v2-onnx-fused`, provisioned by `./dev`)
     /// * `MNOTE_EMBED_E5_DIR`: the multilingual-e5-small ONNX directory (default
-    ///   `<checkout>/.local/models/multilingual-e5-small-onnx`)
+    ///   `<checkout>/.local/models/multilingual-e5-small-onnx-fused`)
     /// * `MNOTE_ORT_LIB`: `libonnxruntime.so` (default
     ///   `<checkout>/.local/models/onnxruntime-1.32.0/libonnxruntime.so.1.32.0`)
     /// * `MNOTE_EMBED_ROUTING` = `language` (default: CJK → e5, the rest → MiniLM) | `e5` |
