@@ -11,7 +11,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use metrics_exporter_prometheus::PrometheusHandle;
-use serde_json::json;
 use uuid::Uuid;
 
 use crate::{db, state::AppState};
@@ -69,7 +68,17 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         (StatusCode::OK, _, _) => "degraded",
         _ => "unavailable",
     };
-    (code, Json(json!({ "status": status, "database": database, "vector": vector, "readReplica": read_replica }))).into_response()
+    (code, Json(Readiness { status, database, vector, read_replica })).into_response()
+}
+
+/// The body of `/readyz`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Readiness {
+    status: &'static str,
+    database: &'static str,
+    vector: crate::search::vector_health::Report,
+    read_replica: db::read::Report,
 }
 
 /// The vector side as `/readyz` and `/metrics` show it (`off` without an embedder).

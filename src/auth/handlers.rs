@@ -8,7 +8,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tower_sessions::Session;
 use uuid::Uuid;
 
@@ -306,9 +305,16 @@ pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b):
     super::tokens::ensure_room(&mut tx, auth.user_id).await?;
     let (rec, plain) = super::tokens::create_expiring(&mut tx, auth.tenant_id, auth.user_id, &name, days).await?;
     tx.commit().await?;
-    let mut body = serde_json::to_value(&rec).map_err(|e| AppError::Internal(e.into()))?;
-    body["token"] = json!(plain);
-    Ok((axum::http::StatusCode::CREATED, Json(body)).into_response())
+    Ok((axum::http::StatusCode::CREATED, Json(NewTokenView { token: rec, plaintext: plain })).into_response())
+}
+
+/// A new token: its record and, this once, its plaintext (`token`).
+#[derive(serde::Serialize)]
+pub struct NewTokenView {
+    #[serde(flatten)]
+    token: super::tokens::ApiToken,
+    #[serde(rename = "token")]
+    plaintext: String,
 }
 
 pub async fn list_tokens(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<super::tokens::ApiToken>>> {

@@ -7,15 +7,14 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Redirect, Response},
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{Kb, queries};
 use crate::{
     auth::Auth,
-    error::{ApiJson, AppError, AppResult, ResultExt},
+    error::{ApiJson, AppError, AppResult, Items, ResultExt},
     grants::{self, Grant, Permission},
     sources::{self, Source},
     state::AppState,
@@ -25,11 +24,11 @@ use crate::{
 
 // ---------------------------------------------------------------- API
 
-pub async fn list_kbs(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_kbs(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<Kb>>> {
     let mut tx = auth.tx(&state).await?;
     let items = queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 #[derive(Deserialize)]
@@ -141,8 +140,16 @@ pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Pat
     Ok(Json(restore(&state, &auth, id).await?))
 }
 
+/// A deleted KB and when it will be purged for good.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeletedKb {
+    kb: Kb,
+    purge_after: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// `GET /api/kbs/deleted`: deleted KBs the caller can see, with when they will be purged.
-pub async fn list_deleted(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_deleted(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<DeletedKb>>> {
     let mut tx = auth.tx(&state).await?;
     let items = queries::deleted(&mut tx, auth.user_id, auth.role.is_admin()).await?;
     tx.commit().await?;
@@ -151,28 +158,37 @@ pub async fn list_deleted(State(state): State<AppState>, auth: Auth) -> AppResul
         .into_iter()
         .map(|k| {
             let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
-            json!({ "kb": k, "purgeAfter": purge })
+            DeletedKb { kb: k, purge_after: purge }
         })
         .collect();
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 pub async fn list_kb_members(
     State(state): State<AppState>,
     auth: Auth,
     Path(id): Path<Uuid>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<Items<queries::KbMember>>> {
     let mut tx = auth.tx(&state).await?;
     super::visible(&mut tx, &auth, id).await?;
     let items = queries::members(&mut tx, id).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMemberBody {
     #[serde(default)]
+    can_manage: bool,
+}
+
+/// What `PUT /api/kbs/{id}/members/{user}` set.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KbMemberSet {
+    kb_id: Uuid,
+    user_id: Uuid,
     can_manage: bool,
 }
 
@@ -190,9 +206,9 @@ pub async fn put_kb_member(
     auth: Auth,
     Path((kb, user)): Path<(Uuid, Uuid)>,
     ApiJson(b): ApiJson<KbMemberBody>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<KbMemberSet>> {
     put_member(&state, &auth, kb, user, b.can_manage).await?;
-    Ok(Json(json!({ "kbId": kb, "userId": user, "canManage": b.can_manage })))
+    Ok(Json(KbMemberSet { kb_id: kb, user_id: user, can_manage: b.can_manage }))
 }
 
 pub async fn delete_kb_member(

@@ -6,7 +6,7 @@ use axum::{
     extract::{Path, Query, State},
     http::StatusCode,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{
@@ -18,6 +18,7 @@ use super::{
 use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
+    search::handlers::{DocumentHit, DocumentSearchResponse, DocumentsQuery},
     state::AppState,
 };
 
@@ -189,6 +190,17 @@ pub async fn open_reference(
     Ok(Json(query::open_reference(&state, &auth, &b.file_path, b.quote.as_deref()).await?))
 }
 
+/// A hit of `GET /api/search/documents`: an ordinary one, or text LightRAG holds (OCR) with
+/// what is known of its content.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentResult {
+    #[serde(flatten)]
+    pub hit: DocumentHit,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_diagnostics: Option<query::ContentDiagnostics>,
+}
+
 /// `GET /api/search/documents`: the ordinary document search (`search`), plus, with
 /// `includeOcr=true` and fewer ordinary results than `limit`, OCR text LightRAG holds for the
 /// caller's bound KBs (`matchSource: knowledge_rag_ocr`). LightRAG down: the ordinary results
@@ -196,45 +208,58 @@ pub async fn open_reference(
 pub async fn documents(
     State(state): State<AppState>,
     auth: Auth,
-    Query(p): Query<crate::search::handlers::DocumentsQuery>,
-) -> AppResult<Json<serde_json::Value>> {
-    let (mut body, limit) = crate::search::handlers::document_search(&state, &auth, &p).await?;
+    Query(p): Query<DocumentsQuery>,
+) -> AppResult<Json<DocumentSearchResponse<DocumentResult>>> {
+    let (body, limit) = crate::search::handlers::document_search(&state, &auth, &p).await?;
+    let DocumentSearchResponse { ok, schema, query: q, boundary, took_ms, results, .. } = body;
+    let mut out: Vec<DocumentResult> = results.into_iter().map(|hit| DocumentResult { hit, content_diagnostics: None }).collect();
+    let mut body = DocumentSearchResponse {
+        ok,
+        schema,
+        query: q,
+        boundary,
+        took_ms,
+        results: Vec::new(),
+        degraded: None,
+        degraded_reason: None,
+    };
     if !p.include_ocr.unwrap_or(false) {
+        body.results = out;
         return Ok(Json(body));
     }
-    let results = body["results"].as_array().cloned().unwrap_or_default();
     let (mut degraded, mut reason) = (false, None);
-    if results.len() < limit
+    if out.len() < limit
         && let Some(r) = query::ocr_hits(&state, &auth, &p.q).await?
     {
         degraded = r.degraded;
         reason = r.degraded_reason;
-        let mut out = results;
         for x in r.references {
-            if out.len() >= limit || out.iter().any(|d| d["sourceId"] == serde_json::json!(x.source_id)) {
+            if out.len() >= limit || out.iter().any(|d| d.hit.source_id == x.source_id) {
                 continue;
             }
-            out.push(serde_json::json!({
-                "sourceId": x.source_id,
-                "title": crate::search::open::source_title(&x.source_path),
-                "path": x.source_path,
-                "resourcePath": x.source_path,
-                "resourceKind": x.locator.resource_kind,
-                "kbId": x.kb_id,
-                "score": null,
-                "matchSource": "knowledge_rag_ocr",
-                "matchCount": 1,
-                "snippet": x.quote,
-                "highlights": [],
-                "bestEvidenceId": x.evidence_id,
-                "openAction": x.open_action,
-                "citationMarkdown": x.citation_markdown,
-                "contentDiagnostics": x.content_diagnostics,
-            }));
+            out.push(DocumentResult {
+                hit: DocumentHit {
+                    source_id: x.source_id,
+                    title: crate::search::open::source_title(&x.source_path),
+                    path: x.source_path.clone(),
+                    resource_path: x.source_path,
+                    resource_kind: x.locator.resource_kind,
+                    kb_id: x.kb_id,
+                    score: None,
+                    match_source: "knowledge_rag_ocr",
+                    match_count: 1,
+                    snippet: x.quote,
+                    highlights: Vec::new(),
+                    best_evidence_id: x.evidence_id,
+                    open_action: x.open_action,
+                    citation_markdown: x.citation_markdown,
+                },
+                content_diagnostics: Some(x.content_diagnostics),
+            });
         }
-        body["results"] = serde_json::Value::Array(out);
     }
-    body["degraded"] = serde_json::json!(degraded);
-    body["degradedReason"] = serde_json::json!(reason);
+    body.results = out;
+    body.degraded = Some(degraded);
+    body.degraded_reason = Some(reason.map(str::to_string));
     Ok(Json(body))
 }

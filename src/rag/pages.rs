@@ -7,7 +7,7 @@ use axum::{
     extract::{Path, Query, State},
     response::{Redirect, Response},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
@@ -35,7 +35,8 @@ struct KbRagPage {
     allowed: Vec<String>,
 }
 
-struct DriftLine {
+#[derive(Serialize)]
+pub struct DriftLine {
     lost: bool,
     text: String,
 }
@@ -112,15 +113,31 @@ pub async fn kb_rag_page(State(state): State<AppState>, page: Page, Path(id): Pa
     render(KbRagPage { ctx: page.ctx, kb, binding, items, drift, allowed })
 }
 
+/// One row of the sync table as the page's live refresh reads it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusRow {
+    source_id: Uuid,
+    state: String,
+    status: Option<String>,
+    notes: Vec<String>,
+}
+
+/// The sync table's rows and the drift line.
+#[derive(Serialize)]
+pub struct StatusView {
+    items: Vec<StatusRow>,
+    drift: Option<DriftLine>,
+}
+
 /// The rows of the sync table and the drift line, for the page's live refresh.
-pub async fn status_json(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+pub async fn status_json(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Json<StatusView>> {
     let (_, _, items, drift) = kb_state(&state, &page, id).await?;
-    let rows: Vec<serde_json::Value> = items
+    let items = items
         .into_iter()
-        .map(|r| serde_json::json!({ "sourceId": r.item.source_id, "state": r.state, "status": r.item.lightrag_status, "notes": r.notes }))
+        .map(|r| StatusRow { source_id: r.item.source_id, state: r.state, status: r.item.lightrag_status, notes: r.notes })
         .collect();
-    let drift = drift.map(|d| serde_json::json!({ "lost": d.lost, "text": d.text }));
-    Ok(Json(serde_json::json!({ "items": rows, "drift": drift })))
+    Ok(Json(StatusView { items, drift }))
 }
 
 #[derive(Deserialize)]

@@ -2,8 +2,8 @@
 //! search core, answer JSON.
 
 use axum::{Json, extract::State};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::{
     open::{self, ToolError},
@@ -14,7 +14,9 @@ use crate::{
     error::{ApiJson, AppError, AppResult},
     evidence::{
         SourceKind,
-        tools::{Mode, OpenRequest, OpenResponse, ReadRequest, ReadResponse, SearchHit, SearchRequest, SearchResponse},
+        tools::{
+            Mode, OpenAction, OpenRequest, OpenResponse, ReadRequest, ReadResponse, SearchHit, SearchRequest, SearchResponse,
+        },
     },
     state::AppState,
 };
@@ -82,11 +84,58 @@ pub struct DocumentsQuery {
     pub limit: Option<usize>,
 }
 
+/// One document of `GET /api/search/documents`: its best hit, and how many hits it had.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentHit {
+    pub source_id: Uuid,
+    pub title: String,
+    pub path: String,
+    pub resource_path: String,
+    pub resource_kind: Option<String>,
+    pub kb_id: Uuid,
+    /// The lexical score; none for text LightRAG holds (OCR).
+    pub score: Option<f64>,
+    /// `markdown`, `resource`, `ocr` or, for LightRAG's OCR text, `knowledge_rag_ocr`.
+    pub match_source: &'static str,
+    pub match_count: usize,
+    pub snippet: String,
+    pub highlights: Vec<[usize; 2]>,
+    pub best_evidence_id: Option<Uuid>,
+    pub open_action: OpenAction,
+    pub citation_markdown: String,
+}
+
+/// What the search covered: ordinary text, and LightRAG's OCR text when asked.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentBoundary {
+    pub kind: &'static str,
+    pub include_ocr: bool,
+}
+
+/// `mnote.document_search_response.v1` (`rag` adds LightRAG's OCR hits as their own type).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentSearchResponse<H = DocumentHit> {
+    pub ok: bool,
+    pub schema: &'static str,
+    pub query: String,
+    pub boundary: DocumentBoundary,
+    pub took_ms: f64,
+    pub results: Vec<H>,
+    /// Only with `includeOcr=true`: whether LightRAG could not be asked, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded_reason: Option<Option<String>>,
+}
+
 /// The ordinary part of `GET /api/search/documents?q=&includeOcr=&limit=` (the route lives
 /// in `rag`, which adds knowledge-RAG OCR hits when asked): lexical hits grouped by source;
 /// with `includeOcr=false` (the default) text that exists only in OCR output is not matched.
-/// Returns the response body and the requested limit.
-pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) -> AppResult<(Value, usize)> {
+/// Returns the response and the requested limit.
+pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) -> AppResult<(DocumentSearchResponse, usize)> {
     let limit = p.limit.unwrap_or(20);
     if limit == 0 || limit > 100 {
         return Err(AppError::invalid("limit", "limit must be between 1 and 100"));
@@ -97,52 +146,55 @@ pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) 
     let mut tx = auth.read_tx(state).await?;
     let resp = query::run(&mut tx, &state.search_engine(), &req, query::MAX_TOP_K).await?;
     tx.commit().await?;
-    let mut docs: Vec<Value> = Vec::new();
+    let mut docs: Vec<DocumentHit> = Vec::new();
     let mut seen = std::collections::HashMap::new();
     for hit in resp.results {
         if let Some(&i) = seen.get(&hit.source_id) {
-            let d: &mut Value = &mut docs[i];
-            d["matchCount"] = json!(d["matchCount"].as_u64().unwrap_or(0) + 1);
+            let d: &mut DocumentHit = &mut docs[i];
+            d.match_count += 1;
             continue;
         }
         if docs.len() == limit {
             continue;
         }
-        let match_source = if hit.is_ocr {
+        let query::Hit { api, source_id, is_ocr, kind, resource_path, .. } = hit;
+        let match_source = if is_ocr {
             "ocr"
-        } else if matches!(hit.kind, SourceKind::Markdown | SourceKind::Text) {
+        } else if matches!(kind, SourceKind::Markdown | SourceKind::Text) {
             "markdown"
         } else {
             "resource"
         };
-        seen.insert(hit.source_id, docs.len());
-        docs.push(json!({
-            "sourceId": hit.source_id,
-            "title": hit.source_title,
-            "path": hit.resource_path,
-            "resourcePath": hit.resource_path,
-            "resourceKind": hit.kind,
-            "kbId": hit.source.kb_id,
-            "score": hit.score,
-            "matchSource": match_source,
-            "matchCount": 1,
-            "snippet": hit.quote,
-            "highlights": hit.highlights,
-            "bestEvidenceId": hit.evidence_id,
-            "openAction": hit.open_action,
-            "citationMarkdown": hit.citation_markdown,
-        }));
+        seen.insert(source_id, docs.len());
+        docs.push(DocumentHit {
+            source_id,
+            title: api.source_title,
+            path: resource_path.clone(),
+            resource_path,
+            resource_kind: Some(kind.as_str().to_string()),
+            kb_id: api.source.kb_id,
+            score: Some(api.score),
+            match_source,
+            match_count: 1,
+            snippet: api.quote,
+            highlights: api.highlights,
+            best_evidence_id: Some(api.evidence_id),
+            open_action: api.open_action,
+            citation_markdown: api.citation_markdown,
+        });
     }
-    let body = json!({
-        "ok": true,
-        "schema": "mnote.document_search_response.v1",
-        "query": p.q,
-        "boundary": {
-            "kind": if include_ocr { "ordinary_local_search_with_knowledge_ocr" } else { "ordinary_local_search" },
-            "includeOcr": include_ocr,
+    let body = DocumentSearchResponse {
+        ok: true,
+        schema: "mnote.document_search_response.v1",
+        query: p.q.clone(),
+        boundary: DocumentBoundary {
+            kind: if include_ocr { "ordinary_local_search_with_knowledge_ocr" } else { "ordinary_local_search" },
+            include_ocr,
         },
-        "tookMs": resp.took_ms,
-        "results": docs,
-    });
+        took_ms: resp.took_ms,
+        results: docs,
+        degraded: None,
+        degraded_reason: None,
+    };
     Ok((body, limit))
 }

@@ -6,15 +6,14 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Redirect, Response},
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{RegisterRequest, Registered, Source, blobs::BlobWriter, queries};
 use crate::{
     auth::Auth,
-    error::{ApiJson, AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, Items},
     kbs,
     state::AppState,
     web::{Page, flash},
@@ -31,12 +30,12 @@ pub struct RegisterBody {
     exclude: Vec<String>,
 }
 
-pub async fn list_sources(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_sources(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<Items<Source>>> {
     let mut tx = auth.tx(&state).await?;
     kbs::visible(&mut tx, &auth, kb).await?;
     let items = queries::list(&mut tx, kb).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 /// `POST /api/kbs/{kbId}/sources`: a file answers with the source, a directory with
@@ -58,10 +57,10 @@ pub async fn register_source(
     tx.commit().await?;
     let status = if r.created_count > 0 { StatusCode::CREATED } else { StatusCode::OK };
     Ok(if r.directory {
-        (status, Json(json!(r))).into_response()
+        (status, Json(r)).into_response()
     } else {
         let Registered { mut items, .. } = r;
-        (status, Json(json!(items.pop()))).into_response()
+        (status, Json(items.pop())).into_response()
     })
 }
 
@@ -121,15 +120,27 @@ pub async fn restore_source(State(state): State<AppState>, auth: Auth, Path(id):
     Ok(Json(restore(&state, &auth, id).await?))
 }
 
+/// A removed source and when it will be purged for good.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RemovedSource {
+    source: Source,
+    purge_after: Option<chrono::DateTime<chrono::Utc>>,
+}
+
 /// `GET /api/kbs/{id}/sources/removed`: the KB's removed sources, with their purge time.
-pub async fn list_removed(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_removed(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(kb): Path<Uuid>,
+) -> AppResult<Json<Items<RemovedSource>>> {
     let mut tx = auth.tx(&state).await?;
     kbs::visible(&mut tx, &auth, kb).await?;
     let items = queries::removed(&mut tx, kb).await?;
     tx.commit().await?;
     let items: Vec<_> =
-        items.into_iter().map(|s| json!({ "source": s, "purgeAfter": super::purge_after(&state.config, &s) })).collect();
-    Ok(Json(json!({ "items": items })))
+        items.into_iter().map(|s| RemovedSource { purge_after: super::purge_after(&state.config, &s), source: s }).collect();
+    Ok(Json(items.into()))
 }
 
 async fn retry(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Source> {
@@ -255,6 +266,20 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
     Ok(out)
 }
 
+/// One uploaded file: what became of it and its source.
+#[derive(Serialize)]
+pub struct UploadResult {
+    outcome: UploadOutcome,
+    source: Source,
+}
+
+/// `POST /api/kbs/{id}/uploads`: the sources (`items`, as before) and each file's outcome.
+#[derive(Serialize)]
+pub struct Uploaded {
+    items: Vec<Source>,
+    results: Vec<UploadResult>,
+}
+
 pub async fn upload_sources(
     State(state): State<AppState>,
     auth: Auth,
@@ -263,10 +288,10 @@ pub async fn upload_sources(
 ) -> AppResult<Response> {
     let done = upload(&state, &auth, kb, mp).await?;
     let any_new = done.iter().any(|(_, o)| *o == UploadOutcome::Created);
-    let results: Vec<_> = done.iter().map(|(s, o)| json!({ "outcome": o, "source": s })).collect();
+    let results: Vec<_> = done.iter().map(|(s, o)| UploadResult { outcome: *o, source: s.clone() }).collect();
     let items: Vec<Source> = done.into_iter().map(|(s, _)| s).collect();
     let status = if any_new { StatusCode::CREATED } else { StatusCode::OK };
-    Ok((status, Json(json!({ "items": items, "results": results }))).into_response())
+    Ok((status, Json(Uploaded { items, results })).into_response())
 }
 
 // ---------------------------------------------------------------- page form actions

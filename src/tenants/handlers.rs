@@ -7,8 +7,7 @@ use axum::{
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
 };
-use serde::Deserialize;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
@@ -20,7 +19,7 @@ use super::{
 use crate::{
     auth::{Account, Auth, SignedIn, TENANT_ID, account::start_session, handlers::SignedInOpt, session_err},
     db::TenantTx,
-    error::{ApiJson, AppError, AppResult},
+    error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
     web::{AnonCtx, Page, PageCtx, flash, form_error, render},
 };
@@ -81,12 +80,12 @@ pub async fn setup(
 // ---------------------------------------------------------------- API
 
 /// Admins and owners only (as documented): members see the people of the KBs they share.
-pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<Member>>> {
     auth.require_admin()?;
     let mut tx = auth.tx(&state).await?;
     let items = q::members(&mut tx).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 #[derive(Deserialize)]
@@ -109,6 +108,16 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
     Ok(())
 }
 
+/// The answer to `POST /api/members`: `status` is always `invited`; `inviteUrl` only when the
+/// email was not yet invited (the link is shown once).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Invited {
+    status: &'static str,
+    email: String,
+    invite_url: Option<String>,
+}
+
 /// `POST /api/members`: invite an email. The answer is `202 {"status": "invited", "email"}`
 /// whether or not the email has an account, so it tells nobody which emails have accounts;
 /// the person joins through the invitation's link. A `password` is refused (`invalid_input`):
@@ -129,7 +138,7 @@ pub async fn add_member(
     let (email, link) =
         invitations::invite(&state.pool, auth.tenant_id, auth.user_id, &m.email, m.role, m.expires_in_days).await?;
     let url = link.map(|t| link_url(&state, &headers, &t));
-    Ok((StatusCode::ACCEPTED, Json(json!({ "status": "invited", "email": email, "inviteUrl": url }))).into_response())
+    Ok((StatusCode::ACCEPTED, Json(Invited { status: "invited", email, invite_url: url })).into_response())
 }
 
 /// The absolute invitation link: under `MNOTE_PUBLIC_URL`, else this request's host.
@@ -147,12 +156,12 @@ pub fn link_url(state: &AppState, headers: &HeaderMap, token: &str) -> String {
 }
 
 /// `GET /api/members/invitations`: the team's open invitations (admins).
-pub async fn list_team_invitations(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+pub async fn list_team_invitations(State(state): State<AppState>, auth: Auth) -> AppResult<Json<Items<TeamInvitation>>> {
     auth.require_admin()?;
     let mut tx = auth.tx(&state).await?;
     let items = invitations::pending_for_team(&mut tx).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 /// `DELETE /api/members/invitations/{id}`: (admins) withdraw an open invitation → 204.
@@ -165,17 +174,26 @@ pub async fn withdraw_invitation(State(state): State<AppState>, auth: Auth, Path
 }
 
 /// `GET /api/invitations`: the caller's own open invitations, from every team.
-pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<serde_json::Value>> {
+pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<Items<invitations::MyInvitation>>> {
     let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
     let items = invitations::pending_for_user(&mut tx).await?;
     tx.commit().await?;
-    Ok(Json(json!({ "items": items })))
+    Ok(Json(items.into()))
 }
 
 /// The body of `POST /api/invitations/{id}/accept`: the invitation link's token (or the link).
 #[derive(Deserialize)]
 pub struct AcceptBody {
     token: Option<String>,
+}
+
+/// The answer to an accepted invitation: the team joined, with which role.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Accepted {
+    status: &'static str,
+    tenant_id: Uuid,
+    role: Role,
 }
 
 /// `POST /api/invitations/{id}/accept` `{token}`: join the inviting team. Needs the secret of
@@ -185,9 +203,9 @@ pub async fn accept_invitation(
     who: Account,
     Path(id): Path<Uuid>,
     ApiJson(b): ApiJson<AcceptBody>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<Accepted>> {
     let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: b.token.as_deref() }).await?;
-    Ok(Json(json!({ "status": "accepted", "tenantId": tenant, "role": role })))
+    Ok(Json(Accepted { status: "accepted", tenant_id: tenant, role }))
 }
 
 /// `POST /api/invitations/{id}/decline`.
@@ -582,15 +600,24 @@ pub async fn join_accept(
 
 /// Settings as the API shows them: `mineruConfigured` says whether the server has a MinerU
 /// token (never the token itself), so an admin knows whether enabling upload can work.
-fn settings_json(s: &TenantSettings, state: &AppState) -> serde_json::Value {
-    json!({
-        "externalParsingUpload": s.external_parsing_upload,
-        "mineruConfigured": state.config.mineru_token.is_some(),
-        "updatedAt": s.updated_at,
-    })
+/// The team's settings as the API shows them.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsView {
+    external_parsing_upload: bool,
+    mineru_configured: bool,
+    updated_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-pub async fn get_settings(State(state): State<AppState>, auth: Auth) -> AppResult<Json<serde_json::Value>> {
+fn settings_json(s: &TenantSettings, state: &AppState) -> SettingsView {
+    SettingsView {
+        external_parsing_upload: s.external_parsing_upload,
+        mineru_configured: state.config.mineru_token.is_some(),
+        updated_at: s.updated_at,
+    }
+}
+
+pub async fn get_settings(State(state): State<AppState>, auth: Auth) -> AppResult<Json<SettingsView>> {
     let mut tx = auth.tx(&state).await?;
     let s = settings::get(&mut tx).await?;
     tx.commit().await?;
@@ -619,7 +646,7 @@ pub async fn patch_settings(
     State(state): State<AppState>,
     auth: Auth,
     ApiJson(p): ApiJson<SettingsPatch>,
-) -> AppResult<Json<serde_json::Value>> {
+) -> AppResult<Json<SettingsView>> {
     let s = save_settings(&state, &auth, p.external_parsing_upload).await?;
     Ok(Json(settings_json(&s, &state)))
 }
