@@ -27,7 +27,7 @@ use super::{
     queries,
     tools::{self, ToolDef},
 };
-use crate::{auth::Auth, config::Config, error::AppResult, grants, kbs, state::AppState, tenants::queries as tq, web::Lang};
+use crate::{auth::Auth, auth::directory as tq, config::Config, error::AppResult, grants, kbs, state::AppState, web::Lang};
 
 pub const SCHEMA: &str = "mnote.ai_agent_descriptors.v1";
 pub const ITEM_SCHEMA: &str = "mnote.ai_agent_descriptor.v1";
