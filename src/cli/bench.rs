@@ -57,6 +57,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 cmrc: &cmrc,
                 limit,
                 dump: dump.as_deref(),
+                load: crate::ingest::corpus::load_boxed,
             })
             .await
         }
@@ -73,6 +74,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 requests,
                 modes: &mode,
                 app: startup::build_router,
+                load: crate::ingest::corpus::load_boxed,
             })
             .await
         }
@@ -107,6 +109,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
                 qrels: qrels.as_deref(),
                 tantivy,
                 app: startup::build_router,
+                load: crate::ingest::corpus::load_boxed,
             })
             .await
         }

@@ -486,6 +486,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 rrf_k,
                 limit_queries,
                 lexical_sql,
+                load: crate::ingest::corpus::load_boxed,
             })
             .await
         }

@@ -345,6 +345,20 @@ impl Place<'_> {
     }
 }
 
+/// The text the search index sees for a block: its section path, then its own text, so a
+/// paragraph is also found by the heading it sits under.
+pub fn index_text(section_path: &[String], text: &str) -> String {
+    let mut s = String::with_capacity(text.len() + 64);
+    for title in section_path {
+        if !text.starts_with(title.as_str()) {
+            s.push_str(title);
+            s.push('\n');
+        }
+    }
+    s.push_str(text);
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,26 +133,12 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
 /// Rows per multi-row insert: one round trip per batch instead of per block.
 const INSERT_BATCH: usize = 2000;
 
-/// The text the search index sees for a block: its section path, then its own text, so a
-/// paragraph is also found by the heading it sits under.
-pub fn index_text(section_path: &[String], text: &str) -> String {
-    let mut s = String::with_capacity(text.len() + 64);
-    for title in section_path {
-        if !text.starts_with(title.as_str()) {
-            s.push_str(title);
-            s.push('\n');
-        }
-    }
-    s.push_str(text);
-    s
-}
-
 /// The terms the lexical index keeps for a block. A heading is indexed by its own text: the
 /// titles above it would make every short heading under a matching title a top hit. Any other
 /// block also gets its section path, each distinct term of it once
 /// ([`analyze::index_terms_in_context`]), so a paragraph is found by the heading it sits under
 /// without the path outweighing the words the paragraph uses. (The embedder still reads
-/// [`index_text`].)
+/// [`crate::evidence::index_text`].)
 pub fn lexical_terms(b: &Block, section_path: &[String]) -> analyze::Lexemes {
     if b.block_type == BlockType::Heading {
         return analyze::index_terms(&b.text);
@@ -433,7 +419,7 @@ pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<O
 /// Returns (sources, blocks).
 ///
 /// The vectors survive: a block rebuilt from the same artifact gets the same id and the same
-/// embedder text ([`index_text`]), so its embeddings are put back instead of being computed
+/// embedder text ([`crate::evidence::index_text`]), so its embeddings are put back instead of being computed
 /// again; those of blocks that are gone stay gone.
 pub async fn rebuild_all(tx: &mut TenantTx, tenant: Uuid) -> sqlx::Result<(usize, usize)> {
     // `create table … as` takes no bind parameters: made empty, then filled.

@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod bench;
+pub mod corpus;
 pub mod docx;
 pub mod image;
 pub mod index;

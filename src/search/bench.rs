@@ -48,6 +48,8 @@ pub struct BenchArgs<'a> {
     /// The whole application router (the server's `build_router`), served on an ephemeral port;
     /// passed in by the CLI because features do not depend on `startup`.
     pub app: fn(crate::state::AppState) -> axum::Router,
+    /// `ingest::corpus::load_boxed`, passed in by the CLI.
+    pub load: eval::LoadCorpus,
 }
 
 /// A tiny deterministic generator (the fill must be the same every run).
@@ -204,12 +206,12 @@ pub async fn search_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let (cfg, pool) = app_pool().await?;
     let actor = act_as(&pool, a.tenant, None).await?;
     let kb = eval::kb_or_create(&pool, &actor, a.kb, "search benchmark").await?;
-    eval::ingest(&pool, &cfg, &actor, kb, &corpus).await?;
+    (a.load)(&pool, &cfg, &actor, kb, &eval::as_markdown(&corpus)).await?;
     let have = count_blocks(&pool, actor.tenant_id).await? as usize;
     if have < a.blocks {
         let fill = fill_docs(&corpus, a.blocks - have);
         eprintln!("adding {} generated documents to reach {} blocks", fill.len(), a.blocks);
-        eval::ingest(&pool, &cfg, &actor, kb, &fill).await?;
+        (a.load)(&pool, &cfg, &actor, kb, &eval::as_markdown(&fill)).await?;
     }
     let blocks = count_blocks(&pool, actor.tenant_id).await?;
     let embedder = crate::state::load_embedder(&pool).await;

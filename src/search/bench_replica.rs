@@ -28,6 +28,8 @@ pub struct ReplicaArgs<'a> {
     pub requests: usize,
     pub modes: &'a str,
     pub app: fn(crate::state::AppState) -> axum::Router,
+    /// `ingest::corpus::load_boxed`, passed in by the CLI.
+    pub load: eval::LoadCorpus,
 }
 
 pub async fn run(a: ReplicaArgs<'_>) -> anyhow::Result<()> {
@@ -109,7 +111,7 @@ pub async fn run(a: ReplicaArgs<'_>) -> anyhow::Result<()> {
     for l in rendered.lines().filter(|l| l.starts_with("db_reads_total{")) {
         println!("{l}");
     }
-    lag_during_ingest(&cfg, &pool, &standby_url, &actor, a.kb, a.corpus).await
+    lag_during_ingest(&cfg, &pool, &standby_url, &actor, a.kb, a.corpus, a.load).await
 }
 
 /// Serve `state` on an ephemeral loopback port; the search URL.
@@ -169,6 +171,7 @@ async fn lag_during_ingest(
     actor: &crate::auth::Auth,
     kb: &str,
     corpus: &Path,
+    load: eval::LoadCorpus,
 ) -> anyhow::Result<()> {
     let corpus: Vec<Doc> = eval::read_jsonl(corpus)?;
     let run = uuid::Uuid::new_v4().simple().to_string();
@@ -202,7 +205,7 @@ async fn lag_during_ingest(
         })
     };
     let started = Instant::now();
-    eval::ingest(pool, cfg, actor, kb, &docs).await?;
+    (load)(pool, cfg, actor, kb, &eval::as_markdown(&docs)).await?;
     let took = started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let (mut bytes, mut ms) = sampler.await??;

@@ -10,6 +10,7 @@ use std::{
 };
 
 use anyhow::Context;
+use futures_util::future::BoxFuture;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sqlx::PgPool;
@@ -25,10 +26,7 @@ use crate::{
     config::Config,
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
-    evidence::SourceKind,
-    ingest::{jobs, pipeline},
     kbs,
-    sources::{self, queries::NewSource},
 };
 
 /// Blocks ranked per query before grouping by document (Recall@100 needs ≥ 100 documents).
@@ -105,83 +103,15 @@ pub(crate) async fn kb_or_create(pool: &PgPool, actor: &Auth, name: &str, descri
     Ok(id)
 }
 
-/// Upload the documents not yet in the KB and parse them with in-process workers.
-pub(crate) async fn ingest(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[Doc]) -> anyhow::Result<()> {
-    let mut tx = actor.tx_pool(pool).await?;
-    let existing: HashSet<String> =
-        sqlx::query_scalar("select resource_path from source where tenant_id = $2 and kb_id = $1 and status <> 'failed'")
-            .bind(kb)
-            .bind(actor.tenant_id)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
-    tx.commit().await?;
-    let todo: Vec<&Doc> = docs.iter().filter(|d| !existing.contains(&format!("uploads/{}.md", d.id))).collect();
-    if !todo.is_empty() {
-        let b = bar(todo.len() as u64, "upload");
-        for chunk in todo.chunks(500) {
-            let mut tx = actor.tx_pool(pool).await?;
-            for d in chunk {
-                let bytes = markdown_of(d).into_bytes();
-                let sha = sources::blobs::store(&cfg.uploads_dir(), &bytes).await?;
-                let path = format!("uploads/{}.md", d.id);
-                let (s, _) = sources::queries::upsert(
-                    &mut tx,
-                    actor.tenant_id,
-                    actor.user_id,
-                    &NewSource {
-                        kb_id: kb,
-                        grant_id: None,
-                        resource_path: &path,
-                        kind: SourceKind::Markdown,
-                        size_bytes: bytes.len() as i64,
-                        mtime: None,
-                        sha256: &sha,
-                    },
-                )
-                .await?;
-                jobs::enqueue(&mut tx, actor.tenant_id, s.id).await?;
-                b.inc(1);
-            }
-            tx.commit().await?;
-        }
-        b.finish();
-    }
-    // Parse whatever is still open (this run's uploads, or an interrupted earlier run).
-    let open = |pool: PgPool| async move {
-        let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
-        let n: i64 = sqlx::query_scalar(
-            "select count(*) from ingest_job j join source s on s.tenant_id = j.tenant_id and s.id = j.source_id
-             where j.tenant_id = $2 and s.kb_id = $1 and j.status in ('queued', 'running')",
-        )
-        .bind(kb)
-        .bind(actor.tenant_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        anyhow::Ok(n)
-    };
-    let total = open(pool.clone()).await?;
-    if total == 0 {
-        return Ok(());
-    }
-    let b = bar(total as u64, "parse");
-    let workers: Vec<_> = (0..cfg.ingest_workers.max(1))
-        .map(|i| {
-            let (pool, cfg, b) = (pool.clone(), cfg.clone(), b.clone());
-            tokio::spawn(async move {
-                let mut cursor = i;
-                let lease = cfg.parse_timeout + Duration::from_secs(60);
-                pipeline::drain(&pool, &cfg, "eval", lease, &mut cursor, |_| b.inc(1)).await
-            })
-        })
-        .collect();
-    for w in workers {
-        w.await??;
-    }
-    b.finish();
-    Ok(())
+/// Loads a collection into a KB: each `(file stem, Markdown)` uploaded as `uploads/<stem>.md`
+/// unless already there, then parsed. `ingest::corpus::load_boxed`, handed in by `cli` (the
+/// search side names no ingest code).
+pub type LoadCorpus =
+    for<'a> fn(&'a PgPool, &'a Config, &'a Auth, Uuid, &'a [(String, String)]) -> BoxFuture<'a, anyhow::Result<()>>;
+
+/// The collection as [`LoadCorpus`] takes it: `# title` + text per document.
+pub(crate) fn as_markdown(docs: &[Doc]) -> Vec<(String, String)> {
+    docs.iter().map(|d| (d.id.clone(), markdown_of(d))).collect()
 }
 
 /// Embed every block of the tenant lacking a vector of the embedder's model.
@@ -296,6 +226,7 @@ pub struct EvalArgs<'a> {
     pub rrf_k: Option<f64>,
     pub limit_queries: Option<usize>,
     pub lexical_sql: bool,
+    pub load: LoadCorpus,
 }
 
 /// `lexical,vector,hybrid` → modes.
@@ -321,7 +252,7 @@ pub async fn eval_command(a: EvalArgs<'_>) -> anyhow::Result<()> {
     let kb = kb_or_create(&pool, &actor, a.kb, "evaluation collection").await?;
     eprintln!("{} documents, {} judged queries, KB {:?}", docs.len(), queries.len(), a.kb);
     let t0 = Instant::now();
-    ingest(&pool, &cfg, &actor, kb, &docs).await?;
+    (a.load)(&pool, &cfg, &actor, kb, &as_markdown(&docs)).await?;
     eprintln!("ingest ready in {:.1} s", t0.elapsed().as_secs_f64());
 
     let needs_vectors = modes.iter().any(|m| matches!(m, Mode::Vector | Mode::Hybrid));

@@ -268,7 +268,7 @@ pub type BlockText = (Uuid, Uuid, Uuid, String, Json<Vec<String>>);
 /// What is embedded for a block: its section titles give a paragraph its context (the same
 /// text the lexical index sees), capped in length.
 pub fn embed_text(r: &BlockText) -> String {
-    truncate_chars(&crate::ingest::index::index_text(&r.4, &r.3), MAX_EMBED_CHARS)
+    truncate_chars(&crate::evidence::index_text(&r.4, &r.3), MAX_EMBED_CHARS)
 }
 
 /// Embed these blocks and store their vectors (in the caller's transaction); each block with

@@ -44,6 +44,8 @@ pub struct BenchArgs<'a> {
     pub limit: Option<usize>,
     /// Write one JSON line per question (question, gold answers, answer, scores) here.
     pub dump: Option<&'a Path>,
+    /// `ingest::corpus::load_boxed`, passed in by the CLI.
+    pub load: crate::search::eval::LoadCorpus,
 }
 
 /// One question with its gold answers and the id of its passage (sha256 of the text, as the
@@ -189,7 +191,7 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
     let actor = act_as(&pool, a.tenant, None).await?;
     let kb = eval::kb_or_create(&pool, &actor, a.kb, "built-in answer benchmark").await?;
     eprintln!("{} passages, {} questions with gold answers, KB {:?}", docs.len(), questions.len(), a.kb);
-    eval::ingest(&pool, &cfg, &actor, kb, &docs).await?;
+    (a.load)(&pool, &cfg, &actor, kb, &eval::as_markdown(&docs)).await?;
     let embedder = crate::state::load_embedder(&pool).await;
     match &embedder {
         Some(e) => {
