@@ -1,5 +1,6 @@
-//! SQL for tenants, users and memberships.
+//! SQL for tenants, users, memberships and the invitations a user received.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::{PgConnection, PgExecutor};
 use uuid::Uuid;
@@ -251,5 +252,33 @@ pub async fn removal_impact(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Remov
     .bind(user)
     .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
+    .await
+}
+
+/// A pending invitation as its invitee sees it (`GET /api/invitations`, the team picker).
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[serde(rename_all = "camelCase")]
+pub struct MyInvitation {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub tenant_name: String,
+    pub role: Role,
+    pub invited_by: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// The signed-in user's open invitations, across teams (the `own_invitations` policy).
+pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
+    sqlx::query_as(
+        // all tenants: the invitations a user received, from every team.
+        "select i.id, i.tenant_id, t.name as tenant_name, i.role, u.email as invited_by, i.created_at, i.expires_at
+         from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
+         where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
+           and i.email = (select lower(email) from app_user
+                          where id = nullif(current_setting('app.user_id', true), '')::uuid)
+         order by i.created_at desc",
+    )
+    .fetch_all(conn)
     .await
 }

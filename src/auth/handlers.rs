@@ -13,14 +13,13 @@ use uuid::Uuid;
 
 use super::{
     Auth, LOCALE, SignedIn, TENANT_ID,
-    directory::{self as tq, Role, TenantChoice},
+    directory::{self as tq, MyInvitation, Role, TenantChoice},
     password, rate_limit, session_err,
 };
 use crate::{
     db::TenantTx,
     error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
-    tenants::invitations::{self, MyInvitation},
     web::{
         AnonCtx, Lang, PageCtx,
         confirm::{ConfirmForm, ConfirmPage},
@@ -120,7 +119,7 @@ pub async fn login(
     }
     let mut tx = TenantTx::begin_user_only(&state.pool, user.id).await?;
     let tenants = tq::tenants_of_user(&mut tx, user.id).await?;
-    let invited = !invitations::pending_for_user(&mut tx).await?.is_empty();
+    let invited = !tq::pending_for_user(&mut tx).await?.is_empty();
     tx.commit().await?;
     tracing::info!(user.id = %user.id, "login succeeded for {email}");
     if let [only] = tenants.as_slice() {
@@ -166,7 +165,7 @@ pub async fn tenants_page(
 ) -> AppResult<Response> {
     let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
     let tenants = tq::tenants_of_user(&mut tx, who.user_id).await?;
-    let invitations = invitations::pending_for_user(&mut tx).await?;
+    let invitations = tq::pending_for_user(&mut tx).await?;
     tx.commit().await?;
     render(TenantsPage { ctx, tenants, invitations, current: who.tenant_id, next: safe_next(q.next.as_deref()) })
 }

@@ -179,9 +179,9 @@ pub async fn withdraw_invitation(State(state): State<AppState>, auth: Auth, Path
 }
 
 /// `GET /api/invitations`: the caller's own open invitations, from every team.
-pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<Items<invitations::MyInvitation>>> {
+pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppResult<Json<Items<q::MyInvitation>>> {
     let mut tx = TenantTx::begin_user_only(&state.pool, who.user_id).await?;
-    let items = invitations::pending_for_user(&mut tx).await?;
+    let items = q::pending_for_user(&mut tx).await?;
     tx.commit().await?;
     Ok(Json(items.into()))
 }

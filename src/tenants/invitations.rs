@@ -31,19 +31,6 @@ pub const DEFAULT_TTL_DAYS: i64 = 14;
 /// The longest an invitation may stay open.
 pub const MAX_TTL_DAYS: i64 = 90;
 
-/// A pending invitation as its invitee sees it (`GET /api/invitations`, the team picker).
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
-#[serde(rename_all = "camelCase")]
-pub struct MyInvitation {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub tenant_name: String,
-    pub role: Role,
-    pub invited_by: Option<String>,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-}
-
 /// A pending invitation as the inviting team's admins see it (members page).
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]
@@ -248,21 +235,6 @@ pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uu
     tx.commit().await?;
     tracing::info!(tenant.id = %tenant, user.id = %user, "joined through an invitation link");
     Ok((user, tenant))
-}
-
-/// The signed-in user's open invitations, across teams (the `own_invitations` policy).
-pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
-    sqlx::query_as(
-        // all tenants: the invitations a user received, from every team.
-        "select i.id, i.tenant_id, t.name as tenant_name, i.role, u.email as invited_by, i.created_at, i.expires_at
-         from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
-         where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
-           and i.email = (select lower(email) from app_user
-                          where id = nullif(current_setting('app.user_id', true), '')::uuid)
-         order by i.created_at desc",
-    )
-    .fetch_all(conn)
-    .await
 }
 
 /// The transaction tenant's open invitations. The tenant filter matters: `own_invitations`
