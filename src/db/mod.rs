@@ -8,11 +8,18 @@ mod tenant_tx;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use sqlx::{PgPool, postgres::PgPoolOptions};
+use sqlx::{PgConnection, PgPool, postgres::PgPoolOptions};
 
 pub use tenant_tx::{Scope, TenantTx};
 
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources
+/// (policies `kb_not_deleted`, `source_not_deleted`).
+pub async fn include_deleted(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
+    sqlx::query("select set_config('app.deleted', $1, true)").bind(if on { "include" } else { "" }).execute(conn).await?;
+    Ok(())
+}
 
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<PgPool> {
     PgPoolOptions::new()

@@ -1,6 +1,5 @@
 //! Knowledge base API, the dashboard and the KB pages.
 
-use askama::Template;
 use axum::{
     Form, Json,
     extract::{Path, State},
@@ -14,12 +13,10 @@ use uuid::Uuid;
 use super::{Kb, queries};
 use crate::{
     auth::Auth,
-    auth::directory::{self as tq, Member},
+    auth::directory as tq,
     error::{ApiJson, AppError, AppResult, Items, ResultExt},
-    grants::{self, Grant, Permission},
-    sources::{self, Source},
     state::AppState,
-    web::{Page, PageCtx, confirm::ConfirmPage, flash, render},
+    web::{Page, confirm::ConfirmPage, flash, render},
 };
 
 // ---------------------------------------------------------------- API
@@ -226,132 +223,6 @@ pub async fn delete_kb_member(
 }
 
 // ---------------------------------------------------------------- pages
-
-#[derive(Template)]
-#[template(path = "kbs/dashboard.html")]
-struct DashboardPage {
-    ctx: PageCtx,
-    kbs: Vec<Kb>,
-    recent: Vec<(Source, String)>,
-    /// Deleted KBs the user may restore, with their purge time.
-    deleted: Vec<(Kb, String)>,
-    checklist: Option<super::Checklist>,
-}
-
-pub async fn dashboard(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
-    let kbs = queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let recent = sources::queries::recent(&mut tx, 10).await?;
-    let deleted = queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let checklist = super::checklist(&mut tx, &page.auth, &session).await?;
-    tx.commit().await?;
-    let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
-    let deleted = deleted
-        .into_iter()
-        .filter(|k| k.can_manage)
-        .map(|k| {
-            let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
-            let when = purge.map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default();
-            (k, when)
-        })
-        .collect();
-    render(DashboardPage { ctx: page.ctx, kbs, recent, deleted, checklist: checklist.filter(|c| !c.done()) })
-}
-
-#[derive(Deserialize)]
-pub struct StartSearch {
-    #[serde(default)]
-    q: String,
-}
-
-/// `GET /start/search?q=`: the dashboard's search box and the checklist's last step; marks
-/// the step done for this session and goes on to `/search`.
-pub async fn start_search(
-    session: Session,
-    _page: Page,
-    axum::extract::Query(p): axum::extract::Query<StartSearch>,
-) -> AppResult<Redirect> {
-    session.insert(super::SEARCHED_KEY, true).await.map_err(crate::auth::session_err)?;
-    let q = p.q.trim();
-    Ok(Redirect::to(&if q.is_empty() { "/search".to_string() } else { format!("/search?q={}", crate::web::urlencode(q)) }))
-}
-
-/// `POST /start/hide`: hide the getting-started checklist (for this session).
-pub async fn hide_checklist(session: Session, _page: Page) -> AppResult<Redirect> {
-    session.insert(super::CHECKLIST_HIDDEN_KEY, true).await.map_err(crate::auth::session_err)?;
-    Ok(Redirect::to("/"))
-}
-
-#[derive(Template)]
-#[template(path = "kbs/show.html")]
-struct KbPage {
-    ctx: PageCtx,
-    kb: Kb,
-    sources: Vec<Source>,
-    /// Removed sources (restorable) with their purge time.
-    removed: Vec<(Source, String)>,
-    /// Evidence blocks per source (what removing it takes out of search).
-    block_counts: std::collections::HashMap<Uuid, i64>,
-    grants: Vec<Grant>,
-    kb_members: Vec<queries::KbMember>,
-    team: Vec<Member>,
-    upload_max_mb: u64,
-    upload_max_bytes: u64,
-    /// The upload input's `accept`: the kinds the server takes.
-    accept: String,
-    grace_days: String,
-    delete_message: String,
-    stuck_after: std::time::Duration,
-    /// The assistant panel.
-    ai: crate::web::ai_panel::AiPanel,
-}
-
-pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
-    let kb = super::visible(&mut tx, &page.auth, id).await?;
-    let sources = sources::queries::list(&mut tx, id).await?;
-    let removed = sources::queries::removed(&mut tx, id).await?;
-    let block_counts = sources::queries::block_counts(&mut tx, id).await?;
-    let kb_blocks = block_counts.values().sum();
-    let grants = grants::queries::active_for_user(&mut tx, page.auth.user_id)
-        .await?
-        .into_iter()
-        .filter(|g| g.permission == Permission::ReadIndex.as_str())
-        .collect();
-    let kb_members = queries::members(&mut tx, id).await?;
-    let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };
-    tx.commit().await?;
-    let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
-    let grace_days = super::grace_days(&page.ctx, state.config.delete_grace);
-    let impact =
-        super::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
-    let delete_message = super::delete_message(&page.ctx, &kb.name, &impact);
-    let removed = removed
-        .into_iter()
-        .map(|r| {
-            let when = sources::purge_after(&state.config, &r).map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string());
-            (r, when.unwrap_or_default())
-        })
-        .collect();
-    let ai = crate::web::ai_panel::AiPanel::for_kb(page.ctx.lang, id);
-    render(KbPage {
-        ctx: page.ctx,
-        kb,
-        sources,
-        removed,
-        block_counts,
-        grants,
-        kb_members,
-        team,
-        upload_max_mb,
-        upload_max_bytes: state.config.upload_max_bytes,
-        accept: sources::ACCEPTED_EXTENSIONS.iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","),
-        grace_days,
-        delete_message,
-        stuck_after: sources::events::stuck_after(&state.config),
-        ai,
-    })
-}
 
 #[derive(Deserialize)]
 pub struct KbForm {

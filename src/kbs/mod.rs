@@ -12,7 +12,7 @@ use crate::{
 };
 pub use queries::Kb;
 
-/// KBs and KB members (API and forms), the dashboard and the KB page.
+/// KBs and KB members (API and forms); the dashboard and the KB page are `sources::pages`.
 pub fn api_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, put};
     use handlers as k;
@@ -30,14 +30,10 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, post};
     use handlers as k;
     axum::Router::new()
-        .route("/", get(k::dashboard))
         .route("/kbs", post(k::create_form))
-        .route("/kbs/{id}", get(k::kb_page))
         .route("/kbs/{id}/edit", post(k::update_form))
         .route("/kbs/{id}/delete", get(k::delete_confirm).post(k::delete_form))
         .route("/kbs/{id}/restore", post(k::restore_form))
-        .route("/start/search", get(k::start_search))
-        .route("/start/hide", post(k::hide_checklist))
         .route("/kbs/{id}/members", post(k::member_form))
         .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
 }
@@ -68,53 +64,6 @@ pub fn delete_message(ctx: &crate::web::PageCtx, name: &str, i: &DeleteImpact) -
         .replace("{sources}", &ctx.count(i.sources, "source"))
         .replace("{blocks}", &ctx.count(i.blocks, "passage"))
         .replace("{days}", &grace_days(ctx, std::time::Duration::from_secs(i.grace_secs)))
-}
-
-/// Session keys of the getting-started checklist.
-pub const SEARCHED_KEY: &str = "checklist_searched";
-pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
-
-/// The dashboard's getting-started checklist: grant a folder → create a KB → add
-/// documents → search.
-#[derive(Clone, Debug)]
-pub struct Checklist {
-    pub grant: bool,
-    pub kb: bool,
-    pub documents: bool,
-    pub searched: bool,
-    /// Only admins grant folders; members are told to ask one.
-    pub admin: bool,
-    /// Where "add documents" leads: the first KB the user manages.
-    pub first_kb: Option<Uuid>,
-}
-
-impl Checklist {
-    pub fn done(&self) -> bool {
-        self.grant && self.kb && self.documents && self.searched
-    }
-}
-
-/// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(
-    conn: &mut crate::db::TenantTx,
-    auth: &Auth,
-    session: &tower_sessions::Session,
-) -> AppResult<Option<Checklist>> {
-    let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
-    if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
-        return Ok(None);
-    }
-    let grant = !crate::grants::queries::active_for_user(conn, auth.user_id).await?.is_empty();
-    let kbs = queries::list(conn, auth.user_id, auth.role.is_admin()).await?;
-    let documents = crate::sources::queries::any_indexed(conn).await?;
-    Ok(Some(Checklist {
-        grant,
-        kb: !kbs.is_empty(),
-        documents,
-        searched: flag(SEARCHED_KEY).await?.unwrap_or(false),
-        admin: auth.role.is_admin(),
-        first_kb: kbs.iter().find(|k| k.can_manage).map(|k| k.id),
-    }))
 }
 
 pub fn validate_visibility(v: &str) -> AppResult<&str> {

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-use crate::sources::queries::include_deleted;
+use crate::db::include_deleted;
 
 #[derive(Clone, Debug, Serialize, sqlx::FromRow)]
 #[serde(rename_all = "camelCase")]

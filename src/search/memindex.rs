@@ -194,7 +194,7 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
     // Every block, removed sources' too: removing or restoring a source leaves the KB's
     // statistics (so the mirror's version) as they are, and a mirror built while a source was
     // removed must still hold its blocks once it is restored. Hydration re-checks visibility.
-    crate::sources::queries::include_deleted(&mut tx, true).await?;
+    crate::db::include_deleted(&mut tx, true).await?;
     let before = current_version(&mut tx, version).await?;
     let Some(v) = before else { return Ok(None) };
     let avgdl = avgdl(&v);

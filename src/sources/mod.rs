@@ -5,6 +5,7 @@
 pub mod blobs;
 pub mod events;
 pub mod handlers;
+pub mod pages;
 pub mod purge;
 pub mod queries;
 
@@ -53,6 +54,10 @@ pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state:
     use axum::routing::{get, post};
     use handlers as s;
     axum::Router::new()
+        .route("/", get(pages::dashboard))
+        .route("/kbs/{id}", get(pages::kb_page))
+        .route("/start/search", get(pages::start_search))
+        .route("/start/hide", post(pages::hide_checklist))
         .route("/kbs/{id}/events", get(events::kb_events))
         .route("/kbs/{id}/sources", post(s::register_form))
         .route("/kbs/{id}/uploads", post(s::upload_form).layer(upload_limit(config)))

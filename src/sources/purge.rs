@@ -8,7 +8,7 @@ use std::time::Duration;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::queries::include_deleted;
+use crate::db::include_deleted;
 use crate::db::{Scope, TenantTx};
 
 /// What one pass purged.

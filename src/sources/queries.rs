@@ -5,7 +5,7 @@ use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::db::TenantTx;
+use crate::db::{TenantTx, include_deleted};
 
 use crate::evidence::SourceKind;
 
@@ -102,13 +102,6 @@ impl Source {
 const COLS: &str = "id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, status,
     error_code, error_message, provider, indexed_hash, pages, created_at, updated_at,
     progress_phase, progress_done, progress_total, progress_started_at, progress_attempt, deleted_at";
-
-/// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources
-/// (policies `kb_not_deleted`, `source_not_deleted`).
-pub async fn include_deleted(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
-    sqlx::query("select set_config('app.deleted', $1, true)").bind(if on { "include" } else { "" }).execute(conn).await?;
-    Ok(())
-}
 
 /// What registration knows about a file.
 #[derive(Clone, Debug)]

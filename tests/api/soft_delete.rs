@@ -42,7 +42,7 @@ async fn team_with(tweak: impl FnOnce(&mut mnote::config::Config)) -> Team {
 /// A count over every row of the tenant, deleted ones included (background work's view).
 async fn count_all(app: &TestApp, tenant: uuid::Uuid, sql: &'static str) -> i64 {
     let mut tx = mnote::db::TenantTx::begin(&app.pool, tenant, mnote::db::Scope::System).await.unwrap();
-    mnote::sources::queries::include_deleted(&mut tx, true).await.unwrap();
+    mnote::db::include_deleted(&mut tx, true).await.unwrap();
     let n = sqlx::query_scalar(sql).fetch_one(&mut *tx).await.unwrap();
     tx.commit().await.unwrap();
     n

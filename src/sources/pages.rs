@@ -1,0 +1,197 @@
+//! The pages that show a KB's sources: the dashboard (recent sources, the getting-started
+//! checklist, restorable KBs) and the KB page (its sources, uploads, members, grants).
+
+use askama::Template;
+use axum::{
+    extract::{Path, State},
+    response::{Redirect, Response},
+};
+use serde::Deserialize;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::{Source, queries};
+use crate::{
+    auth::{
+        Auth,
+        directory::{self as tq, Member},
+    },
+    error::AppResult,
+    grants::{self, Grant, Permission},
+    kbs::{self, Kb},
+    state::AppState,
+    web::{Page, PageCtx, render},
+};
+
+/// Session keys of the getting-started checklist.
+pub const SEARCHED_KEY: &str = "checklist_searched";
+pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
+
+/// The dashboard's getting-started checklist: grant a folder → create a KB → add
+/// documents → search.
+#[derive(Clone, Debug)]
+pub struct Checklist {
+    pub grant: bool,
+    pub kb: bool,
+    pub documents: bool,
+    pub searched: bool,
+    /// Only admins grant folders; members are told to ask one.
+    pub admin: bool,
+    /// Where "add documents" leads: the first KB the user manages.
+    pub first_kb: Option<Uuid>,
+}
+
+impl Checklist {
+    pub fn done(&self) -> bool {
+        self.grant && self.kb && self.documents && self.searched
+    }
+}
+
+/// The checklist as it stands for this user, or `None` when they hid it.
+pub async fn checklist(
+    conn: &mut crate::db::TenantTx,
+    auth: &Auth,
+    session: &tower_sessions::Session,
+) -> AppResult<Option<Checklist>> {
+    let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
+    if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
+        return Ok(None);
+    }
+    let grant = !crate::grants::queries::active_for_user(conn, auth.user_id).await?.is_empty();
+    let visible = kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?;
+    let documents = queries::any_indexed(conn).await?;
+    Ok(Some(Checklist {
+        grant,
+        kb: !visible.is_empty(),
+        documents,
+        searched: flag(SEARCHED_KEY).await?.unwrap_or(false),
+        admin: auth.role.is_admin(),
+        first_kb: visible.iter().find(|k| k.can_manage).map(|k| k.id),
+    }))
+}
+
+#[derive(Template)]
+#[template(path = "kbs/dashboard.html")]
+struct DashboardPage {
+    ctx: PageCtx,
+    kbs: Vec<Kb>,
+    recent: Vec<(Source, String)>,
+    /// Deleted KBs the user may restore, with their purge time.
+    deleted: Vec<(Kb, String)>,
+    checklist: Option<Checklist>,
+}
+
+pub async fn dashboard(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let visible = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    let recent = queries::recent(&mut tx, 10).await?;
+    let deleted = kbs::queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    let checklist = checklist(&mut tx, &page.auth, &session).await?;
+    tx.commit().await?;
+    let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
+    let deleted = deleted
+        .into_iter()
+        .filter(|k| k.can_manage)
+        .map(|k| {
+            let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
+            let when = purge.map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default();
+            (k, when)
+        })
+        .collect();
+    render(DashboardPage { ctx: page.ctx, kbs: visible, recent, deleted, checklist: checklist.filter(|c| !c.done()) })
+}
+
+#[derive(Deserialize)]
+pub struct StartSearch {
+    #[serde(default)]
+    q: String,
+}
+
+/// `GET /start/search?q=`: the dashboard's search box and the checklist's last step; marks
+/// the step done for this session and goes on to `/search`.
+pub async fn start_search(
+    session: Session,
+    _page: Page,
+    axum::extract::Query(p): axum::extract::Query<StartSearch>,
+) -> AppResult<Redirect> {
+    session.insert(SEARCHED_KEY, true).await.map_err(crate::auth::session_err)?;
+    let q = p.q.trim();
+    Ok(Redirect::to(&if q.is_empty() { "/search".to_string() } else { format!("/search?q={}", crate::web::urlencode(q)) }))
+}
+
+/// `POST /start/hide`: hide the getting-started checklist (for this session).
+pub async fn hide_checklist(session: Session, _page: Page) -> AppResult<Redirect> {
+    session.insert(CHECKLIST_HIDDEN_KEY, true).await.map_err(crate::auth::session_err)?;
+    Ok(Redirect::to("/"))
+}
+
+#[derive(Template)]
+#[template(path = "kbs/show.html")]
+struct KbPage {
+    ctx: PageCtx,
+    kb: Kb,
+    sources: Vec<Source>,
+    /// Removed sources (restorable) with their purge time.
+    removed: Vec<(Source, String)>,
+    /// Evidence blocks per source (what removing it takes out of search).
+    block_counts: std::collections::HashMap<Uuid, i64>,
+    grants: Vec<Grant>,
+    kb_members: Vec<kbs::queries::KbMember>,
+    team: Vec<Member>,
+    upload_max_mb: u64,
+    upload_max_bytes: u64,
+    /// The upload input's `accept`: the kinds the server takes.
+    accept: String,
+    grace_days: String,
+    delete_message: String,
+    stuck_after: std::time::Duration,
+    /// The assistant panel.
+    ai: crate::web::ai_panel::AiPanel,
+}
+
+pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let mut tx = page.auth.tx(&state).await?;
+    let kb = kbs::visible(&mut tx, &page.auth, id).await?;
+    let sources = queries::list(&mut tx, id).await?;
+    let removed = queries::removed(&mut tx, id).await?;
+    let block_counts = queries::block_counts(&mut tx, id).await?;
+    let kb_blocks = block_counts.values().sum();
+    let grants = grants::queries::active_for_user(&mut tx, page.auth.user_id)
+        .await?
+        .into_iter()
+        .filter(|g| g.permission == Permission::ReadIndex.as_str())
+        .collect();
+    let kb_members = kbs::queries::members(&mut tx, id).await?;
+    let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };
+    tx.commit().await?;
+    let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
+    let grace_days = kbs::grace_days(&page.ctx, state.config.delete_grace);
+    let impact =
+        kbs::DeleteImpact { sources: kb.source_count, blocks: kb_blocks, grace_secs: state.config.delete_grace.as_secs() };
+    let delete_message = kbs::delete_message(&page.ctx, &kb.name, &impact);
+    let removed = removed
+        .into_iter()
+        .map(|r| {
+            let when = super::purge_after(&state.config, &r).map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string());
+            (r, when.unwrap_or_default())
+        })
+        .collect();
+    let ai = crate::web::ai_panel::AiPanel::for_kb(page.ctx.lang, id);
+    render(KbPage {
+        ctx: page.ctx,
+        kb,
+        sources,
+        removed,
+        block_counts,
+        grants,
+        kb_members,
+        team,
+        upload_max_mb,
+        upload_max_bytes: state.config.upload_max_bytes,
+        accept: super::ACCEPTED_EXTENSIONS.iter().map(|e| format!(".{e}")).collect::<Vec<_>>().join(","),
+        grace_days,
+        delete_message,
+        stuck_after: super::events::stuck_after(&state.config),
+        ai,
+    })
+}
