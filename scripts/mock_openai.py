@@ -17,6 +17,8 @@ Neither can run on these machines, so tests, `./dev lightrag start --mock` and
 A model whose name starts with `scripted` gets the scripted agent instead (the agent runtime
 tests): streamed tool calls and cited answers, with directives in the last user message:
   [[slow]]       answer deltas every 150 ms, at least 40 of them
+  [[trickle]]    answer deltas every 150 ms for about two minutes (until the client goes away):
+                 a run that is surely still answering when a test acts on it, however loaded
   [[hang]]       a few deltas, then the connection stays open and silent
   [[error]]      a few deltas, then `data: {"error": ...}` and the connection closes without [DONE]
   [[fabricate]]  the answer cites a random evidence id and a real one beside an unrelated sentence
@@ -130,7 +132,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history)\]\]")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -288,9 +290,13 @@ def serve_scripted(handler, body):
                         return None
                     time.sleep(0.1)
                 return None
+            if "trickle" in flags:
+                pieces = pieces_of(payload, 800)
             for p in pieces:
+                if "trickle" in flags and client_gone(handler.connection):
+                    return None
                 send(chunk({"content": p}))
-                time.sleep(0.15 if slow else 0.025)
+                time.sleep(0.15 if slow or "trickle" in flags else 0.025)
             send(chunk(finish="stop"))
         if (body.get("stream_options") or {}).get("include_usage"):
             send({"id": cid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [],

@@ -247,7 +247,7 @@ async fn a_follow_up_sends_the_earlier_turns_to_the_model_and_a_live_conversatio
     assert_eq!(chat("other", "[[history]] Hello?").await, "I received no earlier turns.");
 
     // A conversation with an answer still running is not deleted (cancel it first).
-    let slow = start(&c.client, &c.kb, "llm", "chat_only", "[[slow]] Tell me everything.").await;
+    let slow = start(&c.client, &c.kb, "llm", "chat_only", "[[trickle]] Tell me everything.").await;
     let (st, e) = c.client.delete_json("/api/page-ai/conversations/llm").await;
     assert_eq!((st, e["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("conflict")), "{e}");
     let (st, _) = c.client.post_json(&format!("/api/page-ai/runs/{slow}/cancel"), json!({})).await;
