@@ -47,6 +47,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(runs::api_router())
         .merge(agents::api::api_router())
         .merge(ops::api_router())
+        .merge(viewer::api_router())
         .route("/api/{*rest}", any(not_found))
         .layer(from_fn(crate::error::json_rejections))
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{jobs, pipeline};
+use super::pipeline;
 use crate::{
     auth::Auth,
     config::Config,
@@ -77,7 +77,7 @@ pub async fn load(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[(
                     },
                 )
                 .await?;
-                jobs::enqueue(&mut tx, actor.tenant_id, s.id).await?;
+                crate::sources::queue::enqueue(&mut tx, actor.tenant_id, s.id).await?;
                 b.inc(1);
             }
             tx.commit().await?;

@@ -16,7 +16,7 @@ use crate::{
     config::Config,
     db::{Scope, TenantTx},
     grants::paths,
-    sources::{self, Source, queries as sq},
+    sources::{self, Source, queries as sq, queue},
 };
 
 /// How a job ended, for logs and the CLI.
@@ -114,7 +114,7 @@ fn facts_of(file: &std::fs::File) -> std::io::Result<sources::FileFacts> {
 
 /// Run one claimed job. An unexpected error (the database refusing a write, a lost
 /// connection) is recorded like a transient parse error: retried with backoff, and after
-/// [`jobs::MAX_ATTEMPTS`] the job fails with `index_failed` (the previous version, if any, is
+/// [`queue::MAX_ATTEMPTS`] the job fails with `index_failed` (the previous version, if any, is
 /// kept). Only when even that cannot be written does the error come back, and the job is
 /// claimed again when its lease ends.
 pub async fn process(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::Job) -> anyhow::Result<Outcome> {
@@ -143,7 +143,7 @@ async fn record_internal_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, e
         return Ok(Outcome::Gone);
     };
     let back = if source.indexed_hash.is_some() { "indexed" } else { "pending" };
-    let outcome = if job.attempts < jobs::MAX_ATTEMPTS {
+    let outcome = if job.attempts < queue::MAX_ATTEMPTS {
         jobs::retry_later(&mut tx, job.id, job.attempts, CODE, &message).await?;
         set_status(&mut tx, source.id, back, Some((CODE, &message))).await?;
         Outcome::Retrying { code: CODE.into() }
@@ -168,8 +168,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         tx.commit().await?;
         return Ok(Outcome::Gone);
     };
-    let progress = |phase| jobs::Progress { attempt: Some(job.attempts), ..jobs::Progress::phase(phase) };
-    jobs::set_progress(&mut tx, source.id, Some(progress(jobs::Phase::Reading))).await?;
+    let progress = |phase| queue::Progress { attempt: Some(job.attempts), ..queue::Progress::phase(phase) };
+    queue::set_progress(&mut tx, source.id, Some(progress(queue::Phase::Reading))).await?;
     let file = match open_source(&mut tx, cfg, &source).await? {
         Ok(f) => Arc::new(f),
         Err((code, msg)) => {
@@ -200,7 +200,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
     {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         set_status(&mut tx, source.id, "parsing", source.error_code.as_deref().zip(source.error_message.as_deref())).await?;
-        jobs::set_progress(&mut tx, source.id, Some(progress(jobs::Phase::Parsing))).await?;
+        queue::set_progress(&mut tx, source.id, Some(progress(queue::Phase::Parsing))).await?;
         tx.commit().await?;
     }
     let limits =
@@ -223,8 +223,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
                 // What the parse found, while the evidence rows are written.
                 let pages = art.source_map.page_count.map(|p| p as i32);
                 let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-                let p = jobs::Progress { done: pages, total: pages, ..progress(jobs::Phase::Indexing) };
-                jobs::set_progress(&mut tx, source.id, Some(p)).await?;
+                let p = queue::Progress { done: pages, total: pages, ..progress(queue::Phase::Indexing) };
+                queue::set_progress(&mut tx, source.id, Some(p)).await?;
                 tx.commit().await?;
             }
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
@@ -317,15 +317,15 @@ async fn record_pages(
         }
         let due = last.is_none_or(|t| t.elapsed() >= PAGES_EVERY);
         if let (Some((done, total)), true) = (pending, due) {
-            let p = jobs::Progress {
+            let p = queue::Progress {
                 done: Some(i32::try_from(done).unwrap_or(i32::MAX)),
                 total: Some(i32::try_from(total).unwrap_or(i32::MAX)),
                 attempt: Some(attempt),
-                ..jobs::Progress::phase(jobs::Phase::Parsing)
+                ..queue::Progress::phase(queue::Phase::Parsing)
             };
             let write = async {
                 let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await?;
-                jobs::set_progress(&mut tx, source, Some(p)).await?;
+                queue::set_progress(&mut tx, source, Some(p)).await?;
                 tx.commit().await?;
                 Ok::<_, anyhow::Error>(())
             };
@@ -340,7 +340,7 @@ async fn record_pages(
 
 async fn record_failure(pool: &PgPool, tenant: Uuid, job: &jobs::Job, source: &Source, e: ParseError) -> anyhow::Result<Outcome> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let outcome = if worker::is_transient(e.code) && job.attempts < jobs::MAX_ATTEMPTS {
+    let outcome = if worker::is_transient(e.code) && job.attempts < queue::MAX_ATTEMPTS {
         jobs::retry_later(&mut tx, job.id, job.attempts, e.code, &e.message).await?;
         let back = if source.indexed_hash.is_some() { "indexed" } else { "pending" };
         set_status(&mut tx, source.id, back, Some((e.code, &e.message))).await?;

@@ -15,7 +15,6 @@ use sqlx::{PgConnection, PgPool};
 use tokio::sync::{mpsc, watch};
 use uuid::Uuid;
 
-use super::jobs;
 use crate::{
     config::Config,
     db::{Scope, TenantTx},
@@ -88,7 +87,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
                 let micros = |t: Option<chrono::DateTime<chrono::Utc>>| t.map(|t| t.timestamp_micros());
                 let changed = meta.len() as i64 != r.size_bytes || micros(mtime) != micros(r.mtime);
                 if restored || changed {
-                    jobs::enqueue(conn, tenant, r.id).await?;
+                    crate::sources::queue::enqueue(conn, tenant, r.id).await?;
                     report.queued += 1;
                 }
             }
@@ -133,7 +132,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             };
             let (s, created) = sq::upsert(conn, tenant, f.created_by, &n).await?;
             if created {
-                jobs::enqueue(conn, tenant, s.id).await?;
+                crate::sources::queue::enqueue(conn, tenant, s.id).await?;
                 report.registered += 1;
             }
         }

@@ -147,7 +147,7 @@ async fn retry(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Source> {
     let mut tx = auth.tx(state).await?;
     let s = queries::get(&mut tx, id).await?.ok_or(AppError::NotFound)?;
     kbs::managed(&mut tx, auth, s.kb_id).await?;
-    if !crate::ingest::jobs::retry_now(&mut tx, auth.tenant_id, id).await? {
+    if !super::queue::retry_now(&mut tx, auth.tenant_id, id).await? {
         return Err(AppError::Conflict("this source is being parsed right now".into()));
     }
     let s = queries::reset_for_retry(&mut tx, id).await?.ok_or(AppError::NotFound)?;
@@ -255,7 +255,7 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
             UploadOutcome::Duplicate
         };
         if created || s.indexed_hash.as_deref() != Some(sha.as_str()) {
-            crate::ingest::jobs::enqueue(&mut tx, auth.tenant_id, s.id).await?;
+            super::queue::enqueue(&mut tx, auth.tenant_id, s.id).await?;
         }
         tx.commit().await?;
         out.push((s, outcome));
@@ -405,13 +405,4 @@ pub async fn retry_form(
     let s = retry(&state, &page.auth, id).await?;
     flash(&session, page.ctx.t("kbpage.retry_queued").replace("{name}", s.file_name())).await?;
     Ok(Redirect::to(&format!("/kbs/{}#sources", s.kb_id)))
-}
-
-/// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).
-pub async fn source_map(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Response> {
-    let mut tx = auth.tx(&state).await?;
-    queries::readable(&mut tx, id).await?.ok_or(AppError::NotFound)?;
-    let art = crate::ingest::index::load_artifact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
-    tx.commit().await?;
-    Ok(Json(art.source_map).into_response())
 }

@@ -8,6 +8,7 @@ pub mod handlers;
 pub mod pages;
 pub mod purge;
 pub mod queries;
+pub mod queue;
 
 use std::{
     io::Read,
@@ -46,7 +47,6 @@ pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::
         .route("/api/sources/{id}/delete-preview", get(s::delete_preview))
         .route("/api/sources/{id}/restore", post(s::restore_source))
         .route("/api/sources/{id}/retry", post(s::retry_source))
-        .route("/api/sources/{id}/source-map.json", get(s::source_map))
 }
 
 /// The browser routes (the KB page's live status stream included: its errors are pages too).
@@ -319,7 +319,7 @@ pub async fn register(
         created_count += created as usize;
         // New files, and registered files whose content changed since they were indexed.
         if created || s.indexed_hash.as_deref() != Some(facts.sha256.as_str()) {
-            crate::ingest::jobs::enqueue(conn, auth.tenant_id, s.id).await?;
+            queue::enqueue(conn, auth.tenant_id, s.id).await?;
         }
         items.push(s);
     }

@@ -81,7 +81,7 @@ impl Source {
             done: self.progress_done,
             total: self.progress_total,
             attempt: self.progress_attempt,
-            max_attempts: crate::ingest::jobs::MAX_ATTEMPTS,
+            max_attempts: super::queue::MAX_ATTEMPTS,
             started_at: self.progress_started_at,
             elapsed_secs: self.progress_started_at.map(|t| (chrono::Utc::now() - t).num_seconds().max(0)),
         })

@@ -633,3 +633,12 @@ pub async fn page_png(
     let bytes = tokio::fs::read(&path).await.map_err(|e| AppError::Internal(e.into()))?;
     Ok(cache_headers(([(header::CONTENT_TYPE, "image/png")], bytes).into_response(), hit))
 }
+
+/// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).
+pub async fn source_map(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Response> {
+    let mut tx = auth.tx(&state).await?;
+    super::visible_source(&mut tx, id).await?;
+    let art = crate::ingest::index::load_artifact(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    tx.commit().await?;
+    Ok(axum::Json(art.source_map).into_response())
+}

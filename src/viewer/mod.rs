@@ -26,6 +26,11 @@ use crate::{
 
 /// The viewer page, the original bytes and page images.
 /// Browser routes, also followed by API clients from citations (those keep JSON errors).
+/// The source map of a source's indexed version (what the viewer locates citations with).
+pub fn api_router() -> axum::Router<crate::state::AppState> {
+    axum::Router::new().route("/api/sources/{id}/source-map.json", axum::routing::get(handlers::source_map))
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::get;
     axum::Router::new()

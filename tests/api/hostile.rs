@@ -622,7 +622,7 @@ async fn odd_file_names_are_registered_and_parsed() {
 
 #[tokio::test]
 async fn a_database_refusing_the_evidence_write_fails_the_source_after_bounded_retries() {
-    use mnote::ingest::{jobs::MAX_ATTEMPTS, pipeline::Outcome};
+    use mnote::{ingest::pipeline::Outcome, sources::queue::MAX_ATTEMPTS};
     let app = spawn_app().await;
     // The owner adds a trigger that refuses any block holding a marker word: the parse
     // succeeds, the evidence write does not (as a constraint or a full disk would).

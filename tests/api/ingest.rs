@@ -198,7 +198,7 @@ async fn a_changed_file_is_reparsed_and_a_failed_reparse_keeps_the_old_evidence(
     // A deleted file goes stale.
     std::fs::remove_file(app.docs.join("team/doc.md")).unwrap();
     let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
-    jobs::enqueue(&mut tx, k.tenant, id.parse().unwrap()).await.unwrap();
+    mnote::sources::queue::enqueue(&mut tx, k.tenant, id.parse().unwrap()).await.unwrap();
     tx.commit().await.unwrap();
     assert_eq!(app.run_jobs().await, vec![Outcome::Stale { code: "file_missing" }]);
 }

@@ -162,7 +162,7 @@ async fn a_restarted_server_takes_back_the_jobs_of_its_dead_worker_at_once_not_a
 async fn a_job_whose_worker_died_on_every_attempt_fails_with_worker_lost() {
     let k = kb().await;
     let id = register(&k, "killer.md", "# Killer\n").await;
-    claimed_by(&k, &id, &dead_worker().name(1), mnote::ingest::jobs::MAX_ATTEMPTS).await;
+    claimed_by(&k, &id, &dead_worker().name(1), mnote::sources::queue::MAX_ATTEMPTS).await;
     assert_eq!(mnote::ingest::jobs::reclaim_dead(&k.app.pool, &WorkerIdentity::current()).await.unwrap(), 1);
     let s = source(&k, &id).await;
     assert_eq!((s["status"].as_str(), s["error"]["code"].as_str()), (Some("failed"), Some("worker_lost")), "{s}");

@@ -128,7 +128,7 @@ async fn a_directory_swapped_for_a_symlink_out_of_the_grant_never_serves_renders
     for _ in 0..6 {
         let mut tx = TenantTx::begin(&app.pool, k.tenant, Scope::System).await.unwrap();
         for id in [&md, &pdf] {
-            mnote::ingest::jobs::enqueue(&mut tx, k.tenant, id.parse().unwrap()).await.unwrap();
+            mnote::sources::queue::enqueue(&mut tx, k.tenant, id.parse().unwrap()).await.unwrap();
         }
         tx.commit().await.unwrap();
         app.run_jobs().await;

@@ -75,7 +75,7 @@ async fn a_tenant_cannot_grant_or_read_another_tenants_root() {
     // ... and ingest marks the source stale instead of reading the file again.
     std::fs::write(app.docs.join("beta/secret.md"), "# Beta secret v2\n\nchanged\n").unwrap();
     let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::System).await.unwrap();
-    mnote::ingest::jobs::enqueue(&mut tx, a.tenant_id, sid.parse().unwrap()).await.unwrap();
+    mnote::sources::queue::enqueue(&mut tx, a.tenant_id, sid.parse().unwrap()).await.unwrap();
     tx.commit().await.unwrap();
     app.run_jobs().await;
     let (_, s) = ca.get_json(&format!("/api/sources/{sid}")).await;
