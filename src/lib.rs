@@ -21,6 +21,7 @@ pub mod platform; // child-process supervisor, outbound HTTP client, SecretStrin
 pub mod rag; // knowledge RAG: LightRAG client, bindings, sync, reference → evidence mapping
 pub mod runs; // a run's home: runs::start, POST /api/page-ai/runs, the assistant pages (/ai), conversations
 pub mod search; // evidence search (lexical, vector, hybrid, graph), embedders, the evidence tools
+pub mod signin; // the sign-in, team chooser, language, API tokens and password pages (above `web`)
 pub mod sources; // registered files and uploads
 pub mod startup; // merges the features' routers, middleware order, serve
 pub mod state; // AppState (+ load_embedder): what every handler gets

@@ -17,7 +17,7 @@ use crate::{
     config::Config,
     db,
     error::AppError,
-    grants, journal, kbs, mcp, ops, rag, runs, search, sources,
+    grants, journal, kbs, mcp, ops, rag, runs, search, signin, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -53,7 +53,7 @@ pub fn build_router(state: AppState) -> Router {
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));
     // Browser routes (and the fallback): errors become pages, CSRF failures included.
     let pages = Router::new()
-        .merge(auth::page_router())
+        .merge(signin::page_router())
         .merge(tenants::page_router())
         .merge(grants::page_router())
         .merge(kbs::page_router())

@@ -1,16 +1,14 @@
 //! The signed-in person's own account: changing the password (the current one required; the
-//! account's other sessions are signed out), and starting a session after sign-in.
+//! account's other sessions are signed out; its page is `signin::account`), and starting a
+//! session after sign-in.
 //!
 //! Sessions are signed out through the account's `session_epoch`: a session stores the epoch
 //! it signed in with ([`super::EPOCH`]) and [`super::signed_in`] drops it when the account's
 //! epoch moved on. A password change bumps the epoch and re-stamps the session that made it.
 
-use askama::Template;
 use axum::{
-    Form,
     extract::{FromRequestParts, State},
     http::{HeaderMap, StatusCode, request::Parts},
-    response::{IntoResponse, Redirect, Response},
 };
 use serde::Deserialize;
 use sqlx::PgExecutor;
@@ -18,7 +16,7 @@ use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{
-    EPOCH, LOGIN_AT, SignedIn, USER_ID, Via, password,
+    EPOCH, LOGIN_AT, SignedIn, USER_ID, password,
     rate_limit::{self, Peer, client_ip},
     session_err,
 };
@@ -26,7 +24,6 @@ use crate::{
     auth::directory as tq,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
-    web::{Page, PageCtx, flash, form_error, render},
 };
 
 /// The account's current session epoch; `None` when the account is gone.
@@ -121,69 +118,5 @@ impl FromRequestParts<AppState> for BrowserSession {
 impl BrowserSession {
     pub fn token_refused() -> AppError {
         AppError::forbidden("sign in in the browser to change a password; an API token cannot")
-    }
-}
-
-#[derive(Template)]
-#[template(path = "settings/account.html")]
-struct AccountPage {
-    ctx: PageCtx,
-    email: String,
-    error: Option<String>,
-    /// Which field the error is about (`current_password`, `new_password`, `confirm`).
-    error_field: String,
-}
-
-pub async fn account_page(page: Page) -> AppResult<Response> {
-    render(AccountPage { email: page.auth.email.clone(), ctx: page.ctx, error: None, error_field: String::new() })
-}
-
-/// The password form. Missing fields are empty strings, so they get the inline message.
-#[derive(Deserialize)]
-pub struct PasswordForm {
-    #[serde(default)]
-    current_password: String,
-    #[serde(default)]
-    new_password: String,
-    #[serde(default)]
-    confirm_password: String,
-}
-
-pub async fn change_password_form(
-    State(state): State<AppState>,
-    session: Session,
-    headers: HeaderMap,
-    peer: Peer,
-    page: Page,
-    Form(f): Form<PasswordForm>,
-) -> AppResult<Response> {
-    if page.auth.via != Via::Session {
-        return Err(BrowserSession::token_refused());
-    }
-    let result = if f.new_password != f.confirm_password {
-        Err(AppError::invalid("confirm_password", "the two new passwords differ"))
-    } else {
-        let ip = client_ip(state.config.trust_proxy, &headers, peer.0);
-        change_password(&state, page.auth.user_id, &ip, &f.current_password, &f.new_password).await
-    };
-    match result {
-        Ok(epoch) => {
-            session.insert(EPOCH, epoch).await.map_err(session_err)?;
-            flash(&session, page.ctx.t("account.password_changed")).await?;
-            Ok(Redirect::to("/settings/account").into_response())
-        }
-        Err(e) if e.status().is_client_error() => {
-            let field = match &e {
-                AppError::Invalid { fields, .. } => fields.keys().next().cloned().unwrap_or_default(),
-                _ => String::new(),
-            };
-            let message = form_error(page.ctx.lang, &e);
-            let status = e.status();
-            let mut r =
-                render(AccountPage { email: page.auth.email.clone(), ctx: page.ctx, error: Some(message), error_field: field })?;
-            *r.status_mut() = status;
-            Ok(r)
-        }
-        Err(e) => Err(e),
     }
 }

@@ -26,7 +26,7 @@ use crate::{
     state::AppState,
 };
 
-/// Session and token API, sign-in, tenant switch, language and the tokens page.
+/// The session and token API and the password change (the pages are `signin`'s).
 pub fn api_router() -> axum::Router<AppState> {
     use axum::routing::{delete, get};
     use handlers as a;
@@ -35,21 +35,6 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/tokens", get(a::list_tokens).post(a::create_token))
         .route("/api/tokens/{id}", delete(a::revoke_token))
         .route("/api/account/password", axum::routing::post(account::change_password_api))
-}
-
-pub fn page_router() -> axum::Router<AppState> {
-    use axum::routing::{get, post};
-    use handlers as a;
-    axum::Router::new()
-        .route("/login", get(a::login_page).post(a::login))
-        .route("/logout", post(a::logout))
-        .route("/tenants", get(a::tenants_page))
-        .route("/tenants/switch", post(a::switch_tenant))
-        .route("/language", post(a::set_language))
-        .route("/settings/tokens", get(a::tokens_page).post(a::tokens_create_form))
-        .route("/settings/tokens/{id}/revoke", post(a::tokens_revoke_form))
-        .route("/settings/account", get(account::account_page))
-        .route("/settings/account/password", post(account::change_password_form))
 }
 
 /// Session keys.
