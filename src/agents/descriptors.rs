@@ -37,7 +37,7 @@ pub const COMMON_SCOPE: &str = "ai.common";
 pub const JSON_SCHEMA: &str = include_str!("../../docs/schemas/mnote.ai_agent_descriptors.v1.json");
 
 /// The control a field gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldKind {
     Select,
@@ -62,7 +62,7 @@ impl FieldKind {
 }
 
 /// Who may set a field: every member for themselves, or owners/admins for the team.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldAuth {
     User,
@@ -70,7 +70,7 @@ pub enum FieldAuth {
 }
 
 /// Options the server resolves for the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OptionsSource {
     /// The knowledge bases the caller can read.
@@ -125,7 +125,7 @@ impl Label {
 }
 
 /// `min`/`max` (numbers: the value; strings: the length in characters), `pattern` (strings).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Validation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -538,14 +538,14 @@ fn agent_of_key(key: &str) -> Option<AgentId> {
 
 // ---- the merged result ----
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FieldOption {
     pub value: String,
     pub label: String,
 }
 
 /// One field as the caller sees it, with its effective value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Field {
     pub key: String,
@@ -620,7 +620,7 @@ fn fmt_num(n: f64) -> String {
     if n.fract() == 0.0 { format!("{}", n as i64) } else { n.to_string() }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolView {
     pub name: &'static str,
@@ -631,21 +631,21 @@ pub struct ToolView {
     pub input_schema: &'static Value,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedRoot {
     pub path: String,
     pub permission: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextDefaults {
     pub kb_ids: Vec<Uuid>,
 }
 
 /// `mnote.ai_agent_descriptor.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
     pub schema: &'static str,
@@ -692,7 +692,7 @@ impl Descriptor {
 }
 
 /// The `ai.common` settings shared by every agent.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommonSettings {
     pub setting_scopes: Vec<String>,
@@ -700,7 +700,7 @@ pub struct CommonSettings {
 }
 
 /// `mnote.ai_agent_descriptors.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptors {
     pub schema: &'static str,

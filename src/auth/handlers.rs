@@ -226,7 +226,7 @@ impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
 
 /// `GET /api/session`: who is calling, and the CSRF token for cookie-authenticated JSON calls.
 /// `mnote.session.v1`
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     schema: &'static str,
@@ -239,13 +239,13 @@ pub struct SessionInfo {
     csrf_token: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct SessionUser {
     id: Uuid,
     email: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct SessionTenant {
     id: Uuid,
     name: Option<String>,
@@ -272,7 +272,7 @@ pub async fn session_info(State(state): State<AppState>, session: Session, auth:
 
 // ---------------------------------------------------------------- API tokens
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewToken {
     name: String,
@@ -309,7 +309,7 @@ pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b):
 }
 
 /// A new token: its record and, this once, its plaintext (`token`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct NewTokenView {
     #[serde(flatten)]
     token: super::tokens::ApiToken,

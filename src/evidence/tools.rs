@@ -46,7 +46,7 @@ impl Mode {
 }
 
 /// `POST /api/evidence/search` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchRequest {
     pub query: String,
@@ -114,7 +114,7 @@ impl SearchRequest {
 }
 
 /// How a hybrid search fused its two lists.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fusion {
     pub rrf_k: f64,
@@ -126,7 +126,7 @@ pub struct Fusion {
 }
 
 /// Graph mode: the edge a result was reached by.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphStep {
     pub hop: u32,
@@ -135,7 +135,7 @@ pub struct GraphStep {
 }
 
 /// `openAction` of a result: where the viewer shows the evidence highlighted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenAction {
     #[serde(rename = "type")]
@@ -148,7 +148,7 @@ pub struct OpenAction {
 }
 
 /// One search result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
     pub evidence_id: Uuid,
@@ -168,7 +168,7 @@ pub struct SearchHit {
 
 /// `mnote.evidence_search_response.v1`. `H` is the result type: [`SearchHit`] on the wire;
 /// the search core's own hit carries what grouping by document needs as well.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResponse<H = SearchHit> {
     pub ok: bool,
@@ -188,7 +188,7 @@ pub struct SearchResponse<H = SearchHit> {
 }
 
 /// What a paged search adds to its response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Paging {
     /// Matching blocks (after every filter). With `totalIsLowerBound` there are at least this
@@ -213,7 +213,7 @@ pub struct Paging {
 }
 
 /// One document of a grouped page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchGroup {
     pub source_id: Uuid,
@@ -248,7 +248,7 @@ impl<H> SearchResponse<H> {
 }
 
 /// `POST /api/evidence/read` body: an evidence id, or a locator (`sourceId` + `blockId`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadRequest {
     #[serde(default)]
@@ -266,7 +266,7 @@ pub struct ReadRequest {
 pub type OpenRequest = ReadRequest;
 
 /// `mnote.evidence_open_response.v1`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenResponse {
     /// Whether the block the reference names is still indexed (else the URL opens the page or
@@ -275,18 +275,20 @@ pub struct OpenResponse {
     pub citation_markdown: String,
     pub ok: bool,
     #[serde(serialize_with = "sorted")]
+    #[schemars(with = "OpenAction")]
     pub open_action: OpenAction,
     pub schema: &'static str,
     pub stale: bool,
 }
 
 /// A block of a [`ReadResponse`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvidenceBlock {
     pub block_id: String,
     pub evidence_id: Uuid,
     #[serde(serialize_with = "sorted")]
+    #[schemars(with = "OpenAction")]
     pub open_action: OpenAction,
     pub source: Locator,
     pub text: String,
@@ -296,7 +298,7 @@ pub struct EvidenceBlock {
 
 /// `mnote.evidence_read_response.v1`: the anchor, `window` blocks before and after, the other
 /// blocks of its section (bounded), its section path and the source's title and kind.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadResponse {
     pub anchor: Option<EvidenceBlock>,

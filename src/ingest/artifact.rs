@@ -22,7 +22,7 @@ pub struct ParsedArtifact {
     pub source_map: SourceMap,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceMap {
     /// Always [`SOURCE_MAP_SCHEMA`].
@@ -50,7 +50,7 @@ pub struct SourceMap {
     pub references: Vec<Reference>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Page {
     /// 1-based.
@@ -67,7 +67,7 @@ pub struct Page {
     pub blocks: Vec<Block>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BlockType {
     Heading,
@@ -82,7 +82,7 @@ pub enum BlockType {
 
 pub use crate::evidence::Quality;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Block {
     /// Deterministic from position: `b{n}` (flowing kinds) or `p{page}_b{n}` (paged kinds).
@@ -119,7 +119,7 @@ pub struct Block {
     pub confidence: Option<f32>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Section {
     /// `sec_{n}`, deterministic from position.
@@ -140,7 +140,7 @@ pub struct Section {
     pub block_ids: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ReferenceKind {
     /// `[text](target)` to another document or URL.
@@ -153,7 +153,7 @@ pub enum ReferenceKind {
     Mention,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reference {
     pub kind: ReferenceKind,

@@ -31,7 +31,7 @@ pub async fn list_kbs(State(state): State<AppState>, auth: Auth) -> AppResult<Js
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewKb {
     name: String,
@@ -60,7 +60,7 @@ pub async fn get_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uu
     Ok(Json(kb))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct KbPatch {
     name: Option<String>,
     visibility: Option<String>,
@@ -141,7 +141,7 @@ pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Pat
 }
 
 /// A deleted KB and when it will be purged for good.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletedKb {
     kb: Kb,
@@ -176,7 +176,7 @@ pub async fn list_kb_members(
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMemberBody {
     #[serde(default)]
@@ -184,7 +184,7 @@ pub struct KbMemberBody {
 }
 
 /// What `PUT /api/kbs/{id}/members/{user}` set.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMemberSet {
     kb_id: Uuid,

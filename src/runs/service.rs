@@ -27,7 +27,7 @@ use crate::{
 const MAX_PROMPT_CHARS: usize = 20_000;
 
 /// `POST /api/page-ai/runs` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRun {
     pub request_id: String,

@@ -48,6 +48,42 @@ pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::
         .route("/api/sources/{id}/source-map.json", get(s::source_map))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use handlers as s;
+    use crate::error::Items;
+    use serde_json::json;
+    let grant_errors: &[(u16, &[&str])] = &[(403, &["path_outside_grant", "hard_link_refused"]), (410, &["file_missing"])];
+    d.op("get", "/api/kbs/{id}/sources").summary("The knowledge base's sources").ok::<Items<Source>>(200);
+    d.op("post", "/api/kbs/{id}/sources")
+        .summary("Register a granted file (answers the source) or directory (answers what was registered)")
+        .body::<s::RegisterBody>()
+        .ok_either::<Option<Source>, Registered>(201)
+        .ok_either::<Option<Source>, Registered>(200)
+        .errors(grant_errors);
+    d.op("post", "/api/kbs/{id}/uploads")
+        .summary("Upload files (multipart, every field named `file`)")
+        .raw_body(
+            "multipart/form-data",
+            json!({"type": "object", "properties": {"file": {"type": "array", "items": {"type": "string", "contentMediaType": "application/octet-stream"}}}, "required": ["file"]}),
+        )
+        .ok::<s::Uploaded>(201)
+        .ok::<s::Uploaded>(200)
+        .errors(&[(413, &["file_too_large"])]);
+    d.op("get", "/api/kbs/{id}/sources/removed").summary("The knowledge base's removed sources").ok::<Items<s::RemovedSource>>(200);
+    d.op("get", "/api/sources/{id}").summary("One source").ok::<Source>(200);
+    d.op("delete", "/api/sources/{id}").summary("Remove a source (restorable during the grace period)").empty(204);
+    d.op("get", "/api/sources/{id}/delete-preview").summary("What removing the source takes away").ok::<kbs::DeleteImpact>(200);
+    d.op("post", "/api/sources/{id}/restore").summary("Restore a removed source").ok::<Source>(200);
+    d.op("post", "/api/sources/{id}/retry")
+        .summary("Parse the source again")
+        .ok::<Source>(202)
+        .errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/sources/{id}/source-map.json")
+        .summary("The indexed version's source map (`mnote.resource_source_map.v1`)")
+        .ok::<crate::ingest::artifact::SourceMap>(200);
+}
+
 /// The browser routes (the KB page's live status stream included: its errors are pages too).
 pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, post};
@@ -238,7 +274,7 @@ pub fn scan_dir(
     Ok((files, skipped))
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Registered {
     pub items: Vec<Source>,
