@@ -202,9 +202,8 @@ impl Op<'_> {
     pub fn content(mut self, status: u16, media: &str, schema: Value, description: &str) -> Self {
         let r = self.responses.entry(status).or_insert_with(|| json!({"description": reason(status), "content": {}}));
         r["content"][media] = json!({"schema": schema});
-        if let Some(d) = r["description"].as_str() {
-            r["description"] = format!("{d}; {description}").into();
-        }
+        let d = r["description"].as_str().unwrap_or_default().to_string();
+        r["description"] = format!("{d}; {description}").into();
         self
     }
 

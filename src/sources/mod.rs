@@ -53,14 +53,13 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
     use handlers as s;
     use crate::error::Items;
     use serde_json::json;
-    let grant_errors: &[(u16, &[&str])] = &[(403, &["path_outside_grant", "hard_link_refused"]), (410, &["file_missing"])];
     d.op("get", "/api/kbs/{id}/sources").summary("The knowledge base's sources").ok::<Items<Source>>(200);
     d.op("post", "/api/kbs/{id}/sources")
         .summary("Register a granted file (answers the source) or directory (answers what was registered)")
         .body::<s::RegisterBody>()
         .ok_either::<Option<Source>, Registered>(201)
         .ok_either::<Option<Source>, Registered>(200)
-        .errors(grant_errors);
+        .errors(&[(403, &["path_outside_grant"])]);
     d.op("post", "/api/kbs/{id}/uploads")
         .summary("Upload files (multipart, every field named `file`)")
         .raw_body(

@@ -116,7 +116,7 @@ impl schemars::JsonSchema for Source {
     }
 
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        SourceView::json_schema(g)
+        <SourceView<'_> as schemars::JsonSchema>::json_schema(g)
     }
 }
 
