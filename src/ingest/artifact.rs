@@ -52,6 +52,7 @@ pub struct SourceMap {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapPage")]
 pub struct Page {
     /// 1-based.
     pub page: u32,
@@ -69,6 +70,7 @@ pub struct Page {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "SourceMapBlockType")]
 pub enum BlockType {
     Heading,
     Paragraph,
@@ -84,6 +86,7 @@ pub use crate::evidence::Quality;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapBlock")]
 pub struct Block {
     /// Deterministic from position: `b{n}` (flowing kinds) or `p{page}_b{n}` (paged kinds).
     pub id: String,
@@ -121,6 +124,7 @@ pub struct Block {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapSection")]
 pub struct Section {
     /// `sec_{n}`, deterministic from position.
     pub id: String,
@@ -142,6 +146,7 @@ pub struct Section {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "SourceMapReferenceKind")]
 pub enum ReferenceKind {
     /// `[text](target)` to another document or URL.
     Link,
@@ -155,6 +160,7 @@ pub enum ReferenceKind {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapReference")]
 pub struct Reference {
     pub kind: ReferenceKind,
     /// The block the reference appears in (every edge must point at a locatable block).
