@@ -9,7 +9,7 @@ or deletes rows of a tenant table without an explicit tenant filter and without 
 says it spans tenants on purpose. An anchor is `tenant_id = $n` (or `= any($n)`, or a `{}`
 placeholder that `Binds::push` fills with `$n`).
 
-Tenant tables: every `create table` in `migrations/` with a `tenant_id` column.
+Tenant tables: every `create table` in `migrations/` with a `tenant_id` column, and every view over one.
 
 SQL strings: every Rust string literal in `src/` (plain, raw, inside `format!`, `const … SQL`,
 `sqlx::query*` calls) that reads like a statement (`select … from`, `update … set`,
@@ -67,6 +67,13 @@ def tenant_tables():
                 tables.add(m.group(1).split(".")[-1])
         for m in re.finditer(r"drop table\s+(?:if exists\s+)?([A-Za-z_][\w.]*)", text, re.I):
             tables.discard(m.group(1).split(".")[-1])
+    # Views over a tenant table (`readable_source`) are read like it: the same explicit filter.
+    for name in sorted(os.listdir(MIGRATIONS)):
+        if name.endswith(".sql"):
+            text = re.sub(r"--[^\n]*", "", open(os.path.join(MIGRATIONS, name), encoding="utf-8").read())
+            for m in re.finditer(r"create (?:or replace )?view\s+([A-Za-z_][\w.]*).*?\bfrom\s+([A-Za-z_][\w.]*)", text, re.S | re.I):
+                if m.group(2).split(".")[-1] in tables:
+                    tables.add(m.group(1).split(".")[-1])
     return tables
 
 

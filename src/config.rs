@@ -584,32 +584,24 @@ pub fn log_format_json() -> bool {
     std::env::var("MNOTE_LOG_FORMAT").is_ok_and(|v| v == "json")
 }
 
-impl crate::search::embed::EmbedConfig {
-    /// The embedder's settings from the environment (`MNOTE_EMBEDDER`, `MNOTE_EMBED_*`; the
-    /// list is at [`from_lookup`](Self::from_lookup)). Read on their own, not into [`Config`]:
-    /// `mnote migrate`, the CLI's search and the benchmarks load the embedder without the
-    /// server's configuration.
-    pub fn from_env() -> anyhow::Result<Self> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-}
+/// Environment variable with the path to `libpdfium.so`.
+pub const PDFIUM_LIB_ENV: &str = "MNOTE_PDFIUM_LIB";
 
-/// The local model's directory whichever embedder is configured (its own tests):
-/// MNOTE_EMBED_MODEL_DIR, else where `./dev provision` puts it.
-pub fn local_model_dir() -> PathBuf {
-    std::env::var_os("MNOTE_EMBED_MODEL_DIR").map(PathBuf::from).unwrap_or_else(crate::search::embed::default_model_dir)
-}
+/// Set by a parent process for its parser children (`ingest::pdf::child_env`): `<identity>
+/// <build name>` of the library, so that a child (one per document) does not read and hash the
+/// 8 MB library again. A child uses it only when the identity is that of the library it loads.
+pub const PDFIUM_BUILD_ENV: &str = "MNOTE_PDFIUM_BUILD";
 
-/// MNOTE_PDFIUM_BUILD: the pdfium build name a parent process hands its parser children
-/// ([`crate::ingest::pdf::child_env`]), so each child need not hash the library again.
+/// MNOTE_PDFIUM_BUILD: the pdfium build name a parent process hands its parser children, so
+/// each child need not hash the library again.
 pub fn pdfium_build_hint() -> Option<String> {
-    std::env::var(crate::ingest::pdf::PDFIUM_BUILD_ENV).ok()
+    std::env::var(PDFIUM_BUILD_ENV).ok()
 }
 
 /// MNOTE_PDFIUM_LIB, when set and non-empty. Read where a PDF is opened: the parser and
 /// page-render children are separate processes that inherit the server's environment.
 pub fn pdfium_lib() -> Option<PathBuf> {
-    std::env::var_os(crate::ingest::pdf::PDFIUM_LIB_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(PDFIUM_LIB_ENV).filter(|v| !v.is_empty()).map(PathBuf::from)
 }
 
 /// Parse and canonicalise the allow-list. Roots that do not exist are skipped with a warning;

@@ -6,10 +6,10 @@ use anyhow::Context as _;
 use sqlx::PgPool;
 
 use crate::{
+    auth::directory::{self as tq, Role},
     auth::{Auth, Via},
     config::Config,
     db::{self, Scope, TenantTx},
-    tenants::queries::{self as tq, Role},
 };
 
 /// The configuration from the environment and a small pool of the app role.

@@ -71,7 +71,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         return Ok(()); // cancelled before it started, or not ours
     }
     let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
-    let member = crate::tenants::queries::member(&mut tx, run.actor_id).await?;
+    let member = crate::auth::directory::member(&mut tx, run.actor_id).await?;
     tx.commit().await?;
     let Some(member) = member else {
         return fail(state, &run, "forbidden", "the user who started this run is no longer a member").await;

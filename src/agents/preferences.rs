@@ -27,10 +27,10 @@ use super::{
 };
 use crate::{
     auth::Auth,
+    auth::directory as tq,
     config::Config,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
-    tenants::queries as tq,
     web::Lang,
 };
 

@@ -19,7 +19,7 @@ use super::{
     citations::{self, Found},
     tools::ToolCallRecord,
 };
-use crate::{auth::Auth, search::analyze, sources::queries::GRANT_ACTIVE, state::AppState};
+use crate::{auth::Auth, search::analyze, state::AppState};
 
 pub const RECEIPT_SCHEMA: &str = "mnote.agent_run_receipt.v1";
 
@@ -194,14 +194,14 @@ async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<Ha
         return Ok(HashMap::new());
     }
     let mut tx = actor.tx(state).await?;
-    let rows = sqlx::query(&format!(
-        "select b.id, b.text, coalesce(sec.path, '{{}}'::text[]) as path
+    let rows = sqlx::query(
+        "select b.id, b.text, coalesce(sec.path, '{}'::text[]) as path
          from evidence_block b
-         join source s on s.tenant_id = b.tenant_id and s.id = b.source_id
+         join readable_source s on s.tenant_id = b.tenant_id and s.id = b.source_id
          left join evidence_section sec
            on sec.tenant_id = b.tenant_id and sec.source_id = b.source_id and sec.section_key = b.section_key
-         where b.tenant_id = $2 and b.id = any($1) and {GRANT_ACTIVE}"
-    ))
+         where b.tenant_id = $2 and b.id = any($1)",
+    )
     .bind(ids)
     .bind(actor.tenant_id)
     .fetch_all(&mut *tx)

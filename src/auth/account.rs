@@ -23,9 +23,9 @@ use super::{
     session_err,
 };
 use crate::{
+    auth::directory as tq,
     error::{ApiJson, AppError, AppResult},
     state::AppState,
-    tenants::queries as tq,
     web::{Page, PageCtx, flash, form_error, render},
 };
 

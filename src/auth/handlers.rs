@@ -11,16 +11,21 @@ use serde::{Deserialize, Serialize};
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::{Auth, LOCALE, SignedIn, TENANT_ID, password, rate_limit, session_err};
+use super::{
+    Auth, LOCALE, SignedIn, TENANT_ID,
+    directory::{self as tq, Role, TenantChoice},
+    password, rate_limit, session_err,
+};
 use crate::{
     db::TenantTx,
     error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
-    tenants::{
-        invitations::{self, MyInvitation},
-        queries::{self as tq, Role, TenantChoice},
+    tenants::invitations::{self, MyInvitation},
+    web::{
+        AnonCtx, Lang, PageCtx,
+        confirm::{ConfirmForm, ConfirmPage},
+        render, safe_next,
     },
-    web::{AnonCtx, Lang, PageCtx, render, safe_next},
 };
 
 pub use super::rate_limit::{Peer, client_ip};
@@ -413,24 +418,6 @@ pub async fn tokens_create_form(
     Ok(Redirect::to("/settings/tokens").into_response())
 }
 
-/// A question before something that cannot be undone (`templates/admin/confirm.html`).
-#[derive(Template)]
-#[template(path = "admin/confirm.html")]
-struct ConfirmPage {
-    ctx: PageCtx,
-    title: String,
-    lines: Vec<String>,
-    action: String,
-    ok_label: String,
-    cancel_url: String,
-}
-
-#[derive(Deserialize)]
-pub struct ConfirmForm {
-    #[serde(default)]
-    confirm: Option<String>,
-}
-
 /// `POST /settings/tokens/{id}/revoke`: with `confirm=yes` (the dialog, or the confirmation
 /// page) it revokes; without (no JavaScript), it shows the confirmation page first.
 pub async fn tokens_revoke_form(
@@ -440,7 +427,7 @@ pub async fn tokens_revoke_form(
     Form(f): Form<ConfirmForm>,
 ) -> AppResult<Response> {
     let mut tx = page.auth.tx(&state).await?;
-    if f.confirm.as_deref() != Some("yes") {
+    if !f.confirmed() {
         let tokens = super::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
         tx.commit().await?;
         let t = tokens.into_iter().find(|t| t.id == id && t.revoked_at.is_none()).ok_or(AppError::NotFound)?;

@@ -6,6 +6,7 @@
 
 pub mod account;
 pub mod csrf;
+pub mod directory;
 pub mod handlers;
 pub mod password;
 pub mod rate_limit;
@@ -19,10 +20,10 @@ use tower_sessions::Session;
 use uuid::Uuid;
 
 use crate::{
+    auth::directory::{self as tq, Role},
     db::{Scope, TenantTx},
     error::AppError,
     state::AppState,
-    tenants::queries::{self as tq, Role},
 };
 
 /// Session and token API, sign-in, tenant switch, language and the tokens page.

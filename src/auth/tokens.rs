@@ -112,7 +112,7 @@ pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::
 
 /// What [`authenticate`] found for a plaintext.
 pub enum Authenticated {
-    Member(crate::tenants::queries::Member),
+    Member(crate::auth::directory::Member),
     /// The token exists and is not revoked, but its expiry has passed.
     Expired,
 }
@@ -203,7 +203,7 @@ pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authe
         user_id: Option<Uuid>,
         email: Option<String>,
         display_name: Option<String>,
-        role: Option<crate::tenants::queries::Role>,
+        role: Option<crate::auth::directory::Role>,
         created_at: Option<chrono::DateTime<chrono::Utc>>,
     }
     let row: Option<Row> = sqlx::query_as(
@@ -230,7 +230,7 @@ pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authe
             role: Some(role),
             created_at: Some(created_at),
             ..
-        }) => Some(Authenticated::Member(crate::tenants::queries::Member { user_id, email, display_name, role, created_at })),
+        }) => Some(Authenticated::Member(crate::auth::directory::Member { user_id, email, display_name, role, created_at })),
         Some(_) => None, // no longer a member of the token's tenant
     })
 }

@@ -6,12 +6,12 @@ use anyhow::{Context, bail};
 
 use super::{TenantActor, TenantRootsCommand, app_err};
 use crate::{
+    auth::directory::{self as tq, Role},
     auth::tokens,
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
     grants::{self, Grantee, Permission},
-    kbs,
-    tenants::{self, queries as tq, queries::Role},
+    kbs, tenants,
 };
 
 fn read_password(stdin: bool) -> anyhow::Result<Option<String>> {

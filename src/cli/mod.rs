@@ -12,7 +12,7 @@ mod serve;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{error::AppError, tenants::queries::Role};
+use crate::{auth::directory::Role, error::AppError};
 
 #[derive(Parser)]
 #[command(name = "mnote", version, about = "MNote Evidence Server")]

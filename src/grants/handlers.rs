@@ -14,10 +14,14 @@ use uuid::Uuid;
 use super::{Grant, Grantee, Permission, queries};
 use crate::{
     auth::Auth,
+    auth::directory::{self as tq, Member},
     error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
-    tenants::queries::{self as tq, Member},
-    web::{Page, PageCtx, flash, form_error, render},
+    web::{
+        Page, PageCtx,
+        confirm::{ConfirmForm, ConfirmPage},
+        flash, form_error, render,
+    },
 };
 
 /// Admins see every grant; members see the active grants that apply to them.
@@ -214,17 +218,6 @@ pub async fn grants_add(
     }
 }
 
-#[derive(Template)]
-#[template(path = "admin/confirm.html")]
-pub struct ConfirmPage {
-    pub ctx: PageCtx,
-    pub title: String,
-    pub lines: Vec<String>,
-    pub action: String,
-    pub ok_label: String,
-    pub cancel_url: String,
-}
-
 async fn revoke_confirmation(state: &AppState, page: Page, id: Uuid) -> AppResult<Response> {
     page.auth.require_admin()?;
     let mut tx = page.auth.tx(state).await?;
@@ -245,18 +238,6 @@ async fn revoke_confirmation(state: &AppState, page: Page, id: Uuid) -> AppResul
 /// `GET /admin/grants/{id}/revoke`: the confirmation page.
 pub async fn grants_revoke_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     revoke_confirmation(&state, page, id).await
-}
-
-#[derive(Deserialize)]
-pub struct ConfirmForm {
-    #[serde(default)]
-    confirm: Option<String>,
-}
-
-impl ConfirmForm {
-    pub fn confirmed(&self) -> bool {
-        self.confirm.as_deref() == Some("yes")
-    }
 }
 
 /// `POST /admin/grants/{id}/revoke`: with `confirm=yes` (the dialog or the confirmation

@@ -13,9 +13,9 @@ use uuid::Uuid;
 
 use crate::{
     auth::Auth,
+    auth::directory as tq,
     config::Config,
     error::{AppError, AppResult},
-    tenants::queries as tq,
 };
 pub use queries::Grant;
 

@@ -65,7 +65,7 @@ async fn still_allowed(state: &AppState, auth: &Auth, grant: &Grant, run: Uuid) 
         }
     }
     let mut tx = auth.tx(state).await?;
-    let member = crate::tenants::queries::member(&mut tx, auth.user_id).await?.is_some();
+    let member = crate::auth::directory::member(&mut tx, auth.user_id).await?.is_some();
     let visible = member && store::get(&mut tx, run).await?.is_some();
     tx.commit().await?;
     Ok(visible)

@@ -14,12 +14,12 @@ use uuid::Uuid;
 use super::{Kb, queries};
 use crate::{
     auth::Auth,
+    auth::directory::{self as tq, Member},
     error::{ApiJson, AppError, AppResult, Items, ResultExt},
     grants::{self, Grant, Permission},
     sources::{self, Source},
     state::AppState,
-    tenants::queries::{self as tq, Member},
-    web::{Page, PageCtx, flash, render},
+    web::{Page, PageCtx, confirm::ConfirmPage, flash, render},
 };
 
 // ---------------------------------------------------------------- API
@@ -381,29 +381,16 @@ pub async fn update_form(
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
 
-/// The confirmation page (what the no-JavaScript delete button leads to; the dialog shows
-/// the same text).
-#[derive(Template)]
-#[template(path = "kbs/confirm.html")]
-struct ConfirmPage {
-    ctx: PageCtx,
-    title: String,
-    message: String,
-    action: String,
-    button: String,
-    cancel: String,
-}
-
 /// `GET /kbs/{id}/delete`: what deleting the KB does, and the button that does it.
 pub async fn delete_confirm(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     let (kb, impact) = impact(&state, &page.auth, id).await?;
     let message = super::delete_message(&page.ctx, &kb.name, &impact);
     render(ConfirmPage {
         title: page.ctx.t("kbpage.delete_kb_title").replace("{name}", &kb.name),
-        message,
+        lines: vec![message],
         action: format!("/kbs/{id}/delete"),
-        button: page.ctx.t("kb.delete"),
-        cancel: format!("/kbs/{id}"),
+        ok_label: page.ctx.t("kb.delete"),
+        cancel_url: format!("/kbs/{id}"),
         ctx: page.ctx,
     })
 }

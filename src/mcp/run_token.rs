@@ -52,7 +52,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Auth, RunSco
     let Some(run) = store::run_of_mcp_token(&mut tx, &tokens::hash(token)).await? else {
         return Err(AppError::Unauthorized);
     };
-    let Some(member) = crate::tenants::queries::member(&mut tx, run.actor_id).await? else {
+    let Some(member) = crate::auth::directory::member(&mut tx, run.actor_id).await? else {
         return Err(AppError::Unauthorized);
     };
     tx.commit().await?;

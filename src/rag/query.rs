@@ -415,11 +415,10 @@ pub async fn cite(
 ) -> AppResult<Option<Reference>> {
     let tenant = tx.tenant_id();
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
-    let source: Option<SourceRow> = sqlx::query_as(&format!(
-        "select id, kb_id, resource_path, kind, indexed_hash from source s
-         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2) and {}",
-        crate::sources::queries::GRANT_ACTIVE
-    ))
+    let source: Option<SourceRow> = sqlx::query_as(
+        "select id, kb_id, resource_path, kind, indexed_hash from readable_source s
+         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2)",
+    )
     .bind(source_id)
     .bind(kbs)
     .bind(tenant)

@@ -92,7 +92,7 @@ pub struct DocumentHit {
     pub title: String,
     pub path: String,
     pub resource_path: String,
-    pub resource_kind: Option<String>,
+    pub resource_kind: SourceKind,
     pub kb_id: Uuid,
     /// The lexical score; none for text LightRAG holds (OCR).
     pub score: Option<f64>,
@@ -171,7 +171,7 @@ pub async fn document_search(state: &AppState, auth: &Auth, p: &DocumentsQuery) 
             title: api.source_title,
             path: resource_path.clone(),
             resource_path,
-            resource_kind: Some(kind.as_str().to_string()),
+            resource_kind: kind,
             kb_id: api.source.kb_id,
             score: Some(api.score),
             match_source,

@@ -11,7 +11,6 @@ use crate::evidence::{
     Locator, LocatorRef, Place, SourceKind, SourceStatus,
     tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
 };
-use crate::sources::queries::GRANT_ACTIVE;
 
 fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
@@ -136,13 +135,12 @@ async fn resolve(
             .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok())
             .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
-        let visible: bool = sqlx::query_scalar(&format!(
-            "select exists (select 1 from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE})"
-        ))
-        .bind(source_id)
-        .bind(tenant)
-        .fetch_one(&mut *conn)
-        .await?;
+        let visible: bool =
+            sqlx::query_scalar("select exists (select 1 from readable_source s where s.tenant_id = $2 and s.id = $1)")
+                .bind(source_id)
+                .bind(tenant)
+                .fetch_one(&mut *conn)
+                .await?;
         if !visible {
             return Err(ToolError::NotFound);
         }
@@ -186,14 +184,12 @@ struct SourceInfo {
 }
 
 async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<SourceInfo, ToolError> {
-    let row = sqlx::query(&format!(
-        "select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"
-    ))
-    .bind(id)
-    .bind(tenant)
-    .fetch_optional(&mut *conn)
-    .await?
-    .ok_or(ToolError::NotFound)?;
+    let row = sqlx::query("select kind, resource_path, status from readable_source s where s.tenant_id = $2 and s.id = $1")
+        .bind(id)
+        .bind(tenant)
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(ToolError::NotFound)?;
     let resource_path: String = row.get("resource_path");
     let parse = |col: &str| -> Result<String, ToolError> { Ok(row.get::<String, _>(col)) };
     let kind = parse("kind")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;

@@ -11,12 +11,9 @@ use uuid::Uuid;
 use crate::db::TenantTx;
 
 use super::open::{ToolError, source_title};
-use crate::{
-    evidence::{
-        SourceKind, SourceStatus,
-        tools::{OutlineRequest, OutlineResponse, OutlineSection},
-    },
-    sources::queries::GRANT_ACTIVE,
+use crate::evidence::{
+    SourceKind, SourceStatus,
+    tools::{OutlineRequest, OutlineResponse, OutlineSection},
 };
 
 pub const SCHEMA: &str = "mnote.evidence_outline_response.v1";
@@ -44,14 +41,12 @@ pub struct SectionRow {
 /// [`ToolError::NotFound`] for a source that does not exist or is not readable.
 pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
     let tenant = tx.tenant_id();
-    let source = sqlx::query(&format!(
-        "select kind, resource_path, status from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"
-    ))
-    .bind(req.source_id)
-    .bind(tenant)
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(ToolError::NotFound)?;
+    let source = sqlx::query("select kind, resource_path, status from readable_source s where s.tenant_id = $2 and s.id = $1")
+        .bind(req.source_id)
+        .bind(tenant)
+        .fetch_optional(&mut **tx)
+        .await?
+        .ok_or(ToolError::NotFound)?;
     let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
     let kind: SourceKind = source.get::<String, _>("kind").parse().map_err(decode)?;
     let status: SourceStatus = source.get::<String, _>("status").parse().map_err(decode)?;

@@ -64,7 +64,7 @@ pub struct Snapshot {
 pub async fn snapshot(state: &AppState, auth: &Auth, ctx: &PageCtx, kb: Uuid) -> AppResult<Option<Snapshot>> {
     let mut tx = auth.tx(state).await?;
     // Access, with the user's role now: losing it ends the stream.
-    let Some(m) = crate::tenants::queries::member(&mut tx, auth.user_id).await? else { return Ok(None) };
+    let Some(m) = crate::auth::directory::member(&mut tx, auth.user_id).await? else { return Ok(None) };
     let now = Auth { role: m.role, ..auth.clone() };
     let kb = match kbs::visible(&mut tx, &now, kb).await {
         Ok(k) => k,

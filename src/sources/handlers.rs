@@ -360,26 +360,15 @@ pub async fn upload_form(
     Ok(Redirect::to(&format!("/kbs/{kb}")))
 }
 
-#[derive(askama::Template)]
-#[template(path = "kbs/confirm.html")]
-struct ConfirmPage {
-    ctx: crate::web::PageCtx,
-    title: String,
-    message: String,
-    action: String,
-    button: String,
-    cancel: String,
-}
-
 /// `GET /sources/{id}/delete`: what removing the source does, and the button that does it.
 pub async fn delete_confirm(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     let (s, impact) = impact(&state, &page.auth, id).await?;
-    crate::web::render(ConfirmPage {
+    crate::web::render(crate::web::confirm::ConfirmPage {
         title: page.ctx.t("kbpage.remove_source_title").replace("{name}", s.file_name()),
-        message: super::remove_message(&page.ctx, &s, &impact),
+        lines: vec![super::remove_message(&page.ctx, &s, &impact)],
         action: format!("/sources/{id}/delete"),
-        button: page.ctx.t("common.remove"),
-        cancel: format!("/kbs/{}", s.kb_id),
+        ok_label: page.ctx.t("common.remove"),
+        cancel_url: format!("/kbs/{}", s.kb_id),
         ctx: page.ctx,
     })
 }

@@ -412,15 +412,10 @@ struct RecentRow {
     kb_name: String,
 }
 
-/// The one rule every reader of a source's text, map or bytes applies (as SQL on the alias
-/// `s`): a source under a revoked grant is not readable, whatever its status says.
-pub const GRANT_ACTIVE: &str = "(s.grant_id is null or exists (select 1 from dir_grant g \
-     where g.tenant_id = s.tenant_id and g.id = s.grant_id and g.revoked_at is null))";
-
 /// A source the caller may read: visible (RLS) and not under a revoked grant.
 pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and {GRANT_ACTIVE}"))
+    sqlx::query_as(&format!("select {COLS} from readable_source s where s.tenant_id = $2 and s.id = $1"))
         .bind(id)
         .bind(tenant)
         .fetch_optional(&mut **tx)

@@ -13,11 +13,16 @@ use uuid::Uuid;
 
 use super::{
     invitations::{self, Answer, TeamInvitation},
-    queries::{self as q, Member, Role},
     settings::{self, TenantSettings},
 };
 use crate::{
-    auth::{Account, Auth, SignedIn, TENANT_ID, account::start_session, handlers::SignedInOpt, session_err},
+    auth::{
+        Account, Auth, SignedIn, TENANT_ID,
+        account::start_session,
+        directory::{self as q, Member, Role},
+        handlers::SignedInOpt,
+        session_err,
+    },
     db::TenantTx,
     error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
@@ -445,7 +450,7 @@ async fn removal_confirmation(state: &AppState, page: Page, user: Uuid) -> AppRe
     let m = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
     let impact = q::removal_impact(&mut tx, user).await?;
     tx.commit().await?;
-    render(crate::grants::handlers::ConfirmPage {
+    render(crate::web::confirm::ConfirmPage {
         title: page.ctx.t("members.remove_title"),
         lines: vec![removal_sentence(&page.ctx, &m.email, &impact)],
         action: format!("/admin/members/{user}/remove"),
@@ -467,7 +472,7 @@ pub async fn members_remove(
     session: Session,
     page: Page,
     Path(user): Path<Uuid>,
-    Form(f): Form<crate::grants::handlers::ConfirmForm>,
+    Form(f): Form<crate::web::confirm::ConfirmForm>,
 ) -> AppResult<Response> {
     if !f.confirmed() {
         return removal_confirmation(&state, page, user).await;

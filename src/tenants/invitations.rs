@@ -19,7 +19,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use super::queries::Role;
+use crate::auth::directory::Role;
 use crate::{
     auth::password,
     db::{Scope, TenantTx},
@@ -104,7 +104,7 @@ pub async fn invite(
     let mut tx = TenantTx::begin(pool, tenant_id, Scope::User(inviter)).await?;
     // A current member needs no invitation (role changes go through PATCH /api/members/{id}).
     let mut link = None;
-    if super::queries::member_by_email(&mut tx, &lower).await?.is_none() {
+    if crate::auth::directory::member_by_email(&mut tx, &lower).await?.is_none() {
         let token = new_link_token(tenant_id);
         sqlx::query(
             "insert into invitation (tenant_id, id, email, role, invited_by, expires_at, link_hash)

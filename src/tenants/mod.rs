@@ -3,18 +3,17 @@
 
 pub mod handlers;
 pub mod invitations;
-pub mod queries;
 pub mod settings;
 
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use crate::auth::directory::{self as q, Role};
 use crate::{
     auth::password,
     db::{Scope, TenantTx},
     error::{AppError, AppResult, ResultExt},
 };
-use queries::{self as q, Role};
 
 /// Members and tenant settings (API and admin pages) and first-run `/setup`.
 pub fn api_router() -> axum::Router<crate::state::AppState> {

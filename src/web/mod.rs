@@ -2,6 +2,7 @@
 //! layer that renders `AppError`s as pages on the page routes.
 
 pub mod ai_panel;
+pub mod confirm;
 pub mod pages;
 
 use askama::Template;
@@ -14,10 +15,10 @@ use axum::{
 use tower_sessions::Session;
 
 use crate::{
+    auth::directory as tq,
     auth::{self, Auth},
     error::{AppError, ErrorInfo},
     state::AppState,
-    tenants::queries as tq,
 };
 
 /// The static assets, compiled into the binary: URL, content type, body.

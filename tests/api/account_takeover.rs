@@ -3,7 +3,7 @@
 //! whoever holds that invitation's own link: team A's admin, who can create an account for
 //! any email through A's link, can never accept team B's invitation to that email.
 
-use mnote::tenants::queries::user_by_email;
+use mnote::auth::directory::user_by_email;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

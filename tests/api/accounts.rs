@@ -304,7 +304,7 @@ async fn first_run_setup_works_once() {
     let r = other.post_form("/setup", &[("tenant", "Evil"), ("email", "evil@x.test"), ("password", PASSWORD)]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()["location"], "/login?setup=done");
-    assert!(mnote::tenants::queries::user_by_email(&app.pool, "evil@x.test").await.unwrap().is_none());
+    assert!(mnote::auth::directory::user_by_email(&app.pool, "evil@x.test").await.unwrap().is_none());
 }
 
 #[tokio::test]

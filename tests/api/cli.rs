@@ -198,7 +198,7 @@ async fn user_add_refuses_an_existing_account_with_a_password_that_is_not_its_ow
     victim.page("/tenants").await;
     let r = victim.post_form("/tenants/switch", &[("tenant_id", &ops.tenant_id.to_string())]).await;
     assert_eq!(r.status(), StatusCode::NOT_FOUND, "a member of ops");
-    assert!(mnote::tenants::queries::tenant_by_name(&app.pool, "newteam").await.unwrap().is_none());
+    assert!(mnote::auth::directory::tenant_by_name(&app.pool, "newteam").await.unwrap().is_none());
 
     // With the account's own password, the operator evidently knows it: added.
     let (ok, out, err) = mnote(&app, &add, Some(&format!("{PASSWORD}\n")));

@@ -232,7 +232,7 @@ async fn the_answer_is_the_same_whether_or_not_the_email_has_an_account() {
 
     // The known account kept its password; no account was created for the new email.
     app.login("known@alpha.test").await;
-    assert!(mnote::tenants::queries::user_by_email(&app.pool, "unknown@nowhere.test").await.unwrap().is_none());
+    assert!(mnote::auth::directory::user_by_email(&app.pool, "unknown@nowhere.test").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -374,7 +374,7 @@ async fn a_person_without_an_account_joins_through_the_invitation_link() {
     assert!(html.contains("expired"), "{html}");
     let r = l.post_form(&late, &[("password", PASSWORD), ("confirm_password", PASSWORD)]).await;
     assert_eq!(r.status(), StatusCode::CONFLICT);
-    assert!(mnote::tenants::queries::user_by_email(&app.pool, "late@person.test").await.unwrap().is_none());
+    assert!(mnote::auth::directory::user_by_email(&app.pool, "late@person.test").await.unwrap().is_none());
 
     // Garbage and forged tokens: 404, no error page leak.
     let mut g = app.client();

@@ -174,6 +174,29 @@ async fn every_tenant_table_has_forced_rls_and_a_tenant_policy() {
     }
 }
 
+/// A view runs as its owner unless it is `security_invoker`: one that is not would read the
+/// tenant tables past their row-level security.
+#[tokio::test]
+async fn every_view_reads_with_the_callers_row_level_security() {
+    let app = spawn_app().await;
+    let rows: Vec<(String, Option<Vec<String>>)> = sqlx::query_as(
+        "select c.relname::text, c.reloptions::text[] from pg_class c
+         join pg_namespace n on n.oid = c.relnamespace
+         where n.nspname = 'public' and c.relkind in ('v', 'm')
+         order by 1",
+    )
+    .fetch_all(&app.owner_pool)
+    .await
+    .unwrap();
+    assert!(rows.iter().any(|(v, _)| v == "readable_source"), "the views: {rows:?}");
+    for (v, options) in &rows {
+        assert!(
+            options.iter().flatten().any(|o| o == "security_invoker=true"),
+            "{v} is not security_invoker: it would read past row-level security ({options:?})"
+        );
+    }
+}
+
 #[tokio::test]
 async fn rows_of_one_tenant_are_invisible_and_unmodifiable_from_another() {
     let app = spawn_app().await;

@@ -13,7 +13,7 @@ const NEW: &str = "a brand new passphrase";
 /// Whether `pw` is the account's password now (straight from the stored hash, counting no
 /// attempt against any limit).
 async fn password_is(app: &TestApp, email: &str, pw: &str) -> bool {
-    let u = mnote::tenants::queries::user_by_email(&app.pool, email).await.unwrap().unwrap();
+    let u = mnote::auth::directory::user_by_email(&app.pool, email).await.unwrap().unwrap();
     mnote::auth::password::verify(pw.to_string(), Some(u.password_hash)).await.unwrap()
 }
 
@@ -119,7 +119,7 @@ async fn guessing_from_one_address_does_not_lock_the_owner_out_from_another() {
 }
 
 async fn app_tenant(app: &TestApp) -> uuid::Uuid {
-    mnote::tenants::queries::tenant_by_name(&app.pool, "acme").await.unwrap().unwrap()
+    mnote::auth::directory::tenant_by_name(&app.pool, "acme").await.unwrap().unwrap()
 }
 
 /// The backstop: from many addresses, an account takes at most 10 × `MNOTE_LOGIN_MAX_FAILURES`

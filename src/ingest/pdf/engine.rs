@@ -7,8 +7,7 @@ use pdfium_render::prelude::*;
 
 use crate::ingest::ParseError;
 
-/// Environment variable with the path to `libpdfium.so`.
-pub const PDFIUM_LIB_ENV: &str = "MNOTE_PDFIUM_LIB";
+pub use crate::config::{PDFIUM_BUILD_ENV, PDFIUM_LIB_ENV};
 
 /// Fallback locations under the project root: the provisioning documented in the brief, and
 /// the versioned directory `./dev` installs.
@@ -69,11 +68,6 @@ fn library_build(path: &Path) -> String {
         .map(|(_, name)| name.to_string())
         .unwrap_or_else(|| format!("pdfium sha256:{}", &hash[..12]))
 }
-
-/// Set by a parent process for its parser children ([`child_env`]): `<identity> <build name>`
-/// of the library, so that a child (one per document) does not read and hash the 8 MB library
-/// again. A child uses it only when the identity is that of the library it loads.
-pub const PDFIUM_BUILD_ENV: &str = "MNOTE_PDFIUM_BUILD";
 
 /// `dev:inode:size:mtime` of a file: a library replaced or rewritten gets another identity.
 fn file_identity(path: &Path) -> Option<String> {

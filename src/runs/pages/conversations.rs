@@ -1,7 +1,6 @@
 //! Conversations on `/ai`: the list of the caller's conversations (search, rename, delete with
 //! a confirmation), the earlier turns of the one shown, and retry/regenerate as plain forms.
 
-use askama::Template;
 use axum::{
     Form,
     extract::{Path, State},
@@ -18,7 +17,11 @@ use crate::{
     journal::store::{self, RunRow},
     runs::conversations as conv,
     state::AppState,
-    web::{Page, PageCtx, flash, render},
+    web::{
+        Page, PageCtx,
+        confirm::{ConfirmForm, ConfirmPage},
+        flash, render,
+    },
 };
 
 /// One conversation in the list.
@@ -147,23 +150,6 @@ pub async fn rename_form(
     Ok(Redirect::to(&back).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
-pub struct DeleteForm {
-    #[serde(default)]
-    confirm: Option<String>,
-}
-
-/// What deleting a conversation asks without JavaScript (the dialog shows the same text).
-#[derive(Template)]
-#[template(path = "ai/confirm.html")]
-struct ConfirmPage {
-    ctx: PageCtx,
-    title: String,
-    message: String,
-    action: String,
-    cancel: String,
-}
-
 /// `POST /ai/conversations/{id}/delete`: with `confirm=yes` (the dialog, or the confirmation
 /// page) the conversation and its runs are deleted; without it, the confirmation page.
 pub async fn delete_form(
@@ -171,18 +157,19 @@ pub async fn delete_form(
     session: Session,
     page: Page,
     Path(id): Path<String>,
-    Form(f): Form<DeleteForm>,
+    Form(f): Form<ConfirmForm>,
 ) -> AppResult<Response> {
     let id = checked_id(&id)?;
     let mut tx = page.auth.tx(&state).await?;
-    if f.confirm.as_deref() != Some("yes") {
+    if !f.confirmed() {
         let c = conv::get(&mut tx, page.auth.user_id, id).await?.ok_or(AppError::NotFound)?;
         tx.commit().await?;
         return render(ConfirmPage {
             title: page.ctx.t("conversations.delete_title"),
-            message: page.ctx.t("conversations.delete_message").replace("{title}", &c.title),
+            lines: vec![page.ctx.t("conversations.delete_message").replace("{title}", &c.title)],
             action: format!("/ai/conversations/{id}/delete"),
-            cancel: format!("/ai?session={id}"),
+            ok_label: page.ctx.t("conversations.delete"),
+            cancel_url: format!("/ai?session={id}"),
             ctx: page.ctx,
         });
     }

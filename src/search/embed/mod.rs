@@ -198,8 +198,16 @@ fn known_dimension(model: &str) -> Option<usize> {
 }
 
 impl EmbedConfig {
+    /// The embedder's settings from the environment (`MNOTE_EMBEDDER`, `MNOTE_EMBED_*`; the
+    /// list is at [`from_lookup`](Self::from_lookup)). Read on their own, not into the server's
+    /// `Config`: `mnote migrate`, the CLI's search and the benchmarks load the embedder without
+    /// the server's configuration.
+    pub fn from_env() -> anyhow::Result<Self> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
     /// Parse the embedder settings from `get` (the environment: [`EmbedConfig::from_env`] in
-    /// `config.rs`; tests pass a map):
+    /// above; tests pass a map):
     ///
     /// * `MNOTE_EMBEDDER` = `local` (default) | `openai` | `none`
     /// * `MNOTE_EMBED_MODEL_DIR`: the all-MiniLM-L6-v2 ONNX directory (default

@@ -38,7 +38,7 @@ pub(super) async fn hydrate_first(
     let sql = format!(
         "select b.id, b.text, b.locator, b.is_ocr, s.status, s.kind, s.resource_path, s.id as source_id,
                 coalesce(s.mtime, s.updated_at) as modified_at
-         from evidence_block b, source s where b.id = any({}::uuid[]) and {}",
+         from evidence_block b, readable_source s where b.id = any({}::uuid[]) and {}",
         b.push(&ids),
         filter.sql
     );

@@ -25,7 +25,7 @@ pub(super) fn lexical_cte(b: &mut Binds, filter: &BlockFilter, t: &QueryTerms, l
         -- Each candidate's tsvector reduced to the query's lexemes (setweight marks them, ts_filter
         -- keeps them), so only those are unnested: their position counts are the term frequencies.
         cand as (select b.id, b.kb_id, b.lex_len, ts_filter(setweight(b.lex, 'A', {terms}::text[]), '{{a}}') as q
-                 from evidence_block b, source s
+                 from evidence_block b, readable_source s
                  where b.lex @@ {tsquery}::tsquery and {filter}),
         lexical as (select c.id,
                         sum(w.idf * cardinality(u.positions) * {k1p}
@@ -95,8 +95,11 @@ pub(super) async fn lexical_ranked(
         let mut b = Binds::new();
         let filter = f.block_sql(&mut b);
         // tenant filter: block_sql
-        let sql =
-            format!("select b.id from evidence_block b, source s where b.id = any({}::uuid[]) and {}", b.push(&ids), filter.sql);
+        let sql = format!(
+            "select b.id from evidence_block b, readable_source s where b.id = any({}::uuid[]) and {}",
+            b.push(&ids),
+            filter.sql
+        );
         let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
         let ok: HashSet<Uuid> = rows.iter().map(|r| r.get(0)).collect();
         let mut kept: Vec<(Uuid, f64)> = cand.iter().copied().filter(|c| ok.contains(&c.0)).collect();
@@ -150,7 +153,7 @@ pub(super) async fn mem_ranker(conn: &mut PgConnection, engine: &Engine, f: &Fil
         let kb = b.push(&f.kb_ids);
         // tenant filter: source_sql
         let sql = format!(
-            "select s.id from source s where ({kb}::uuid[] is null or s.kb_id = any({kb}::uuid[])) and {}",
+            "select s.id from readable_source s where ({kb}::uuid[] is null or s.kb_id = any({kb}::uuid[])) and {}",
             f.source_sql(&mut b)
         );
         let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;

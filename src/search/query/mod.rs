@@ -184,10 +184,10 @@ impl Filters {
         }
     }
 
-    /// Conditions on `s` (a source): source ids, kinds, path prefix, include stale. A source
-    /// under a revoked grant is never served, whatever its status says.
+    /// Conditions on `s`, a row of `readable_source` (a source not under a revoked grant: every
+    /// query of the core selects its sources from that view, never from `source`): source ids,
+    /// kinds, path prefix, include stale.
     fn source_sql(&self, b: &mut Binds) -> String {
-        use crate::sources::queries::GRANT_ACTIVE;
         let (kinds, prefix, stale) = (b.push(&self.kinds), b.push(&self.path_prefix), b.push(self.include_stale));
         let (ids, tenant) = (b.push(&self.source_ids), b.push(self.tenant));
         format!(
@@ -195,8 +195,7 @@ impl Filters {
     and ({ids}::uuid[] is null or s.id = any({ids}::uuid[]))
     and ({kinds}::text[] is null or s.kind = any({kinds}::text[]))
     and ({prefix}::text is null or starts_with(s.resource_path, {prefix}::text))
-    and ({stale}::bool or s.status <> 'stale')
-    and {GRANT_ACTIVE}"
+    and ({stale}::bool or s.status <> 'stale')"
         )
     }
 

@@ -117,7 +117,7 @@ async fn lexical_count(conn: &mut PgConnection, f: &Filters, t: &QueryTerms) -> 
     let filter = f.block_sql(&mut b);
     // tenant filter: block_sql
     let sql = format!(
-        "select count(*) from evidence_block b, source s where b.lex @@ {}::tsquery and {}",
+        "select count(*) from evidence_block b, readable_source s where b.lex @@ {}::tsquery and {}",
         b.push(t.tsquery()),
         filter.sql
     );

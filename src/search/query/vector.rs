@@ -26,7 +26,7 @@ pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: 
                 select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
                 from evidence_embedding e
                 where e.tenant_id = {tenant}::uuid and e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
-                  and exists (select 1 from evidence_block b, source s
+                  and exists (select 1 from evidence_block b, readable_source s
                               where b.tenant_id = e.tenant_id and b.id = e.block_id and {filter})
                 order by e.embedding::{vt} <=> {v}::{vt} limit {l}) n {floor})",
         model = space.model_literal()
@@ -96,7 +96,7 @@ pub(super) async fn hybrid(
             let (ids, scores, limit) = (b.push(ids), b.push(scores), b.push(depth));
             // tenant filter: block_sql
             format!(
-                "lexical as (select l.id, l.score from unnest({ids}::uuid[], {scores}::float8[]) l(id, score), evidence_block b, source s
+                "lexical as (select l.id, l.score from unnest({ids}::uuid[], {scores}::float8[]) l(id, score), evidence_block b, readable_source s
                              where b.id = l.id and {} order by l.score desc, l.id limit {limit})",
                 filter.sql
             )
