@@ -264,6 +264,7 @@ impl<T, E: Into<AppError>> ResultExt<T> for Result<T, E> {
 
 /// A list answer of the API: `{"items": [...]}`.
 #[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "{T}List")]
 pub struct Items<T> {
     pub items: Vec<T>,
 }

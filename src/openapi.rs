@@ -23,6 +23,8 @@ pub struct ApiDoc {
     out: SchemaGenerator,
     input: SchemaGenerator,
     paths: BTreeMap<String, Map<String, Value>>,
+    /// The error answers (`components/responses`), one per status and set of codes.
+    errors: Map<String, Value>,
 }
 
 impl Default for ApiDoc {
@@ -44,6 +46,7 @@ impl ApiDoc {
             out: settings().for_serialize().into_generator(),
             input: settings().for_deserialize().into_generator(),
             paths: BTreeMap::new(),
+            errors: Map::new(),
         }
     }
 
@@ -56,9 +59,7 @@ impl ApiDoc {
         let params = path
             .split('/')
             .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| {
-                json!({"name": name, "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}})
-            })
+            .map(|name| json!({"name": name, "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}}))
             .collect();
         Op {
             doc: self,
@@ -121,6 +122,7 @@ impl ApiDoc {
             "paths": paths,
             "components": {
                 "schemas": schemas,
+                "responses": std::mem::take(&mut self.errors),
                 "securitySchemes": {
                     "bearer": {"type": "http", "scheme": "bearer", "description": "an API token `mnote_<tenant>_<secret>`"},
                     "session": {"type": "apiKey", "in": "cookie", "name": SESSION_COOKIE},
@@ -180,14 +182,16 @@ impl Op<'_> {
     /// A JSON answer of type `T` with this status.
     pub fn ok<T: JsonSchema>(mut self, status: u16) -> Self {
         let schema = self.doc.out.subschema_for::<T>().to_value();
-        self.responses.insert(status, json!({"description": reason(status), "content": {"application/json": {"schema": schema}}}));
+        self.responses
+            .insert(status, json!({"description": reason(status), "content": {"application/json": {"schema": schema}}}));
         self
     }
 
     /// A JSON answer that is either an `A` or a `B`.
     pub fn ok_either<A: JsonSchema, B: JsonSchema>(mut self, status: u16) -> Self {
         let schema = json!({"anyOf": [self.doc.out.subschema_for::<A>(), self.doc.out.subschema_for::<B>()]});
-        self.responses.insert(status, json!({"description": reason(status), "content": {"application/json": {"schema": schema}}}));
+        self.responses
+            .insert(status, json!({"description": reason(status), "content": {"application/json": {"schema": schema}}}));
         self
     }
 
@@ -243,7 +247,9 @@ impl Op<'_> {
 
     /// One header parameter (a string).
     pub fn header(mut self, name: &str, description: &str) -> Self {
-        self.params.push(json!({"name": name, "in": "header", "required": false, "description": description, "schema": {"type": "string"}}));
+        self.params.push(
+            json!({"name": name, "in": "header", "required": false, "description": description, "schema": {"type": "string"}}),
+        );
         self
     }
 
@@ -299,11 +305,19 @@ impl Drop for Op<'_> {
         for (status, mut codes) in errors {
             codes.sort_unstable();
             codes.dedup();
-            let schema = json!({
-                "allOf": [error_ref, {"properties": {"error": {"properties": {"code": {"enum": codes}}}}}]
-            });
-            let description = format!("{}: {}", reason(status), codes.join(", "));
-            responses.insert(status.to_string(), json!({"description": description, "content": {"application/json": {"schema": schema}}}));
+            // `404_not_found`: shared by every operation answering this status with these codes.
+            let name = format!("{status}_{}", codes.join("_"));
+            if !self.doc.errors.contains_key(&name) {
+                let schema = json!({
+                    "allOf": [error_ref, {"properties": {"error": {"properties": {"code": {"enum": codes}}}}}]
+                });
+                let description = format!("{}: {}", reason(status), codes.join(", "));
+                self.doc.errors.insert(
+                    name.clone(),
+                    json!({"description": description, "content": {"application/json": {"schema": schema}}}),
+                );
+            }
+            responses.insert(status.to_string(), json!({"$ref": format!("#/components/responses/{name}")}));
         }
         let mut op = Map::new();
         op.insert("operationId".into(), operation_id(&self.method, &self.path).into());

@@ -32,7 +32,9 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
 /// The OpenAPI description of [`api_router`]'s routes.
 pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
     use handlers as g;
-    d.op("get", "/api/grants").summary("Directory grants (admins: all; members: their own)").ok::<crate::error::Items<Grant>>(200);
+    d.op("get", "/api/grants")
+        .summary("Directory grants (admins: all; members: their own)")
+        .ok::<crate::error::Items<Grant>>(200);
     d.op("post", "/api/grants")
         .summary("Grant a directory to a member, by email or to all members (admins)")
         .body::<g::NewGrant>()

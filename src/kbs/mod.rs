@@ -28,14 +28,10 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
 
 /// The OpenAPI description of [`api_router`]'s routes.
 pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
-    use handlers as k;
     use crate::error::Items;
+    use handlers as k;
     d.op("get", "/api/kbs").summary("The knowledge bases the caller can see").ok::<Items<Kb>>(200);
-    d.op("post", "/api/kbs")
-        .summary("Create a knowledge base")
-        .body::<k::NewKb>()
-        .ok::<Kb>(201)
-        .errors(&[(409, &["conflict"])]);
+    d.op("post", "/api/kbs").summary("Create a knowledge base").body::<k::NewKb>().ok::<Kb>(201).errors(&[(409, &["conflict"])]);
     d.op("get", "/api/kbs/deleted").summary("Deleted knowledge bases and when they are purged").ok::<Items<k::DeletedKb>>(200);
     d.op("get", "/api/kbs/{id}").summary("One knowledge base").ok::<Kb>(200);
     d.op("patch", "/api/kbs/{id}")

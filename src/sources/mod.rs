@@ -50,8 +50,8 @@ pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::
 
 /// The OpenAPI description of [`api_router`]'s routes.
 pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
-    use handlers as s;
     use crate::error::Items;
+    use handlers as s;
     use serde_json::json;
     d.op("get", "/api/kbs/{id}/sources").summary("The knowledge base's sources").ok::<Items<Source>>(200);
     d.op("post", "/api/kbs/{id}/sources")
@@ -69,15 +69,14 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .ok::<s::Uploaded>(201)
         .ok::<s::Uploaded>(200)
         .errors(&[(413, &["file_too_large"])]);
-    d.op("get", "/api/kbs/{id}/sources/removed").summary("The knowledge base's removed sources").ok::<Items<s::RemovedSource>>(200);
+    d.op("get", "/api/kbs/{id}/sources/removed")
+        .summary("The knowledge base's removed sources")
+        .ok::<Items<s::RemovedSource>>(200);
     d.op("get", "/api/sources/{id}").summary("One source").ok::<Source>(200);
     d.op("delete", "/api/sources/{id}").summary("Remove a source (restorable during the grace period)").empty(204);
     d.op("get", "/api/sources/{id}/delete-preview").summary("What removing the source takes away").ok::<kbs::DeleteImpact>(200);
     d.op("post", "/api/sources/{id}/restore").summary("Restore a removed source").ok::<Source>(200);
-    d.op("post", "/api/sources/{id}/retry")
-        .summary("Parse the source again")
-        .ok::<Source>(202)
-        .errors(&[(409, &["conflict"])]);
+    d.op("post", "/api/sources/{id}/retry").summary("Parse the source again").ok::<Source>(202).errors(&[(409, &["conflict"])]);
     d.op("get", "/api/sources/{id}/source-map.json")
         .summary("The indexed version's source map (`mnote.resource_source_map.v1`)")
         .ok::<crate::ingest::artifact::SourceMap>(200);

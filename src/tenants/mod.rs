@@ -40,9 +40,13 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .body::<t::NewMember>()
         .ok::<t::Invited>(202)
         .errors(&[(409, &["conflict"])]);
-    d.op("get", "/api/members/invitations").summary("The team's open invitations (admins)").ok::<Items<invitations::TeamInvitation>>(200);
+    d.op("get", "/api/members/invitations")
+        .summary("The team's open invitations (admins)")
+        .ok::<Items<invitations::TeamInvitation>>(200);
     d.op("delete", "/api/members/invitations/{id}").summary("Withdraw an invitation (admins)").empty(204);
-    d.op("get", "/api/invitations").summary("The caller's own pending invitations, from every team").ok::<Items<invitations::MyInvitation>>(200);
+    d.op("get", "/api/invitations")
+        .summary("The caller's own pending invitations, from every team")
+        .ok::<Items<invitations::MyInvitation>>(200);
     d.op("post", "/api/invitations/{id}/accept")
         .summary("Accept an invitation with its link's token")
         .body::<t::AcceptBody>()
@@ -56,7 +60,10 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .errors(&[(409, &["conflict"])]);
     d.op("delete", "/api/members/{id}").summary("Remove a member (admins)").empty(204).errors(&[(409, &["conflict"])]);
     d.op("get", "/api/tenant/settings").summary("The team's settings").ok::<t::SettingsView>(200);
-    d.op("patch", "/api/tenant/settings").summary("Change the team's settings (admins)").body::<t::SettingsPatch>().ok::<t::SettingsView>(200);
+    d.op("patch", "/api/tenant/settings")
+        .summary("Change the team's settings (admins)")
+        .body::<t::SettingsPatch>()
+        .ok::<t::SettingsView>(200);
 }
 
 pub fn page_router() -> axum::Router<crate::state::AppState> {
