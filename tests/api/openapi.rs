@@ -53,11 +53,21 @@ async fn a_schema_driven_fuzzer_finds_no_server_error_and_no_schema_mismatch() {
     let s = app.bootstrap("fuzz", "owner@fuzz.test").await;
     let api = app.api(s.tenant_id, s.user_id).await;
     app.write_doc("fuzz/notes.md", "# Evidence\n\nThe fuzzer searches this indexed paragraph about evidence.\n");
+    app.write_doc("fuzz/other.md", "# Other\n\nA second document, which the fuzzer may remove.\n");
     let kb = app.indexed_folder_kb(&api, "fuzz", json!({"name": "Fuzzed"})).await;
     let (code, sources) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
     assert_eq!(code, StatusCode::OK);
-    assert_eq!(sources["items"][0]["status"], "indexed", "{sources}");
-    let source = sources["items"][0]["id"].as_str().unwrap().to_string();
+    let source_of = |name: &str| {
+        let s =
+            sources["items"].as_array().unwrap().iter().find(|s| s["resourcePath"].as_str().unwrap().ends_with(name)).unwrap();
+        assert_eq!(s["status"], "indexed", "{sources}");
+        s["id"].as_str().unwrap().to_string()
+    };
+    let (source, victim_source) = (source_of("notes.md"), source_of("other.md"));
+    // `DELETE /api/kbs/{id}` and `DELETE /api/sources/{id}` get these, so that the other
+    // operations keep a live KB and source.
+    let (_, victim_kb) = api.post_json("/api/kbs", json!({"name": "Victim"})).await;
+    let victim_kb = victim_kb["id"].as_str().unwrap().to_string();
     let (_, grants) = api.get_json("/api/grants").await;
     let grant = grants["items"][0]["id"].as_str().unwrap().to_string();
     let session = "fuzz-session";
@@ -75,11 +85,19 @@ async fn a_schema_driven_fuzzer_finds_no_server_error_and_no_schema_mismatch() {
     let config = format!(
         r#"
 [[operations]]
-include-path-regex = "^/api/kbs/\\{{id\\}}"
+include-path-regex = "^/api/kbs/\\{{id\\}}$"
+parameters = {{ "path.id" = "{victim_kb}" }}
+
+[[operations]]
+include-path-regex = "^/api/kbs/\\{{id\\}}/"
 parameters = {{ "path.id" = "{kb}" }}
 
 [[operations]]
-include-path-regex = "^/api/sources/\\{{id\\}}"
+include-path-regex = "^/api/sources/\\{{id\\}}$"
+parameters = {{ "path.id" = "{victim_source}" }}
+
+[[operations]]
+include-path-regex = "^/api/sources/\\{{id\\}}/"
 parameters = {{ "path.id" = "{source}" }}
 
 [[operations]]
@@ -146,4 +164,6 @@ parameters = {{ "path.agent" = "hermes" }}
     let missing: Vec<_> = documented.difference(&tested).filter(|o| *o != "GET /api/openapi.json").collect();
     assert!(missing.is_empty(), "schemathesis did not test {missing:?}:\n{stdout}");
     assert!(tested.len() >= documented.len() - 1, "{tested:?}");
+    // Its warnings and counts, for the log (`--nocapture`).
+    eprintln!("{}", stdout.find("WARNINGS").or(stdout.find("SUMMARY")).map_or(&stdout[..], |i| &stdout[i..]));
 }
