@@ -280,9 +280,11 @@ pub async fn session_info(State(state): State<AppState>, session: Session, auth:
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewToken {
+    #[schemars(length(min = 1, max = 100), regex(pattern = r"\S"))]
     name: String,
     /// Days until the token stops working (`null` / absent: never).
     #[serde(default)]
+    #[schemars(range(min = 1, max = super::tokens::MAX_EXPIRY_DAYS))]
     expires_in_days: Option<i64>,
 }
 

@@ -49,14 +49,17 @@ impl Mode {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchRequest {
+    #[schemars(length(min = 1, max = 2000), regex(pattern = r"\S"))]
     pub query: String,
     #[serde(default)]
     pub mode: Mode,
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
     #[serde(default)]
     pub kb_ids: Option<Vec<Uuid>>,
     #[serde(default)]
+    #[schemars(with = "Option<Vec<super::SourceKind>>")]
     pub kinds: Option<Vec<String>>,
     #[serde(default)]
     pub path_prefix: Option<String>,
@@ -72,6 +75,7 @@ pub struct SearchRequest {
     /// Paging: skip this many results (documents, with `groupBy`). Asking for a page (this or
     /// `groupBy`) also gets the response's `total` and `nextOffset`.
     #[serde(default)]
+    #[schemars(range(max = 10_000))]
     pub offset: Option<usize>,
     /// `"document"`: results grouped by source, best document first, `topK` documents per
     /// page, each with its best `perGroup` blocks (`groups`).
@@ -79,6 +83,7 @@ pub struct SearchRequest {
     pub group_by: Option<GroupBy>,
     /// Blocks shown per document with `groupBy` (default 3, at most 20).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 20))]
     pub per_group: Option<usize>,
 }
 

@@ -34,8 +34,10 @@ pub async fn list_kbs(State(state): State<AppState>, auth: Auth) -> AppResult<Js
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewKb {
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
     name: String,
     #[serde(default = "team")]
+    #[schemars(regex(pattern = "^(private|team)$"))]
     visibility: String,
     #[serde(default)]
     description: String,
