@@ -77,7 +77,8 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
     d.op("post", "/api/knowledge-rag/query")
         .summary("Query LightRAG for bound knowledge bases; references mapped to evidence")
         .body::<h::QueryBody>()
-        .ok::<query::QueryResult>(200);
+        .ok::<query::QueryResult>(200)
+        .errors(&[(404, &["not_found"])]);
     d.op("post", "/api/knowledge-rag/open-reference")
         .summary("Map a LightRAG reference (its file path, a quote) to evidence")
         .body::<h::OpenBody>()

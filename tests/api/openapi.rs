@@ -132,8 +132,8 @@ parameters = {{ "path.agent" = "hermes" }}
         .args(["--url", &app.base])
         .args(["-H", &format!("Authorization: Bearer {token}")])
         .args(["--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"])
-        .args(["--phases", "examples,coverage,fuzzing"])
-        .args(["--max-examples", "20", "--seed", "28", "--workers", "2", "--request-timeout", "30"])
+        .args(["--phases", "examples,coverage,fuzzing,stateful"])
+        .args(["--max-examples", "50", "--seed", "28", "--workers", "2", "--request-timeout", "30"])
         .args(["--generation-database", "none", "--no-color", "--output-truncate", "false"])
         .args(["--report", "junit", "--report-junit-path"])
         .arg(&junit)
@@ -166,4 +166,19 @@ parameters = {{ "path.agent" = "hermes" }}
     assert!(tested.len() >= documented.len() - 1, "{tested:?}");
     // Its warnings and counts, for the log (`--nocapture`).
     eprintln!("{}", stdout.find("WARNINGS").or(stdout.find("SUMMARY")).map_or(&stdout[..], |i| &stdout[i..]));
+}
+
+/// Found by the fuzzer: a knowledge-RAG query naming a KB the caller cannot see answers `404`,
+/// which the document did not list.
+#[tokio::test]
+async fn a_rag_query_of_an_unknown_kb_answers_a_documented_404() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("rag404", "owner@rag404.test").await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    let (code, v) =
+        api.post_json("/api/knowledge-rag/query", json!({"kbIds": [uuid::Uuid::new_v4()], "query": "what is evidence"})).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{v}");
+    assert_eq!(error_code(&v), "not_found");
+    let documented = &checked_in()["paths"]["/api/knowledge-rag/query"]["post"]["responses"];
+    assert!(documented.get("404").is_some(), "{documented}");
 }
