@@ -6,6 +6,14 @@
 //! so the document follows the code. Errors are one `ErrorBody` schema; each operation lists
 //! the statuses it can answer with their stable codes. `startup::openapi` assembles the whole
 //! document, served at `GET /api/openapi.json` and checked into `docs/openapi.json`.
+//!
+//! Why a small builder and not utoipa or aide: both bring their own proc-macro crates (the
+//! first build is already long, issue 30) and want every handler annotated (utoipa's
+//! `#[utoipa::path]`) or every router and extractor rewritten (aide's `ApiRouter`, `OperationIo`
+//! for our `Auth`, `ApiJson`, `Page` extractors). `schemars` is already a dependency (the agent
+//! tools' schemas), derives exactly what serde writes and reads (renames, `flatten`, skipped
+//! fields), and 2020-12 is OpenAPI 3.1's dialect as it is; what remains — paths, statuses,
+//! error codes, security — is this file.
 
 use std::collections::BTreeMap;
 
