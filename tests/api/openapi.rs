@@ -124,6 +124,9 @@ parameters = {{ "path.agent" = "hermes" }}
     let config_file = dir.path().join("schemathesis.toml");
     std::fs::write(&config_file, config).unwrap();
     let junit = dir.path().join("junit.xml");
+    // A deeper run by hand: MNOTE_FUZZ_EXAMPLES=500 MNOTE_FUZZ_SEED=7 ./dev test --test api a_schema_driven
+    let examples = std::env::var("MNOTE_FUZZ_EXAMPLES").unwrap_or_else(|_| "50".into());
+    let seed = std::env::var("MNOTE_FUZZ_SEED").unwrap_or_else(|_| "28".into());
     let mut cmd = tokio::process::Command::new(&st);
     cmd.arg("--config-file")
         .arg(&config_file)
@@ -133,7 +136,7 @@ parameters = {{ "path.agent" = "hermes" }}
         .args(["-H", &format!("Authorization: Bearer {token}")])
         .args(["--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance"])
         .args(["--phases", "examples,coverage,fuzzing,stateful"])
-        .args(["--max-examples", "50", "--seed", "28", "--workers", "2", "--request-timeout", "30"])
+        .args(["--max-examples", &examples, "--seed", &seed, "--workers", "2", "--request-timeout", "30"])
         .args(["--generation-database", "none", "--no-color", "--output-truncate", "false"])
         .args(["--report", "junit", "--report-junit-path"])
         .arg(&junit)
