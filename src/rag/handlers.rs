@@ -143,10 +143,13 @@ pub async fn status(State(state): State<AppState>, auth: Auth, Query(q): Query<S
 pub struct QueryBody {
     #[serde(default)]
     kb_ids: Vec<Uuid>,
+    #[schemars(length(min = 2), regex(pattern = r"\S"))]
     query: String,
     #[serde(default)]
+    #[schemars(with = "Option<QueryMode>")]
     mode: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     top_k: Option<u32>,
     #[serde(default)]
     answer: bool,

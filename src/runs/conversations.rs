@@ -86,6 +86,7 @@ pub struct ListQuery {
 #[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rename {
+    #[schemars(length(min = 1, max = TITLE_MAX), regex(pattern = r"\S"))]
     pub title: String,
 }
 

@@ -96,11 +96,13 @@ pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResul
 #[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewMember {
+    #[schemars(email)]
     email: String,
     role: Role,
     /// Refused when present: an admin never sets an account's password (issue 31 item 1).
     password: Option<serde_json::Value>,
     /// How long the invitation stays open (default 14 days, at most 90).
+    #[schemars(range(min = 1, max = invitations::MAX_TTL_DAYS))]
     expires_in_days: Option<i64>,
 }
 
