@@ -8,7 +8,6 @@ use axum::{
     http::StatusCode,
     response::{IntoResponse, Response},
 };
-use serde_json::json;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
@@ -197,10 +196,11 @@ impl IntoResponse for AppError {
             tracing::error!(error.code = code, error = ?self, "request failed: {self:#}");
         }
         let message = self.public_message();
-        let mut body = json!({ "error": { "code": code, "message": message } });
-        if let AppError::Invalid { fields, .. } = &self {
-            body["error"]["fields"] = json!(fields);
-        }
+        let fields = match &self {
+            AppError::Invalid { fields, .. } => Some(fields.clone()),
+            _ => None,
+        };
+        let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message: message.clone(), fields } };
         let mut resp = (status, Json(body)).into_response();
         if let AppError::RateLimited { retry_after_secs } = &self {
             resp.headers_mut().insert(
@@ -216,6 +216,25 @@ impl IntoResponse for AppError {
         resp.extensions_mut().insert(ErrorInfo { status, code, message, redirect_to });
         resp
     }
+}
+
+/// The body of every error answer: `{"error": {"code", "message"}}` (and `fields` for
+/// `invalid_input`).
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "Error")]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+pub struct ErrorDetail {
+    /// The stable code (`not_found`, `invalid_input`, …): what clients branch on.
+    pub code: String,
+    /// For people; server-side failures say only `internal error`.
+    pub message: String,
+    /// `invalid_input` from a validator: the message of each invalid field, by field name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fields: Option<BTreeMap<String, String>>,
 }
 
 /// Map a constraint violation to a client error at the call site; other errors pass through.
@@ -244,7 +263,8 @@ impl<T, E: Into<AppError>> ResultExt<T> for Result<T, E> {
 }
 
 /// A list answer of the API: `{"items": [...]}`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
+#[schemars(rename = "{T}List")]
 pub struct Items<T> {
     pub items: Vec<T>,
 }

@@ -16,6 +16,7 @@ pub mod ingest; // parse providers, the canonical artifact, the job queue and wo
 pub mod journal; // the run journal: ai_run + ai_run_event, the run read API, SSE, the lease reconciler
 pub mod kbs; // knowledge bases and their members
 pub mod mcp; // the MCP endpoint (/mcp, streamable HTTP, bearer tokens): the registry tools for external agents
+pub mod openapi; // the OpenAPI 3.1 document of /api, built from the handlers' types (GET /api/openapi.json)
 pub mod ops; // /healthz, /readyz, /metrics
 pub mod platform; // child-process supervisor, outbound HTTP client, SecretString, secrets at rest
 pub mod rag; // knowledge RAG: LightRAG client, bindings, sync, reference → evidence mapping

@@ -6,6 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 use axum::{
     Router,
     middleware::{from_fn, from_fn_with_state},
+    response::IntoResponse,
     routing::any,
 };
 use tower_http::{compression::CompressionLayer, trace::TraceLayer};
@@ -48,6 +49,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(agents::api::api_router())
         .merge(ops::api_router())
         .merge(viewer::api_router())
+        .route("/api/openapi.json", axum::routing::get(openapi_json))
         .route("/api/{*rest}", any(not_found))
         .layer(from_fn(crate::error::json_rejections))
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard));
@@ -77,6 +79,44 @@ pub fn build_router(state: AppState) -> Router {
         .layer(TraceLayer::new_for_http())
         .layer(CompressionLayer::new().compress_when(compressible()))
         .with_state(state)
+}
+
+/// The OpenAPI 3.1 document of every `/api` route, from each feature's `api_doc` beside its
+/// `api_router` (`docs/openapi.json` holds a copy; a test keeps the two equal).
+pub fn openapi() -> serde_json::Value {
+    let mut d = crate::openapi::ApiDoc::new();
+    d.op("get", "/api/openapi.json").summary("This document (OpenAPI 3.1)").public().content(
+        200,
+        "application/json",
+        serde_json::json!({"type": "object"}),
+        "the OpenAPI document",
+    );
+    auth::api_doc(&mut d);
+    tenants::api_doc(&mut d);
+    grants::api_doc(&mut d);
+    kbs::api_doc(&mut d);
+    sources::api_doc(&mut d);
+    search::api_doc(&mut d);
+    rag::api_doc(&mut d);
+    journal::api_doc(&mut d);
+    runs::api_doc(&mut d);
+    agents::api::api_doc(&mut d);
+    viewer::api_doc(&mut d);
+    d.finish()
+}
+
+/// `GET /api/openapi.json`: public, like any API description (it holds no data).
+async fn openapi_json() -> axum::response::Response {
+    static DOC: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let body = DOC.get_or_init(|| openapi_text(&openapi()));
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], body.as_str()).into_response()
+}
+
+/// The document as `docs/openapi.json` holds it: pretty-printed, with a final newline.
+pub fn openapi_text(doc: &serde_json::Value) -> String {
+    let mut s = serde_json::to_string_pretty(doc).expect("a JSON value serializes");
+    s.push('\n');
+    s
 }
 
 /// What the compression layer compresses: tower-http's default (not images, not gRPC, not
@@ -187,4 +227,87 @@ async fn shutdown_signal() {
     };
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    /// `docs/openapi.json` is the document the server serves; `MNOTE_UPDATE_OPENAPI=1`
+    /// rewrites it.
+    #[test]
+    fn the_checked_in_openapi_document_is_the_served_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/openapi.json");
+        let now = super::openapi_text(&super::openapi());
+        if std::env::var_os("MNOTE_UPDATE_OPENAPI").is_some() {
+            std::fs::write(&path, &now).unwrap();
+        }
+        let file = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            file == now,
+            "docs/openapi.json differs from the document the routes describe; regenerate it with \
+             `MNOTE_UPDATE_OPENAPI=1 ./dev test --lib openapi` and review the diff"
+        );
+    }
+
+    /// `(METHOD, path)` of every `.route("/api/…", get(…).post(…))` in `src/`.
+    fn routed() -> BTreeSet<(String, String)> {
+        let route = regex::Regex::new(r#"\.route\(\s*"(/api/[^"]*)""#).unwrap();
+        let method = regex::Regex::new(r"\b(get|post|put|patch|delete)\(").unwrap();
+        let mut out = BTreeSet::new();
+        let mut stack = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                    continue;
+                }
+                if p.extension().is_none_or(|x| x != "rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                for m in route.captures_iter(&text) {
+                    let path = m[1].to_string();
+                    let line_start = text[..m.get(0).unwrap().start()].rfind('\n').map_or(0, |i| i + 1);
+                    if path.contains("{*") || text[line_start..].trim_start().starts_with("//") {
+                        continue;
+                    }
+                    // The route's arguments: up to the parenthesis that closes `.route(`.
+                    let start = m.get(0).unwrap().end();
+                    let (mut depth, mut end) = (1, start);
+                    for (i, c) in text[start..].char_indices() {
+                        depth += i32::from(c == '(') - i32::from(c == ')');
+                        if depth == 0 {
+                            end = start + i;
+                            break;
+                        }
+                    }
+                    let methods: Vec<_> = method.captures_iter(&text[start..end]).map(|c| c[1].to_uppercase()).collect();
+                    assert!(!methods.is_empty(), "no method found for {path} in {}", p.display());
+                    for m in methods {
+                        out.insert((m, path.clone()));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_api_route_is_in_the_openapi_document_and_nothing_else() {
+        let routed = routed();
+        assert!(routed.len() > 50, "the route scan found only {} routes", routed.len());
+        let doc = super::openapi();
+        let documented: BTreeSet<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(p, ops)| ops.as_object().unwrap().keys().map(move |m| (m.to_uppercase(), p.clone())))
+            .collect();
+        let missing: Vec<_> = routed.difference(&documented).collect();
+        let extra: Vec<_> = documented.difference(&routed).collect();
+        assert!(missing.is_empty(), "routed but not in the OpenAPI document (add them to the feature's api_doc): {missing:?}");
+        assert!(extra.is_empty(), "in the OpenAPI document but not routed: {extra:?}");
+    }
 }

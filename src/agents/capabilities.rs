@@ -32,7 +32,7 @@ pub fn all() -> Vec<&'static str> {
 }
 
 /// The tenant's switches: every capability of [`all`], on unless switched off.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Switches(pub BTreeMap<&'static str, bool>);
 
 impl Switches {
@@ -63,7 +63,7 @@ pub async fn load(conn: &mut crate::db::TenantTx) -> sqlx::Result<Switches> {
 }
 
 /// `{"schema": "mnote.ai_capabilities.v1", "capabilities": {"evidence": true, …}}`
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CapabilitiesView {
     pub schema: &'static str,

@@ -48,7 +48,7 @@ pub struct AgentConfigRow {
 }
 
 /// What the API shows of an agent's configuration (never the key).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentView {
     pub agent_id: &'static str,
@@ -215,7 +215,7 @@ async fn get_config(State(state): State<AppState>, auth: Auth, Path(agent): Path
 
 /// `PUT` body. `apiKey`: absent keeps the stored key (unless `endpointUrl` changes: then the
 /// key is removed), `""` removes it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigInput {
     pub endpoint_url: String,

@@ -202,7 +202,7 @@ fn with_key(req: reqwest::RequestBuilder, key: Option<&SecretString>) -> reqwest
 }
 
 /// One model of a provider's list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     pub id: String,
@@ -254,7 +254,7 @@ pub async fn list_models(t: &Target) -> AppResult<Vec<ModelInfo>> {
 }
 
 /// A successful test.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TestResult {
     pub ok: bool,
@@ -449,7 +449,7 @@ pub fn api_router() -> axum::Router<AppState> {
 }
 
 /// The body of both routes: each part absent = the stored one.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CheckInput {
     #[serde(default)]
@@ -460,7 +460,7 @@ pub struct CheckInput {
     pub model: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelsResponse {
     pub endpoint_url: String,

@@ -43,7 +43,7 @@ pub const JSON_SCHEMA: &str = include_str!("../../docs/schemas/mnote.ai_preferen
 /// Longest string a field takes when it names no `max`.
 const MAX_TEXT: usize = 2000;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 pub struct PreferencesView {
     pub schema: &'static str,
     pub values: BTreeMap<String, Value>,

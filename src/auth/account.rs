@@ -76,7 +76,7 @@ pub async fn change_password(state: &AppState, user: Uuid, ip: &str, current: &s
     Ok(epoch)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PasswordChange {
     current_password: String,

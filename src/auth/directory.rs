@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, sqlx::Type, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "text", rename_all = "lowercase")]
 pub enum Role {
@@ -50,7 +50,7 @@ pub struct UserRow {
     pub locale: Option<String>,
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Member {
     #[serde(rename = "id")]
@@ -256,7 +256,7 @@ pub async fn removal_impact(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Remov
 }
 
 /// A pending invitation as its invitee sees it (`GET /api/invitations`, the team picker).
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MyInvitation {
     pub id: Uuid,

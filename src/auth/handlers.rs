@@ -38,7 +38,7 @@ impl axum::extract::OptionalFromRequestParts<AppState> for SignedInOpt {
 
 /// `GET /api/session`: who is calling, and the CSRF token for cookie-authenticated JSON calls.
 /// `mnote.session.v1`
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionInfo {
     schema: &'static str,
@@ -51,13 +51,13 @@ pub struct SessionInfo {
     csrf_token: Option<String>,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct SessionUser {
     id: Uuid,
     email: String,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct SessionTenant {
     id: Uuid,
     name: Option<String>,
@@ -84,12 +84,14 @@ pub async fn session_info(State(state): State<AppState>, session: Session, auth:
 
 // ---------------------------------------------------------------- API tokens
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewToken {
+    #[schemars(length(min = 1, max = 100), regex(pattern = r"\S"))]
     name: String,
     /// Days until the token stops working (`null` / absent: never).
     #[serde(default)]
+    #[schemars(range(min = 1, max = super::tokens::MAX_EXPIRY_DAYS))]
     expires_in_days: Option<i64>,
 }
 
@@ -121,7 +123,7 @@ pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b):
 }
 
 /// A new token: its record and, this once, its plaintext (`token`).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct NewTokenView {
     #[serde(flatten)]
     token: super::tokens::ApiToken,

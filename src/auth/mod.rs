@@ -37,6 +37,25 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/account/password", axum::routing::post(account::change_password_api))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use handlers as a;
+    d.op("get", "/api/session").summary("Who is calling: user, team, role, how (`mnote.session.v1`)").ok::<a::SessionInfo>(200);
+    d.op("get", "/api/tokens").summary("The caller's API tokens").ok::<crate::error::Items<tokens::ApiToken>>(200);
+    d.op("post", "/api/tokens")
+        .summary("Create an API token (its plaintext is answered this once)")
+        .body::<a::NewToken>()
+        .ok::<a::NewTokenView>(201)
+        .errors(&[(429, &["too_many_tokens"])]);
+    d.op("delete", "/api/tokens/{id}").summary("Revoke one of the caller's API tokens").empty(204);
+    d.op("post", "/api/account/password")
+        .summary("Change the own password (browser sessions only; other sessions are signed out)")
+        .session_only()
+        .body::<account::PasswordChange>()
+        .empty(204)
+        .errors(&[(429, &["rate_limited"])]);
+}
+
 /// Session keys.
 pub const USER_ID: &str = "uid";
 pub const TENANT_ID: &str = "tid";

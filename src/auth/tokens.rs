@@ -58,7 +58,7 @@ fn tenant_part(rest: &str) -> Option<Uuid> {
     Uuid::try_parse(tenant).ok()
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiToken {
     pub id: Uuid,

@@ -11,7 +11,7 @@ use uuid::Uuid;
 pub mod tools;
 
 /// What a locator's block text is worth, checked at parse time (SPEC §4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Quality {
     /// The block text is exactly what lies under the locator.
@@ -34,7 +34,7 @@ impl Quality {
 }
 
 /// The kind of a registered file (`source.kind`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceKind {
     Markdown,
@@ -90,7 +90,7 @@ impl std::fmt::Display for SourceKind {
 }
 
 /// The state of a registered file (`source.status`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SourceStatus {
     Pending,
@@ -163,7 +163,7 @@ pub const LOCATOR_SCHEMA: &str = "mnote.evidence_locator.v1";
 /// Written once per block by the indexer (`evidence_block.locator`), returned as `source` by
 /// every tool. Fields are declared in alphabetical order of their JSON names and absent
 /// values are `null`, so the JSON is the same as the object the database holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Locator {
     /// Paged kinds: `[x0, y0, x1, y1]` in points (images: pixels), top-left origin.

@@ -46,17 +46,20 @@ impl Mode {
 }
 
 /// `POST /api/evidence/search` body.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchRequest {
+    #[schemars(length(min = 1, max = 2000), regex(pattern = r"\S"))]
     pub query: String,
     #[serde(default)]
     pub mode: Mode,
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
     #[serde(default)]
     pub kb_ids: Option<Vec<Uuid>>,
     #[serde(default)]
+    #[schemars(with = "Option<Vec<super::SourceKind>>")]
     pub kinds: Option<Vec<String>>,
     #[serde(default)]
     pub path_prefix: Option<String>,
@@ -72,6 +75,7 @@ pub struct SearchRequest {
     /// Paging: skip this many results (documents, with `groupBy`). Asking for a page (this or
     /// `groupBy`) also gets the response's `total` and `nextOffset`.
     #[serde(default)]
+    #[schemars(range(max = 10_000))]
     pub offset: Option<usize>,
     /// `"document"`: results grouped by source, best document first, `topK` documents per
     /// page, each with its best `perGroup` blocks (`groups`).
@@ -79,6 +83,7 @@ pub struct SearchRequest {
     pub group_by: Option<GroupBy>,
     /// Blocks shown per document with `groupBy` (default 3, at most 20).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 20))]
     pub per_group: Option<usize>,
 }
 
@@ -114,7 +119,7 @@ impl SearchRequest {
 }
 
 /// How a hybrid search fused its two lists.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Fusion {
     pub rrf_k: f64,
@@ -126,7 +131,7 @@ pub struct Fusion {
 }
 
 /// Graph mode: the edge a result was reached by.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GraphStep {
     pub hop: u32,
@@ -135,7 +140,7 @@ pub struct GraphStep {
 }
 
 /// `openAction` of a result: where the viewer shows the evidence highlighted.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenAction {
     #[serde(rename = "type")]
@@ -148,7 +153,7 @@ pub struct OpenAction {
 }
 
 /// One search result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchHit {
     pub evidence_id: Uuid,
@@ -168,7 +173,7 @@ pub struct SearchHit {
 
 /// `mnote.evidence_search_response.v1`. `H` is the result type: [`SearchHit`] on the wire;
 /// the search core's own hit carries what grouping by document needs as well.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResponse<H = SearchHit> {
     pub ok: bool,
@@ -188,7 +193,7 @@ pub struct SearchResponse<H = SearchHit> {
 }
 
 /// What a paged search adds to its response.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Paging {
     /// Matching blocks (after every filter). With `totalIsLowerBound` there are at least this
@@ -213,7 +218,7 @@ pub struct Paging {
 }
 
 /// One document of a grouped page.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchGroup {
     pub source_id: Uuid,
@@ -248,7 +253,7 @@ impl<H> SearchResponse<H> {
 }
 
 /// `POST /api/evidence/read` body: an evidence id, or a locator (`sourceId` + `blockId`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadRequest {
     #[serde(default)]
@@ -266,7 +271,7 @@ pub struct ReadRequest {
 pub type OpenRequest = ReadRequest;
 
 /// `mnote.evidence_open_response.v1`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenResponse {
     /// Whether the block the reference names is still indexed (else the URL opens the page or
@@ -275,18 +280,20 @@ pub struct OpenResponse {
     pub citation_markdown: String,
     pub ok: bool,
     #[serde(serialize_with = "sorted")]
+    #[schemars(with = "OpenAction")]
     pub open_action: OpenAction,
     pub schema: &'static str,
     pub stale: bool,
 }
 
 /// A block of a [`ReadResponse`].
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EvidenceBlock {
     pub block_id: String,
     pub evidence_id: Uuid,
     #[serde(serialize_with = "sorted")]
+    #[schemars(with = "OpenAction")]
     pub open_action: OpenAction,
     pub source: Locator,
     pub text: String,
@@ -296,7 +303,7 @@ pub struct EvidenceBlock {
 
 /// `mnote.evidence_read_response.v1`: the anchor, `window` blocks before and after, the other
 /// blocks of its section (bounded), its section path and the source's title and kind.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadResponse {
     pub anchor: Option<EvidenceBlock>,

@@ -36,7 +36,7 @@ pub async fn list_grants(State(state): State<AppState>, auth: Auth) -> AppResult
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewGrant {
     path: String,
@@ -89,7 +89,7 @@ async fn revoke(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<u64> {
 }
 
 /// What `DELETE /api/grants/{id}` answers.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Revoked {
     id: Uuid,

@@ -29,6 +29,23 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/grants/{id}/impact", get(g::grant_impact))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use handlers as g;
+    d.op("get", "/api/grants")
+        .summary("Directory grants (admins: all; members: their own)")
+        .ok::<crate::error::Items<Grant>>(200);
+    d.op("post", "/api/grants")
+        .summary("Grant a directory to a member, by email or to all members (admins)")
+        .body::<g::NewGrant>()
+        .ok::<Grant>(201)
+        .ok::<Grant>(200)
+        .errors(&[(403, &["path_outside_grant"]), (409, &["conflict"])]);
+    d.op("get", "/api/grants/{id}").summary("One grant").ok::<Grant>(200);
+    d.op("delete", "/api/grants/{id}").summary("Revoke a grant (its sources become stale)").ok::<g::Revoked>(200);
+    d.op("get", "/api/grants/{id}/impact").summary("What revoking the grant would do").ok::<queries::RevokeImpact>(200);
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::get;
     use handlers as g;

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Grant {
     pub id: Uuid,
@@ -114,7 +114,7 @@ pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
 
 /// What revoking grant `id` does (the confirmation says it): the sources that become stale
 /// and leave search, and the KBs they are in. `None`: no such active grant.
-#[derive(Clone, Debug, serde::Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, serde::Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevokeImpact {
     pub root_path: String,

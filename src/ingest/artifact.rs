@@ -22,7 +22,7 @@ pub struct ParsedArtifact {
     pub source_map: SourceMap,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceMap {
     /// Always [`SOURCE_MAP_SCHEMA`].
@@ -50,8 +50,9 @@ pub struct SourceMap {
     pub references: Vec<Reference>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapPage")]
 pub struct Page {
     /// 1-based.
     pub page: u32,
@@ -67,8 +68,9 @@ pub struct Page {
     pub blocks: Vec<Block>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "SourceMapBlockType")]
 pub enum BlockType {
     Heading,
     Paragraph,
@@ -82,8 +84,9 @@ pub enum BlockType {
 
 pub use crate::evidence::Quality;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapBlock")]
 pub struct Block {
     /// Deterministic from position: `b{n}` (flowing kinds) or `p{page}_b{n}` (paged kinds).
     pub id: String,
@@ -119,8 +122,9 @@ pub struct Block {
     pub confidence: Option<f32>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapSection")]
 pub struct Section {
     /// `sec_{n}`, deterministic from position.
     pub id: String,
@@ -140,8 +144,9 @@ pub struct Section {
     pub block_ids: Vec<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(rename = "SourceMapReferenceKind")]
 pub enum ReferenceKind {
     /// `[text](target)` to another document or URL.
     Link,
@@ -153,8 +158,9 @@ pub enum ReferenceKind {
     Mention,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "SourceMapReference")]
 pub struct Reference {
     pub kind: ReferenceKind,
     /// The block the reference appears in (every edge must point at a locatable block).

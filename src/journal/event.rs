@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 /// `status` of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     Pending,
@@ -76,7 +76,8 @@ impl EventSource {
 }
 
 /// `{code, message}` of a failed run or tool call.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "RunError")]
 pub struct ErrorBody {
     pub code: String,
     pub message: String,
@@ -191,7 +192,7 @@ impl Event {
 }
 
 /// What the browser and the API see of a run's context (`contextRefs`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextRefs {
     #[serde(default)]

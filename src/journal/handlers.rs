@@ -33,7 +33,7 @@ pub async fn get(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>
     Ok(Json(load(&state, &auth, id).await?.view()))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventsQuery {
     #[serde(default)]
@@ -81,7 +81,7 @@ pub async fn events(
 
 /// `POST /api/page-ai/runs/{hostRunId}/cancel` → the run (already `cancelled`, or about to be).
 /// What a cancel request did, and the run as it is now.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Cancelled {
     /// `cancelled`, `requested` (the run's worker stops it) or `already_ended`.
     cancel: &'static str,
@@ -106,7 +106,7 @@ pub async fn cancel(State(state): State<AppState>, auth: Auth, Path(id): Path<Uu
 }
 
 /// `GET /api/page-ai/sessions/{sessionId}/active-run` → `mnote.ai_active_run.v1`.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActiveRun {
     schema: &'static str,

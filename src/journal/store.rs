@@ -108,7 +108,7 @@ impl RunRow {
 }
 
 /// A run as the API returns it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunView {
     pub schema: &'static str,
@@ -152,7 +152,7 @@ pub struct EventRow {
 }
 
 /// `mnote.ai_run_event.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
     pub schema: &'static str,

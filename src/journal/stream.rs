@@ -72,7 +72,7 @@ async fn still_allowed(state: &AppState, auth: &Auth, grant: &Grant, run: Uuid) 
 }
 
 /// `GET …/events?afterSeq=N` as JSON.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventPage {
     pub items: Vec<EventView>,

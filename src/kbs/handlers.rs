@@ -28,11 +28,13 @@ pub async fn list_kbs(State(state): State<AppState>, auth: Auth) -> AppResult<Js
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewKb {
+    #[schemars(length(min = 1, max = 200), regex(pattern = r"\S"))]
     name: String,
     #[serde(default = "team")]
+    #[schemars(regex(pattern = "^(private|team)$"))]
     visibility: String,
     #[serde(default)]
     description: String,
@@ -57,7 +59,7 @@ pub async fn get_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uu
     Ok(Json(kb))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct KbPatch {
     name: Option<String>,
     visibility: Option<String>,
@@ -138,7 +140,7 @@ pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Pat
 }
 
 /// A deleted KB and when it will be purged for good.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeletedKb {
     kb: Kb,
@@ -173,7 +175,7 @@ pub async fn list_kb_members(
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMemberBody {
     #[serde(default)]
@@ -181,7 +183,7 @@ pub struct KbMemberBody {
 }
 
 /// What `PUT /api/kbs/{id}/members/{user}` set.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMemberSet {
     kb_id: Uuid,

@@ -26,6 +26,33 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/kbs/{id}/members/{user}", put(k::put_kb_member).delete(k::delete_kb_member))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use crate::error::Items;
+    use handlers as k;
+    d.op("get", "/api/kbs").summary("The knowledge bases the caller can see").ok::<Items<Kb>>(200);
+    d.op("post", "/api/kbs").summary("Create a knowledge base").body::<k::NewKb>().ok::<Kb>(201).errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/kbs/deleted").summary("Deleted knowledge bases and when they are purged").ok::<Items<k::DeletedKb>>(200);
+    d.op("get", "/api/kbs/{id}").summary("One knowledge base").ok::<Kb>(200);
+    d.op("patch", "/api/kbs/{id}")
+        .summary("Rename, describe or change the visibility of a knowledge base")
+        .body::<k::KbPatch>()
+        .ok::<Kb>(200)
+        .errors(&[(409, &["conflict"])]);
+    d.op("delete", "/api/kbs/{id}").summary("Delete a knowledge base (restorable during the grace period)").empty(204);
+    d.op("get", "/api/kbs/{id}/delete-preview").summary("What deleting the knowledge base takes away").ok::<DeleteImpact>(200);
+    d.op("post", "/api/kbs/{id}/restore")
+        .summary("Restore a deleted knowledge base")
+        .ok::<Kb>(200)
+        .errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/kbs/{id}/members").summary("The knowledge base's added members").ok::<Items<queries::KbMember>>(200);
+    d.op("put", "/api/kbs/{id}/members/{user}")
+        .summary("Add a team member to the knowledge base (or change whether they manage it)")
+        .body::<k::KbMemberBody>()
+        .ok::<k::KbMemberSet>(200);
+    d.op("delete", "/api/kbs/{id}/members/{user}").summary("Remove a member from the knowledge base").empty(204);
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, post};
     use handlers as k;
@@ -39,7 +66,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
 }
 
 /// What deleting a KB (or removing a source) takes away, for the confirmation.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DeleteImpact {
     /// Sources that leave lists and search.

@@ -9,7 +9,7 @@ use crate::db::TenantTx;
 
 use crate::db::include_deleted;
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Kb {
     pub id: Uuid,
@@ -26,7 +26,7 @@ pub struct Kb {
     pub deleted_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbMember {
     pub user_id: Uuid,

@@ -30,7 +30,7 @@ pub struct Binding {
 }
 
 /// What the API and pages show of a binding: never the key, only whether one is set.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BindingView {
     pub kb_id: Uuid,

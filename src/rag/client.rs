@@ -67,7 +67,7 @@ impl RagError {
 }
 
 /// `mix` (graph + vector), `hybrid`, `local`, `global` or `naive` (vector only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum QueryMode {
     #[default]

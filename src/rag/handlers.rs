@@ -22,7 +22,7 @@ use crate::{
     state::AppState,
 };
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BindBody {
     pub url: String,
@@ -108,13 +108,13 @@ pub async fn delete_binding(State(state): State<AppState>, auth: Auth, Path(kb):
     Ok(StatusCode::NO_CONTENT)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StatusQuery {
     kb_id: Option<Uuid>,
 }
 
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct StatusResponse {
     schema: &'static str,
     items: Vec<KbStatus>,
@@ -138,15 +138,18 @@ pub async fn status(State(state): State<AppState>, auth: Auth, Query(q): Query<S
     Ok(Json(StatusResponse { schema: status::SCHEMA, items }))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QueryBody {
     #[serde(default)]
     kb_ids: Vec<Uuid>,
+    #[schemars(length(min = 2), regex(pattern = r"\S"))]
     query: String,
     #[serde(default)]
+    #[schemars(with = "Option<QueryMode>")]
     mode: Option<String>,
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     top_k: Option<u32>,
     #[serde(default)]
     answer: bool,
@@ -168,7 +171,7 @@ pub async fn query(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJso
     Ok(Json(query::run(&state, &auth, input).await?))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OpenBody {
     file_path: String,
@@ -192,7 +195,7 @@ pub async fn open_reference(
 
 /// A hit of `GET /api/search/documents`: an ordinary one, or text LightRAG holds (OCR) with
 /// what is known of its content.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentResult {
     #[serde(flatten)]

@@ -87,7 +87,7 @@ pub async fn confirm_lost(client: &LightRag, candidates: &[(&str, &str)]) -> Res
 }
 
 /// The drift of a binding, as the status API and the KB page show it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Drift {
     /// Documents we sent (and saw LightRAG process) that it no longer holds.

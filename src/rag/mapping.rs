@@ -15,7 +15,7 @@ pub struct BlockText<'a> {
     pub is_ocr: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchQuality {
     /// The chunk's text is a contiguous run of the source's blocks.

@@ -30,7 +30,7 @@ use serde::Serialize;
 use crate::config::RagConfig;
 
 /// `{code, message}` of a LightRAG failure, as responses carry it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ErrorView {
     pub code: String,
     pub message: String,
@@ -56,6 +56,38 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/knowledge-rag/open-reference", post(h::open_reference))
         // The document search with knowledge-RAG OCR hits (its ordinary part is `search`'s).
         .route("/api/search/documents", get(h::documents))
+}
+
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use handlers as h;
+    d.op("get", "/api/kbs/{id}/knowledge-rag").summary("The knowledge base's LightRAG binding").ok::<binding::BindingView>(200);
+    d.op("put", "/api/kbs/{id}/knowledge-rag")
+        .summary("Bind the knowledge base to a LightRAG endpoint (allow-listed), then check it once")
+        .body::<h::BindBody>()
+        .ok::<binding::BindingView>(200)
+        .errors(&[(502, &["upstream_unavailable"])]);
+    d.op("delete", "/api/kbs/{id}/knowledge-rag").summary("Unbind the knowledge base from LightRAG").empty(204);
+    d.op("post", "/api/kbs/{id}/knowledge-rag/test").summary("Check the binding's endpoint now").ok::<binding::BindingView>(200);
+    d.op("get", "/api/knowledge-rag/status")
+        .summary("What each bound knowledge base's LightRAG holds (`mnote.knowledge_rag.status.v1`)")
+        .query::<h::StatusQuery>()
+        .ok::<h::StatusResponse>(200)
+        .errors(&[(404, &["not_found"])]);
+    d.op("post", "/api/knowledge-rag/query")
+        .summary("Query LightRAG for bound knowledge bases; references mapped to evidence")
+        .body::<h::QueryBody>()
+        .ok::<query::QueryResult>(200)
+        .errors(&[(404, &["not_found"])]);
+    d.op("post", "/api/knowledge-rag/open-reference")
+        .summary("Map a LightRAG reference (its file path, a quote) to evidence")
+        .body::<h::OpenBody>()
+        .ok::<query::Reference>(200)
+        .errors(&[(404, &["not_found"])]);
+    d.op("get", "/api/search/documents")
+        .summary("Documents matching a query, best hit each (with `includeOcr`: LightRAG's OCR text too)")
+        .query::<crate::search::handlers::DocumentsQuery>()
+        .ok::<crate::search::handlers::DocumentSearchResponse<h::DocumentResult>>(200);
 }
 
 pub fn page_router() -> axum::Router<crate::state::AppState> {

@@ -32,7 +32,7 @@ const QUOTE_CHARS: usize = 400;
 /// not able to provide an answer to that question.[no-context]"): never passed on.
 pub const NO_CONTEXT: &str = "[no-context]";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QuoteSource {
     /// The chunk text LightRAG returned (aligned to our block).
@@ -47,7 +47,7 @@ pub enum QuoteSource {
     Placeholder,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContentDiagnostics {
     /// For sources with OCR text: whether LightRAG's chunk really carried it. `null` for
@@ -57,7 +57,7 @@ pub struct ContentDiagnostics {
     pub quote_only_image_placeholder: bool,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Reference {
     pub schema: &'static str,
@@ -83,7 +83,7 @@ pub struct Reference {
     pub open_action: OpenAction,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointError {
     pub kb_ids: Vec<Uuid>,
@@ -92,7 +92,7 @@ pub struct EndpointError {
 }
 
 /// What LightRAG reported about its own query processing: bookkeeping, never evidence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Bookkeeping {
     pub kind: &'static str,
@@ -104,14 +104,14 @@ pub struct Bookkeeping {
     pub chunk_count: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Keywords {
     pub high_level: Vec<String>,
     pub low_level: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryResult {
     pub schema: &'static str,
@@ -155,7 +155,7 @@ impl QueryResult {
 }
 
 /// Where the time of a query went (milliseconds): waiting for LightRAG, and in all.
-#[derive(Debug, Clone, Copy, Serialize, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Timings {
     pub provider_ms: f64,

@@ -10,7 +10,7 @@ use crate::{config::RagConfig, db::TenantTx, error::AppResult};
 
 pub const SCHEMA: &str = "mnote.knowledge_rag.status.v1";
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Item {
     pub source_id: Uuid,
@@ -33,7 +33,7 @@ pub struct Item {
     pub track_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Counts {
     pub sources: usize,
@@ -47,7 +47,7 @@ pub struct Counts {
     pub lost: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KbStatus {
     pub kb_id: Uuid,

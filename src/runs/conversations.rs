@@ -34,7 +34,7 @@ pub struct ConversationRow {
 }
 
 /// `mnote.ai_conversation.v1`: one conversation as the list and the API show it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationView {
     pub schema: &'static str,
@@ -59,13 +59,13 @@ impl ConversationRow {
 }
 
 /// `GET /api/page-ai/conversations` response.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct ConversationList {
     pub items: Vec<ConversationView>,
 }
 
 /// `GET /api/page-ai/conversations/{id}` response: the conversation and its runs, oldest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationDetail {
     #[serde(flatten)]
@@ -74,7 +74,7 @@ pub struct ConversationDetail {
 }
 
 /// `GET /api/page-ai/conversations?q=&limit=`
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 pub struct ListQuery {
     #[serde(default)]
     pub q: Option<String>,
@@ -83,9 +83,10 @@ pub struct ListQuery {
 }
 
 /// `PATCH /api/page-ai/conversations/{id}` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Rename {
+    #[schemars(length(min = 1, max = TITLE_MAX), regex(pattern = r"\S"))]
     pub title: String,
 }
 

@@ -25,6 +25,35 @@ pub fn api_router() -> axum::Router<AppState> {
         )
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use crate::journal::store::RunView;
+    d.op("post", "/api/page-ai/runs")
+        .summary("Start a run (idempotent on `requestId`: 200 with the run an earlier request created)")
+        .body::<CreateRun>()
+        .ok::<RunView>(201)
+        .ok::<RunView>(200)
+        .errors(&[(409, &["conflict"]), (429, &["too_many_runs"])]);
+    d.op("get", "/api/page-ai/conversations")
+        .summary("The caller's conversations, most recently active first (`q` searches them)")
+        .query::<conversations::ListQuery>()
+        .ok::<conversations::ConversationList>(200);
+    d.op("get", "/api/page-ai/conversations/{id}")
+        .summary("A conversation with its runs, oldest first")
+        .string_param("id")
+        .ok::<conversations::ConversationDetail>(200);
+    d.op("patch", "/api/page-ai/conversations/{id}")
+        .summary("Rename a conversation")
+        .string_param("id")
+        .body::<conversations::Rename>()
+        .ok::<conversations::ConversationView>(200);
+    d.op("delete", "/api/page-ai/conversations/{id}")
+        .summary("Delete a conversation and its runs")
+        .string_param("id")
+        .empty(204)
+        .errors(&[(409, &["conflict"])]);
+}
+
 /// The Page AI pages (`/ai`, `/ai/runs/{id}…`, the script; the agent settings page is
 /// `agents::pages`).
 pub fn page_router() -> axum::Router<AppState> {

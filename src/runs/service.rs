@@ -27,12 +27,16 @@ use crate::{
 const MAX_PROMPT_CHARS: usize = 20_000;
 
 /// `POST /api/page-ai/runs` body.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateRun {
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,200}$"))]
     pub request_id: String,
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,200}$"))]
     pub session_id: String,
+    #[schemars(regex(pattern = "^(hermes|reasonix|chat_only)$"))]
     pub agent_id: String,
+    #[schemars(length(min = 1, max = MAX_PROMPT_CHARS), regex(pattern = r"\S"))]
     pub prompt: String,
     #[serde(default)]
     pub context_refs: ContextRefs,

@@ -74,7 +74,7 @@ pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson
     Ok(Json(v))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentsQuery {
     pub q: String,
@@ -85,7 +85,7 @@ pub struct DocumentsQuery {
 }
 
 /// One document of `GET /api/search/documents`: its best hit, and how many hits it had.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentHit {
     pub source_id: Uuid,
@@ -107,7 +107,7 @@ pub struct DocumentHit {
 }
 
 /// What the search covered: ordinary text, and LightRAG's OCR text when asked.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentBoundary {
     pub kind: &'static str,
@@ -115,7 +115,7 @@ pub struct DocumentBoundary {
 }
 
 /// `mnote.document_search_response.v1` (`rag` adds LightRAG's OCR hits as their own type).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentSearchResponse<H = DocumentHit> {
     pub ok: bool,

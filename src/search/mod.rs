@@ -26,6 +26,25 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/evidence/open", post(handlers::open))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use crate::evidence::tools as t;
+    d.op("post", "/api/evidence/search")
+        .summary("Search evidence (lexical, vector, hybrid or graph) in the caller's knowledge bases")
+        .body::<t::SearchRequest>()
+        .ok::<t::SearchResponse>(200);
+    d.op("post", "/api/evidence/read")
+        .summary("Read a block of evidence with its neighbours and section")
+        .body::<t::ReadRequest>()
+        .ok::<t::ReadResponse>(200)
+        .errors(&[(404, &["not_found"])]);
+    d.op("post", "/api/evidence/open")
+        .summary("Where the viewer shows a block of evidence (its citation and URL)")
+        .body::<t::OpenRequest>()
+        .ok::<t::OpenResponse>(200)
+        .errors(&[(404, &["not_found"])]);
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     axum::Router::new().route("/search", axum::routing::get(pages::search_page))
 }

@@ -19,7 +19,7 @@ use crate::{
     web::{Page, flash},
 };
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterBody {
     path: String,
@@ -121,7 +121,7 @@ pub async fn restore_source(State(state): State<AppState>, auth: Auth, Path(id):
 }
 
 /// A removed source and when it will be purged for good.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RemovedSource {
     source: Source,
@@ -193,7 +193,7 @@ async fn store_upload(state: &AppState, field: &mut axum::extract::multipart::Fi
 }
 
 /// What an upload did with one file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UploadOutcome {
     /// A new source.
@@ -267,14 +267,14 @@ async fn upload(state: &AppState, auth: &Auth, kb: Uuid, mut mp: Multipart) -> A
 }
 
 /// One uploaded file: what became of it and its source.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct UploadResult {
     outcome: UploadOutcome,
     source: Source,
 }
 
 /// `POST /api/kbs/{id}/uploads`: the sources (`items`, as before) and each file's outcome.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 pub struct Uploaded {
     items: Vec<Source>,
     results: Vec<UploadResult>,

@@ -49,6 +49,37 @@ pub fn api_router(config: &crate::config::Config) -> axum::Router<crate::state::
         .route("/api/sources/{id}/retry", post(s::retry_source))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use crate::error::Items;
+    use handlers as s;
+    use serde_json::json;
+    d.op("get", "/api/kbs/{id}/sources").summary("The knowledge base's sources").ok::<Items<Source>>(200);
+    d.op("post", "/api/kbs/{id}/sources")
+        .summary("Register a granted file (answers the source) or directory (answers what was registered)")
+        .body::<s::RegisterBody>()
+        .ok_either::<Option<Source>, Registered>(201)
+        .ok_either::<Option<Source>, Registered>(200)
+        .errors(&[(403, &["path_outside_grant"])]);
+    d.op("post", "/api/kbs/{id}/uploads")
+        .summary("Upload files (multipart, every field named `file`)")
+        .raw_body(
+            "multipart/form-data",
+            json!({"type": "object", "properties": {"file": {"type": "array", "items": {"type": "string", "contentMediaType": "application/octet-stream"}}}, "required": ["file"]}),
+        )
+        .ok::<s::Uploaded>(201)
+        .ok::<s::Uploaded>(200)
+        .errors(&[(413, &["file_too_large"])]);
+    d.op("get", "/api/kbs/{id}/sources/removed")
+        .summary("The knowledge base's removed sources")
+        .ok::<Items<s::RemovedSource>>(200);
+    d.op("get", "/api/sources/{id}").summary("One source").ok::<Source>(200);
+    d.op("delete", "/api/sources/{id}").summary("Remove a source (restorable during the grace period)").empty(204);
+    d.op("get", "/api/sources/{id}/delete-preview").summary("What removing the source takes away").ok::<kbs::DeleteImpact>(200);
+    d.op("post", "/api/sources/{id}/restore").summary("Restore a removed source").ok::<Source>(200);
+    d.op("post", "/api/sources/{id}/retry").summary("Parse the source again").ok::<Source>(202).errors(&[(409, &["conflict"])]);
+}
+
 /// The browser routes (the KB page's live status stream included: its errors are pages too).
 pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, post};
@@ -243,7 +274,7 @@ pub fn scan_dir(
     Ok((files, skipped))
 }
 
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Registered {
     pub items: Vec<Source>,

@@ -1,7 +1,6 @@
 //! SQL for sources. Rows are visible only through a visible KB (policy `source_kb_visible`).
 
 use serde::Serialize;
-use serde_json::json;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -41,7 +40,7 @@ pub struct Source {
 }
 
 /// A source's ingest progress, as the API and the KB page's live status show it.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressView {
     pub phase: String,
@@ -54,17 +53,70 @@ pub struct ProgressView {
     pub elapsed_secs: Option<i64>,
 }
 
+/// A source as the API writes it (`error` = `{code, message}` of the last failure).
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+struct SourceView<'a> {
+    id: Uuid,
+    kb_id: Uuid,
+    origin: &'a str,
+    grant_id: Option<Uuid>,
+    resource_path: &'a str,
+    kind: &'a str,
+    size_bytes: i64,
+    mtime: Option<chrono::DateTime<chrono::Utc>>,
+    sha256: &'a str,
+    status: &'a str,
+    error: Option<SourceError<'a>>,
+    provider: Option<&'a str>,
+    indexed_hash: Option<&'a str>,
+    pages: Option<i32>,
+    created_at: chrono::DateTime<chrono::Utc>,
+    updated_at: chrono::DateTime<chrono::Utc>,
+    progress: Option<ProgressView>,
+    deleted_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// Why the last parse failed.
+#[derive(Serialize, schemars::JsonSchema)]
+struct SourceError<'a> {
+    code: &'a str,
+    message: Option<&'a str>,
+}
+
 impl Serialize for Source {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let error = self.error_code.as_ref().map(|c| json!({"code": c, "message": self.error_message}));
-        json!({
-            "id": self.id, "kbId": self.kb_id, "origin": self.origin, "grantId": self.grant_id,
-            "resourcePath": self.resource_path, "kind": self.kind, "sizeBytes": self.size_bytes,
-            "mtime": self.mtime, "sha256": self.sha256, "status": self.status, "error": error,
-            "provider": self.provider, "indexedHash": self.indexed_hash, "pages": self.pages, "createdAt": self.created_at, "updatedAt": self.updated_at,
-            "progress": self.progress(), "deletedAt": self.deleted_at,
-        })
+        SourceView {
+            id: self.id,
+            kb_id: self.kb_id,
+            origin: &self.origin,
+            grant_id: self.grant_id,
+            resource_path: &self.resource_path,
+            kind: &self.kind,
+            size_bytes: self.size_bytes,
+            mtime: self.mtime,
+            sha256: &self.sha256,
+            status: &self.status,
+            error: self.error_code.as_deref().map(|code| SourceError { code, message: self.error_message.as_deref() }),
+            provider: self.provider.as_deref(),
+            indexed_hash: self.indexed_hash.as_deref(),
+            pages: self.pages,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            progress: self.progress(),
+            deleted_at: self.deleted_at,
+        }
         .serialize(s)
+    }
+}
+
+impl schemars::JsonSchema for Source {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Source".into()
+    }
+
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <SourceView<'_> as schemars::JsonSchema>::json_schema(g)
     }
 }
 

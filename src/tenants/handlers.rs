@@ -93,14 +93,16 @@ pub async fn list_members(State(state): State<AppState>, auth: Auth) -> AppResul
     Ok(Json(items.into()))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NewMember {
+    #[schemars(email)]
     email: String,
     role: Role,
     /// Refused when present: an admin never sets an account's password (issue 31 item 1).
     password: Option<serde_json::Value>,
     /// How long the invitation stays open (default 14 days, at most 90).
+    #[schemars(range(min = 1, max = invitations::MAX_TTL_DAYS))]
     expires_in_days: Option<i64>,
 }
 
@@ -115,7 +117,7 @@ fn check_can_assign(auth: &Auth, role: Role) -> AppResult<()> {
 
 /// The answer to `POST /api/members`: `status` is always `invited`; `inviteUrl` only when the
 /// email was not yet invited (the link is shown once).
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Invited {
     status: &'static str,
@@ -187,13 +189,13 @@ pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppR
 }
 
 /// The body of `POST /api/invitations/{id}/accept`: the invitation link's token (or the link).
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct AcceptBody {
     token: Option<String>,
 }
 
 /// The answer to an accepted invitation: the team joined, with which role.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Accepted {
     status: &'static str,
@@ -243,7 +245,7 @@ pub async fn invitation_decline_form(State(state): State<AppState>, who: SignedI
     Ok(Redirect::to("/tenants"))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct RoleChange {
     role: Role,
 }
@@ -606,7 +608,7 @@ pub async fn join_accept(
 /// Settings as the API shows them: `mineruConfigured` says whether the server has a MinerU
 /// token (never the token itself), so an admin knows whether enabling upload can work.
 /// The team's settings as the API shows them.
-#[derive(Serialize)]
+#[derive(Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingsView {
     external_parsing_upload: bool,
@@ -629,7 +631,7 @@ pub async fn get_settings(State(state): State<AppState>, auth: Auth) -> AppResul
     Ok(Json(settings_json(&s, &state)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SettingsPatch {
     external_parsing_upload: Option<bool>,

@@ -32,7 +32,7 @@ pub const DEFAULT_TTL_DAYS: i64 = 14;
 pub const MAX_TTL_DAYS: i64 = 90;
 
 /// A pending invitation as the inviting team's admins see it (members page).
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TeamInvitation {
     pub id: Uuid,

@@ -30,6 +30,42 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
 }
 
+/// The OpenAPI description of [`api_router`]'s routes.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    use crate::error::Items;
+    use handlers as t;
+    d.op("get", "/api/members").summary("The team's members").ok::<Items<q::Member>>(200);
+    d.op("post", "/api/members")
+        .summary("Invite an email into the team (admins); the answer never says whether it has an account")
+        .body::<t::NewMember>()
+        .ok::<t::Invited>(202)
+        .errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/members/invitations")
+        .summary("The team's open invitations (admins)")
+        .ok::<Items<invitations::TeamInvitation>>(200);
+    d.op("delete", "/api/members/invitations/{id}").summary("Withdraw an invitation (admins)").empty(204);
+    d.op("get", "/api/invitations")
+        .summary("The caller's own pending invitations, from every team")
+        .ok::<Items<crate::auth::directory::MyInvitation>>(200);
+    d.op("post", "/api/invitations/{id}/accept")
+        .summary("Accept an invitation with its link's token")
+        .body::<t::AcceptBody>()
+        .ok::<t::Accepted>(200)
+        .errors(&[(409, &["conflict"])]);
+    d.op("post", "/api/invitations/{id}/decline").summary("Decline an invitation").empty(204);
+    d.op("patch", "/api/members/{id}")
+        .summary("Change a member's role (admins; owners make owners)")
+        .body::<t::RoleChange>()
+        .ok::<q::Member>(200)
+        .errors(&[(409, &["conflict"])]);
+    d.op("delete", "/api/members/{id}").summary("Remove a member (admins)").empty(204).errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/tenant/settings").summary("The team's settings").ok::<t::SettingsView>(200);
+    d.op("patch", "/api/tenant/settings")
+        .summary("Change the team's settings (admins)")
+        .body::<t::SettingsPatch>()
+        .ok::<t::SettingsView>(200);
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::{get, post};
     use handlers as t;

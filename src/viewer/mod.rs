@@ -31,6 +31,13 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
     axum::Router::new().route("/api/sources/{id}/source-map.json", axum::routing::get(handlers::source_map))
 }
 
+/// The OpenAPI description of [`api_router`]'s route.
+pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
+    d.op("get", "/api/sources/{id}/source-map.json")
+        .summary("The indexed version's source map (`mnote.resource_source_map.v1`)")
+        .ok::<crate::ingest::artifact::SourceMap>(200);
+}
+
 pub fn page_router() -> axum::Router<crate::state::AppState> {
     use axum::routing::get;
     axum::Router::new()

@@ -33,6 +33,7 @@ mod malformed_json;
 mod mcp;
 mod mcp_clients;
 mod mineru;
+mod openapi;
 mod ops;
 mod pages;
 mod preferences;

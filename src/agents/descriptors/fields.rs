@@ -4,7 +4,7 @@
 use super::*;
 
 /// The control a field gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldKind {
     Select,
@@ -29,7 +29,7 @@ impl FieldKind {
 }
 
 /// Who may set a field: every member for themselves, or owners/admins for the team.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum FieldAuth {
     User,
@@ -37,7 +37,7 @@ pub enum FieldAuth {
 }
 
 /// Options the server resolves for the caller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum OptionsSource {
     /// The knowledge bases the caller can read.
@@ -92,7 +92,7 @@ impl Label {
 }
 
 /// `min`/`max` (numbers: the value; strings: the length in characters), `pattern` (strings).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Validation {
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -3,14 +3,14 @@
 #[allow(unused_imports)]
 use super::*;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FieldOption {
     pub value: String,
     pub label: String,
 }
 
 /// One field as the caller sees it, with its effective value.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Field {
     pub key: String,
@@ -85,7 +85,7 @@ pub(super) fn fmt_num(n: f64) -> String {
     if n.fract() == 0.0 { format!("{}", n as i64) } else { n.to_string() }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolView {
     pub name: &'static str,
@@ -96,21 +96,21 @@ pub struct ToolView {
     pub input_schema: &'static Value,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AllowedRoot {
     pub path: String,
     pub permission: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextDefaults {
     pub kb_ids: Vec<Uuid>,
 }
 
 /// `mnote.ai_agent_descriptor.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
     pub schema: &'static str,
@@ -157,7 +157,7 @@ impl Descriptor {
 }
 
 /// The `ai.common` settings shared by every agent.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommonSettings {
     pub setting_scopes: Vec<String>,
@@ -165,7 +165,7 @@ pub struct CommonSettings {
 }
 
 /// `mnote.ai_agent_descriptors.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptors {
     pub schema: &'static str,
