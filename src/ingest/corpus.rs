@@ -5,7 +5,6 @@
 use std::{collections::HashSet, time::Duration};
 
 use futures_util::future::BoxFuture;
-use indicatif::{ProgressBar, ProgressStyle};
 use sqlx::PgPool;
 use uuid::Uuid;
 
@@ -15,6 +14,7 @@ use crate::{
     config::Config,
     db::{Scope, TenantTx},
     evidence::SourceKind,
+    platform::progress::bar,
     sources::{self, queries::NewSource},
 };
 
@@ -27,18 +27,6 @@ pub fn load_boxed<'a>(
     docs: &'a [(String, String)],
 ) -> BoxFuture<'a, anyhow::Result<()>> {
     Box::pin(load(pool, cfg, actor, kb, docs))
-}
-
-fn bar(len: u64, what: &str) -> ProgressBar {
-    let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"
-        ))
-        .expect("static template")
-        .progress_chars("=> "),
-    );
-    b
 }
 
 /// Upload the documents not yet in the KB and parse them with in-process workers.

@@ -3,6 +3,7 @@
 pub mod crypto;
 pub mod http;
 pub mod metrics;
+pub mod progress;
 pub mod secret;
 pub mod supervise;
 

@@ -214,33 +214,21 @@ pub async fn documents(
     Query(p): Query<DocumentsQuery>,
 ) -> AppResult<Json<DocumentSearchResponse<DocumentResult>>> {
     let (body, limit) = crate::search::handlers::document_search(&state, &auth, &p).await?;
-    let DocumentSearchResponse { ok, schema, query: q, boundary, took_ms, results, .. } = body;
-    let mut out: Vec<DocumentResult> = results.into_iter().map(|hit| DocumentResult { hit, content_diagnostics: None }).collect();
-    let mut body = DocumentSearchResponse {
-        ok,
-        schema,
-        query: q,
-        boundary,
-        took_ms,
-        results: Vec::new(),
-        degraded: None,
-        degraded_reason: None,
-    };
+    let mut body = body.map_results(|hit| DocumentResult { hit, content_diagnostics: None });
     if !p.include_ocr.unwrap_or(false) {
-        body.results = out;
         return Ok(Json(body));
     }
     let (mut degraded, mut reason) = (false, None);
-    if out.len() < limit
+    if body.results.len() < limit
         && let Some(r) = query::ocr_hits(&state, &auth, &p.q).await?
     {
         degraded = r.degraded;
         reason = r.degraded_reason;
         for x in r.references {
-            if out.len() >= limit || out.iter().any(|d| d.hit.source_id == x.source_id) {
+            if body.results.len() >= limit || body.results.iter().any(|d| d.hit.source_id == x.source_id) {
                 continue;
             }
-            out.push(DocumentResult {
+            body.results.push(DocumentResult {
                 hit: DocumentHit {
                     source_id: x.source_id,
                     title: crate::search::open::source_title(&x.source_path),
@@ -261,7 +249,6 @@ pub async fn documents(
             });
         }
     }
-    body.results = out;
     body.degraded = Some(degraded);
     body.degraded_reason = Some(reason.map(str::to_string));
     Ok(Json(body))

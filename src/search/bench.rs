@@ -118,7 +118,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     }
     let mut real = 0;
     if have == 0 {
-        let b = eval::bar(REAL_SEEDS as u64, "real vectors (seeds)");
+        let b = crate::platform::progress::bar(REAL_SEEDS as u64, "real vectors (seeds)");
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
         let rows: Vec<BlockText> = sqlx::query_as(
             "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
@@ -149,7 +149,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
         v.into_iter().map(|v| v.to_vec()).collect()
     };
     anyhow::ensure!(!seeds.is_empty(), "no seed vectors");
-    let b = eval::bar((pending - real).max(0) as u64, "perturbed vectors");
+    let b = crate::platform::progress::bar((pending - real).max(0) as u64, "perturbed vectors");
     let mut pick = Lcg(11);
     let mut rng = Lcg(7);
     let mut gauss = move || {
@@ -580,7 +580,7 @@ where
         }
     }
     e.embed(&texts[..texts.len().min(8)], super::embed::EmbedKind::Passage).await?; // warm up
-    let b = eval::bar(texts.len() as u64, "embedding");
+    let b = crate::platform::progress::bar(texts.len() as u64, "embedding");
     let started = Instant::now();
     for batch in texts.chunks(super::vectors::BACKLOG_BATCH as usize) {
         e.embed(batch, super::embed::EmbedKind::Passage).await?;

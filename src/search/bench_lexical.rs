@@ -129,7 +129,7 @@ pub(super) async fn lexical_quality(
     qrels: &HashMap<String, HashMap<String, f64>>,
 ) -> anyhow::Result<(f64, usize)> {
     let (mut sum, mut n) = (0.0, 0);
-    let b = eval::bar(queries.iter().filter(|q| qrels.contains_key(&q.id)).count() as u64, "quality");
+    let b = crate::platform::progress::bar(queries.iter().filter(|q| qrels.contains_key(&q.id)).count() as u64, "quality");
     for q in queries {
         let Some(rel) = qrels.get(&q.id) else { continue };
         let mut req = SearchRequest::new(q.text.clone(), Mode::Lexical);

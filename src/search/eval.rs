@@ -11,7 +11,6 @@ use std::{
 
 use anyhow::Context;
 use futures_util::future::BoxFuture;
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 use sqlx::PgPool;
 use uuid::Uuid;
@@ -27,6 +26,7 @@ use crate::{
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
     kbs,
+    platform::progress::bar,
 };
 
 /// Blocks ranked per query before grouping by document (Recall@100 needs ≥ 100 documents).
@@ -78,18 +78,6 @@ pub(crate) fn read_qrels(path: &Path) -> anyhow::Result<HashMap<String, HashMap<
 fn markdown_of(d: &Doc) -> String {
     let title = d.title.trim();
     if title.is_empty() { format!("{}\n", d.text.trim()) } else { format!("# {title}\n\n{}\n", d.text.trim()) }
-}
-
-pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
-    let b = ProgressBar::new(len);
-    b.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{spinner}} {what:<10} [{{bar:30}}] {{pos}}/{{len}} · {{per_sec}} · eta {{eta}} {{msg}}"
-        ))
-        .expect("static template")
-        .progress_chars("=> "),
-    );
-    b
 }
 
 /// The KB named `name` visible to `actor`, created (private, owned by them) when missing.

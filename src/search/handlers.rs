@@ -131,6 +131,15 @@ pub struct DocumentSearchResponse<H = DocumentHit> {
     pub degraded_reason: Option<Option<String>>,
 }
 
+impl<H> DocumentSearchResponse<H> {
+    /// The same response with each hit turned into another type (`rag` adds OCR hits).
+    pub fn map_results<T>(self, f: impl FnMut(H) -> T) -> DocumentSearchResponse<T> {
+        let DocumentSearchResponse { ok, schema, query, boundary, took_ms, results, degraded, degraded_reason } = self;
+        let results = results.into_iter().map(f).collect();
+        DocumentSearchResponse { ok, schema, query, boundary, took_ms, results, degraded, degraded_reason }
+    }
+}
+
 /// The ordinary part of `GET /api/search/documents?q=&includeOcr=&limit=` (the route lives
 /// in `rag`, which adds knowledge-RAG OCR hits when asked): lexical hits grouped by source;
 /// with `includeOcr=false` (the default) text that exists only in OCR output is not matched.

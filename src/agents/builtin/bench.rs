@@ -224,7 +224,7 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         None => None,
     };
     let cancel = CancellationToken::new();
-    let b = eval::bar(questions.len() as u64, "answers");
+    let b = crate::platform::progress::bar(questions.len() as u64, "answers");
     let (mut contains, mut first_in_gold, mut found, mut in_evidence, mut nothing) = (0usize, 0usize, 0usize, 0usize, 0usize);
     let mut lengths: Vec<f64> = Vec::new();
     let mut quoted: Vec<f64> = Vec::new();
