@@ -34,43 +34,52 @@ pub struct KbMember {
     pub can_manage: bool,
 }
 
-/// `$1` = user id, `$2` = caller is tenant admin.
-const SELECT: &str = "select k.id, k.name, k.description, k.visibility, k.owner_id, u.email as owner_email,
-        k.created_at, k.updated_at,
-        ($2 or k.owner_id = $1 or exists (select 1 from kb_member m
-            where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as can_manage,
-        (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id and s.deleted_at is null)
-            as source_count,
-        k.deleted_at
-    from kb k join app_user u on u.id = k.owner_id";
+/// Which KBs [`select`] returns (on top of the `kb_visibility` policy).
+#[derive(Clone, Copy, Default)]
+struct Filter<'a> {
+    id: Option<Uuid>,
+    name: Option<&'a str>,
+    /// Only deleted KBs (the caller has switched `include_deleted` on), most recent first.
+    deleted: bool,
+}
+
+/// The one statement that reads KBs, with what the caller may do with each.
+async fn select(tx: &mut TenantTx, user: Uuid, admin: bool, f: Filter<'_>) -> sqlx::Result<Vec<Kb>> {
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Kb,
+        r#"select k.id, k.name, k.description, k.visibility, k.owner_id, u.email as owner_email,
+            k.created_at as "created_at: _", k.updated_at as "updated_at: _",
+            ($2 or k.owner_id = $1 or exists (select 1 from kb_member m
+                where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as "can_manage!",
+            (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id and s.deleted_at is null)
+                as "source_count!",
+            k.deleted_at as "deleted_at: _"
+        from kb k join app_user u on u.id = k.owner_id
+        where k.tenant_id = $3 and ($4::uuid is null or k.id = $4) and ($5::text is null or k.name = $5)
+            and (not $6 or k.deleted_at is not null)
+        order by case when $6 then k.deleted_at end desc, lower(k.name)"#,
+        user,
+        admin,
+        tenant,
+        f.id,
+        f.name,
+        f.deleted,
+    )
+    .fetch_all(&mut **tx)
+    .await
+}
 
 pub async fn list(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 order by lower(k.name)"))
-        .bind(user)
-        .bind(admin)
-        .bind(tx.tenant_id())
-        .fetch_all(&mut **tx)
-        .await
+    select(tx, user, admin, Filter::default()).await
 }
 
 pub async fn get(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3"))
-        .bind(user)
-        .bind(admin)
-        .bind(id)
-        .bind(tx.tenant_id())
-        .fetch_optional(&mut **tx)
-        .await
+    Ok(select(tx, user, admin, Filter { id: Some(id), ..Filter::default() }).await?.pop())
 }
 
 pub async fn get_by_name(tx: &mut TenantTx, user: Uuid, admin: bool, name: &str) -> sqlx::Result<Option<Kb>> {
-    sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.name = $3"))
-        .bind(user)
-        .bind(admin)
-        .bind(name)
-        .bind(tx.tenant_id())
-        .fetch_optional(&mut **tx)
-        .await
+    Ok(select(tx, user, admin, Filter { name: Some(name), ..Filter::default() }).await?.pop())
 }
 
 pub async fn insert(
@@ -81,16 +90,16 @@ pub async fn insert(
     visibility: &str,
     owner: Uuid,
 ) -> sqlx::Result<Uuid> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "insert into kb (tenant_id, id, name, description, visibility, owner_id)
          values ($1, $2, $3, $4, $5, $6) returning id",
+        tenant,
+        Uuid::new_v4(),
+        name,
+        description,
+        visibility,
+        owner,
     )
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(name)
-    .bind(description)
-    .bind(visibility)
-    .bind(owner)
     .fetch_one(conn)
     .await
 }
@@ -103,16 +112,16 @@ pub async fn update(
     visibility: Option<&str>,
 ) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update kb set name = coalesce($2, name), description = coalesce($3, description),
              visibility = coalesce($4, visibility)
          where tenant_id = $5 and id = $1",
+        id,
+        name,
+        description,
+        visibility,
+        tenant,
     )
-    .bind(id)
-    .bind(name)
-    .bind(description)
-    .bind(visibility)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -123,13 +132,14 @@ pub async fn update(
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r =
-        sqlx::query("update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null")
-            .bind(id)
-            .bind(by)
-            .bind(tenant)
-            .execute(&mut **tx)
-            .await?;
+    let r = sqlx::query!(
+        "update kb set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null",
+        id,
+        by,
+        tenant,
+    )
+    .execute(&mut **tx)
+    .await?;
     include_deleted(tx, false).await?;
     Ok(r.rows_affected() == 1)
 }
@@ -138,11 +148,11 @@ pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<
 pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update kb set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null",
+        id,
+        tenant,
     )
-    .bind(id)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     include_deleted(tx, false).await?;
@@ -151,29 +161,16 @@ pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
 
 /// The deleted KBs the caller can see, most recent first.
 pub async fn deleted(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
-    let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $3 and k.deleted_at is not null order by k.deleted_at desc"))
-        .bind(user)
-        .bind(admin)
-        .bind(tenant)
-        .fetch_all(&mut **tx)
-        .await?;
+    let r = select(tx, user, admin, Filter { deleted: true, ..Filter::default() }).await?;
     include_deleted(tx, false).await?;
     Ok(r)
 }
 
 /// A deleted KB the caller can see.
 pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
-    let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query_as(&format!("{SELECT} where k.tenant_id = $4 and k.id = $3 and k.deleted_at is not null"))
-        .bind(user)
-        .bind(admin)
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await?;
+    let r = select(tx, user, admin, Filter { id: Some(id), deleted: true, ..Filter::default() }).await?.pop();
     include_deleted(tx, false).await?;
     Ok(r)
 }
@@ -181,34 +178,33 @@ pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -
 /// How much of a KB's content is searchable (what deleting it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and kb_id = $1")
-        .bind(id)
-        .bind(tenant)
+    sqlx::query_scalar!(r#"select count(*) as "n!" from evidence_block where tenant_id = $2 and kb_id = $1"#, id, tenant)
         .fetch_one(&mut **tx)
         .await
 }
 
 pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(
+    sqlx::query_as!(
+        KbMember,
         "select m.user_id, u.email, m.can_manage from kb_member m join app_user u on u.id = m.user_id
          where m.tenant_id = $2 and m.kb_id = $1 order by lower(u.email)",
+        kb,
+        tenant,
     )
-    .bind(kb)
-    .bind(tenant)
     .fetch_all(&mut **tx)
     .await
 }
 
 pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: Uuid, manage: bool) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into kb_member (tenant_id, kb_id, user_id, can_manage) values ($1, $2, $3, $4)
          on conflict (tenant_id, kb_id, user_id) do update set can_manage = excluded.can_manage",
+        tenant,
+        kb,
+        user,
+        manage,
     )
-    .bind(tenant)
-    .bind(kb)
-    .bind(user)
-    .bind(manage)
     .execute(conn)
     .await?;
     Ok(())
@@ -216,10 +212,7 @@ pub async fn put_member(conn: &mut PgConnection, tenant: Uuid, kb: Uuid, user: U
 
 pub async fn remove_member(tx: &mut TenantTx, kb: Uuid, user: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    let r = sqlx::query("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2")
-        .bind(kb)
-        .bind(user)
-        .bind(tenant)
+    let r = sqlx::query!("delete from kb_member where tenant_id = $3 and kb_id = $1 and user_id = $2", kb, user, tenant)
         .execute(&mut **tx)
         .await?;
     Ok(r.rows_affected() == 1)
