@@ -11,7 +11,6 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use metrics_exporter_prometheus::PrometheusHandle;
-use uuid::Uuid;
 
 use crate::{db, state::AppState};
 
@@ -93,15 +92,16 @@ fn vector_report(state: &AppState) -> crate::search::vector_health::Report {
 /// Job queue depth: open ingest jobs, counted tenant by tenant (RLS allows no cross-tenant
 /// count, by design).
 async fn queue_depth(state: &AppState) -> anyhow::Result<i64> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(&state.pool).await?;
+    let tenants = sqlx::query_scalar!("select id from tenant").fetch_all(&state.pool).await?;
     let mut total = 0;
     for t in tenants {
         let mut tx = db::TenantTx::begin(&state.pool, t, db::Scope::System).await?;
-        let n: i64 =
-            sqlx::query_scalar("select count(*) from ingest_job where tenant_id = $1 and status in ('queued', 'running')")
-                .bind(t)
-                .fetch_one(&mut *tx)
-                .await?;
+        let n = sqlx::query_scalar!(
+            r#"select count(*) as "n!" from ingest_job where tenant_id = $1 and status in ('queued', 'running')"#,
+            t
+        )
+        .fetch_one(&mut *tx)
+        .await?;
         tx.commit().await?;
         total += n;
     }

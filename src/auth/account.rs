@@ -28,7 +28,7 @@ use crate::{
 
 /// The account's current session epoch; `None` when the account is gone.
 pub async fn session_epoch(db: impl PgExecutor<'_>, user: Uuid) -> sqlx::Result<Option<i32>> {
-    sqlx::query_scalar("select session_epoch from app_user where id = $1").bind(user).fetch_optional(db).await
+    sqlx::query_scalar!("select session_epoch from app_user where id = $1", user).fetch_optional(db).await
 }
 
 /// Begin a signed-in session for `user` (after the password was checked, or an account was
@@ -65,11 +65,11 @@ pub async fn change_password(state: &AppState, user: Uuid, ip: &str, current: &s
         return Err(AppError::invalid("new_password", "the new password must differ from the current one"));
     }
     let hash = password::hash(new.to_string()).await?;
-    let epoch: i32 = sqlx::query_scalar(
+    let epoch = sqlx::query_scalar!(
         "update app_user set password_hash = $2, session_epoch = session_epoch + 1 where id = $1 returning session_epoch",
+        user,
+        hash,
     )
-    .bind(user)
-    .bind(hash)
     .fetch_one(&state.pool)
     .await?;
     tracing::info!(user.id = %user, "password changed; other sessions signed out");

@@ -70,157 +70,164 @@ pub struct TenantChoice {
 }
 
 pub async fn tenant_by_name(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Option<Uuid>> {
-    sqlx::query_scalar("select id from tenant where name = $1").bind(name).fetch_optional(db).await
+    sqlx::query_scalar!("select id from tenant where name = $1", name).fetch_optional(db).await
 }
 
 pub async fn tenant_name(db: impl PgExecutor<'_>, id: Uuid) -> sqlx::Result<Option<String>> {
-    sqlx::query_scalar("select name from tenant where id = $1").bind(id).fetch_optional(db).await
+    sqlx::query_scalar!("select name from tenant where id = $1", id).fetch_optional(db).await
 }
 
 pub async fn insert_tenant(db: impl PgExecutor<'_>, name: &str) -> sqlx::Result<Uuid> {
-    sqlx::query_scalar("insert into tenant (id, name) values ($1, $2) returning id")
-        .bind(Uuid::new_v4())
-        .bind(name)
-        .fetch_one(db)
-        .await
+    sqlx::query_scalar!("insert into tenant (id, name) values ($1, $2) returning id", Uuid::new_v4(), name).fetch_one(db).await
 }
 
 pub async fn user_by_email(db: impl PgExecutor<'_>, email: &str) -> sqlx::Result<Option<UserRow>> {
-    sqlx::query_as("select id, email, password_hash, display_name, locale from app_user where lower(email) = lower($1)")
-        .bind(email.trim())
-        .fetch_optional(db)
-        .await
+    sqlx::query_as!(
+        UserRow,
+        "select id, email, password_hash, display_name, locale from app_user where lower(email) = lower($1)",
+        email.trim(),
+    )
+    .fetch_optional(db)
+    .await
 }
 
 pub async fn user_by_id(db: impl PgExecutor<'_>, id: Uuid) -> sqlx::Result<Option<UserRow>> {
-    sqlx::query_as("select id, email, password_hash, display_name, locale from app_user where id = $1")
-        .bind(id)
+    sqlx::query_as!(UserRow, "select id, email, password_hash, display_name, locale from app_user where id = $1", id)
         .fetch_optional(db)
         .await
 }
 
 pub async fn insert_user(db: impl PgExecutor<'_>, email: &str, password_hash: &str) -> sqlx::Result<Uuid> {
-    sqlx::query_scalar("insert into app_user (id, email, password_hash) values ($1, $2, $3) returning id")
-        .bind(Uuid::new_v4())
-        .bind(email.trim())
-        .bind(password_hash)
-        .fetch_one(db)
-        .await
+    sqlx::query_scalar!(
+        "insert into app_user (id, email, password_hash) values ($1, $2, $3) returning id",
+        Uuid::new_v4(),
+        email.trim(),
+        password_hash,
+    )
+    .fetch_one(db)
+    .await
 }
 
 pub async fn set_locale(db: impl PgExecutor<'_>, user: Uuid, locale: Option<&str>) -> sqlx::Result<()> {
-    sqlx::query("update app_user set locale = $2 where id = $1").bind(user).bind(locale).execute(db).await?;
+    sqlx::query!("update app_user set locale = $2 where id = $1", user, locale).execute(db).await?;
     Ok(())
 }
 
 pub async fn any_users(db: impl PgExecutor<'_>) -> sqlx::Result<bool> {
-    sqlx::query_scalar("select exists (select 1 from app_user)").fetch_one(db).await
+    sqlx::query_scalar!(r#"select exists (select 1 from app_user) as "any!""#).fetch_one(db).await
 }
 
 /// The caller's role in the transaction's tenant.
 pub async fn role_of(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Option<Role>> {
-    sqlx::query_scalar(
-        "select role from membership
-         where user_id = $1 and tenant_id = $2",
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select role as "role: Role" from membership
+         where user_id = $1 and tenant_id = $2"#,
+        user,
+        tenant,
     )
-    .bind(user)
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await
 }
 
 /// Tenants the user belongs to (needs a transaction with `app.user_id` set).
 pub async fn tenants_of_user(conn: &mut PgConnection, user: Uuid) -> sqlx::Result<Vec<TenantChoice>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        TenantChoice,
         // all tenants: the tenant picker lists the user's memberships in every team.
-        "select t.id, t.name, m.role from membership m join tenant t on t.id = m.tenant_id
-         where m.user_id = $1 order by t.name",
+        r#"select t.id, t.name, m.role as "role: _" from membership m join tenant t on t.id = m.tenant_id
+         where m.user_id = $1 order by t.name"#,
+        user,
     )
-    .bind(user)
     .fetch_all(conn)
     .await
 }
 
 pub async fn add_membership(conn: &mut PgConnection, tenant: Uuid, user: Uuid, role: Role) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
          on conflict (tenant_id, user_id) do update set role = excluded.role",
+        tenant,
+        user,
+        role as _,
     )
-    .bind(tenant)
-    .bind(user)
-    .bind(role)
     .execute(conn)
     .await?;
     Ok(())
 }
 
 pub async fn members(tx: &mut TenantTx) -> sqlx::Result<Vec<Member>> {
-    sqlx::query_as(
-        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Member,
+        r#"select u.id as user_id, u.email, u.display_name, m.role as "role: _", m.created_at as "created_at: _"
          from membership m join app_user u on u.id = m.user_id
          where m.tenant_id = $1
-         order by m.role, lower(u.email)",
+         order by m.role, lower(u.email)"#,
+        tenant,
     )
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await
 }
 
 pub async fn member(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Option<Member>> {
-    sqlx::query_as(
-        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Member,
+        r#"select u.id as user_id, u.email, u.display_name, m.role as "role: _", m.created_at as "created_at: _"
          from membership m join app_user u on u.id = m.user_id
-         where m.user_id = $1 and m.tenant_id = $2",
+         where m.user_id = $1 and m.tenant_id = $2"#,
+        user,
+        tenant,
     )
-    .bind(user)
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await
 }
 
 pub async fn member_by_email(tx: &mut TenantTx, email: &str) -> sqlx::Result<Option<Member>> {
-    sqlx::query_as(
-        "select u.id as user_id, u.email, u.display_name, m.role, m.created_at
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Member,
+        r#"select u.id as user_id, u.email, u.display_name, m.role as "role: _", m.created_at as "created_at: _"
          from membership m join app_user u on u.id = m.user_id
          where lower(u.email) = lower($1)
-           and m.tenant_id = $2",
+           and m.tenant_id = $2"#,
+        email.trim(),
+        tenant,
     )
-    .bind(email.trim())
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await
 }
 
 pub async fn set_role(tx: &mut TenantTx, user: Uuid, role: Role) -> sqlx::Result<bool> {
-    let r = sqlx::query(
+    let tenant = tx.tenant_id();
+    let r = sqlx::query!(
         "update membership set role = $2
          where user_id = $1 and tenant_id = $3",
+        user,
+        role as _,
+        tenant,
     )
-    .bind(user)
-    .bind(role)
-    .bind(tx.tenant_id())
     .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
 }
 
 pub async fn remove_member(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<bool> {
-    let r = sqlx::query("delete from membership where user_id = $1 and tenant_id = $2")
-        .bind(user)
-        .bind(tx.tenant_id())
-        .execute(&mut **tx)
-        .await?;
+    let tenant = tx.tenant_id();
+    let r = sqlx::query!("delete from membership where user_id = $1 and tenant_id = $2", user, tenant).execute(&mut **tx).await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// Owners of the transaction's tenant. The filter matters: the `own_memberships` policy also
 /// shows the caller's memberships in other tenants, so an owner of two teams would count twice.
 pub async fn count_owners(tx: &mut TenantTx) -> sqlx::Result<i64> {
-    sqlx::query_scalar(
-        "select count(*) from membership
-         where role = 'owner' and tenant_id = $1",
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from membership
+         where role = 'owner' and tenant_id = $1"#,
+        tenant,
     )
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -240,17 +247,19 @@ pub struct RemovalImpact {
 }
 
 pub async fn removal_impact(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<RemovalImpact> {
-    sqlx::query_as(
-        "select
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        RemovalImpact,
+        r#"select
            (select count(*) from api_token a where a.tenant_id = $2 and a.user_id = $1 and a.revoked_at is null
-              and (a.expires_at is null or a.expires_at > now())) as tokens,
-           (select count(*) from kb_member k where k.tenant_id = $2 and k.user_id = $1) as kbs,
-           (select count(*) from dir_grant g where g.tenant_id = $2 and g.user_id = $1) as grants,
+              and (a.expires_at is null or a.expires_at > now())) as "tokens!",
+           (select count(*) from kb_member k where k.tenant_id = $2 and k.user_id = $1) as "kbs!",
+           (select count(*) from dir_grant g where g.tenant_id = $2 and g.user_id = $1) as "grants!",
            (select count(*) from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id
-              where s.tenant_id = $2 and g.user_id = $1) as sources",
+              where s.tenant_id = $2 and g.user_id = $1) as "sources!""#,
+        user,
+        tenant,
     )
-    .bind(user)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -270,14 +279,16 @@ pub struct MyInvitation {
 
 /// The signed-in user's open invitations, across teams (the `own_invitations` policy).
 pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        MyInvitation,
         // all tenants: the invitations a user received, from every team.
-        "select i.id, i.tenant_id, t.name as tenant_name, i.role, u.email as invited_by, i.created_at, i.expires_at
+        r#"select i.id, i.tenant_id, t.name as tenant_name, i.role as "role: _", u.email as "invited_by?",
+                i.created_at as "created_at: _", i.expires_at as "expires_at: _"
          from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
          where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
            and i.email = (select lower(email) from app_user
                           where id = nullif(current_setting('app.user_id', true), '')::uuid)
-         order by i.created_at desc",
+         order by i.created_at desc"#,
     )
     .fetch_all(conn)
     .await

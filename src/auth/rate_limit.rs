@@ -63,18 +63,17 @@ pub async fn reserve(pool: &PgPool, cfg: &Config, email: &str, ip: &str) -> Resu
     let window = cfg.login_window.as_secs_f64();
     let mut tx = pool.begin().await?;
     // Account first, then address: every attempt takes them in this order (no deadlock).
-    sqlx::query(
+    sqlx::query!(
         "select pg_advisory_xact_lock(hashtext('mnote:login:email:' || lower($1))), \
                  pg_advisory_xact_lock(hashtext('mnote:login:ip:' || $2))",
+        email,
+        ip,
     )
-    .bind(email)
-    .bind(ip)
     .execute(&mut *tx)
     .await?;
     // For each limit: the failures counted and how long until the oldest leaves the window.
-    let (by_pair, pair_wait, by_ip, ip_wait, by_email, email_wait): (i64, Option<f64>, i64, Option<f64>, i64, Option<f64>) =
-        sqlx::query_as(
-            "with recent as (
+    let r = sqlx::query!(
+        r#"with recent as (
                  select * from login_attempt
                  where not succeeded and at > now() - make_interval(secs => $3)
              ), account as (
@@ -87,15 +86,20 @@ pub async fn reserve(pool: &PgPool, cfg: &Config, email: &str, ip: &str) -> Resu
                                         where s.succeeded and lower(s.email) = lower($1) and s.client_ip = $2),
                                        '-infinity')
              ), address as (select * from recent where client_ip = $2)
-             select (select count(*) from pair), (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from pair),
-                    (select count(*) from address), (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from address),
-                    (select count(*) from account), (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from account)",
-        )
-        .bind(email)
-        .bind(ip)
-        .bind(window)
-        .fetch_one(&mut *tx)
-        .await?;
+             select (select count(*) from pair) as "by_pair!",
+                    (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from pair) as pair_wait,
+                    (select count(*) from address) as "by_ip!",
+                    (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from address) as ip_wait,
+                    (select count(*) from account) as "by_email!",
+                    (select extract(epoch from min(at) + make_interval(secs => $3) - now())::float8 from account) as email_wait"#,
+        email,
+        ip,
+        window,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    let (by_pair, pair_wait, by_ip, ip_wait, by_email, email_wait) =
+        (r.by_pair, r.pair_wait, r.by_ip, r.ip_wait, r.by_email, r.email_wait);
     let max = cfg.login_max_failures;
     let over = [(by_pair, max, pair_wait), (by_ip, max * ADDRESS_FACTOR, ip_wait), (by_email, max * ACCOUNT_FACTOR, email_wait)]
         .into_iter()
@@ -106,12 +110,13 @@ pub async fn reserve(pool: &PgPool, cfg: &Config, email: &str, ip: &str) -> Resu
         let retry = wait.clamp(1.0, window).ceil() as u64;
         return Err(AppError::RateLimited { retry_after_secs: retry });
     }
-    let id: i64 =
-        sqlx::query_scalar("insert into login_attempt (email, client_ip, succeeded) values ($1, $2, false) returning id")
-            .bind(email)
-            .bind(ip)
-            .fetch_one(&mut *tx)
-            .await?;
+    let id = sqlx::query_scalar!(
+        "insert into login_attempt (email, client_ip, succeeded) values ($1, $2, false) returning id",
+        email,
+        ip
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(Attempt(id))
 }
@@ -119,10 +124,10 @@ pub async fn reserve(pool: &PgPool, cfg: &Config, email: &str, ip: &str) -> Resu
 /// Record how the attempt turned out.
 pub async fn finish(pool: &PgPool, attempt: Attempt, succeeded: bool) -> Result<(), sqlx::Error> {
     if succeeded {
-        sqlx::query("update login_attempt set succeeded = true where id = $1").bind(attempt.0).execute(pool).await?;
+        sqlx::query!("update login_attempt set succeeded = true where id = $1", attempt.0).execute(pool).await?;
     }
     // Keep the table small: attempts older than a day are no longer needed.
-    sqlx::query("delete from login_attempt where at < now() - interval '1 day'").execute(pool).await?;
+    sqlx::query!("delete from login_attempt where at < now() - interval '1 day'").execute(pool).await?;
     Ok(())
 }
 

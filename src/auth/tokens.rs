@@ -89,16 +89,15 @@ pub const MAX_LIVE_PER_USER: i64 = 50;
 /// concurrent creations count one after the other: call it in the transaction that creates.
 pub async fn ensure_room(tx: &mut TenantTx, user_id: Uuid) -> Result<(), crate::error::AppError> {
     let tenant = tx.tenant_id();
-    sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))")
-        .bind(user_id)
+    sqlx::query!("select pg_advisory_xact_lock(hashtextextended('mnote.api_token:' || $1::text, 0))", user_id.to_string())
         .execute(&mut **tx)
         .await?;
-    let live: i64 = sqlx::query_scalar(
-        "select count(*) from api_token where tenant_id = $2 and user_id = $1 and revoked_at is null
-           and (expires_at is null or expires_at > now())",
+    let live = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from api_token where tenant_id = $2 and user_id = $1 and revoked_at is null
+           and (expires_at is null or expires_at > now())"#,
+        user_id,
+        tenant,
     )
-    .bind(user_id)
-    .bind(tenant)
     .fetch_one(&mut **tx)
     .await?;
     if live >= MAX_LIVE_PER_USER {
@@ -137,17 +136,19 @@ pub async fn create_expiring(
     expires_in_days: Option<i64>,
 ) -> Result<(ApiToken, String), sqlx::Error> {
     let plain = generate(tenant_id);
-    let rec = sqlx::query_as::<_, ApiToken>(
-        "insert into api_token (tenant_id, id, user_id, name, token_hash, expires_at)
+    let rec = sqlx::query_as!(
+        ApiToken,
+        r#"insert into api_token (tenant_id, id, user_id, name, token_hash, expires_at)
          values ($1, $2, $3, $4, $5, now() + make_interval(days => $6))
-         returning id, user_id, name, created_at, last_used_at, revoked_at, expires_at",
+         returning id, user_id, name, created_at as "created_at: _", last_used_at as "last_used_at: _",
+             revoked_at as "revoked_at: _", expires_at as "expires_at: _""#,
+        tenant_id,
+        Uuid::new_v4(),
+        user_id,
+        name,
+        hash(&plain),
+        expires_in_days.map(|d| d as i32),
     )
-    .bind(tenant_id)
-    .bind(Uuid::new_v4())
-    .bind(user_id)
-    .bind(name)
-    .bind(hash(&plain))
-    .bind(expires_in_days.map(|d| d as i32))
     .fetch_one(conn)
     .await?;
     Ok((rec, plain))
@@ -155,12 +156,14 @@ pub async fn create_expiring(
 
 pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiToken>, sqlx::Error> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(
-        "select id, user_id, name, created_at, last_used_at, revoked_at, expires_at from api_token
-         where tenant_id = $2 and user_id = $1 order by created_at desc",
+    sqlx::query_as!(
+        ApiToken,
+        r#"select id, user_id, name, created_at as "created_at: _", last_used_at as "last_used_at: _",
+             revoked_at as "revoked_at: _", expires_at as "expires_at: _" from api_token
+         where tenant_id = $2 and user_id = $1 order by created_at desc"#,
+        user_id,
+        tenant,
     )
-    .bind(user_id)
-    .bind(tenant)
     .fetch_all(&mut **tx)
     .await
 }
@@ -168,12 +171,12 @@ pub async fn list_for_user(tx: &mut TenantTx, user_id: Uuid) -> Result<Vec<ApiTo
 /// Revoke one of the user's tokens; false when there is no such active token.
 pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, sqlx::Error> {
     let tenant = tx.tenant_id();
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update api_token set revoked_at = now() where tenant_id = $3 and id = $1 and user_id = $2 and revoked_at is null",
+        id,
+        user_id,
+        tenant,
     )
-    .bind(id)
-    .bind(user_id)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(r.rows_affected() == 1)
@@ -181,13 +184,14 @@ pub async fn revoke(tx: &mut TenantTx, user_id: Uuid, id: Uuid) -> Result<bool, 
 
 /// Whether the token with this hash is still live (not revoked, not expired) and `user`'s.
 pub async fn is_live_for(tx: &mut TenantTx, token_hash: &str, user_id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "select exists(select 1 from api_token where tenant_id = $3 and token_hash = $1 and user_id = $2
-                         and revoked_at is null and (expires_at is null or expires_at > now()))",
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select exists(select 1 from api_token where tenant_id = $3 and token_hash = $1 and user_id = $2
+                         and revoked_at is null and (expires_at is null or expires_at > now())) as "live!""#,
+        token_hash,
+        user_id,
+        tenant,
     )
-    .bind(token_hash)
-    .bind(user_id)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -197,7 +201,6 @@ pub async fn is_live_for(tx: &mut TenantTx, token_hash: &str, user_id: Uuid) -> 
 /// otherwise: no write per request). An expired token is [`Authenticated::Expired`] (and not
 /// touched).
 pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authenticated>, sqlx::Error> {
-    #[derive(sqlx::FromRow)]
     struct Row {
         expired: bool,
         user_id: Option<Uuid>,
@@ -206,18 +209,21 @@ pub async fn authenticate(tx: &mut TenantTx, plain: &str) -> Result<Option<Authe
         role: Option<crate::auth::directory::Role>,
         created_at: Option<chrono::DateTime<chrono::Utc>>,
     }
-    let row: Option<Row> = sqlx::query_as(
-        "with t as (select id, user_id, last_used_at, coalesce(expires_at <= now(), false) as expired
+    let tenant = tx.tenant_id();
+    let row = sqlx::query_as!(
+        Row,
+        r#"with t as (select id, user_id, last_used_at, coalesce(expires_at <= now(), false) as expired
                     from api_token where tenant_id = $2 and token_hash = $1 and revoked_at is null),
               touched as (update api_token a set last_used_at = now() from t
                           where a.tenant_id = $2 and a.id = t.id and not t.expired
                             and (t.last_used_at is null or t.last_used_at < now() - interval '1 minute'))
-         select t.expired, u.id as user_id, u.email, u.display_name, m.role, m.created_at
+         select t.expired as "expired!", u.id as "user_id?", u.email as "email?", u.display_name as "display_name?",
+             m.role as "role?: _", m.created_at as "created_at?: _"
          from t left join membership m on m.tenant_id = $2 and m.user_id = t.user_id
-                left join app_user u on u.id = m.user_id",
+                left join app_user u on u.id = m.user_id"#,
+        hash(plain),
+        tenant,
     )
-    .bind(hash(plain))
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await?;
     Ok(match row {

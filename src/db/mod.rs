@@ -17,7 +17,7 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 /// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources
 /// (policies `kb_not_deleted`, `source_not_deleted`).
 pub async fn include_deleted(conn: &mut PgConnection, on: bool) -> sqlx::Result<()> {
-    sqlx::query("select set_config('app.deleted', $1, true)").bind(if on { "include" } else { "" }).execute(conn).await?;
+    sqlx::query!("select set_config('app.deleted', $1, true)", if on { "include" } else { "" }).fetch_one(conn).await?;
     Ok(())
 }
 
@@ -51,20 +51,23 @@ const REWRITTEN_MIGRATIONS: &[(i64, &str)] = &[
 ];
 
 async fn accept_rewritten_migrations(owner: &PgPool) -> anyhow::Result<()> {
-    let has_table: bool = sqlx::query_scalar("select to_regclass('_sqlx_migrations') is not null").fetch_one(owner).await?;
+    let has_table =
+        sqlx::query_scalar!(r#"select to_regclass('_sqlx_migrations') is not null as "exists!""#).fetch_one(owner).await?;
     if !has_table {
         return Ok(());
     }
     for (version, old_sha384) in REWRITTEN_MIGRATIONS {
         let Some(m) = MIGRATOR.iter().find(|m| m.version == *version) else { continue };
         let old = hex_decode(old_sha384).context("REWRITTEN_MIGRATIONS holds a bad checksum")?;
-        let n = sqlx::query("update _sqlx_migrations set checksum = $1 where version = $2 and checksum = $3")
-            .bind(m.checksum.as_ref())
-            .bind(version)
-            .bind(&old)
-            .execute(owner)
-            .await?
-            .rows_affected();
+        let n = sqlx::query!(
+            "update _sqlx_migrations set checksum = $1 where version = $2 and checksum = $3",
+            m.checksum.as_ref(),
+            version,
+            &old,
+        )
+        .execute(owner)
+        .await?
+        .rows_affected();
         if n > 0 {
             tracing::info!(version, "migration {version} was rewritten (no schema change); its checksum is updated");
         }
@@ -79,8 +82,9 @@ fn hex_decode(s: &str) -> Option<Vec<u8>> {
 /// The app role gets DML on the tables (RLS still applies) and nothing else: no ownership,
 /// hence no `ALTER TABLE … DISABLE ROW LEVEL SECURITY`.
 pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
-    let exists: bool =
-        sqlx::query_scalar("select exists (select 1 from pg_roles where rolname = $1)").bind(role).fetch_one(owner).await?;
+    let exists = sqlx::query_scalar!(r#"select exists (select 1 from pg_roles where rolname = $1) as "exists!""#, role)
+        .fetch_one(owner)
+        .await?;
     if !exists {
         bail!("app role {role:?} does not exist");
     }
@@ -93,6 +97,7 @@ pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
         format!("revoke all on table _sqlx_migrations from {role}"),
         format!("grant select on table _sqlx_migrations to {role}"),
     ] {
+        // dynamic SQL: GRANT takes the role as an identifier, not a parameter.
         sqlx::query(&stmt).execute(owner).await.with_context(|| stmt.clone())?;
     }
     Ok(())
@@ -120,7 +125,7 @@ pub const CITUS_UNSUPPORTED: &str = "citus_unsupported";
 /// tenant. Isolation is this product's first promise, so the distributed engine is refused
 /// outright (deploy/README.md).
 pub async fn refuse_citus(pool: &PgPool) -> anyhow::Result<()> {
-    let citus: Option<String> = sqlx::query_scalar("select extversion::text from pg_extension where extname = 'citus'")
+    let citus = sqlx::query_scalar!(r#"select extversion::text as "version!" from pg_extension where extname = 'citus'"#)
         .fetch_optional(pool)
         .await
         .context("reading the database's extensions")?;
@@ -137,20 +142,23 @@ pub async fn refuse_citus(pool: &PgPool) -> anyhow::Result<()> {
 
 /// `mnote serve` refuses to run with a role that could bypass row-level security.
 pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
-    let (user, superuser, bypass): (String, bool, bool) =
-        sqlx::query_as("select current_user::text, rolsuper, rolbypassrls from pg_roles where rolname = current_user")
-            .fetch_one(pool)
-            .await?;
+    let me = sqlx::query!(
+        r#"select current_user::text as "user!", rolsuper as "superuser!", rolbypassrls as "bypass!"
+           from pg_roles where rolname = current_user"#
+    )
+    .fetch_one(pool)
+    .await?;
+    let (user, superuser, bypass) = (me.user, me.superuser, me.bypass);
     if superuser || bypass {
         bail!(
             "refusing to serve: database role {user:?} is superuser or has BYPASSRLS; \
              DATABASE_URL must use a confined app role (see README)"
         );
     }
-    let owned: Vec<String> = sqlx::query_scalar(
-        "select c.relname::text from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    let owned = sqlx::query_scalar!(
+        r#"select c.relname::text as "name!" from pg_class c join pg_namespace n on n.oid = c.relnamespace
          where n.nspname in ('public', 'tower_sessions') and c.relkind = 'r'
-           and pg_get_userbyid(c.relowner) = current_user",
+           and pg_get_userbyid(c.relowner) = current_user"#,
     )
     .fetch_all(pool)
     .await?;
@@ -166,8 +174,8 @@ pub async fn ensure_app_role_is_confined(pool: &PgPool) -> anyhow::Result<()> {
 
 /// True when every migration in the binary has been applied (for /readyz and serve).
 pub async fn is_migrated(pool: &PgPool) -> anyhow::Result<bool> {
-    let applied: Vec<i64> =
-        sqlx::query_scalar("select version from _sqlx_migrations where success order by version").fetch_all(pool).await?;
+    let applied =
+        sqlx::query_scalar!("select version from _sqlx_migrations where success order by version").fetch_all(pool).await?;
     Ok(MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).all(|m| applied.contains(&m.version)))
 }
 

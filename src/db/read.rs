@@ -125,7 +125,7 @@ impl Reads {
         let need = FRESHNESS.need(tenant).max(self.floor.load(Ordering::Acquire));
         let mut tx = TenantTx::begin_read_only(&h.pool, tenant, scope).await?;
         if !reached(h.replay_lsn.load(Ordering::Acquire), need) {
-            let now: Option<String> = sqlx::query_scalar("select pg_last_wal_replay_lsn()::text").fetch_one(&mut *tx).await?;
+            let now = sqlx::query_scalar!("select pg_last_wal_replay_lsn()::text").fetch_one(&mut *tx).await?;
             let now = now.as_deref().and_then(parse_lsn).unwrap_or(0);
             h.replay_lsn.fetch_max(now, Ordering::AcqRel);
             if !reached(now, need) {
@@ -188,7 +188,7 @@ pub async fn finish(tx: TenantTx) -> Result<(), sqlx::Error> {
 /// fine (the failure was the caller's own, e.g. not found) or ran on the primary.
 pub async fn standby_lost(tx: &mut TenantTx) -> bool {
     let Some(h) = tx.standby.clone() else { return false };
-    match sqlx::query("select 1").execute(&mut **tx).await {
+    match sqlx::query!("select 1 as one").fetch_one(&mut **tx).await {
         Ok(_) => false,
         Err(e) => {
             if connection_lost(&e) || !matches!(e, sqlx::Error::Database(_)) {
@@ -261,7 +261,7 @@ async fn check_loop(primary: PgPool, h: Arc<Health>) {
 async fn check_once(primary: &PgPool, h: &Health, samples: &mut VecDeque<(Instant, u64)>) -> Report {
     let down = |why: String| Report { status: "down", serving: false, lag_ms: None, reason: Some(short(&why)) };
     let at = Instant::now();
-    match sqlx::query_scalar::<_, String>("select pg_current_wal_insert_lsn()::text").fetch_one(primary).await {
+    match sqlx::query_scalar!(r#"select pg_current_wal_insert_lsn()::text as "lsn!""#).fetch_one(primary).await {
         Ok(l) => {
             let lsn = parse_lsn(&l).unwrap_or(0);
             // A write whose position could not be read blocked every tenant: lifted now.
@@ -273,18 +273,18 @@ async fn check_once(primary: &PgPool, h: &Health, samples: &mut VecDeque<(Instan
         }
         Err(e) => return down(format!("the primary: {e}")),
     }
-    let row: Result<(bool, Option<String>, bool), _> = tokio::time::timeout(
+    let row = tokio::time::timeout(
         Duration::from_secs(3),
-        sqlx::query_as::<_, (bool, Option<String>, bool)>(
-            "select pg_is_in_recovery(), pg_last_wal_replay_lsn()::text,
-                    (select rolsuper or rolbypassrls from pg_roles where rolname = current_user)",
+        sqlx::query!(
+            r#"select pg_is_in_recovery() as "recovering!", pg_last_wal_replay_lsn()::text as replay,
+                    coalesce((select rolsuper or rolbypassrls from pg_roles where rolname = current_user), false) as "unconfined!""#,
         )
         .fetch_one(&h.pool),
     )
     .await
     .unwrap_or_else(|_| Err(sqlx::Error::PoolTimedOut));
     let (recovering, replay, unconfined) = match row {
-        Ok(r) => r,
+        Ok(r) => (r.recovering, r.replay, r.unconfined),
         Err(e) => return down(format!("unreachable: {e}")),
     };
     if unconfined {
@@ -347,13 +347,14 @@ pub(super) fn tracking() -> bool {
 /// After a committed write of `tenant`: the primary's WAL position now is at or past the
 /// commit; recorded here and announced to the other processes.
 pub(super) async fn after_write(pool: &PgPool, tenant: Uuid) {
-    use sqlx::Row;
-    let r = sqlx::query("select l::text as lsn, pg_notify($1, $2 || ':' || l::text) from pg_current_wal_insert_lsn() l")
-        .bind(CHANNEL)
-        .bind(tenant.to_string())
-        .fetch_one(pool)
-        .await;
-    match r.ok().and_then(|row| row.try_get::<String, _>("lsn").ok()).as_deref().and_then(parse_lsn) {
+    let r = sqlx::query!(
+        r#"select l::text as "lsn!", pg_notify($1, $2 || ':' || l::text) as "notified: ()" from pg_current_wal_insert_lsn() l"#,
+        CHANNEL,
+        tenant.to_string(),
+    )
+    .fetch_one(pool)
+    .await;
+    match r.ok().map(|row| row.lsn).as_deref().and_then(parse_lsn) {
         Some(lsn) => FRESHNESS.note(tenant, lsn),
         // Unknown position: no tenant is known fresh until the next health check has read
         // the primary's position (which is past this commit).
@@ -363,7 +364,7 @@ pub(super) async fn after_write(pool: &PgPool, tenant: Uuid) {
 
 /// `floor` := the primary's position now (`u64::MAX` when it cannot be read).
 async fn reset_floor(pool: &PgPool, floor: &AtomicU64) {
-    let lsn = sqlx::query_scalar::<_, String>("select pg_current_wal_insert_lsn()::text").fetch_one(pool).await;
+    let lsn = sqlx::query_scalar!(r#"select pg_current_wal_insert_lsn()::text as "lsn!""#).fetch_one(pool).await;
     floor.store(lsn.ok().as_deref().and_then(parse_lsn).unwrap_or(u64::MAX), Ordering::Release);
 }
 

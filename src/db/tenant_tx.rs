@@ -84,8 +84,9 @@ impl TenantTx {
             _ => None,
         };
         let Some((pool, tenant)) = track else { return self.tx.commit().await };
-        let wrote: bool =
-            sqlx::query_scalar("select pg_current_xact_id_if_assigned() is not null").fetch_one(&mut *self.tx).await?;
+        let wrote = sqlx::query_scalar!(r#"select pg_current_xact_id_if_assigned() is not null as "wrote!""#)
+            .fetch_one(&mut *self.tx)
+            .await?;
         self.tx.commit().await?;
         if wrote {
             super::read::after_write(&pool, tenant).await;

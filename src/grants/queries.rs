@@ -19,10 +19,6 @@ pub struct Grant {
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-const SELECT: &str = "select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
-        g.created_at, g.revoked_at
-    from dir_grant g left join app_user u on u.id = g.user_id";
-
 pub async fn insert(
     conn: &mut PgConnection,
     tenant: Uuid,
@@ -31,16 +27,16 @@ pub async fn insert(
     permission: &str,
     by: Uuid,
 ) -> sqlx::Result<Grant> {
-    let id: Uuid = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "insert into dir_grant (tenant_id, id, root_path, user_id, permission, created_by)
          values ($1, $2, $3, $4, $5, $6) returning id",
+        tenant,
+        Uuid::new_v4(),
+        root,
+        user,
+        permission,
+        by,
     )
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(root)
-    .bind(user)
-    .bind(permission)
-    .bind(by)
     .fetch_one(&mut *conn)
     .await?;
     get_in(conn, tenant, id).await?.ok_or(sqlx::Error::RowNotFound)
@@ -52,39 +48,66 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Grant>> {
 }
 
 async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Grant>> {
-    sqlx::query_as(&format!("{SELECT} where g.tenant_id = $2 and g.id = $1")).bind(id).bind(tenant).fetch_optional(conn).await
+    sqlx::query_as!(
+        Grant,
+        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+            g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
+        from dir_grant g left join app_user u on u.id = g.user_id
+        where g.tenant_id = $2 and g.id = $1"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Find an identical active grant (same root, same grantee, same permission).
 pub async fn find_active(tx: &mut TenantTx, root: &str, user: Option<Uuid>, permission: &str) -> sqlx::Result<Option<Grant>> {
-    sqlx::query_as(&format!(
-        "{SELECT} where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
-         and g.revoked_at is null"
-    ))
-    .bind(root)
-    .bind(user)
-    .bind(permission)
-    .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Grant,
+        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+            g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
+        from dir_grant g left join app_user u on u.id = g.user_id
+        where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
+            and g.revoked_at is null"#,
+        root,
+        user,
+        permission,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await
 }
 
 /// All grants (admins), newest first.
 pub async fn list_all(tx: &mut TenantTx) -> sqlx::Result<Vec<Grant>> {
-    sqlx::query_as(&format!("{SELECT} where g.tenant_id = $1 order by g.revoked_at is not null, g.root_path, g.created_at desc"))
-        .bind(tx.tenant_id())
-        .fetch_all(&mut **tx)
-        .await
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Grant,
+        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+            g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
+        from dir_grant g left join app_user u on u.id = g.user_id
+        where g.tenant_id = $1 order by g.revoked_at is not null, g.root_path, g.created_at desc"#,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
+    .await
 }
 
 /// Active grants that apply to `user` (theirs and the all-members ones).
 pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<Grant>> {
-    sqlx::query_as(&format!(
-        "{SELECT} where g.tenant_id = $2 and g.revoked_at is null and (g.user_id is null or g.user_id = $1)
-         order by length(g.root_path) desc"
-    ))
-    .bind(user)
-    .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        Grant,
+        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+            g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
+        from dir_grant g left join app_user u on u.id = g.user_id
+        where g.tenant_id = $2 and g.revoked_at is null and (g.user_id is null or g.user_id = $1)
+        order by length(g.root_path) desc"#,
+        user,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await
 }
@@ -92,21 +115,23 @@ pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<
 /// Revoke the grant and mark the sources registered through it stale (`grant_revoked`).
 pub async fn revoke(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<u64>> {
     let tenant = tx.tenant_id();
-    let done = sqlx::query("update dir_grant set revoked_at = now() where tenant_id = $2 and id = $1 and revoked_at is null")
-        .bind(id)
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    let done = sqlx::query!(
+        "update dir_grant set revoked_at = now() where tenant_id = $2 and id = $1 and revoked_at is null",
+        id,
+        tenant
+    )
+    .execute(&mut **tx)
+    .await?;
     if done.rows_affected() == 0 {
         return Ok(None);
     }
-    let stale = sqlx::query(
+    let stale = sqlx::query!(
         "update source set status = 'stale', error_code = 'grant_revoked',
              error_message = 'the directory grant for this file was revoked'
          where tenant_id = $2 and grant_id = $1",
+        id,
+        tenant,
     )
-    .bind(id)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(Some(stale.rows_affected()))
@@ -125,15 +150,17 @@ pub struct RevokeImpact {
 }
 
 pub async fn revoke_impact(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RevokeImpact>> {
-    sqlx::query_as(
-        "select g.root_path, u.email as user_email,
-                (select count(*) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as stale_sources,
-                (select count(distinct s.kb_id) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as kbs
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        RevokeImpact,
+        r#"select g.root_path, u.email as user_email,
+                (select count(*) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as "stale_sources!",
+                (select count(distinct s.kb_id) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as "kbs!"
          from dir_grant g left join app_user u on u.id = g.user_id
-         where g.tenant_id = $2 and g.id = $1 and g.revoked_at is null",
+         where g.tenant_id = $2 and g.id = $1 and g.revoked_at is null"#,
+        id,
+        tenant,
     )
-    .bind(id)
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await
 }

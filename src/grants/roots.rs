@@ -25,13 +25,12 @@ pub async fn add(pool: &PgPool, cfg: &Config, tenant: Uuid, path: &str) -> AppRe
     let root = paths::grantable_dir(path, &cfg.grantable_roots, &cfg.data_dir)?;
     let root = root.to_str().ok_or_else(|| AppError::invalid("path", "path is not valid UTF-8"))?.to_string();
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let added = sqlx::query("insert into tenant_root (tenant_id, root_path) values ($1, $2) on conflict do nothing")
-        .bind(tenant)
-        .bind(&root)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected()
-        > 0;
+    let added =
+        sqlx::query!("insert into tenant_root (tenant_id, root_path) values ($1, $2) on conflict do nothing", tenant, &root)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected()
+            > 0;
     tx.commit().await?;
     Ok((root, added))
 }
@@ -48,9 +47,7 @@ pub async fn remove(pool: &PgPool, tenant: Uuid, path: &str) -> AppResult<bool> 
         names.push(c.to_string_lossy().into_owned());
     }
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let removed = sqlx::query("delete from tenant_root where tenant_id = $2 and root_path = any($1)")
-        .bind(&names)
-        .bind(tenant)
+    let removed = sqlx::query!("delete from tenant_root where tenant_id = $2 and root_path = any($1)", &names, tenant)
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -70,8 +67,7 @@ pub async fn list(pool: &PgPool, tenant: Uuid) -> AppResult<Vec<String>> {
 /// The roots of the transaction's tenant (RLS picks the tenant).
 async fn roots_in(tx: &mut TenantTx) -> sqlx::Result<Vec<String>> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select root_path from tenant_root where tenant_id = $1 order by root_path")
-        .bind(tenant)
+    sqlx::query_scalar!("select root_path from tenant_root where tenant_id = $1 order by root_path", tenant)
         .fetch_all(&mut **tx)
         .await
 }

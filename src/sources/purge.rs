@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use sqlx::PgPool;
-use uuid::Uuid;
 
 use crate::db::include_deleted;
 use crate::db::{Scope, TenantTx};
@@ -20,21 +19,18 @@ pub struct Purged {
 
 /// Purge every tenant's deletions older than `grace`.
 pub async fn run_once(pool: &PgPool, grace: Duration) -> sqlx::Result<Purged> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut total = Purged::default();
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
         include_deleted(&mut tx, true).await?;
         let secs = grace.as_secs_f64();
-        let sources = sqlx::query("delete from source where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)")
-            .bind(secs)
-            .bind(t)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let kbs = sqlx::query("delete from kb where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)")
-            .bind(secs)
-            .bind(t)
+        let sources =
+            sqlx::query!("delete from source where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)", secs, t)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        let kbs = sqlx::query!("delete from kb where tenant_id = $2 and deleted_at < now() - make_interval(secs => $1)", secs, t)
             .execute(&mut *tx)
             .await?
             .rows_affected();

@@ -151,9 +151,8 @@ impl Source {
     }
 }
 
-const COLS: &str = "id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, status,
-    error_code, error_message, provider, indexed_hash, pages, created_at, updated_at,
-    progress_phase, progress_done, progress_total, progress_started_at, progress_attempt, deleted_at";
+// Every statement below that returns `Source` rows names the same columns (the query macros
+// need the whole statement as one literal).
 
 /// What registration knows about a file.
 #[derive(Clone, Debug)]
@@ -171,35 +170,44 @@ pub struct NewSource<'a> {
 /// idempotent. The bool is true when a row was created.
 pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSource<'_>) -> sqlx::Result<(Source, bool)> {
     let origin = if n.grant_id.is_some() { "grant" } else { "upload" };
-    let created: Option<Source> = sqlx::query_as(&format!(
-        "insert into source (tenant_id, id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, created_by)
+    let created = sqlx::query_as!(
+        Source,
+        r#"insert into source (tenant_id, id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, created_by)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          on conflict (tenant_id, kb_id, grant_id, resource_path) do nothing
-         returning {COLS}"
-    ))
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(n.kb_id)
-    .bind(origin)
-    .bind(n.grant_id)
-    .bind(n.resource_path)
-    .bind(n.kind)
-    .bind(n.size_bytes)
-    .bind(n.mtime)
-    .bind(n.sha256)
-    .bind(by)
+         returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _""#,
+        tenant,
+        Uuid::new_v4(),
+        n.kb_id,
+        origin,
+        n.grant_id,
+        n.resource_path,
+        n.kind as _,
+        n.size_bytes,
+        n.mtime as _,
+        n.sha256,
+        by,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(s) = created {
         return Ok((s, true));
     }
-    let existing = sqlx::query_as(&format!(
-        "select {COLS} from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3"
-    ))
-    .bind(n.kb_id)
-    .bind(n.grant_id)
-    .bind(n.resource_path)
-    .bind(tenant)
+    let existing = sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3"#,
+        n.kb_id,
+        n.grant_id,
+        n.resource_path,
+        tenant,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(s) = existing {
@@ -219,14 +227,14 @@ pub async fn removed_at_path(
     path: &str,
 ) -> sqlx::Result<Option<Uuid>> {
     include_deleted(conn, true).await?;
-    let id = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "select id from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3
              and deleted_at is not null",
+        kb,
+        grant,
+        path,
+        tenant,
     )
-    .bind(kb)
-    .bind(grant)
-    .bind(path)
-    .bind(tenant)
     .fetch_optional(&mut *conn)
     .await?;
     include_deleted(conn, false).await?;
@@ -237,12 +245,12 @@ pub async fn removed_at_path(
 pub async fn soft_delete(tx: &mut TenantTx, id: Uuid, by: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "update source set deleted_at = now(), deleted_by = $2 where tenant_id = $3 and id = $1 and deleted_at is null",
+        id,
+        by,
+        tenant,
     )
-    .bind(id)
-    .bind(by)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     include_deleted(tx, false).await?;
@@ -258,11 +266,16 @@ pub async fn restore(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>
 /// [`restore`] on a connection of a transaction in `tenant`.
 async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Source>> {
     include_deleted(conn, true).await?;
-    let r = sqlx::query_as(&format!(
-        "update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null returning {COLS}"
-    ))
-    .bind(id)
-    .bind(tenant)
+    let r = sqlx::query_as!(
+        Source,
+        r#"update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null
+         returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _""#,
+        id,
+        tenant,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     include_deleted(conn, false).await?;
@@ -273,12 +286,17 @@ async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
 pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query_as(&format!(
-        "select {COLS} from source s where s.tenant_id = $2 and s.id = $1 and s.deleted_at is not null
-             and exists (select 1 from kb where kb.tenant_id = s.tenant_id and kb.id = s.kb_id and kb.deleted_at is null)"
-    ))
-    .bind(id)
-    .bind(tenant)
+    let r = sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source s where s.tenant_id = $2 and s.id = $1 and s.deleted_at is not null
+             and exists (select 1 from kb where kb.tenant_id = s.tenant_id and kb.id = s.kb_id and kb.deleted_at is null)"#,
+        id,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await?;
     include_deleted(tx, false).await?;
@@ -289,11 +307,16 @@ pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Sou
 pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
     include_deleted(tx, true).await?;
-    let r = sqlx::query_as(&format!(
-        "select {COLS} from source where tenant_id = $2 and kb_id = $1 and deleted_at is not null order by deleted_at desc"
-    ))
-    .bind(kb)
-    .bind(tenant)
+    let r = sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $2 and kb_id = $1 and deleted_at is not null order by deleted_at desc"#,
+        kb,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await?;
     include_deleted(tx, false).await?;
@@ -303,12 +326,17 @@ pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
 /// A source of this KB with exactly this content (an upload that is already there).
 pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!(
-        "select {COLS} from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"
-    ))
-    .bind(kb)
-    .bind(sha256)
-    .bind(tenant)
+    sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"#,
+        kb,
+        sha256,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await
 }
@@ -316,13 +344,17 @@ pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Re
 /// Before a retry: the error goes; a source without an indexed version waits again.
 pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!(
-        "update source set error_code = null, error_message = null,
+    sqlx::query_as!(
+        Source,
+        r#"update source set error_code = null, error_message = null,
              status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
-         where tenant_id = $2 and id = $1 returning {COLS}"
-    ))
-    .bind(id)
-    .bind(tenant)
+         where tenant_id = $2 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _""#,
+        id,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await
 }
@@ -330,20 +362,20 @@ pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option
 /// Evidence blocks per source of a KB.
 pub async fn block_counts(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<std::collections::HashMap<Uuid, i64>> {
     let tenant = tx.tenant_id();
-    let rows: Vec<(Uuid, i64)> =
-        sqlx::query_as("select source_id, count(*) from evidence_block where tenant_id = $2 and kb_id = $1 group by source_id")
-            .bind(kb)
-            .bind(tenant)
-            .fetch_all(&mut **tx)
-            .await?;
-    Ok(rows.into_iter().collect())
+    let rows = sqlx::query!(
+        r#"select source_id, count(*) as "n!" from evidence_block where tenant_id = $2 and kb_id = $1 group by source_id"#,
+        kb,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.source_id, r.n)).collect())
 }
 
 /// Whether any visible source is indexed (the dashboard checklist's "add documents").
 pub async fn any_indexed(tx: &mut TenantTx) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select exists (select 1 from source where tenant_id = $1 and status = 'indexed')")
-        .bind(tenant)
+    sqlx::query_scalar!(r#"select exists (select 1 from source where tenant_id = $1 and status = 'indexed') as "any!""#, tenant)
         .fetch_one(&mut **tx)
         .await
 }
@@ -351,9 +383,7 @@ pub async fn any_indexed(tx: &mut TenantTx) -> sqlx::Result<bool> {
 /// How many evidence blocks of a source are searchable (what removing it takes out of search).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select count(*) from evidence_block where tenant_id = $2 and source_id = $1")
-        .bind(id)
-        .bind(tenant)
+    sqlx::query_scalar!(r#"select count(*) as "n!" from evidence_block where tenant_id = $2 and source_id = $1"#, id, tenant)
         .fetch_one(&mut **tx)
         .await
 }
@@ -361,66 +391,105 @@ pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
 /// An upload replacing an earlier upload of the same name gets the new content.
 pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha256: &str) -> sqlx::Result<Source> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!(
-        "update source set size_bytes = $2, sha256 = $3, mtime = now(),
+    sqlx::query_as!(
+        Source,
+        r#"update source set size_bytes = $2, sha256 = $3, mtime = now(),
              status = case when sha256 = $3 then status else 'pending' end
-         where tenant_id = $4 and id = $1 returning {COLS}"
-    ))
-    .bind(id)
-    .bind(size)
-    .bind(sha256)
-    .bind(tenant)
+         where tenant_id = $4 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _""#,
+        id,
+        size,
+        sha256,
+        tenant,
+    )
     .fetch_one(&mut **tx)
     .await
 }
 
 pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and kb_id = $1 order by resource_path"))
-        .bind(kb)
-        .bind(tenant)
-        .fetch_all(&mut **tx)
+    sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $2 and kb_id = $1 order by resource_path"#,
+        kb,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
         .await
 }
 
 /// Most recently changed sources across the KBs the caller can see.
 pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, String)>> {
     let tenant = tx.tenant_id();
-    let rows: Vec<RecentRow> = sqlx::query_as(&format!(
-        "select {cols}, k.name as kb_name from source s join kb k on k.tenant_id = s.tenant_id and k.id = s.kb_id
-         where s.tenant_id = $2 order by s.updated_at desc limit $1",
-        cols = COLS.split(',').map(|c| format!("s.{}", c.trim())).collect::<Vec<_>>().join(", ")
-    ))
-    .bind(limit)
-    .bind(tenant)
+    // Sources whose KB is visible (policy `source_kb_visible`), then those KBs' names.
+    let sources = sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $2 order by updated_at desc limit $1"#,
+        limit,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await?;
-    Ok(rows.into_iter().map(|r| (r.source, r.kb_name)).collect())
-}
-
-#[derive(sqlx::FromRow)]
-struct RecentRow {
-    #[sqlx(flatten)]
-    source: Source,
-    kb_name: String,
+    let kb_ids: Vec<Uuid> = sources.iter().map(|s| s.kb_id).collect();
+    let names: std::collections::HashMap<Uuid, String> =
+        sqlx::query!("select id, name from kb where tenant_id = $2 and id = any($1)", &kb_ids, tenant)
+            .fetch_all(&mut **tx)
+            .await?
+            .into_iter()
+            .map(|k| (k.id, k.name))
+            .collect();
+    Ok(sources
+        .into_iter()
+        .filter_map(|s| {
+            let name = names.get(&s.kb_id)?.clone();
+            Some((s, name))
+        })
+        .collect())
 }
 
 /// A source the caller may read: visible (RLS) and not under a revoked grant.
 pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from readable_source s where s.tenant_id = $2 and s.id = $1"))
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await
+    // A view's columns are nullable to the macros: `!` says which ones are not.
+    sqlx::query_as!(
+        Source,
+        r#"select id as "id!", kb_id as "kb_id!", origin as "origin!", grant_id, resource_path as "resource_path!",
+             kind as "kind!", size_bytes as "size_bytes!", mtime as "mtime: _", sha256 as "sha256!", status as "status!",
+             error_code, error_message, provider, indexed_hash, pages,
+             created_at as "created_at!: _", updated_at as "updated_at!: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from readable_source s where s.tenant_id = $2 and s.id = $1"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLS} from source where tenant_id = $2 and id = $1"))
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
+    sqlx::query_as!(
+        Source,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
+             deleted_at as "deleted_at: _"
+         from source where tenant_id = $2 and id = $1"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
         .await
 }
 
@@ -436,21 +505,21 @@ pub async fn upsert_folder(
     exclude: &[String],
     by: Uuid,
 ) -> sqlx::Result<Uuid> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "insert into kb_folder (tenant_id, id, kb_id, grant_id, dir_path, include_globs, exclude_globs, created_by)
          values ($1, $2, $3, $4, $5, $6, $7, $8)
          on conflict (tenant_id, kb_id, grant_id, dir_path)
          do update set include_globs = excluded.include_globs, exclude_globs = excluded.exclude_globs
          returning id",
+        tenant,
+        Uuid::new_v4(),
+        kb,
+        grant,
+        dir,
+        include,
+        exclude,
+        by,
     )
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(kb)
-    .bind(grant)
-    .bind(dir)
-    .bind(include)
-    .bind(exclude)
-    .bind(by)
     .fetch_one(conn)
     .await
 }

@@ -12,13 +12,13 @@ pub const MAX_ATTEMPTS: i32 = 3;
 
 /// Queue a (re)parse of a source unless one is already open.
 pub async fn enqueue(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<()> {
-    let r = sqlx::query(
+    let r = sqlx::query!(
         "insert into ingest_job (tenant_id, id, source_id) values ($1, $2, $3)
          on conflict (tenant_id, source_id) where status in ('queued', 'running') do nothing",
+        tenant,
+        Uuid::new_v4(),
+        source_id,
     )
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(source_id)
     .execute(&mut *conn)
     .await?;
     if r.rows_affected() == 1 {
@@ -76,20 +76,20 @@ pub async fn set_progress(tx: &mut TenantTx, source_id: Uuid, p: Option<Progress
 
 /// [`set_progress`] on a connection of a transaction in `tenant`.
 pub async fn set_progress_in(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid, p: Option<Progress>) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "update source set progress_phase = $2, progress_done = $3, progress_total = $4,
-             progress_attempt = coalesce($5, case when $2 is null or $2 = 'queued' then null else progress_attempt end),
-             progress_started_at = case when $2 is null then null
-                                        when $2 = 'reading' or progress_started_at is null then now()
+             progress_attempt = coalesce($5, case when $2::text is null or $2::text = 'queued' then null else progress_attempt end),
+             progress_started_at = case when $2::text is null then null
+                                        when $2::text = 'reading' or progress_started_at is null then now()
                                         else progress_started_at end
          where tenant_id = $6 and id = $1",
+        source_id,
+        p.map(|p| p.phase.as_str()),
+        p.and_then(|p| p.done),
+        p.and_then(|p| p.total),
+        p.and_then(|p| p.attempt),
+        tenant,
     )
-    .bind(source_id)
-    .bind(p.map(|p| p.phase.as_str()))
-    .bind(p.and_then(|p| p.done))
-    .bind(p.and_then(|p| p.total))
-    .bind(p.and_then(|p| p.attempt))
-    .bind(tenant)
     .execute(conn)
     .await?;
     Ok(())
@@ -97,14 +97,15 @@ pub async fn set_progress_in(conn: &mut PgConnection, tenant: Uuid, source_id: U
 
 /// The open job of a source: `(status, lease still valid)`.
 async fn open_job(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<Option<(String, bool)>> {
-    sqlx::query_as(
-        "select status, coalesce(lease_until > now(), false) from ingest_job
-         where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')",
+    let row = sqlx::query!(
+        r#"select status, coalesce(lease_until > now(), false) as "leased!" from ingest_job
+         where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')"#,
+        source_id,
+        tenant,
     )
-    .bind(source_id)
-    .bind(tenant)
     .fetch_optional(conn)
-    .await
+    .await?;
+    Ok(row.map(|r| (r.status, r.leased)))
 }
 
 /// Run a source's queued job now, with fresh attempts (the retry button), or queue a new one.
@@ -113,13 +114,13 @@ pub async fn retry_now(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -
     match open_job(conn, tenant, source_id).await? {
         Some((status, true)) if status == "running" => Ok(false),
         Some(_) => {
-            sqlx::query(
+            sqlx::query!(
                 "update ingest_job set status = 'queued', attempts = 0, run_after = now(), lease_until = null,
                      worker = null, error_code = null, error_message = null
                  where tenant_id = $2 and source_id = $1 and status in ('queued', 'running')",
+                source_id,
+                tenant,
             )
-            .bind(source_id)
-            .bind(tenant)
             .execute(&mut *conn)
             .await?;
             set_progress_in(conn, tenant, source_id, Some(Progress::phase(Phase::Queued))).await?;

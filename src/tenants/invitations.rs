@@ -93,20 +93,20 @@ pub async fn invite(
     let mut link = None;
     if crate::auth::directory::member_by_email(&mut tx, &lower).await?.is_none() {
         let token = new_link_token(tenant_id);
-        sqlx::query(
+        sqlx::query!(
             "insert into invitation (tenant_id, id, email, role, invited_by, expires_at, link_hash)
              values ($1, $2, $3, $4, $5, now() + make_interval(days => $6), $7)
              on conflict (tenant_id, email) where accepted_at is null and declined_at is null
              do update set role = excluded.role, invited_by = excluded.invited_by,
                            created_at = now(), expires_at = excluded.expires_at, link_hash = excluded.link_hash",
+            tenant_id,
+            Uuid::new_v4(),
+            &lower,
+            role as _,
+            inviter,
+            ttl as i32,
+            crate::auth::tokens::hash(&token),
         )
-        .bind(tenant_id)
-        .bind(Uuid::new_v4())
-        .bind(&lower)
-        .bind(role)
-        .bind(inviter)
-        .bind(ttl as i32)
-        .bind(crate::auth::tokens::hash(&token))
         .execute(&mut *tx)
         .await?;
         link = Some(token);
@@ -118,14 +118,14 @@ pub async fn invite(
 /// A new link for the transaction tenant's open invitation `id` (the old link stops working).
 pub async fn renew_link(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> AppResult<(String, String)> {
     let token = new_link_token(tenant_id);
-    let email: Option<String> = sqlx::query_scalar(
+    let email = sqlx::query_scalar!(
         "update invitation set link_hash = $3 where tenant_id = $1 and id = $2
            and accepted_at is null and declined_at is null and expires_at > now()
          returning email",
+        tenant_id,
+        id,
+        crate::auth::tokens::hash(&token),
     )
-    .bind(tenant_id)
-    .bind(id)
-    .bind(crate::auth::tokens::hash(&token))
     .fetch_optional(conn)
     .await?;
     Ok((email.ok_or(AppError::NotFound)?, token))
@@ -167,26 +167,56 @@ async fn link_row(
     token: &str,
     lock: bool,
 ) -> sqlx::Result<Result<LinkInvitation, LinkProblem>> {
-    let row: Option<(LinkInvitation, bool)> =
-        sqlx::query_as::<_, (Uuid, Uuid, String, Role, String, DateTime<Utc>, bool, bool)>(&format!(
-            "select i.tenant_id, i.id, i.email, i.role, t.name, i.expires_at,
-                    exists (select 1 from app_user u where lower(u.email) = i.email), i.expires_at <= now()
+    let hash = crate::auth::tokens::hash(token);
+    // The same statement twice: with the row locked (to use the link up) and without.
+    let row = if lock {
+        sqlx::query_as!(
+            LinkRow,
+            r#"select i.tenant_id, i.id, i.email, i.role as "role: _", t.name as tenant_name, i.expires_at as "expires_at: _",
+                    exists (select 1 from app_user u where lower(u.email) = i.email) as "has_account!",
+                    i.expires_at <= now() as "expired!"
              from invitation i join tenant t on t.id = i.tenant_id
-             where i.tenant_id = $1 and i.link_hash = $2 and i.accepted_at is null and i.declined_at is null{}",
-            if lock { " for update of i" } else { "" }
-        ))
-        .bind(tenant)
-        .bind(crate::auth::tokens::hash(token))
+             where i.tenant_id = $1 and i.link_hash = $2 and i.accepted_at is null and i.declined_at is null
+             for update of i"#,
+            tenant,
+            hash,
+        )
         .fetch_optional(conn)
         .await?
-        .map(|(tenant_id, id, email, role, tenant_name, expires_at, has_account, expired)| {
-            (LinkInvitation { tenant_id, id, email, role, tenant_name, expires_at, has_account }, expired)
-        });
+    } else {
+        sqlx::query_as!(
+            LinkRow,
+            r#"select i.tenant_id, i.id, i.email, i.role as "role: _", t.name as tenant_name, i.expires_at as "expires_at: _",
+                    exists (select 1 from app_user u where lower(u.email) = i.email) as "has_account!",
+                    i.expires_at <= now() as "expired!"
+             from invitation i join tenant t on t.id = i.tenant_id
+             where i.tenant_id = $1 and i.link_hash = $2 and i.accepted_at is null and i.declined_at is null"#,
+            tenant,
+            hash,
+        )
+        .fetch_optional(conn)
+        .await?
+    };
+    let row = row.map(|r| {
+        let LinkRow { tenant_id, id, email, role, tenant_name, expires_at, has_account, expired } = r;
+        (LinkInvitation { tenant_id, id, email, role, tenant_name, expires_at, has_account }, expired)
+    });
     Ok(match row {
         None => Err(LinkProblem::Unknown),
         Some((_, true)) => Err(LinkProblem::Expired),
         Some((i, false)) => Ok(i),
     })
+}
+
+struct LinkRow {
+    tenant_id: Uuid,
+    id: Uuid,
+    email: String,
+    role: Role,
+    tenant_name: String,
+    expires_at: DateTime<Utc>,
+    has_account: bool,
+    expired: bool,
 }
 
 /// Why a link does not create an account for an email that has one.
@@ -206,30 +236,28 @@ pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uu
         Err(LinkProblem::Unknown) => return Err(AppError::NotFound),
         Err(LinkProblem::Expired) => return Err(AppError::Conflict("this invitation has expired".into())),
     };
-    let user: Option<Uuid> = sqlx::query_scalar(
+    let user = sqlx::query_scalar!(
         "insert into app_user (id, email, password_hash) values ($1, $2, $3)
          on conflict ((lower(email))) do nothing returning id",
+        Uuid::new_v4(),
+        &inv.email,
+        &hash,
     )
-    .bind(Uuid::new_v4())
-    .bind(&inv.email)
-    .bind(&hash)
     .fetch_optional(&mut *tx)
     .await?;
     let Some(user) = user else {
         // The link never sets the password of an existing account (it may be someone else's).
         return Err(AppError::Conflict(ACCOUNT_EXISTS.into()));
     };
-    sqlx::query(
+    sqlx::query!(
         "insert into membership (tenant_id, user_id, role) values ($1, $2, $3) on conflict (tenant_id, user_id) do nothing",
+        tenant,
+        user,
+        inv.role as _,
     )
-    .bind(tenant)
-    .bind(user)
-    .bind(inv.role)
     .execute(&mut *tx)
     .await?;
-    sqlx::query("update invitation set accepted_at = now(), link_hash = null where tenant_id = $1 and id = $2")
-        .bind(tenant)
-        .bind(inv.id)
+    sqlx::query!("update invitation set accepted_at = now(), link_hash = null where tenant_id = $1 and id = $2", tenant, inv.id)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -240,12 +268,14 @@ pub async fn join_by_link(pool: &PgPool, token: &str, pw: &str) -> AppResult<(Uu
 /// The transaction tenant's open invitations. The tenant filter matters: `own_invitations`
 /// also shows an admin the invitations *they* received from other teams.
 pub async fn pending_for_team(tx: &mut TenantTx) -> sqlx::Result<Vec<TeamInvitation>> {
-    sqlx::query_as(
-        "select id, email, role, created_at, expires_at from invitation
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        TeamInvitation,
+        r#"select id, email, role as "role: _", created_at as "created_at: _", expires_at as "expires_at: _" from invitation
          where tenant_id = $1 and accepted_at is null and declined_at is null and expires_at > now()
-         order by created_at desc",
+         order by created_at desc"#,
+        tenant,
     )
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await
 }
@@ -253,13 +283,15 @@ pub async fn pending_for_team(tx: &mut TenantTx) -> sqlx::Result<Vec<TeamInvitat
 /// Withdraw the transaction tenant's open invitation `id` (an admin's call): it can no longer
 /// be accepted. `false` when there is no such open invitation in this tenant.
 pub async fn withdraw(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
-    let n =
-        sqlx::query("delete from invitation where tenant_id = $2 and id = $1 and accepted_at is null and declined_at is null")
-            .bind(id)
-            .bind(tx.tenant_id())
-            .execute(&mut **tx)
-            .await?
-            .rows_affected();
+    let tenant = tx.tenant_id();
+    let n = sqlx::query!(
+        "delete from invitation where tenant_id = $2 and id = $1 and accepted_at is null and declined_at is null",
+        id,
+        tenant,
+    )
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
     Ok(n == 1)
 }
 
@@ -289,26 +321,26 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
     // Which tenant: readable here only through `own_invitations`, i.e. only for the invitee.
     let mut tx = TenantTx::begin_user_only(pool, user).await?;
     // all tenants: which team's invitation this is, asked by its invitee before any team is set.
-    let tenant: Option<Uuid> =
-        sqlx::query_scalar("select tenant_id from invitation where id = $1").bind(id).fetch_optional(&mut *tx).await?;
+    let tenant = sqlx::query_scalar!("select tenant_id from invitation where id = $1", id).fetch_optional(&mut *tx).await?;
     tx.commit().await?;
     let tenant = tenant.ok_or(AppError::NotFound)?;
 
     let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
-    let row: Option<(Role, bool, bool, bool, bool)> = sqlx::query_as(
-        "select role, accepted_at is not null, declined_at is not null, expires_at <= now(),
-                link_hash is not null and link_hash = $4
+    let row = sqlx::query!(
+        r#"select role as "role: Role", accepted_at is not null as "accepted!", declined_at is not null as "declined!",
+                expires_at <= now() as "expired!", coalesce(link_hash is not null and link_hash = $4, false) as "link_matches!"
          from invitation
          where tenant_id = $1 and id = $2 and email = (select lower(email) from app_user where id = $3)
-         for update",
+         for update"#,
+        tenant,
+        id,
+        user,
+        link_hash.as_deref().unwrap_or(""),
     )
-    .bind(tenant)
-    .bind(id)
-    .bind(user)
-    .bind(link_hash.as_deref().unwrap_or(""))
     .fetch_optional(&mut *tx)
-    .await?;
-    let (role, accepted, declined, expired, link_matches) = row.ok_or(AppError::NotFound)?;
+    .await?
+    .ok_or(AppError::NotFound)?;
+    let (role, accepted, declined, expired, link_matches) = (row.role, row.accepted, row.declined, row.expired, row.link_matches);
     if accepted {
         return Err(AppError::Conflict("this invitation was already accepted".into()));
     }
@@ -318,31 +350,40 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
     if expired {
         return Err(AppError::Conflict("this invitation has expired".into()));
     }
-    let column = match answer {
+    match answer {
         Answer::Accept { .. } => {
             // Only the holder of this invitation's own link: not another invitation's, not a
             // renewed-away one (issue 31 item 1).
             if !link_matches {
                 return Err(AppError::NotFound);
             }
-            sqlx::query(
+            sqlx::query!(
                 "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
                  on conflict (tenant_id, user_id) do nothing",
+                tenant,
+                user,
+                role as _,
             )
-            .bind(tenant)
-            .bind(user)
-            .bind(role)
             .execute(&mut *tx)
             .await?;
-            "accepted_at"
+            sqlx::query!(
+                "update invitation set accepted_at = now(), link_hash = null where tenant_id = $1 and id = $2",
+                tenant,
+                id
+            )
+            .execute(&mut *tx)
+            .await?;
         }
-        Answer::Decline => "declined_at",
-    };
-    sqlx::query(&format!("update invitation set {column} = now(), link_hash = null where tenant_id = $1 and id = $2"))
-        .bind(tenant)
-        .bind(id)
-        .execute(&mut *tx)
-        .await?;
+        Answer::Decline => {
+            sqlx::query!(
+                "update invitation set declined_at = now(), link_hash = null where tenant_id = $1 and id = $2",
+                tenant,
+                id
+            )
+            .execute(&mut *tx)
+            .await?;
+        }
+    }
     tx.commit().await?;
     Ok((tenant, role))
 }
@@ -353,14 +394,14 @@ pub async fn id_by_link_for(pool: &PgPool, user: Uuid, token: &str) -> AppResult
     let token = token_of(token);
     let tenant = tenant_of_link(token).ok_or(AppError::NotFound)?;
     let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
-    let id: Option<Uuid> = sqlx::query_scalar(
+    let id = sqlx::query_scalar!(
         "select id from invitation
          where tenant_id = $1 and link_hash = $2 and accepted_at is null and declined_at is null
            and email = (select lower(email) from app_user where id = $3)",
+        tenant,
+        crate::auth::tokens::hash(token),
+        user,
     )
-    .bind(tenant)
-    .bind(crate::auth::tokens::hash(token))
-    .bind(user)
     .fetch_optional(&mut *tx)
     .await?;
     tx.commit().await?;

@@ -114,7 +114,7 @@ pub async fn bootstrap(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> Ap
     let tenant = validate_tenant_name(tenant)?;
     let email = validate_email(email)?;
     let mut tx = pool.begin().await?;
-    sqlx::query("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
+    sqlx::query!("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
     let (tenant_id, created_tenant) = match q::tenant_by_name(&mut *tx, &tenant).await? {
         Some(id) => (id, false),
         None => (q::insert_tenant(&mut *tx, &tenant).await?, true),
@@ -145,7 +145,7 @@ pub async fn bootstrap(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> Ap
 pub async fn first_run_setup(pool: &PgPool, tenant: &str, email: &str, pw: &str) -> AppResult<Bootstrapped> {
     password::validate_new_password(pw)?;
     let mut tx = pool.begin().await?;
-    sqlx::query("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
+    sqlx::query!("select pg_advisory_xact_lock(hashtext('mnote.bootstrap'))").execute(&mut *tx).await?;
     if q::any_users(&mut *tx).await? {
         return Err(AppError::NotFound);
     }

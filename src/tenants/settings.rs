@@ -18,11 +18,13 @@ pub struct TenantSettings {
 /// The settings of the transaction's tenant (RLS picks the row).
 pub async fn get(tx: &mut TenantTx) -> sqlx::Result<TenantSettings> {
     let tenant = tx.tenant_id();
-    let row: Option<TenantSettings> =
-        sqlx::query_as("select external_parsing_upload, updated_at from tenant_setting where tenant_id = $1")
-            .bind(tenant)
-            .fetch_optional(&mut **tx)
-            .await?;
+    let row = sqlx::query_as!(
+        TenantSettings,
+        r#"select external_parsing_upload, updated_at as "updated_at: _" from tenant_setting where tenant_id = $1"#,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
     Ok(row.unwrap_or_default())
 }
 
@@ -34,15 +36,16 @@ pub async fn set_external_parsing_upload(
     by: Uuid,
     enabled: bool,
 ) -> sqlx::Result<TenantSettings> {
-    sqlx::query_as(
-        "insert into tenant_setting (tenant_id, external_parsing_upload, updated_by) values ($1, $2, $3)
+    sqlx::query_as!(
+        TenantSettings,
+        r#"insert into tenant_setting (tenant_id, external_parsing_upload, updated_by) values ($1, $2, $3)
          on conflict (tenant_id) do update set external_parsing_upload = excluded.external_parsing_upload,
              updated_by = excluded.updated_by
-         returning external_parsing_upload, updated_at",
+         returning external_parsing_upload, updated_at as "updated_at: _""#,
+        tenant,
+        enabled,
+        by,
     )
-    .bind(tenant)
-    .bind(enabled)
-    .bind(by)
     .fetch_one(conn)
     .await
 }
