@@ -50,7 +50,7 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Grant>> {
 async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Grant>> {
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $2 and g.id = $1"#,
@@ -66,7 +66,7 @@ pub async fn find_active(tx: &mut TenantTx, root: &str, user: Option<Uuid>, perm
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
@@ -85,7 +85,7 @@ pub async fn list_all(tx: &mut TenantTx) -> sqlx::Result<Vec<Grant>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $1 order by g.revoked_at is not null, g.root_path, g.created_at desc"#,
@@ -100,7 +100,7 @@ pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as user_email, g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $2 and g.revoked_at is null and (g.user_id is null or g.user_id = $1)
@@ -153,7 +153,7 @@ pub async fn revoke_impact(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<R
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RevokeImpact,
-        r#"select g.root_path, u.email as user_email,
+        r#"select g.root_path, u.email as "user_email?",
                 (select count(*) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as "stale_sources!",
                 (select count(distinct s.kb_id) from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id and s.status <> 'stale') as "kbs!"
          from dir_grant g left join app_user u on u.id = g.user_id
