@@ -12,6 +12,37 @@ use sqlx::{PgConnection, PgPool, postgres::PgPoolOptions};
 
 pub use tenant_tx::{Scope, TenantTx};
 
+/// An enum stored in a `text` column: bound and read as its name (`as_str`, `FromStr`), so
+/// code compares enums, not strings. In the query macros: `col as "col: _"`, `value as _`.
+macro_rules! text_column {
+    ($t:ty) => {
+        impl sqlx::Type<sqlx::Postgres> for $t {
+            fn type_info() -> sqlx::postgres::PgTypeInfo {
+                <&str as sqlx::Type<sqlx::Postgres>>::type_info()
+            }
+            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
+                <&str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
+            }
+        }
+
+        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $t {
+            fn decode(v: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
+                Ok(<&str as sqlx::Decode<sqlx::Postgres>>::decode(v)?.parse()?)
+            }
+        }
+
+        impl sqlx::Encode<'_, sqlx::Postgres> for $t {
+            fn encode_by_ref(
+                &self,
+                buf: &mut sqlx::postgres::PgArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
+                <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.as_str(), buf)
+            }
+        }
+    };
+}
+pub(crate) use text_column;
+
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Let the rest of this transaction see (`true`) or not see deleted KBs and removed sources

@@ -124,39 +124,11 @@ impl std::str::FromStr for SourceStatus {
     }
 }
 
+// `source.kind` and `source.status` are text columns read and bound as these enums.
+crate::db::text_column!(SourceKind);
+crate::db::text_column!(SourceStatus);
+
 /// The schema id of [`Locator`].
-/// `source.kind` and `source.status` are text columns: bind and read the enums as their
-/// names, so queries compare enums, not strings.
-macro_rules! text_column {
-    ($t:ty) => {
-        impl sqlx::Type<sqlx::Postgres> for $t {
-            fn type_info() -> sqlx::postgres::PgTypeInfo {
-                <&str as sqlx::Type<sqlx::Postgres>>::type_info()
-            }
-            fn compatible(ty: &sqlx::postgres::PgTypeInfo) -> bool {
-                <&str as sqlx::Type<sqlx::Postgres>>::compatible(ty)
-            }
-        }
-
-        impl<'r> sqlx::Decode<'r, sqlx::Postgres> for $t {
-            fn decode(v: sqlx::postgres::PgValueRef<'r>) -> Result<Self, sqlx::error::BoxDynError> {
-                Ok(<&str as sqlx::Decode<sqlx::Postgres>>::decode(v)?.parse()?)
-            }
-        }
-
-        impl sqlx::Encode<'_, sqlx::Postgres> for $t {
-            fn encode_by_ref(
-                &self,
-                buf: &mut sqlx::postgres::PgArgumentBuffer,
-            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-                <&str as sqlx::Encode<sqlx::Postgres>>::encode(self.as_str(), buf)
-            }
-        }
-    };
-}
-text_column!(SourceKind);
-text_column!(SourceStatus);
-
 pub const LOCATOR_SCHEMA: &str = "mnote.evidence_locator.v1";
 
 /// `mnote.evidence_locator.v1`: where a block of evidence sits in its original file (SPEC §5).

@@ -54,19 +54,38 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/admin/grants/{id}/revoke", get(g::grants_revoke_page).post(g::grants_revoke))
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What a grant allows (`dir_grant.permission`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
 pub enum Permission {
+    /// Open and read the files under the directory.
     Read,
+    /// Also register them in a KB, which indexes them.
     ReadIndex,
 }
 
-impl Permission {
-    pub fn parse(s: &str) -> AppResult<Self> {
+impl std::str::FromStr for Permission {
+    type Err = AppError;
+    fn from_str(s: &str) -> AppResult<Self> {
         match s {
             "read" => Ok(Permission::Read),
             "read_index" => Ok(Permission::ReadIndex),
             _ => Err(AppError::invalid("permission", "read or read_index")),
         }
+    }
+}
+
+crate::db::text_column!(Permission);
+
+impl std::fmt::Display for Permission {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Permission {
+    pub fn parse(s: &str) -> AppResult<Self> {
+        s.parse()
     }
     pub fn as_str(self) -> &'static str {
         match self {
@@ -107,10 +126,10 @@ pub async fn create(
             tq::member_by_email(conn, &e).await?.ok_or_else(|| AppError::invalid("email", "not a member of this team"))?.user_id,
         ),
     };
-    if let Some(g) = queries::find_active(conn, root, user, permission.as_str()).await? {
+    if let Some(g) = queries::find_active(conn, root, user, permission).await? {
         return Ok((g, false));
     }
-    Ok((queries::insert(conn, auth.tenant_id, root, user, permission.as_str(), auth.user_id).await?, true))
+    Ok((queries::insert(conn, auth.tenant_id, root, user, permission, auth.user_id).await?, true))
 }
 
 /// A path resolved inside one of the caller's grants.
@@ -132,11 +151,8 @@ pub async fn resolve_for_index(
     grant_id: Option<Uuid>,
     path: &str,
 ) -> AppResult<GrantedPath> {
-    let grants: Vec<Grant> = queries::active_for_user(conn, user)
-        .await?
-        .into_iter()
-        .filter(|g| g.permission == Permission::ReadIndex.as_str())
-        .collect();
+    let grants: Vec<Grant> =
+        queries::active_for_user(conn, user).await?.into_iter().filter(|g| g.permission == Permission::ReadIndex).collect();
     let candidates: Vec<&Grant> = match grant_id {
         Some(id) => {
             let g = grants.iter().find(|g| g.id == id).ok_or(AppError::PathOutsideGrant)?;

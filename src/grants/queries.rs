@@ -14,7 +14,7 @@ pub struct Grant {
     /// None = every member.
     pub user_id: Option<Uuid>,
     pub user_email: Option<String>,
-    pub permission: String,
+    pub permission: super::Permission,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub revoked_at: Option<chrono::DateTime<chrono::Utc>>,
 }
@@ -24,7 +24,7 @@ pub async fn insert(
     tenant: Uuid,
     root: &str,
     user: Option<Uuid>,
-    permission: &str,
+    permission: super::Permission,
     by: Uuid,
 ) -> sqlx::Result<Grant> {
     let id = sqlx::query_scalar!(
@@ -34,7 +34,7 @@ pub async fn insert(
         Uuid::new_v4(),
         root,
         user,
-        permission,
+        permission as _,
         by,
     )
     .fetch_one(&mut *conn)
@@ -50,7 +50,7 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Grant>> {
 async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<Grant>> {
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission as "permission: _",
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $2 and g.id = $1"#,
@@ -62,18 +62,23 @@ async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result
 }
 
 /// Find an identical active grant (same root, same grantee, same permission).
-pub async fn find_active(tx: &mut TenantTx, root: &str, user: Option<Uuid>, permission: &str) -> sqlx::Result<Option<Grant>> {
+pub async fn find_active(
+    tx: &mut TenantTx,
+    root: &str,
+    user: Option<Uuid>,
+    permission: super::Permission,
+) -> sqlx::Result<Option<Grant>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission as "permission: _",
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $4 and g.root_path = $1 and g.user_id is not distinct from $2 and g.permission = $3
             and g.revoked_at is null"#,
         root,
         user,
-        permission,
+        permission as _,
         tenant,
     )
     .fetch_optional(&mut **tx)
@@ -85,7 +90,7 @@ pub async fn list_all(tx: &mut TenantTx) -> sqlx::Result<Vec<Grant>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission as "permission: _",
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $1 order by g.revoked_at is not null, g.root_path, g.created_at desc"#,
@@ -100,7 +105,7 @@ pub async fn active_for_user(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Vec<
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Grant,
-        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission,
+        r#"select g.id, g.root_path, g.user_id, u.email as "user_email?", g.permission as "permission: _",
             g.created_at as "created_at: _", g.revoked_at as "revoked_at: _"
         from dir_grant g left join app_user u on u.id = g.user_id
         where g.tenant_id = $2 and g.revoked_at is null and (g.user_id is null or g.user_id = $1)

@@ -159,7 +159,7 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
     let grants = grants::queries::active_for_user(&mut tx, page.auth.user_id)
         .await?
         .into_iter()
-        .filter(|g| g.permission == Permission::ReadIndex.as_str())
+        .filter(|g| g.permission == Permission::ReadIndex)
         .collect();
     let kb_members = kbs::queries::members(&mut tx, id).await?;
     let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };

@@ -59,8 +59,11 @@ pub(super) async fn facts_tx(mut tx: crate::db::TenantTx, cfg: &Config, auth: &A
             (r.key, v)
         })
         .collect();
-    let grants =
-        grants::queries::active_for_user(&mut tx, auth.user_id).await?.into_iter().map(|g| (g.root_path, g.permission)).collect();
+    let grants = grants::queries::active_for_user(&mut tx, auth.user_id)
+        .await?
+        .into_iter()
+        .map(|g| (g.root_path, g.permission.to_string()))
+        .collect();
     let locale = tq::user_by_id(&mut *tx, auth.user_id).await?.and_then(|u| u.locale);
     tx.commit().await?;
     Ok(Facts {
