@@ -720,7 +720,8 @@ pub async fn earlier_answers(
          order by created_at desc limit $4"#,
         actor,
         session,
-        before,
+        // chrono's timestamptz (the macros would check it against `time`'s)
+        before as _,
         limit,
         tenant,
     )

@@ -81,7 +81,7 @@ pub async fn pass_tenant(pool: &PgPool, cfg: &Config, tenant: Uuid, kb: Option<U
             continue;
         }
         let outcome = pass_binding(pool, cfg, tenant, &b, retired).await;
-        sqlx::query!("select pg_advisory_unlock($1)", key).execute(&mut *lock).await?;
+        sqlx::query_scalar!("select pg_advisory_unlock($1)", key).fetch_one(&mut *lock).await?;
         drop(lock);
         match outcome {
             Ok(o) => r.add(o),

@@ -214,8 +214,10 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
-    let passage_of: HashMap<Uuid, String> =
-        paths.into_iter().map(|r| (r.id, r.resource_path.trim_start_matches("uploads/").trim_end_matches(".md").to_string())).collect();
+    let passage_of: HashMap<Uuid, String> = paths
+        .into_iter()
+        .map(|r| (r.id, r.resource_path.trim_start_matches("uploads/").trim_end_matches(".md").to_string()))
+        .collect();
 
     let mut dump = match a.dump {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| p.display().to_string())?)),
