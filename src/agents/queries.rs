@@ -81,7 +81,7 @@ pub async fn reset_preference(tx: &mut TenantTx, user: Uuid, key: &str) -> sqlx:
 pub async fn capability_switches(tx: &mut TenantTx) -> sqlx::Result<Vec<(String, bool)>> {
     let tenant = tx.tenant_id();
     let rows =
-        sqlx::query!("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability", tenant,)
+        sqlx::query!("select capability, enabled from ai_capability_setting where tenant_id = $1 order by capability", tenant)
             .fetch_all(&mut **tx)
             .await?;
     Ok(rows.into_iter().map(|r| (r.capability, r.enabled)).collect())
