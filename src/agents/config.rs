@@ -13,7 +13,6 @@ use axum::{
     http::StatusCode,
 };
 use serde::{Deserialize, Serialize};
-use sqlx::FromRow;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -36,7 +35,7 @@ pub fn api_router() -> axum::Router<AppState> {
         .route("/api/page-ai/agents/{agent}/config", get(get_config).put(put_config).delete(delete_config))
 }
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct AgentConfigRow {
     pub agent_id: String,
     pub endpoint_url: Option<String>,
@@ -71,11 +70,13 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
 
 pub async fn load(tx: &mut TenantTx, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(
-        "select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at from agent_config where tenant_id = $2 and agent_id = $1",
+    sqlx::query_as!(
+        AgentConfigRow,
+        r#"select agent_id, endpoint_url, model, api_key_cipher, extra_models, updated_at as "updated_at: _"
+         from agent_config where tenant_id = $2 and agent_id = $1"#,
+        agent.as_str(),
+        tenant,
     )
-    .bind(agent.as_str())
-    .bind(tenant)
     .fetch_optional(&mut **tx)
     .await
 }
@@ -318,20 +319,20 @@ pub async fn apply_patch(conn: &mut crate::db::TenantTx, auth: &Auth, agent: Age
         None if moved => None,
         None => row.as_ref().and_then(|r| r.api_key_cipher.clone()),
     };
-    sqlx::query(
-        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, extra_models, api_key_cipher, updated_by) \
-         values ($1, $2, $3, $4, $5, $6, $7) \
-         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model, \
-             extra_models = excluded.extra_models, api_key_cipher = excluded.api_key_cipher, \
+    sqlx::query!(
+        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, extra_models, api_key_cipher, updated_by)
+         values ($1, $2, $3, $4, $5, $6, $7)
+         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model,
+             extra_models = excluded.extra_models, api_key_cipher = excluded.api_key_cipher,
              updated_by = excluded.updated_by, updated_at = now()",
+        auth.tenant_id,
+        agent.as_str(),
+        endpoint,
+        model,
+        &extra,
+        key,
+        auth.user_id,
     )
-    .bind(auth.tenant_id)
-    .bind(agent.as_str())
-    .bind(endpoint)
-    .bind(model)
-    .bind(extra)
-    .bind(key)
-    .bind(auth.user_id)
     .execute(&mut **conn)
     .await?;
     Ok(())
@@ -353,22 +354,22 @@ pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigIn
         Some(k) => Some(Some(seal_key(&state.config, auth.tenant_id, agent, k)?)),
     };
     let mut tx = auth.tx(state).await?;
-    sqlx::query(
-        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, api_key_cipher, updated_by) \
-         values ($1, $2, $3, $4, $5, $6) \
-         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model, \
-             api_key_cipher = case when $7 then excluded.api_key_cipher \
-                 when agent_config.endpoint_url is distinct from excluded.endpoint_url then null \
-                 else agent_config.api_key_cipher end, \
+    sqlx::query!(
+        "insert into agent_config (tenant_id, agent_id, endpoint_url, model, api_key_cipher, updated_by)
+         values ($1, $2, $3, $4, $5, $6)
+         on conflict (tenant_id, agent_id) do update set endpoint_url = excluded.endpoint_url, model = excluded.model,
+             api_key_cipher = case when $7 then excluded.api_key_cipher
+                 when agent_config.endpoint_url is distinct from excluded.endpoint_url then null
+                 else agent_config.api_key_cipher end,
              updated_by = excluded.updated_by, updated_at = now()",
+        auth.tenant_id,
+        agent.as_str(),
+        &url,
+        model,
+        sealed.clone().flatten(),
+        auth.user_id,
+        sealed.is_some(),
     )
-    .bind(auth.tenant_id)
-    .bind(agent.as_str())
-    .bind(&url)
-    .bind(model)
-    .bind(sealed.clone().flatten())
-    .bind(auth.user_id)
-    .bind(sealed.is_some())
     .execute(&mut *tx)
     .await?;
     let row = load(&mut tx, agent).await?;
@@ -390,9 +391,7 @@ async fn delete_config(State(state): State<AppState>, auth: Auth, Path(agent): P
     auth.require_admin()?;
     let agent = agent_of(&agent)?;
     let mut tx = auth.tx(&state).await?;
-    sqlx::query("delete from agent_config where tenant_id = $2 and agent_id = $1")
-        .bind(agent.as_str())
-        .bind(auth.tenant_id)
+    sqlx::query!("delete from agent_config where tenant_id = $2 and agent_id = $1", agent.as_str(), auth.tenant_id)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -397,11 +397,13 @@ async fn transcript_of(state: &AppState, actor: &Auth, run: &RunRow) -> anyhow::
 }
 
 async fn streamed_text(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<String> {
-    let parts: Vec<String> = sqlx::query_scalar(
-        "select payload->>'text' from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'message.delta' order by seq",
+    let tenant = tx.tenant_id();
+    let parts = sqlx::query_scalar!(
+        r#"select payload->>'text' as "text!" from ai_run_event
+         where tenant_id = $2 and run_id = $1 and kind = 'message.delta' order by seq"#,
+        run,
+        tenant,
     )
-    .bind(run)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await?;
     Ok(parts.concat())

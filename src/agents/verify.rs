@@ -12,7 +12,6 @@
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
-use sqlx::Row;
 use uuid::Uuid;
 
 use super::{
@@ -194,20 +193,20 @@ async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<Ha
         return Ok(HashMap::new());
     }
     let mut tx = actor.tx(state).await?;
-    let rows = sqlx::query(
-        "select b.id, b.text, coalesce(sec.path, '{}'::text[]) as path
+    let rows = sqlx::query!(
+        r#"select b.id, b.text, coalesce(sec.path, '{}'::text[]) as "path!"
          from evidence_block b
          join readable_source s on s.tenant_id = b.tenant_id and s.id = b.source_id
          left join evidence_section sec
            on sec.tenant_id = b.tenant_id and sec.source_id = b.source_id and sec.section_key = b.section_key
-         where b.tenant_id = $2 and b.id = any($1)",
+         where b.tenant_id = $2 and b.id = any($1)"#,
+        ids,
+        actor.tenant_id,
     )
-    .bind(ids)
-    .bind(actor.tenant_id)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(rows.into_iter().map(|r| (r.get("id"), Block { text: r.get("text"), section_path: r.get("path") })).collect())
+    Ok(rows.into_iter().map(|r| (r.id, Block { text: r.text, section_path: r.path })).collect())
 }
 
 /// Check `answer`'s citations as `actor` sees the evidence.

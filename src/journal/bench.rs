@@ -92,11 +92,13 @@ async fn finish(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<
 
 async fn rows_of(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<i64> {
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-    let n: i64 = sqlx::query_scalar("select count(*) from ai_run_event where tenant_id = $2 and run_id = $1")
-        .bind(run)
-        .bind(actor.tenant_id)
-        .fetch_one(&mut *tx)
-        .await?;
+    let n = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from ai_run_event where tenant_id = $2 and run_id = $1"#,
+        run,
+        actor.tenant_id,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(n)
 }
@@ -357,11 +359,13 @@ pub async fn run(a: BenchArgs<'_>) -> anyhow::Result<()> {
     }
     .await;
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-    sqlx::query("delete from ai_run where tenant_id = $2 and actor_id = $1 and (request_id like 'bench-%')")
-        .bind(actor.user_id)
-        .bind(actor.tenant_id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "delete from ai_run where tenant_id = $2 and actor_id = $1 and (request_id like 'bench-%')",
+        actor.user_id,
+        actor.tenant_id,
+    )
+    .execute(&mut *tx)
+    .await?;
     crate::auth::tokens::revoke(&mut tx, actor.user_id, token_id).await?;
     tx.commit().await?;
     result

@@ -144,9 +144,7 @@ async fn read_after(pool: &PgPool, tenant: Uuid, run: Uuid, after: i64) -> sqlx:
 
 async fn last_seq(pool: &PgPool, tenant: Uuid, run: Uuid) -> sqlx::Result<i64> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let n: Option<i64> = sqlx::query_scalar("select max(seq) from ai_run_event where tenant_id = $2 and run_id = $1")
-        .bind(run)
-        .bind(tenant)
+    let n = sqlx::query_scalar!("select max(seq) from ai_run_event where tenant_id = $2 and run_id = $1", run, tenant)
         .fetch_one(&mut *tx)
         .await?;
     tx.commit().await?;

@@ -20,7 +20,7 @@ fn interval() -> Duration {
 
 /// One pass over every tenant; the runs it interrupted.
 pub async fn once(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut out = Vec::new();
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
@@ -36,7 +36,7 @@ pub async fn once(pool: &PgPool) -> sqlx::Result<Vec<Uuid>> {
 /// A stopping process hands its live runs over as `interrupted` (they can be resumed) rather
 /// than leaving them to the lease timeout.
 pub async fn release(pool: &PgPool, owner: &str) -> sqlx::Result<usize> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut n = 0;
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;

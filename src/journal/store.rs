@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 use serde_json::Value;
-use sqlx::{FromRow, PgConnection};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -22,7 +22,7 @@ pub fn lease() -> std::time::Duration {
     crate::config::run_lease()
 }
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct RunRow {
     pub tenant_id: Uuid,
     pub id: Uuid,
@@ -141,7 +141,7 @@ pub struct RunView {
     pub ended_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct EventRow {
     pub run_id: Uuid,
     pub seq: i64,
@@ -207,42 +207,45 @@ pub enum Created {
     Taken,
 }
 
-const RUN_COLUMNS: &str = "tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, \
-    provider_note, status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash, \
-    capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq, lease_owner, \
-    lease_expires_at, cancel_requested_at, created_at, updated_at, started_at, ended_at";
-
 /// Create the run and its `run.created` event, or find the one this request created before.
 /// Concurrent retries are decided by the unique constraints (`ON CONFLICT DO NOTHING`: the
 /// loser waits for the winner's commit, then finds its row).
 pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<Created> {
     let id = Uuid::new_v4();
     let lease = lease().as_secs_f64();
-    let inserted: Option<RunRow> = sqlx::query_as(&format!(
-        "insert into ai_run (tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_note, status, \
-             prompt, context_refs, target_snapshot_hash, capability_snapshot_hash, preferences, parent_run_id, \
-             resume_request_id, lease_owner, lease_expires_at) \
-         values ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16, \
-             now() + make_interval(secs => $17)) \
-         on conflict do nothing returning {RUN_COLUMNS}"
-    ))
-    .bind(new.tenant_id)
-    .bind(id)
-    .bind(new.actor_id)
-    .bind(new.request_id)
-    .bind(new.session_id)
-    .bind(new.agent_id)
-    .bind(new.provider)
-    .bind(new.provider_note)
-    .bind(new.prompt)
-    .bind(serde_json::to_value(new.context_refs).unwrap_or_default())
-    .bind(new.target_snapshot_hash)
-    .bind(new.capability_snapshot_hash)
-    .bind(new.preferences)
-    .bind(new.parent_run_id)
-    .bind(new.resume_request_id)
-    .bind(new.lease_owner)
-    .bind(lease)
+    let context_refs = serde_json::to_value(new.context_refs).unwrap_or_default();
+    let inserted = sqlx::query_as!(
+        RunRow,
+        r#"insert into ai_run (tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_note, status,
+             prompt, context_refs, target_snapshot_hash, capability_snapshot_hash, preferences, parent_run_id,
+             resume_request_id, lease_owner, lease_expires_at)
+         values ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16,
+             now() + make_interval(secs => $17))
+         on conflict do nothing
+         returning tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _""#,
+        new.tenant_id,
+        id,
+        new.actor_id,
+        new.request_id,
+        new.session_id,
+        new.agent_id,
+        new.provider,
+        new.provider_note,
+        new.prompt,
+        context_refs,
+        new.target_snapshot_hash,
+        new.capability_snapshot_hash,
+        new.preferences,
+        new.parent_run_id,
+        new.resume_request_id,
+        new.lease_owner,
+        lease,
+    )
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(run) = inserted {
@@ -256,29 +259,26 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         append(conn, run.tenant_id, run.id, &[(EventSource::Mnote, created)]).await?;
         return Ok(Created::New(get_in(conn, run.tenant_id, run.id).await?.unwrap_or(run)));
     }
-    // Which constraint held: the request id, or (for a resume) the parent's resume id.
-    let existing: Option<RunRow> = match (new.parent_run_id, new.resume_request_id) {
-        (Some(p), Some(r)) => {
-            sqlx::query_as(&format!(
-                "select {RUN_COLUMNS} from ai_run where tenant_id = $4 \
-             and ((parent_run_id = $1 and resume_request_id = $2) or request_id = $3) \
-             order by (request_id = $3) desc limit 1"
-            ))
-            .bind(p)
-            .bind(r)
-            .bind(new.request_id)
-            .bind(new.tenant_id)
-            .fetch_optional(&mut *conn)
-            .await?
-        }
-        _ => {
-            sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and request_id = $1"))
-                .bind(new.request_id)
-                .bind(new.tenant_id)
-                .fetch_optional(&mut *conn)
-                .await?
-        }
-    };
+    // Which constraint held: the request id, or (for a resume) the parent's resume id. A
+    // missing parent or resume id (null) matches no row: then only the request id counts.
+    let existing = sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run where tenant_id = $4
+             and ((parent_run_id = $1 and resume_request_id = $2) or request_id = $3)
+         order by (request_id = $3) desc limit 1"#,
+        new.parent_run_id,
+        new.resume_request_id,
+        new.request_id,
+        new.tenant_id,
+    )
+    .fetch_optional(&mut *conn)
+    .await?;
     Ok(match existing {
         Some(r) if r.actor_id == new.actor_id => Created::Existing(r),
         // Another user's run (an admin can see it; a member cannot, and gets here too).
@@ -290,17 +290,17 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
 /// request is not a new run). Takes a transaction-scoped lock on the actor's runs first, so
 /// concurrent creations count one after the other: call it in the transaction that creates.
 pub async fn live_runs_of(tx: &mut TenantTx, actor: Uuid, request_id: &str) -> sqlx::Result<i64> {
-    sqlx::query("select pg_advisory_xact_lock(hashtextextended('mnote.ai_run:' || $1::text, 0))")
-        .bind(actor)
+    let tenant = tx.tenant_id();
+    sqlx::query!("select pg_advisory_xact_lock(hashtextextended('mnote.ai_run:' || $1::uuid::text, 0))", actor)
         .execute(&mut **tx)
         .await?;
-    sqlx::query_scalar(
-        "select count(*) from ai_run where tenant_id = $3 and actor_id = $1 and status in ('pending', 'running') \
-         and request_id <> $2",
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from ai_run where tenant_id = $3 and actor_id = $1 and status in ('pending', 'running')
+         and request_id <> $2"#,
+        actor,
+        request_id,
+        tenant,
     )
-    .bind(actor)
-    .bind(request_id)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -312,44 +312,65 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RunRow>> {
 
 /// [`get`] on a connection of a transaction in `tenant`.
 pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and id = $1"))
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run where tenant_id = $2 and id = $1"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// The same, locked for update (status changes).
 async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!("select {RUN_COLUMNS} from ai_run where tenant_id = $2 and id = $1 for update"))
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(conn)
-        .await
+    sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run where tenant_id = $2 and id = $1 for update"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(conn)
+    .await
 }
 
 /// Events with `seq > after`, oldest first.
 pub async fn events_after(tx: &mut TenantTx, run: Uuid, after: i64, limit: i64) -> sqlx::Result<Vec<EventRow>> {
-    sqlx::query_as(
-        "select run_id, seq, kind, source, payload, created_at from ai_run_event \
-         where tenant_id = $4 and run_id = $1 and seq > $2 order by seq limit $3",
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        EventRow,
+        r#"select run_id, seq, kind, source, payload, created_at as "created_at: _" from ai_run_event
+         where tenant_id = $4 and run_id = $1 and seq > $2 order by seq limit $3"#,
+        run,
+        after,
+        limit,
+        tenant,
     )
-    .bind(run)
-    .bind(after)
-    .bind(limit)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await
 }
 
 /// The seq of the run's ending event (terminal or `run.interrupted`), if it has one.
 pub async fn ending_seq(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Option<i64>> {
-    sqlx::query_scalar(
-        "select min(seq) from ai_run_event where tenant_id = $2 and run_id = $1 \
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        "select min(seq) from ai_run_event where tenant_id = $2 and run_id = $1
          and kind in ('run.completed', 'run.failed', 'run.cancelled', 'run.interrupted')",
+        run,
+        tenant,
     )
-    .bind(run)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -382,14 +403,14 @@ async fn append_where(
         return Ok(0);
     }
     let n = events.len() as i64;
-    let first: i64 = sqlx::query_scalar(
-        "update ai_run set next_seq = next_seq + $2 where tenant_id = $4 and id = $1 and (not $3 or status = 'running') \
-         returning next_seq - $2",
+    let first = sqlx::query_scalar!(
+        r#"update ai_run set next_seq = next_seq + $2 where tenant_id = $4 and id = $1 and (not $3 or status = 'running')
+         returning next_seq - $2 as "first!""#,
+        run,
+        n,
+        only_running,
+        tenant,
     )
-    .bind(run)
-    .bind(n)
-    .bind(only_running)
-    .bind(tenant)
     .fetch_one(&mut *conn)
     .await?;
     let (mut seqs, mut kinds, mut sources, mut payloads) = (vec![], vec![], vec![], vec![]);
@@ -400,35 +421,36 @@ async fn append_where(
         sources.push(source.as_str().to_string());
         payloads.push(payload);
     }
-    sqlx::query(
-        "insert into ai_run_event (tenant_id, run_id, seq, kind, source, payload) \
+    sqlx::query!(
+        "insert into ai_run_event (tenant_id, run_id, seq, kind, source, payload)
          select $1, $2, s, k, src, p from unnest($3::bigint[], $4::text[], $5::text[], $6::jsonb[]) as t(s, k, src, p)",
+        tenant,
+        run,
+        &seqs,
+        &kinds,
+        &sources,
+        &payloads,
     )
-    .bind(tenant)
-    .bind(run)
-    .bind(&seqs)
-    .bind(&kinds)
-    .bind(&sources)
-    .bind(&payloads)
     .execute(&mut *conn)
     .await?;
     let last = first + n - 1;
-    sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:{last}")).execute(&mut *conn).await?;
+    sqlx::query!("select pg_notify('mnote_run', $1)", format!("{tenant}:{run}:{last}")).execute(&mut *conn).await?;
     Ok(last)
 }
 
 /// Take the run for `owner`: `pending` → `running`, lease renewed. `false` when it is no
 /// longer pending (cancelled meanwhile, or another worker has it).
 pub async fn claim(tx: &mut TenantTx, run: Uuid, owner: &str) -> sqlx::Result<bool> {
-    let n = sqlx::query(
-        "update ai_run set status = 'running', started_at = now(), lease_owner = $2, \
-             lease_expires_at = now() + make_interval(secs => $3) \
+    let tenant = tx.tenant_id();
+    let n = sqlx::query!(
+        "update ai_run set status = 'running', started_at = now(), lease_owner = $2,
+             lease_expires_at = now() + make_interval(secs => $3)
          where tenant_id = $4 and id = $1 and status = 'pending'",
+        run,
+        owner,
+        lease().as_secs_f64(),
+        tenant,
     )
-    .bind(run)
-    .bind(owner)
-    .bind(lease().as_secs_f64())
-    .bind(tx.tenant_id())
     .execute(&mut **tx)
     .await?
     .rows_affected();
@@ -446,29 +468,28 @@ pub enum Beat {
 
 /// Renew `owner`'s lease on a live run (pending ones wait for a slot).
 pub async fn heartbeat(tx: &mut TenantTx, run: Uuid, owner: &str) -> sqlx::Result<Beat> {
-    let row: Option<(bool,)> = sqlx::query_as(
-        "update ai_run set lease_expires_at = now() + make_interval(secs => $3) \
-         where tenant_id = $4 and id = $1 and lease_owner = $2 and status in ('pending', 'running') \
-         returning cancel_requested_at is not null",
+    let tenant = tx.tenant_id();
+    let cancel_requested = sqlx::query_scalar!(
+        r#"update ai_run set lease_expires_at = now() + make_interval(secs => $3)
+         where tenant_id = $4 and id = $1 and lease_owner = $2 and status in ('pending', 'running')
+         returning cancel_requested_at is not null as "cancel_requested!""#,
+        run,
+        owner,
+        lease().as_secs_f64(),
+        tenant,
     )
-    .bind(run)
-    .bind(owner)
-    .bind(lease().as_secs_f64())
-    .bind(tx.tenant_id())
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(match row {
-        Some((true,)) => Beat::CancelRequested,
-        Some((false,)) => Beat::Held,
+    Ok(match cancel_requested {
+        Some(true) => Beat::CancelRequested,
+        Some(false) => Beat::Held,
         None => Beat::Lost,
     })
 }
 
 pub async fn set_provider_run_id(tx: &mut TenantTx, run: Uuid, provider_run_id: &str) -> sqlx::Result<()> {
-    sqlx::query("update ai_run set provider_run_id = $2 where tenant_id = $3 and id = $1")
-        .bind(run)
-        .bind(provider_run_id)
-        .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query!("update ai_run set provider_run_id = $2 where tenant_id = $3 and id = $1", run, provider_run_id, tenant)
         .execute(&mut **tx)
         .await?;
     Ok(())
@@ -520,20 +541,20 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         Event::RunCancelled { reason } => Some(reason.clone()),
         _ => None,
     };
-    sqlx::query(
-        "update ai_run set status = $2, error_code = $3, error_message = $4, answer = coalesce($5, answer), \
-             receipt = coalesce($6, receipt), status_reason = coalesce($7, status_reason), ended_at = now(), \
-             lease_owner = null, lease_expires_at = null, mcp_token_hash = null \
+    sqlx::query!(
+        "update ai_run set status = $2, error_code = $3, error_message = $4, answer = coalesce($5, answer),
+             receipt = coalesce($6, receipt), status_reason = coalesce($7, status_reason), ended_at = now(),
+             lease_owner = null, lease_expires_at = null, mcp_token_hash = null
          where tenant_id = $8 and id = $1",
+        run,
+        status.as_str(),
+        code,
+        message,
+        answer,
+        receipt,
+        reason,
+        tenant,
     )
-    .bind(run)
-    .bind(status.as_str())
-    .bind(code)
-    .bind(message)
-    .bind(answer)
-    .bind(receipt)
-    .bind(reason)
-    .bind(tenant)
     .execute(&mut *conn)
     .await?;
     append(conn, tenant, run, &[(EventSource::Mnote, event)]).await?;
@@ -544,22 +565,33 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
 /// is not running (any more). The run's end clears it ([`finish`], [`reconcile_expired`],
 /// [`release_owned`]).
 pub async fn set_mcp_token(tx: &mut TenantTx, run: Uuid, token_hash: &str) -> sqlx::Result<bool> {
-    let r = sqlx::query("update ai_run set mcp_token_hash = $2 where tenant_id = $3 and id = $1 and status = 'running'")
-        .bind(run)
-        .bind(token_hash)
-        .bind(tx.tenant_id())
-        .execute(&mut **tx)
-        .await?;
+    let tenant = tx.tenant_id();
+    let r = sqlx::query!(
+        "update ai_run set mcp_token_hash = $2 where tenant_id = $3 and id = $1 and status = 'running'",
+        run,
+        token_hash,
+        tenant,
+    )
+    .execute(&mut **tx)
+    .await?;
     Ok(r.rows_affected() == 1)
 }
 
 /// The running run whose MCP token has this SHA-256 (in the transaction's tenant).
 pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!(
-        "select {RUN_COLUMNS} from ai_run where tenant_id = $2 and mcp_token_hash = $1 and status = 'running'"
-    ))
-    .bind(token_hash)
-    .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run where tenant_id = $2 and mcp_token_hash = $1 and status = 'running'"#,
+        token_hash,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await
 }
@@ -568,12 +600,13 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
 /// `tool`), in order: whichever process served them (the run's executor, or `/mcp` with the
 /// run's token on any replica).
 pub async fn tool_results(tx: &mut TenantTx, run: Uuid) -> sqlx::Result<Vec<ToolCompleted>> {
-    let payloads: Vec<Value> = sqlx::query_scalar(
-        "select payload from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'tool.completed' \
+    let tenant = tx.tenant_id();
+    let payloads = sqlx::query_scalar!(
+        "select payload from ai_run_event where tenant_id = $2 and run_id = $1 and kind = 'tool.completed'
          and source = 'tool' order by seq",
+        run,
+        tenant,
     )
-    .bind(run)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await?;
     Ok(payloads.into_iter().filter_map(|p| serde_json::from_value(p).ok()).collect())
@@ -594,14 +627,14 @@ pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) ->
     match row.status() {
         s if s.is_terminal() => Ok(CancelOutcome::AlreadyEnded),
         RunStatus::Running => {
-            sqlx::query(
+            sqlx::query!(
                 "update ai_run set cancel_requested_at = coalesce(cancel_requested_at, now()) where tenant_id = $2 and id = $1",
+                run,
+                tenant,
             )
-            .bind(run)
-            .bind(tenant)
             .execute(&mut *conn)
             .await?;
-            sqlx::query("select pg_notify('mnote_run', $1)").bind(format!("{tenant}:{run}:cancel")).execute(&mut *conn).await?;
+            sqlx::query!("select pg_notify('mnote_run', $1)", format!("{tenant}:{run}:cancel")).execute(&mut *conn).await?;
             Ok(CancelOutcome::Requested)
         }
         _ => {
@@ -614,12 +647,12 @@ pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) ->
 /// Live runs whose lease expired become `interrupted` (`worker_lost`) with a `run.interrupted`
 /// event. Returns their ids.
 pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::Result<Vec<Uuid>> {
-    let ids: Vec<Uuid> = sqlx::query_scalar(
-        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
-             lease_expires_at = null, mcp_token_hash = null \
+    let ids = sqlx::query_scalar!(
+        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null,
+             lease_expires_at = null, mcp_token_hash = null
          where tenant_id = $1 and status in ('pending', 'running') and lease_expires_at < now() returning id",
+        tenant,
     )
-    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
@@ -631,13 +664,13 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
 /// Live runs held by `owner` (a process shutting down) become `interrupted` (`worker_lost`)
 /// at once instead of when their leases run out.
 pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -> sqlx::Result<Vec<Uuid>> {
-    let ids: Vec<Uuid> = sqlx::query_scalar(
-        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null, \
-             lease_expires_at = null, mcp_token_hash = null \
+    let ids = sqlx::query_scalar!(
+        "update ai_run set status = 'interrupted', status_reason = 'worker_lost', lease_owner = null,
+             lease_expires_at = null, mcp_token_hash = null
          where tenant_id = $2 and status in ('pending', 'running') and lease_owner = $1 returning id",
+        owner,
+        tenant,
     )
-    .bind(owner)
-    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
@@ -649,15 +682,23 @@ pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -
 /// The newest run of `session` (of this actor) that has not ended: pending, running, or
 /// interrupted without a resumed child.
 pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::Result<Option<RunRow>> {
-    sqlx::query_as(&format!(
-        "select {RUN_COLUMNS} from ai_run r where tenant_id = $3 and actor_id = $1 and session_id = $2 \
-             and status in ('pending', 'running', 'interrupted') \
-             and not exists (select 1 from ai_run c where c.tenant_id = r.tenant_id and c.parent_run_id = r.id) \
-         order by created_at desc limit 1"
-    ))
-    .bind(actor)
-    .bind(session)
-    .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run r where tenant_id = $3 and actor_id = $1 and session_id = $2
+             and status in ('pending', 'running', 'interrupted')
+             and not exists (select 1 from ai_run c where c.tenant_id = r.tenant_id and c.parent_run_id = r.id)
+         order by created_at desc limit 1"#,
+        actor,
+        session,
+        tenant,
+    )
     .fetch_optional(&mut **tx)
     .await
 }
@@ -671,30 +712,42 @@ pub async fn earlier_answers(
     before: chrono::DateTime<chrono::Utc>,
     limit: i64,
 ) -> sqlx::Result<Vec<(String, String)>> {
-    sqlx::query_as(
-        "select prompt, answer from ai_run where tenant_id = $5 and actor_id = $1 and session_id = $2 and created_at < $3 \
-             and status = 'completed' and answer is not null \
-         order by created_at desc limit $4",
+    let tenant = tx.tenant_id();
+    let rows = sqlx::query!(
+        r#"select prompt, answer as "answer!" from ai_run
+         where tenant_id = $5 and actor_id = $1 and session_id = $2 and created_at < $3
+             and status = 'completed' and answer is not null
+         order by created_at desc limit $4"#,
+        actor,
+        session,
+        // chrono's timestamptz (the macros would check it against `time`'s)
+        before as _,
+        limit,
+        tenant,
     )
-    .bind(actor)
-    .bind(session)
-    .bind(before)
-    .bind(limit)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
-    .await
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.prompt, r.answer)).collect())
 }
 
 /// A session's runs, newest first.
 pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: i64) -> sqlx::Result<Vec<RunRow>> {
-    sqlx::query_as(&format!(
-        "select {RUN_COLUMNS} from ai_run where tenant_id = $4 and actor_id = $1 and session_id = $2 \
-         order by created_at desc limit $3"
-    ))
-    .bind(actor)
-    .bind(session)
-    .bind(limit)
-    .bind(tx.tenant_id())
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        RunRow,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
+             created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
+             ended_at as "ended_at: _"
+         from ai_run where tenant_id = $4 and actor_id = $1 and session_id = $2
+         order by created_at desc limit $3"#,
+        actor,
+        session,
+        limit,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await
 }

@@ -230,11 +230,12 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
     }
     let sync_secs = t.elapsed().as_secs_f64();
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-    let processed: i64 = sqlx::query_scalar(
-        "select count(*) from rag_doc d join rag_binding b on b.tenant_id = d.tenant_id and b.id = d.binding_id where d.tenant_id = $2 and b.kb_id = $1 and b.active and d.status = 'processed'",
+    let processed = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from rag_doc d join rag_binding b on b.tenant_id = d.tenant_id and b.id = d.binding_id
+         where d.tenant_id = $2 and b.kb_id = $1 and b.active and d.status = 'processed'"#,
+        kb_id,
+        actor.tenant_id,
     )
-    .bind(kb_id)
-    .bind(actor.tenant_id)
     .fetch_one(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -250,15 +251,18 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
 
     // Queries: the opening words of blocks spread over the documents.
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-    let blocks: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
+    let blocks: Vec<(Uuid, Uuid, String)> = sqlx::query!(
         "select e.id, e.source_id, e.text from evidence_block e
          join source s on s.tenant_id = e.tenant_id and s.id = e.source_id and s.indexed_hash = e.source_hash
          where e.tenant_id = $2 and s.kb_id = $1 and length(e.text) >= 60 order by e.source_id, e.ordinal",
+        kb_id,
+        actor.tenant_id,
     )
-    .bind(kb_id)
-    .bind(actor.tenant_id)
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.source_id, r.text))
+    .collect();
     tx.commit().await?;
     anyhow::ensure!(!blocks.is_empty(), "no text blocks to query");
     let step = (blocks.len() / a.queries.max(1)).max(1);
@@ -306,15 +310,18 @@ async fn measure(c: &Ctx<'_>, files: &[std::path::PathBuf], kb_id: Uuid) -> anyh
             // starts (looking on across the following blocks).
             let head: String = significant(&c.content).chars().take(80).collect();
             let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-            let all: Vec<(Uuid, String)> = sqlx::query_as(
+            let all: Vec<(Uuid, String)> = sqlx::query!(
                 "select e.id, e.text from evidence_block e
                  join source s on s.tenant_id = e.tenant_id and s.id = e.source_id and s.indexed_hash = e.source_hash
                  where e.tenant_id = $2 and e.source_id = $1 order by e.ordinal",
+                source,
+                actor.tenant_id,
             )
-            .bind(source)
-            .bind(actor.tenant_id)
             .fetch_all(&mut *tx)
-            .await?;
+            .await?
+            .into_iter()
+            .map(|r| (r.id, r.text))
+            .collect();
             tx.commit().await?;
             let norm: Vec<String> = all.iter().map(|(_, t)| significant(t)).collect();
             let truth = (0..all.len())

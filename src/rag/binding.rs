@@ -14,7 +14,7 @@ use crate::{
     platform::SecretString,
 };
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Binding {
     pub id: Uuid,
     pub kb_id: Uuid,
@@ -109,35 +109,45 @@ pub fn allowed_url(cfg: &RagConfig, url: &str) -> AppResult<String> {
     })
 }
 
-const COLUMNS: &str = "id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code, \
-                       last_error_message, checked_at";
-
 pub async fn active(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<Option<Binding>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $2 and kb_id = $1 and active"))
-        .bind(kb_id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await
+    sqlx::query_as!(
+        Binding,
+        r#"select id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code,
+             last_error_message, checked_at as "checked_at: _"
+         from rag_binding where tenant_id = $2 and kb_id = $1 and active"#,
+        kb_id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// Every binding of the tenant visible in this transaction (retired ones included).
 pub async fn all(tx: &mut TenantTx) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLUMNS} from rag_binding where tenant_id = $1 order by created_at"))
-        .bind(tenant)
-        .fetch_all(&mut **tx)
-        .await
+    sqlx::query_as!(
+        Binding,
+        r#"select id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code,
+             last_error_message, checked_at as "checked_at: _"
+         from rag_binding where tenant_id = $1 order by created_at"#,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
+    .await
 }
 
 /// The live bindings of the given KBs the caller can see.
 pub async fn active_for(tx: &mut TenantTx, kb_ids: &[Uuid]) -> sqlx::Result<Vec<Binding>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"
-    ))
-    .bind(kb_ids)
-    .bind(tenant)
+    sqlx::query_as!(
+        Binding,
+        r#"select id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code,
+             last_error_message, checked_at as "checked_at: _"
+         from rag_binding where tenant_id = $2 and active and kb_id = any($1) order by kb_id"#,
+        kb_ids,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await
 }
@@ -156,29 +166,35 @@ pub async fn put(
     if let Some(b) = active(conn, kb_id).await? {
         if b.url == url {
             let cipher = key_cipher.or(b.api_key_cipher.clone());
-            return sqlx::query_as(&format!(
-                "update rag_binding set label = $2, api_key_cipher = $3 where tenant_id = $4 and id = $1 returning {COLUMNS}"
-            ))
-            .bind(b.id)
-            .bind(label)
-            .bind(cipher)
-            .bind(tenant)
+            return sqlx::query_as!(
+                Binding,
+                r#"update rag_binding set label = $2, api_key_cipher = $3 where tenant_id = $4 and id = $1
+                 returning id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable,
+                     last_error_code, last_error_message, checked_at as "checked_at: _""#,
+                b.id,
+                label,
+                cipher,
+                tenant,
+            )
             .fetch_one(&mut **conn)
             .await;
         }
         retire(conn, kb_id).await?;
     }
-    sqlx::query_as(&format!(
-        "insert into rag_binding (tenant_id, id, kb_id, url, label, api_key_cipher, created_by)
-         values ($1, $2, $3, $4, $5, $6, $7) returning {COLUMNS}"
-    ))
-    .bind(tenant)
-    .bind(Uuid::new_v4())
-    .bind(kb_id)
-    .bind(url)
-    .bind(label)
-    .bind(key_cipher)
-    .bind(by)
+    sqlx::query_as!(
+        Binding,
+        r#"insert into rag_binding (tenant_id, id, kb_id, url, label, api_key_cipher, created_by)
+         values ($1, $2, $3, $4, $5, $6, $7)
+         returning id, kb_id, url, label, api_key_cipher, active, lightrag_version, reachable, last_error_code,
+             last_error_message, checked_at as "checked_at: _""#,
+        tenant,
+        Uuid::new_v4(),
+        kb_id,
+        url,
+        label,
+        key_cipher,
+        by,
+    )
     .fetch_one(&mut **conn)
     .await
 }
@@ -186,9 +202,7 @@ pub async fn put(
 /// Unbind: the binding stays (inactive) until its documents are deleted.
 pub async fn retire(tx: &mut TenantTx, kb_id: Uuid) -> sqlx::Result<bool> {
     let tenant = tx.tenant_id();
-    Ok(sqlx::query("update rag_binding set active = false where tenant_id = $2 and kb_id = $1 and active")
-        .bind(kb_id)
-        .bind(tenant)
+    Ok(sqlx::query!("update rag_binding set active = false where tenant_id = $2 and kb_id = $1 and active", kb_id, tenant)
         .execute(&mut **tx)
         .await?
         .rows_affected()
@@ -202,16 +216,16 @@ pub async fn record_check(tx: &mut TenantTx, id: Uuid, outcome: Result<Option<&s
         Ok(v) => (true, v, None, None),
         Err(e) => (false, None, Some(e.code()), Some(e.message.as_str())),
     };
-    sqlx::query(
+    sqlx::query!(
         "update rag_binding set reachable = $2, lightrag_version = coalesce($3, lightrag_version),
              last_error_code = $4, last_error_message = $5, checked_at = now() where tenant_id = $6 and id = $1",
+        id,
+        reachable,
+        version,
+        code,
+        message,
+        tenant,
     )
-    .bind(id)
-    .bind(reachable)
-    .bind(version)
-    .bind(code)
-    .bind(message)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -219,7 +233,7 @@ pub async fn record_check(tx: &mut TenantTx, id: Uuid, outcome: Result<Option<&s
 
 pub async fn delete(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("delete from rag_binding where tenant_id = $2 and id = $1").bind(id).bind(tenant).execute(&mut **tx).await?;
+    sqlx::query!("delete from rag_binding where tenant_id = $2 and id = $1", id, tenant).execute(&mut **tx).await?;
     Ok(())
 }
 

@@ -71,12 +71,12 @@ impl BlockCache {
                 return Ok(e.1.clone());
             }
         }
-        let rows: Vec<(Uuid, String, bool, String)> = sqlx::query_as(
+        let rows = sqlx::query!(
             "select id, text, is_ocr, quality from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 order by ordinal",
+            source,
+            hash,
+            tenant,
         )
-        .bind(source)
-        .bind(hash)
-        .bind(tenant)
         .fetch_all(&mut **tx)
         .await?;
         let mut b = SourceBlocks {
@@ -86,11 +86,11 @@ impl BlockCache {
             exact: Vec::with_capacity(rows.len()),
             stream: Stream::new(&[]),
         };
-        for (id, text, ocr, quality) in rows {
-            b.ids.push(id);
-            b.texts.push(text);
-            b.is_ocr.push(ocr);
-            b.exact.push(quality == "exact");
+        for r in rows {
+            b.ids.push(r.id);
+            b.texts.push(r.text);
+            b.is_ocr.push(r.is_ocr);
+            b.exact.push(r.quality == "exact");
         }
         b.stream = Stream::new(&b.texts());
         let b = Arc::new(b);

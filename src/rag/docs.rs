@@ -56,7 +56,7 @@ impl DocState {
     }
 }
 
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct DocRow {
     pub binding_id: Uuid,
     pub source_id: Uuid,
@@ -64,7 +64,6 @@ pub struct DocRow {
     pub doc_id: String,
     pub source_hash: String,
     pub method: String,
-    #[sqlx(try_from = "String")]
     pub status: StateCol,
     pub track_id: Option<String>,
     pub ocr_expected: bool,
@@ -89,25 +88,27 @@ impl From<String> for StateCol {
     }
 }
 
-const COLUMNS: &str = "binding_id, source_id, file_source, doc_id, source_hash, method, status, track_id, ocr_expected, \
-                       ocr_text_exposed, error_code, error_message, attempts, run_after, sent_at, updated_at";
-
 pub async fn of_binding(tx: &mut TenantTx, binding: Uuid) -> sqlx::Result<Vec<DocRow>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(&format!("select {COLUMNS} from rag_doc where tenant_id = $2 and binding_id = $1 order by source_id"))
-        .bind(binding)
-        .bind(tenant)
-        .fetch_all(&mut **tx)
-        .await
+    sqlx::query_as!(
+        DocRow,
+        r#"select binding_id, source_id, file_source, doc_id, source_hash, method, status, track_id, ocr_expected,
+             ocr_text_exposed, error_code, error_message, attempts, run_after as "run_after: _", sent_at as "sent_at: _",
+             updated_at as "updated_at: _"
+         from rag_doc where tenant_id = $2 and binding_id = $1 order by source_id"#,
+        binding,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
+    .await
 }
 
 /// A source a binding should hold: indexed (evidence exists) and not stale (a revoked grant
 /// or a vanished file takes it out of LightRAG too).
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 pub struct Wanted {
     pub id: Uuid,
     pub resource_path: String,
-    #[sqlx(try_from = "String")]
     pub kind: KindCol,
     pub indexed_hash: String,
 }
@@ -124,35 +125,46 @@ impl TryFrom<String> for KindCol {
 
 pub async fn wanted(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Wanted>> {
     let tenant = tx.tenant_id();
-    sqlx::query_as(
-        "select id, resource_path, kind, indexed_hash from source
-         where tenant_id = $2 and kb_id = $1 and indexed_hash is not null and status <> 'stale' order by id",
+    let rows = sqlx::query!(
+        r#"select id, resource_path, kind, indexed_hash as "indexed_hash!" from source
+         where tenant_id = $2 and kb_id = $1 and indexed_hash is not null and status <> 'stale' order by id"#,
+        kb,
+        tenant,
     )
-    .bind(kb)
-    .bind(tenant)
     .fetch_all(&mut **tx)
-    .await
+    .await?;
+    rows.into_iter()
+        .map(|r| {
+            let kind = KindCol::try_from(r.kind)
+                .map_err(|e| sqlx::Error::ColumnDecode { index: "\"kind\"".into(), source: e.into() })?;
+            Ok(Wanted { id: r.id, resource_path: r.resource_path, kind, indexed_hash: r.indexed_hash })
+        })
+        .collect()
 }
 
 /// The extracted text of a source version (what the `text` method sends).
 pub async fn artifact_text(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<Option<String>> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select text from source_artifact where tenant_id = $3 and source_id = $1 and source_hash = $2")
-        .bind(source)
-        .bind(hash)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await
+    sqlx::query_scalar!(
+        "select text from source_artifact where tenant_id = $3 and source_id = $1 and source_hash = $2",
+        source,
+        hash,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// Whether a source version holds OCR text (images, scanned PDF pages).
 pub async fn has_ocr(tx: &mut TenantTx, source: Uuid, hash: &str) -> sqlx::Result<bool> {
-    sqlx::query_scalar(
-        "select exists (select 1 from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 and is_ocr)",
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select exists (select 1 from evidence_block where tenant_id = $3 and source_id = $1 and source_hash = $2 and is_ocr)
+             as "exists!""#,
+        source,
+        hash,
+        tenant,
     )
-    .bind(source)
-    .bind(hash)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -184,7 +196,7 @@ pub struct Sent<'a> {
 }
 
 pub async fn record_sent(conn: &mut PgConnection, tenant: Uuid, s: &Sent<'_>) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into rag_doc (tenant_id, binding_id, source_id, file_source, doc_id, source_hash, method, status,
              track_id, ocr_expected, ocr_text_exposed, attempts, sent_at)
          values ($1, $2, $3, $4, $5, $6, $7, 'pending', $8, $9, null, 0, now())
@@ -192,16 +204,16 @@ pub async fn record_sent(conn: &mut PgConnection, tenant: Uuid, s: &Sent<'_>) ->
              doc_id = excluded.doc_id, source_hash = excluded.source_hash, method = excluded.method, status = 'pending',
              track_id = excluded.track_id, ocr_expected = excluded.ocr_expected, ocr_text_exposed = null,
              error_code = null, error_message = null, sent_at = now(), updated_at = now()",
+        tenant,
+        s.binding,
+        s.source,
+        s.file_source,
+        s.doc_id,
+        s.source_hash,
+        s.method,
+        s.track_id,
+        s.ocr_expected,
     )
-    .bind(tenant)
-    .bind(s.binding)
-    .bind(s.source)
-    .bind(s.file_source)
-    .bind(s.doc_id)
-    .bind(s.source_hash)
-    .bind(s.method)
-    .bind(s.track_id)
-    .bind(s.ocr_expected)
     .execute(conn)
     .await?;
     Ok(())
@@ -219,7 +231,7 @@ pub async fn record_send_failure(
     code: &str,
     message: &str,
 ) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into rag_doc (tenant_id, binding_id, source_id, file_source, doc_id, source_hash, method, status,
              error_code, error_message, attempts, run_after)
          values ($1, $2, $3, $4, $5, $6, 'text', 'failed', $7, $8, 1, now() + interval '2 seconds')
@@ -227,15 +239,15 @@ pub async fn record_send_failure(
              error_code = excluded.error_code, error_message = excluded.error_message, attempts = rag_doc.attempts + 1,
              run_after = now() + make_interval(secs => least(300, 2 ^ least(rag_doc.attempts + 1, 8))),
              updated_at = now()",
+        tenant,
+        binding,
+        source,
+        file_source,
+        super::client::doc_id_of(file_source),
+        source_hash,
+        code,
+        message,
     )
-    .bind(tenant)
-    .bind(binding)
-    .bind(source)
-    .bind(file_source)
-    .bind(super::client::doc_id_of(file_source))
-    .bind(source_hash)
-    .bind(code)
-    .bind(message)
     .execute(conn)
     .await?;
     Ok(())
@@ -250,7 +262,7 @@ pub async fn set_state(
     ocr_text_exposed: Option<bool>,
 ) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query(
+    sqlx::query!(
         "update rag_doc set status = $3, error_code = $4, error_message = $5,
              ocr_text_exposed = coalesce($6, ocr_text_exposed),
              attempts = case when $3 = 'failed' then attempts + 1 else attempts end,
@@ -258,14 +270,14 @@ pub async fn set_state(
                          else run_after end,
              updated_at = now()
          where tenant_id = $7 and binding_id = $1 and source_id = $2",
+        binding,
+        source,
+        state.as_str(),
+        error.map(|e| e.0),
+        error.map(|e| e.1),
+        ocr_text_exposed,
+        tenant,
     )
-    .bind(binding)
-    .bind(source)
-    .bind(state.as_str())
-    .bind(error.map(|e| e.0))
-    .bind(error.map(|e| e.1))
-    .bind(ocr_text_exposed)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     Ok(())
@@ -273,10 +285,7 @@ pub async fn set_state(
 
 pub async fn delete(tx: &mut TenantTx, binding: Uuid, source: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2")
-        .bind(binding)
-        .bind(source)
-        .bind(tenant)
+    sqlx::query!("delete from rag_doc where tenant_id = $3 and binding_id = $1 and source_id = $2", binding, source, tenant)
         .execute(&mut **tx)
         .await?;
     Ok(())

@@ -393,7 +393,6 @@ fn renumber_markers(answer: &str, map: &[(String, String)]) -> String {
         .collect()
 }
 
-#[derive(sqlx::FromRow)]
 struct SourceRow {
     id: Uuid,
     kb_id: Uuid,
@@ -415,13 +414,16 @@ pub async fn cite(
 ) -> AppResult<Option<Reference>> {
     let tenant = tx.tenant_id();
     let Some(source_id) = source_of_file_path(file_path) else { return Ok(None) };
-    let source: Option<SourceRow> = sqlx::query_as(
-        "select id, kb_id, resource_path, kind, indexed_hash from readable_source s
-         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2)",
+    // A view: its columns are nullable to the macros; `source`'s own are not null.
+    let source = sqlx::query_as!(
+        SourceRow,
+        r#"select id as "id!", kb_id as "kb_id!", resource_path as "resource_path!", kind as "kind!", indexed_hash
+         from readable_source s
+         where s.tenant_id = $3 and s.id = $1 and s.kb_id = any($2)"#,
+        source_id,
+        kbs,
+        tenant,
     )
-    .bind(source_id)
-    .bind(kbs)
-    .bind(tenant)
     .fetch_optional(&mut **tx)
     .await?;
     let Some(source) = source else { return Ok(None) };
@@ -441,12 +443,13 @@ pub async fn cite(
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
         (Some(i), Some(b)) => {
-            let l: Option<Json<Locator>> =
-                sqlx::query_scalar("select locator from evidence_block where tenant_id = $2 and id = $1")
-                    .bind(b.ids[i])
-                    .bind(tenant)
-                    .fetch_optional(&mut **tx)
-                    .await?;
+            let l = sqlx::query_scalar!(
+                r#"select locator as "locator: Json<Locator>" from evidence_block where tenant_id = $2 and id = $1"#,
+                b.ids[i],
+                tenant,
+            )
+            .fetch_optional(&mut **tx)
+            .await?;
             // A chunk spanning several blocks: the viewer highlights through the last one.
             let last = (m.count > 1).then(|| b.ids.get(i + m.count - 1).copied()).flatten();
             l.map(|l| (b.ids[i], l.0, last))

@@ -41,11 +41,12 @@ pub async fn run(
     let b = binding::active(&mut tx, kb).await?.ok_or_else(|| anyhow::anyhow!("this knowledge base is not bound to LightRAG"))?;
     let rows = docs::of_binding(&mut tx, b.id).await?;
     // Every tracked document of this tenant on the same endpoint (other KBs may share it).
-    let tracked: Vec<String> = sqlx::query_scalar(
-        "select d.doc_id from rag_doc d join rag_binding b on b.id = d.binding_id and b.tenant_id = d.tenant_id where d.tenant_id = $2 and b.url = $1",
+    let tracked = sqlx::query_scalar!(
+        "select d.doc_id from rag_doc d join rag_binding b on b.id = d.binding_id and b.tenant_id = d.tenant_id
+         where d.tenant_id = $2 and b.url = $1",
+        &b.url,
+        tenant,
     )
-    .bind(&b.url)
-    .bind(tenant)
     .fetch_all(&mut *tx)
     .await?;
     tx.commit().await?;

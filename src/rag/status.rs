@@ -65,7 +65,6 @@ pub struct KbStatus {
     pub items: Vec<Item>,
 }
 
-#[derive(sqlx::FromRow)]
 struct Row {
     id: Uuid,
     resource_path: String,
@@ -82,17 +81,20 @@ struct Row {
 
 /// The sources of a bound KB with their LightRAG state (read in the caller's transaction).
 pub async fn items(tx: &mut TenantTx, b: &Binding) -> sqlx::Result<Vec<Item>> {
-    let rows: Vec<Row> = sqlx::query_as(
-        "select s.id, s.resource_path, s.status, d.status as doc_status, d.doc_id, d.track_id, d.ocr_text_exposed,
-                d.error_code, d.error_message, d.updated_at,
+    let tenant = tx.tenant_id();
+    let rows = sqlx::query_as!(
+        Row,
+        r#"select s.id, s.resource_path, s.status, d.status as "doc_status?", d.doc_id as "doc_id?", d.track_id as "track_id?",
+                d.ocr_text_exposed as "ocr_text_exposed?", d.error_code as "error_code?",
+                d.error_message as "error_message?", d.updated_at as "updated_at?: _",
                 exists (select 1 from evidence_block e where e.tenant_id = s.tenant_id and e.source_id = s.id
-                        and e.source_hash = s.indexed_hash and e.quality in ('exact', 'approximate')) as located
+                        and e.source_hash = s.indexed_hash and e.quality in ('exact', 'approximate')) as "located!"
          from source s left join rag_doc d on d.tenant_id = s.tenant_id and d.source_id = s.id and d.binding_id = $2
-         where s.tenant_id = $3 and s.kb_id = $1 order by s.resource_path",
+         where s.tenant_id = $3 and s.kb_id = $1 order by s.resource_path"#,
+        b.kb_id,
+        b.id,
+        tenant,
     )
-    .bind(b.kb_id)
-    .bind(b.id)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
     .await?;
     Ok(rows

@@ -54,7 +54,7 @@ impl Report {
 
 /// One pass over every tenant's bindings.
 pub async fn pass_all(pool: &PgPool, cfg: &Config) -> anyhow::Result<Report> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut r = Report::default();
     for t in tenants {
         r.add(pass_tenant(pool, cfg, t, None).await?);
@@ -66,7 +66,7 @@ pub async fn pass_all(pool: &PgPool, cfg: &Config) -> anyhow::Result<Report> {
 pub async fn pass_tenant(pool: &PgPool, cfg: &Config, tenant: Uuid, kb: Option<Uuid>) -> anyhow::Result<Report> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let bindings = binding::all(&mut tx).await?;
-    let kbs: Vec<Uuid> = sqlx::query_scalar("select id from kb where tenant_id = $1").bind(tenant).fetch_all(&mut *tx).await?;
+    let kbs = sqlx::query_scalar!("select id from kb where tenant_id = $1", tenant).fetch_all(&mut *tx).await?;
     tx.commit().await?;
     let mut r = Report::default();
     for b in bindings.into_iter().filter(|b| kb.is_none_or(|k| b.kb_id == k)) {
@@ -75,13 +75,13 @@ pub async fn pass_tenant(pool: &PgPool, cfg: &Config, tenant: Uuid, kb: Option<U
         // on a connection held for the pass (released with it if the process dies).
         let mut lock = pool.acquire().await?;
         let key = i64::from_be_bytes(b.id.as_bytes()[..8].try_into().expect("8 bytes"));
-        let got: bool = sqlx::query_scalar("select pg_try_advisory_lock($1)").bind(key).fetch_one(&mut *lock).await?;
+        let got = sqlx::query_scalar!(r#"select pg_try_advisory_lock($1) as "got!""#, key).fetch_one(&mut *lock).await?;
         if !got {
             r.pending += 1; // another process is passing over it right now
             continue;
         }
         let outcome = pass_binding(pool, cfg, tenant, &b, retired).await;
-        sqlx::query("select pg_advisory_unlock($1)").bind(key).execute(&mut *lock).await?;
+        sqlx::query_scalar!("select pg_advisory_unlock($1)", key).fetch_one(&mut *lock).await?;
         drop(lock);
         match outcome {
             Ok(o) => r.add(o),

@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use sqlx::{FromRow, PgConnection};
+use sqlx::PgConnection;
 
 use crate::db::TenantTx;
 use uuid::Uuid;
@@ -23,7 +23,7 @@ pub const MAX_TURNS: i64 = 100;
 /// The most conversations a list returns.
 pub const LIST_MAX: i64 = 200;
 
-#[derive(Debug, Clone, FromRow)]
+#[derive(Debug, Clone)]
 pub struct ConversationRow {
     pub id: String,
     pub title: String,
@@ -126,20 +126,17 @@ fn like(q: &str) -> String {
     p
 }
 
-const COLUMNS: &str = "c.id, c.title, c.created_at, c.updated_at, \
-     (select count(*) from ai_run r where r.tenant_id = c.tenant_id and r.actor_id = c.actor_id and r.session_id = c.id) as run_count";
-
 /// A run was started in session `id`: its conversation, created with the question as title the
 /// first time, else marked active now.
 pub async fn touch(conn: &mut PgConnection, tenant: Uuid, actor: Uuid, id: &str, prompt: &str) -> sqlx::Result<()> {
-    sqlx::query(
+    sqlx::query!(
         "insert into ai_conversation (tenant_id, actor_id, id, title) values ($1, $2, $3, $4)
          on conflict (tenant_id, actor_id, id) do update set updated_at = now()",
+        tenant,
+        actor,
+        id,
+        title_of(prompt),
     )
-    .bind(tenant)
-    .bind(actor)
-    .bind(id)
-    .bind(title_of(prompt))
     .execute(conn)
     .await?;
     Ok(())
@@ -149,30 +146,42 @@ pub async fn touch(conn: &mut PgConnection, tenant: Uuid, actor: Uuid, id: &str,
 /// its questions (case-insensitive).
 pub async fn list(tx: &mut TenantTx, actor: Uuid, q: &str, limit: i64) -> sqlx::Result<Vec<ConversationRow>> {
     let q = q.trim();
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from ai_conversation c
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        ConversationRow,
+        r#"select c.id, c.title, c.created_at as "created_at: _", c.updated_at as "updated_at: _",
+             (select count(*) from ai_run r where r.tenant_id = c.tenant_id and r.actor_id = c.actor_id
+                 and r.session_id = c.id) as "run_count!"
+         from ai_conversation c
          where c.tenant_id = $5 and c.actor_id = $1
            and ($2 = '' or c.title ilike $3 or exists (select 1 from ai_run r where r.tenant_id = c.tenant_id
                 and r.actor_id = c.actor_id and r.session_id = c.id and r.prompt ilike $3))
-         order by c.updated_at desc, c.id limit $4"
-    ))
-    .bind(actor)
-    .bind(q)
-    .bind(like(q))
-    .bind(limit.clamp(1, LIST_MAX))
-    .bind(tx.tenant_id())
+         order by c.updated_at desc, c.id limit $4"#,
+        actor,
+        q,
+        like(q),
+        limit.clamp(1, LIST_MAX),
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await
 }
 
 /// One of the caller's conversations.
 pub async fn get(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Option<ConversationRow>> {
-    sqlx::query_as(&format!("select {COLUMNS} from ai_conversation c where c.tenant_id = $3 and c.actor_id = $1 and c.id = $2"))
-        .bind(actor)
-        .bind(id)
-        .bind(tx.tenant_id())
-        .fetch_optional(&mut **tx)
-        .await
+    let tenant = tx.tenant_id();
+    sqlx::query_as!(
+        ConversationRow,
+        r#"select c.id, c.title, c.created_at as "created_at: _", c.updated_at as "updated_at: _",
+             (select count(*) from ai_run r where r.tenant_id = c.tenant_id and r.actor_id = c.actor_id
+                 and r.session_id = c.id) as "run_count!"
+         from ai_conversation c where c.tenant_id = $3 and c.actor_id = $1 and c.id = $2"#,
+        actor,
+        id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// Its runs, oldest first (the latest [`MAX_TURNS`]).
@@ -184,13 +193,16 @@ pub async fn runs(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Vec<
 
 /// A new title; `None` when the caller has no such conversation.
 pub async fn rename(tx: &mut TenantTx, actor: Uuid, id: &str, title: &str) -> sqlx::Result<Option<ConversationRow>> {
-    let done = sqlx::query("update ai_conversation set title = $3 where tenant_id = $4 and actor_id = $1 and id = $2")
-        .bind(actor)
-        .bind(id)
-        .bind(title)
-        .bind(tx.tenant_id())
-        .execute(&mut **tx)
-        .await?;
+    let tenant = tx.tenant_id();
+    let done = sqlx::query!(
+        "update ai_conversation set title = $3 where tenant_id = $4 and actor_id = $1 and id = $2",
+        actor,
+        id,
+        title,
+        tenant,
+    )
+    .execute(&mut **tx)
+    .await?;
     if done.rows_affected() == 0 {
         return Ok(None);
     }
@@ -201,38 +213,33 @@ pub async fn rename(tx: &mut TenantTx, actor: Uuid, id: &str, title: &str) -> sq
 /// while one of its runs is waiting or running.
 pub async fn delete(tx: &mut TenantTx, actor: Uuid, id: &str) -> AppResult<()> {
     let tenant = tx.tenant_id();
-    let found: Option<String> =
-        sqlx::query_scalar("select id from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2 for update")
-            .bind(actor)
-            .bind(id)
-            .bind(tenant)
-            .fetch_optional(&mut **tx)
-            .await?;
+    let found = sqlx::query_scalar!(
+        "select id from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2 for update",
+        actor,
+        id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await?;
     if found.is_none() {
         return Err(AppError::NotFound);
     }
-    let live: i64 = sqlx::query_scalar(
-        "select count(*) from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2 \
-         and status in ('pending', 'running')",
+    let live = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2
+         and status in ('pending', 'running')"#,
+        actor,
+        id,
+        tenant,
     )
-    .bind(actor)
-    .bind(id)
-    .bind(tenant)
     .fetch_one(&mut **tx)
     .await?;
     if live > 0 {
         return Err(AppError::Conflict("an answer in this conversation is still running; cancel it first".into()));
     }
-    sqlx::query("delete from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2")
-        .bind(actor)
-        .bind(id)
-        .bind(tenant)
+    sqlx::query!("delete from ai_run where tenant_id = $3 and actor_id = $1 and session_id = $2", actor, id, tenant)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("delete from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2")
-        .bind(actor)
-        .bind(id)
-        .bind(tenant)
+    sqlx::query!("delete from ai_conversation where tenant_id = $3 and actor_id = $1 and id = $2", actor, id, tenant)
         .execute(&mut **tx)
         .await?;
     Ok(())

@@ -86,11 +86,13 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
             .map_err(|_| AppError::invalid("contextRefs.kbIds", format!("no knowledge base {kb}")))?;
     }
     if !ctx.source_ids.is_empty() {
-        let seen: i64 = sqlx::query_scalar("select count(*) from source where tenant_id = $2 and id = any($1)")
-            .bind(&ctx.source_ids)
-            .bind(auth.tenant_id)
-            .fetch_one(&mut *tx)
-            .await?;
+        let seen = sqlx::query_scalar!(
+            r#"select count(*) as "n!" from source where tenant_id = $2 and id = any($1)"#,
+            &ctx.source_ids,
+            auth.tenant_id,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
         if seen as usize != ctx.source_ids.len() {
             return Err(AppError::invalid("contextRefs.sourceIds", "a source is unknown or not visible to you"));
         }
@@ -100,12 +102,12 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
         let mut wanted = ctx.evidence_ids.clone();
         wanted.sort_unstable();
         wanted.dedup();
-        let seen: i64 = sqlx::query_scalar(
-            "select count(*) from evidence_block e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
-             where e.tenant_id = $2 and e.id = any($1)",
+        let seen = sqlx::query_scalar!(
+            r#"select count(*) as "n!" from evidence_block e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id
+             where e.tenant_id = $2 and e.id = any($1)"#,
+            &wanted,
+            auth.tenant_id,
         )
-        .bind(&wanted)
-        .bind(auth.tenant_id)
         .fetch_one(&mut *tx)
         .await?;
         if seen as usize != wanted.len() {

@@ -210,14 +210,14 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
 
     // Passage (document) id of every source of the KB.
     let mut tx = actor.tx_pool(&pool).await?;
-    let paths: Vec<(Uuid, String)> = sqlx::query_as("select id, resource_path from source where tenant_id = $2 and kb_id = $1")
-        .bind(kb)
-        .bind(actor.tenant_id)
+    let paths = sqlx::query!("select id, resource_path from source where tenant_id = $2 and kb_id = $1", kb, actor.tenant_id)
         .fetch_all(&mut *tx)
         .await?;
     tx.commit().await?;
-    let passage_of: HashMap<Uuid, String> =
-        paths.into_iter().map(|(id, p)| (id, p.trim_start_matches("uploads/").trim_end_matches(".md").to_string())).collect();
+    let passage_of: HashMap<Uuid, String> = paths
+        .into_iter()
+        .map(|r| (r.id, r.resource_path.trim_start_matches("uploads/").trim_end_matches(".md").to_string()))
+        .collect();
 
     let mut dump = match a.dump {
         Some(p) => Some(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| p.display().to_string())?)),
