@@ -52,6 +52,16 @@ impl RunStatus {
     }
 }
 
+impl std::str::FromStr for RunStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        RunStatus::parse(s).ok_or_else(|| format!("unknown run status {s:?}"))
+    }
+}
+
+// `ai_run.status` is a text column read and bound as this enum.
+crate::db::text_column!(RunStatus);
+
 /// Who wrote an event: the host (`mnote`), one of our tools (`tool`), or the agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

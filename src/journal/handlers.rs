@@ -119,7 +119,7 @@ pub async fn active_run(State(state): State<AppState>, auth: Auth, Path(session)
     let mut tx = auth.tx(&state).await?;
     let run = store::active_run(&mut tx, auth.user_id, &session).await?;
     tx.commit().await?;
-    let resumable = run.as_ref().is_some_and(|r| r.status() == RunStatus::Interrupted);
+    let resumable = run.as_ref().is_some_and(|r| r.status == RunStatus::Interrupted);
     Ok(Json(ActiveRun { schema: "mnote.ai_active_run.v1", session_id: session, run: run.map(|r| r.view()), resumable }))
 }
 

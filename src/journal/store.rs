@@ -33,7 +33,7 @@ pub struct RunRow {
     pub provider: String,
     pub provider_run_id: Option<String>,
     pub provider_note: Option<String>,
-    pub status: String,
+    pub status: RunStatus,
     pub status_reason: Option<String>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
@@ -57,10 +57,6 @@ pub struct RunRow {
 }
 
 impl RunRow {
-    pub fn status(&self) -> RunStatus {
-        RunStatus::parse(&self.status).unwrap_or(RunStatus::Failed)
-    }
-
     pub fn context(&self) -> ContextRefs {
         serde_json::from_value(self.context_refs.clone()).unwrap_or_default()
     }
@@ -82,7 +78,7 @@ impl RunRow {
             session_id: self.session_id.clone(),
             actor_id: self.actor_id,
             tenant_id: self.tenant_id,
-            status: self.status(),
+            status: self.status,
             status_reason: self.status_reason.clone(),
             error: self
                 .error_code
@@ -223,7 +219,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
              now() + make_interval(secs => $17))
          on conflict do nothing
          returning tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -264,7 +260,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     let existing = sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -315,7 +311,7 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -333,7 +329,7 @@ async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -508,8 +504,8 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
     let Some(row) = get_locked(conn, tenant, run).await? else { return Ok(false) };
     // An interrupted run (its worker was declared lost) can still be cancelled, but a worker
     // that comes back late does not complete or fail it.
-    let late_worker = row.status() == RunStatus::Interrupted && !matches!(ending, Ending::Cancelled { .. });
-    if row.status().is_terminal() || late_worker {
+    let late_worker = row.status == RunStatus::Interrupted && !matches!(ending, Ending::Cancelled { .. });
+    if row.status.is_terminal() || late_worker {
         return Ok(false);
     }
     let (status, code, message, answer, receipt, event) = match ending {
@@ -583,7 +579,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -624,7 +620,7 @@ pub enum CancelOutcome {
 
 pub async fn request_cancel(conn: &mut PgConnection, tenant: Uuid, run: Uuid) -> sqlx::Result<CancelOutcome> {
     let Some(row) = get_locked(conn, tenant, run).await? else { return Ok(CancelOutcome::AlreadyEnded) };
-    match row.status() {
+    match row.status {
         s if s.is_terminal() => Ok(CancelOutcome::AlreadyEnded),
         RunStatus::Running => {
             sqlx::query!(
@@ -686,7 +682,7 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -736,7 +732,7 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status, status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",

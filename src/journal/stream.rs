@@ -95,7 +95,7 @@ async fn read(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult
         // Ended in the journal: complete once the page reaches that event.
         Some(seq) => items.last().map_or(after, |e| e.seq) >= seq,
         None => {
-            let status = row.status();
+            let status = row.status;
             if status.is_terminal() || status == RunStatus::Interrupted {
                 // The status says it ended; the journal does not show it: supply the ending.
                 let complete_page = (rows.len() as i64) < store::PAGE;
@@ -133,7 +133,7 @@ pub async fn over_after(state: &AppState, auth: &Auth, run: Uuid, after: i64) ->
 
 /// The ending event the run's status implies.
 fn reconciled(row: &RunRow) -> Option<EventView> {
-    let (kind, payload) = match row.status() {
+    let (kind, payload) = match row.status {
         RunStatus::Completed => (
             "run.completed",
             json!({"answer": row.answer.clone().unwrap_or_default(), "citationsTotal": row.receipt.as_ref().and_then(|r| r["total"].as_u64()).unwrap_or(0),
@@ -167,7 +167,7 @@ fn reconciled(row: &RunRow) -> Option<EventView> {
 pub async fn page(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppResult<Option<EventPage>> {
     let Some((row, items, ended)) = read(state, auth, run, after).await? else { return Ok(None) };
     let last_seq = items.last().map(|e| e.seq).unwrap_or(after.max(0)).max(after);
-    Ok(Some(EventPage { items, status: row.status(), last_seq, ended }))
+    Ok(Some(EventPage { items, status: row.status, last_seq, ended }))
 }
 
 fn sse_event(e: &EventView) -> SseEvent {

@@ -143,7 +143,7 @@ fn reason_words(ctx: &PageCtx, code: &str) -> String {
 }
 
 fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
-    let status = run.status();
+    let status = run.status;
     let receipt: Option<ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
     let checks: Vec<answer::Check> = receipt
         .iter()
@@ -327,7 +327,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
             _ => {}
         }
     }
-    let status = run.status();
+    let status = run.status;
     let agent_name = AgentId::parse(&run.agent_id).map(|a| a.display_name().to_string()).unwrap_or_else(|| run.agent_id.clone());
     RunDetail {
         id: run.id,
@@ -362,8 +362,8 @@ fn history(ctx: &PageCtx, runs: &[RunRow], current: Option<Uuid>) -> Vec<History
         .map(|r| HistoryItem {
             id: r.id,
             prompt: short(&r.prompt, 90),
-            status: r.status().as_str(),
-            status_label: status_label(ctx, r.status()),
+            status: r.status.as_str(),
+            status_label: status_label(ctx, r.status),
             when: r.created_at.format("%m-%d %H:%M").to_string(),
             current: Some(r.id) == current,
         })

@@ -117,7 +117,7 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
     if let Some(parent) = body.parent_run_id {
         let p = store::get(&mut tx, parent).await?.filter(|p| p.actor_id == auth.user_id);
         let p = p.ok_or_else(|| AppError::invalid("parentRunId", "no such run of yours"))?;
-        if p.status().is_live() {
+        if p.status.is_live() {
             return Err(AppError::Conflict("the parent run is still running".into()));
         }
     }

@@ -102,7 +102,7 @@ pub async fn retry_form(
 ) -> AppResult<Response> {
     let run = own_run(&state, &page.auth, id).await?;
     let back = format!("/ai/runs/{id}");
-    if run.status().is_live() {
+    if run.status.is_live() {
         return back_with(&session, back, AppError::Conflict(page.ctx.t("conversations.still_running"))).await;
     }
     let body = CreateRun {
