@@ -16,7 +16,7 @@ use crate::{
     sources::queue::{MAX_ATTEMPTS, Phase, Progress, set_progress, set_progress_in},
 };
 
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct Job {
     pub id: Uuid,
     pub source_id: Uuid,

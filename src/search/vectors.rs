@@ -160,14 +160,13 @@ pub async fn pending_count(tx: &mut TenantTx, space: &Space) -> sqlx::Result<i64
 
 /// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog).
 pub async fn pending_count_any(tx: &mut TenantTx, spaces: &[Space]) -> sqlx::Result<i64> {
-    let models: Vec<&str> = spaces.iter().map(|s| s.model.as_str()).collect();
+    let models: Vec<String> = spaces.iter().map(|s| s.model.clone()).collect();
     let tenant = tx.tenant_id();
     sqlx::query_scalar!(
         r#"select count(*) as "n!" from evidence_block b
          where b.tenant_id = $2 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))"#,
-        // `&str` elements (the macros expect `String`s for `text[]`).
-        &models as _,
+        &models,
         tenant,
     )
     .fetch_one(&mut **tx)
