@@ -32,14 +32,15 @@ pub fn load_boxed<'a>(
 /// Upload the documents not yet in the KB and parse them with in-process workers.
 pub async fn load(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[(String, String)]) -> anyhow::Result<()> {
     let mut tx = actor.tx_pool(pool).await?;
-    let existing: HashSet<String> =
-        sqlx::query_scalar("select resource_path from source where tenant_id = $2 and kb_id = $1 and status <> 'failed'")
-            .bind(kb)
-            .bind(actor.tenant_id)
-            .fetch_all(&mut *tx)
-            .await?
-            .into_iter()
-            .collect();
+    let existing: HashSet<String> = sqlx::query_scalar!(
+        "select resource_path from source where tenant_id = $2 and kb_id = $1 and status <> 'failed'",
+        kb,
+        actor.tenant_id,
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    .into_iter()
+    .collect();
     tx.commit().await?;
     let todo: Vec<&(String, String)> = docs.iter().filter(|(id, _)| !existing.contains(&format!("uploads/{id}.md"))).collect();
     if !todo.is_empty() {
@@ -75,12 +76,12 @@ pub async fn load(pool: &PgPool, cfg: &Config, actor: &Auth, kb: Uuid, docs: &[(
     // Parse whatever is still open (this run's uploads, or an interrupted earlier run).
     let open = |pool: PgPool| async move {
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
-        let n: i64 = sqlx::query_scalar(
-            "select count(*) from ingest_job j join source s on s.tenant_id = j.tenant_id and s.id = j.source_id
-             where j.tenant_id = $2 and s.kb_id = $1 and j.status in ('queued', 'running')",
+        let n: i64 = sqlx::query_scalar!(
+            r#"select count(*) as "n!" from ingest_job j join source s on s.tenant_id = j.tenant_id and s.id = j.source_id
+             where j.tenant_id = $2 and s.kb_id = $1 and j.status in ('queued', 'running')"#,
+            kb,
+            actor.tenant_id,
         )
-        .bind(kb)
-        .bind(actor.tenant_id)
         .fetch_one(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -72,25 +72,25 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
     let hash = art.source_hash.as_str();
     let paths: HashMap<&str, &Vec<String>> = sm.sections.iter().map(|s| (s.id.as_str(), &s.path)).collect();
     for (ordinal, s) in sm.sections.iter().enumerate() {
-        sqlx::query(
+        sqlx::query!(
             "insert into evidence_section (tenant_id, id, source_id, kb_id, section_key, parent_key, title, path,
                  level, ordinal, page_start, page_end, line_start, line_end)
              values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+            tenant,
+            section_uuid(source.id, hash, &s.id),
+            source.id,
+            source.kb_id,
+            &s.id,
+            s.parent_id.as_deref(),
+            &s.title,
+            &s.path,
+            s.level as i16,
+            ordinal as i32,
+            s.page_start.map(|p| p as i32),
+            s.page_end.map(|p| p as i32),
+            s.line_range.map(|r| r[0] as i32),
+            s.line_range.map(|r| r[1] as i32),
         )
-        .bind(tenant)
-        .bind(section_uuid(source.id, hash, &s.id))
-        .bind(source.id)
-        .bind(source.kb_id)
-        .bind(&s.id)
-        .bind(&s.parent_id)
-        .bind(&s.title)
-        .bind(&s.path)
-        .bind(s.level as i16)
-        .bind(ordinal as i32)
-        .bind(s.page_start.map(|p| p as i32))
-        .bind(s.page_end.map(|p| p as i32))
-        .bind(s.line_range.map(|r| r[0] as i32))
-        .bind(s.line_range.map(|r| r[1] as i32))
         .execute(&mut *conn)
         .await?;
     }
@@ -233,7 +233,7 @@ impl BlockRows {
         if self.id.is_empty() {
             return Ok(());
         }
-        sqlx::query(
+        sqlx::query!(
             "insert into evidence_block (tenant_id, id, source_id, kb_id, source_hash, block_key, section_key, ordinal,
                  block_type, text, page, bbox, page_width, page_height, line_start, line_end, char_start, char_end,
                  para_id_start, para_id_end, paragraph_ordinal, text_fingerprint, quality, confidence, is_ocr, locator,
@@ -250,38 +250,39 @@ impl BlockRows {
                  as r(id, source_hash, block_key, section_key, ordinal, block_type, text, page, x0, y0, x1, y1,
                       page_width, page_height, line_start, line_end, char_start, char_end, para_id_start, para_id_end,
                       paragraph_ordinal, text_fingerprint, quality, confidence, is_ocr, locator, lex, lex_len)",
+            tenant,
+            source.id,
+            source.kb_id,
+            &self.id,
+            &self.source_hash,
+            &self.block_key,
+            // Arrays with null elements and of our own types: their element types are the casts in the SQL.
+            &self.section_key as _,
+            &self.ordinal,
+            &self.block_type,
+            &self.text,
+            &self.page as _,
+            &self.bbox[0] as _,
+            &self.bbox[1] as _,
+            &self.bbox[2] as _,
+            &self.bbox[3] as _,
+            &self.page_width as _,
+            &self.page_height as _,
+            &self.line_start as _,
+            &self.line_end as _,
+            &self.char_start,
+            &self.char_end,
+            &self.para_id_start as _,
+            &self.para_id_end as _,
+            &self.paragraph_ordinal as _,
+            &self.text_fingerprint,
+            &self.quality,
+            &self.confidence as _,
+            &self.is_ocr,
+            &self.locator as _,
+            &self.lex,
+            &self.lex_len,
         )
-        .bind(tenant)
-        .bind(source.id)
-        .bind(source.kb_id)
-        .bind(&self.id)
-        .bind(&self.source_hash)
-        .bind(&self.block_key)
-        .bind(&self.section_key)
-        .bind(&self.ordinal)
-        .bind(&self.block_type)
-        .bind(&self.text)
-        .bind(&self.page)
-        .bind(&self.bbox[0])
-        .bind(&self.bbox[1])
-        .bind(&self.bbox[2])
-        .bind(&self.bbox[3])
-        .bind(&self.page_width)
-        .bind(&self.page_height)
-        .bind(&self.line_start)
-        .bind(&self.line_end)
-        .bind(&self.char_start)
-        .bind(&self.char_end)
-        .bind(&self.para_id_start)
-        .bind(&self.para_id_end)
-        .bind(&self.paragraph_ordinal)
-        .bind(&self.text_fingerprint)
-        .bind(&self.quality)
-        .bind(&self.confidence)
-        .bind(&self.is_ocr)
-        .bind(&self.locator)
-        .bind(&self.lex)
-        .bind(&self.lex_len)
         .execute(conn)
         .await?;
         let total = self.total;
@@ -325,21 +326,22 @@ impl EdgeRows {
         for start in (0..self.id.len()).step_by(INSERT_BATCH) {
             let r = start..(start + INSERT_BATCH).min(self.id.len());
             // An edge whose block is not in the index is refused by the foreign key.
-            sqlx::query(
+            sqlx::query!(
                 "insert into evidence_edge (tenant_id, id, source_id, kind, source_block_id, target_block_id,
                      target_section_key, target_text)
                  select $1, r.id, $2, r.kind, r.from_block, r.to_block, r.to_section, r.target_text
                  from unnest($3::uuid[], $4::text[], $5::uuid[], $6::uuid[], $7::text[], $8::text[])
                      as r(id, kind, from_block, to_block, to_section, target_text)",
+                tenant,
+                source_id,
+                &self.id[r.clone()],
+                // `&'static str` elements and arrays with null elements: typed by the casts in the SQL.
+                &self.kind[r.clone()] as _,
+                &self.from[r.clone()],
+                &self.to_block[r.clone()] as _,
+                &self.to_section[r.clone()] as _,
+                &self.target_text[r] as _,
             )
-            .bind(tenant)
-            .bind(source_id)
-            .bind(&self.id[r.clone()])
-            .bind(&self.kind[r.clone()])
-            .bind(&self.from[r.clone()])
-            .bind(&self.to_block[r.clone()])
-            .bind(&self.to_section[r.clone()])
-            .bind(&self.target_text[r])
             .execute(&mut *conn)
             .await?;
         }
@@ -348,19 +350,13 @@ impl EdgeRows {
 }
 
 pub async fn delete_rows(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid) -> sqlx::Result<()> {
-    sqlx::query("delete from evidence_edge where tenant_id = $2 and source_id = $1")
-        .bind(source_id)
-        .bind(tenant)
+    sqlx::query!("delete from evidence_edge where tenant_id = $2 and source_id = $1", source_id, tenant)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("delete from evidence_block where tenant_id = $2 and source_id = $1")
-        .bind(source_id)
-        .bind(tenant)
+    sqlx::query!("delete from evidence_block where tenant_id = $2 and source_id = $1", source_id, tenant)
         .execute(&mut *conn)
         .await?;
-    sqlx::query("delete from evidence_section where tenant_id = $2 and source_id = $1")
-        .bind(source_id)
-        .bind(tenant)
+    sqlx::query!("delete from evidence_section where tenant_id = $2 and source_id = $1", source_id, tenant)
         .execute(&mut *conn)
         .await?;
     Ok(())
@@ -368,26 +364,28 @@ pub async fn delete_rows(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid)
 
 /// Store an artifact as the source's current version (older versions are dropped).
 pub async fn store_artifact(conn: &mut PgConnection, tenant: Uuid, source_id: Uuid, art: &ParsedArtifact) -> sqlx::Result<()> {
-    sqlx::query("delete from source_artifact where tenant_id = $3 and source_id = $1 and source_hash <> $2")
-        .bind(source_id)
-        .bind(&art.source_hash)
-        .bind(tenant)
-        .execute(&mut *conn)
-        .await?;
-    sqlx::query(
+    sqlx::query!(
+        "delete from source_artifact where tenant_id = $3 and source_id = $1 and source_hash <> $2",
+        source_id,
+        &art.source_hash,
+        tenant,
+    )
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query!(
         "insert into source_artifact (tenant_id, source_id, source_hash, provider, provider_version, text, source_map)
          values ($1, $2, $3, $4, $5, $6, $7)
          on conflict (tenant_id, source_id, source_hash) do update
          set provider = excluded.provider, provider_version = excluded.provider_version,
              text = excluded.text, source_map = excluded.source_map",
+        tenant,
+        source_id,
+        &art.source_hash,
+        &art.provider,
+        &art.provider_version,
+        &art.text,
+        Json(&art.source_map) as _,
     )
-    .bind(tenant)
-    .bind(source_id)
-    .bind(&art.source_hash)
-    .bind(&art.provider)
-    .bind(&art.provider_version)
-    .bind(&art.text)
-    .bind(sqlx::types::Json(&art.source_map))
     .execute(conn)
     .await?;
     Ok(())
@@ -396,21 +394,22 @@ pub async fn store_artifact(conn: &mut PgConnection, tenant: Uuid, source_id: Uu
 /// The stored artifact of a source's indexed version.
 pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<Option<ParsedArtifact>> {
     let tenant = tx.tenant_id();
-    let row: Option<(String, String, String, String, sqlx::types::Json<super::artifact::SourceMap>)> = sqlx::query_as(
-        "select a.source_hash, a.provider, a.provider_version, a.text, a.source_map
+    let row = sqlx::query!(
+        r#"select a.source_hash, a.provider, a.provider_version, a.text,
+               a.source_map as "source_map: Json<super::artifact::SourceMap>"
          from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
-         where a.tenant_id = $2 and a.source_id = $1 and a.source_hash = s.indexed_hash",
+         where a.tenant_id = $2 and a.source_id = $1 and a.source_hash = s.indexed_hash"#,
+        source_id,
+        tenant,
     )
-    .bind(source_id)
-    .bind(tenant)
     .fetch_optional(&mut **tx)
     .await?;
-    Ok(row.map(|(source_hash, provider, provider_version, text, sm)| ParsedArtifact {
-        source_hash,
-        provider,
-        provider_version,
-        text,
-        source_map: sm.0,
+    Ok(row.map(|r| ParsedArtifact {
+        source_hash: r.source_hash,
+        provider: r.provider,
+        provider_version: r.provider_version,
+        text: r.text,
+        source_map: r.source_map.0,
     }))
 }
 
@@ -424,19 +423,19 @@ pub async fn load_artifact(tx: &mut TenantTx, source_id: Uuid) -> sqlx::Result<O
 pub async fn rebuild_all(tx: &mut TenantTx, tenant: Uuid) -> sqlx::Result<(usize, usize)> {
     // `create table … as` takes no bind parameters: made empty, then filled.
     // all tenants: `with no data` copies the columns, not a single row.
-    sqlx::query("create temporary table reindex_kept_embedding on commit drop as select * from evidence_embedding with no data")
+    sqlx::query!("create temporary table reindex_kept_embedding on commit drop as select * from evidence_embedding with no data")
         .execute(&mut **tx)
         .await?;
+    // dynamic SQL: the temporary table above is not in the schema the macros check against
     sqlx::query("insert into reindex_kept_embedding select * from evidence_embedding where tenant_id = $1")
         .bind(tenant)
         .execute(&mut **tx)
         .await?;
-    sqlx::query("delete from evidence_edge where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
-    sqlx::query("delete from evidence_block where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
-    sqlx::query("delete from evidence_section where tenant_id = $1").bind(tenant).execute(&mut **tx).await?;
+    sqlx::query!("delete from evidence_edge where tenant_id = $1", tenant).execute(&mut **tx).await?;
+    sqlx::query!("delete from evidence_block where tenant_id = $1", tenant).execute(&mut **tx).await?;
+    sqlx::query!("delete from evidence_section where tenant_id = $1", tenant).execute(&mut **tx).await?;
     let ids: Vec<Uuid> =
-        sqlx::query_scalar("select id from source where tenant_id = $1 and indexed_hash is not null order by id")
-            .bind(tenant)
+        sqlx::query_scalar!("select id from source where tenant_id = $1 and indexed_hash is not null order by id", tenant)
             .fetch_all(&mut **tx)
             .await?;
     let (mut sources, mut blocks) = (0, 0);
@@ -446,6 +445,7 @@ pub async fn rebuild_all(tx: &mut TenantTx, tenant: Uuid) -> sqlx::Result<(usize
         blocks += write(tx, tenant, &source, &art).await?;
         sources += 1;
     }
+    // dynamic SQL: reads the temporary table above, which is not in the schema the macros check against
     sqlx::query(
         "insert into evidence_embedding
          select k.* from reindex_kept_embedding k

@@ -16,7 +16,7 @@ use crate::{
     sources::queue::{MAX_ATTEMPTS, Phase, Progress, set_progress, set_progress_in},
 };
 
-#[derive(Clone, Debug, sqlx::FromRow)]
+#[derive(Clone, Debug)]
 pub struct Job {
     pub id: Uuid,
     pub source_id: Uuid,
@@ -118,50 +118,51 @@ fn start_time(pid: u32) -> Option<u64> {
 /// `worker_lost` instead (a document that kills its worker process is not retried forever).
 /// Returns how many jobs were released.
 pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<usize> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut released = 0;
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
-        let running: Vec<(Uuid, Uuid, String, i32)> = sqlx::query_as(
-            "select id, source_id, worker, attempts from ingest_job
+        let running = sqlx::query!(
+            r#"select id, source_id, worker as "worker!", attempts from ingest_job
              where tenant_id = $1 and status = 'running' and worker is not null and lease_until > now()
-             for update skip locked",
+             for update skip locked"#,
+            t,
         )
-        .bind(t)
         .fetch_all(&mut *tx)
         .await?;
-        for (id, source, worker, attempts) in running {
+        for r in running {
+            let (id, source, worker, attempts) = (r.id, r.source_id, r.worker, r.attempts);
             if !me.owner_is_dead(&worker) {
                 continue;
             }
             if attempts >= MAX_ATTEMPTS {
                 let msg = "the worker process running this job ended unexpectedly on every attempt";
                 fail(&mut tx, id, "worker_lost", msg).await?;
-                sqlx::query(
+                sqlx::query!(
                     "update source set status = case when indexed_hash is null then 'failed' else 'indexed' end,
                          error_code = 'worker_lost', error_message = $2 where tenant_id = $3 and id = $1",
+                    source,
+                    msg,
+                    t,
                 )
-                .bind(source)
-                .bind(msg)
-                .bind(t)
                 .execute(&mut *tx)
                 .await?;
                 set_progress(&mut tx, source, None).await?;
             } else {
-                sqlx::query(
+                sqlx::query!(
                     "update ingest_job set status = 'queued', lease_until = null, worker = null, run_after = now()
                      where tenant_id = $2 and id = $1",
+                    id,
+                    t,
                 )
-                .bind(id)
-                .bind(t)
                 .execute(&mut *tx)
                 .await?;
-                sqlx::query(
+                sqlx::query!(
                     "update source set status = case when indexed_hash is null then 'pending' else 'indexed' end
                      where tenant_id = $2 and id = $1 and status = 'parsing'",
+                    source,
+                    t,
                 )
-                .bind(source)
-                .bind(t)
                 .execute(&mut *tx)
                 .await?;
                 set_progress(&mut tx, source, Some(Progress::phase(Phase::Queued))).await?;
@@ -177,7 +178,8 @@ pub async fn reclaim_dead(pool: &PgPool, me: &WorkerIdentity) -> sqlx::Result<us
 /// Claim the next ready job of one tenant (queued, or running with an expired lease).
 async fn claim_in(pool: &PgPool, tenant: Uuid, worker: &str, lease: Duration) -> sqlx::Result<Option<Job>> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let job: Option<Job> = sqlx::query_as(
+    let job: Option<Job> = sqlx::query_as!(
+        Job,
         "update ingest_job set status = 'running', attempts = attempts + 1, worker = $1,
              lease_until = now() + make_interval(secs => $2)
          where tenant_id = $3 and id = (select id from ingest_job
@@ -186,10 +188,10 @@ async fn claim_in(pool: &PgPool, tenant: Uuid, worker: &str, lease: Duration) ->
                      order by run_after, created_at
                      for update skip locked limit 1)
          returning id, source_id, attempts",
+        worker,
+        lease.as_secs_f64(),
+        tenant,
     )
-    .bind(worker)
-    .bind(lease.as_secs_f64())
-    .bind(tenant)
     .fetch_optional(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -198,7 +200,7 @@ async fn claim_in(pool: &PgPool, tenant: Uuid, worker: &str, lease: Duration) ->
 
 /// Claim a job from any tenant, starting after `cursor` (round-robin).
 pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut usize) -> sqlx::Result<Option<(Uuid, Job)>> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     for i in 0..tenants.len() {
         let t = tenants[(*cursor + i) % tenants.len()];
         if let Some(job) = claim_in(pool, t, worker, lease).await? {
@@ -211,20 +213,18 @@ pub async fn claim(pool: &PgPool, worker: &str, lease: Duration, cursor: &mut us
 
 /// The source of a job, for its progress.
 async fn source_of(conn: &mut PgConnection, tenant: Uuid, job: Uuid) -> sqlx::Result<Option<Uuid>> {
-    sqlx::query_scalar("select source_id from ingest_job where tenant_id = $2 and id = $1")
-        .bind(job)
-        .bind(tenant)
+    sqlx::query_scalar!("select source_id from ingest_job where tenant_id = $2 and id = $1", job, tenant)
         .fetch_optional(conn)
         .await
 }
 
 pub async fn finish(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query(
+    sqlx::query!(
         "update ingest_job set status = 'done', finished_at = now(), lease_until = null where tenant_id = $2 and id = $1",
+        job,
+        tenant,
     )
-    .bind(job)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     if let Some(s) = source_of(tx, tenant, job).await? {
@@ -235,14 +235,14 @@ pub async fn finish(tx: &mut TenantTx, job: Uuid) -> sqlx::Result<()> {
 
 pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query(
+    sqlx::query!(
         "update ingest_job set status = 'failed', finished_at = now(), lease_until = null,
              error_code = $2, error_message = $3 where tenant_id = $4 and id = $1",
+        job,
+        code,
+        message,
+        tenant,
     )
-    .bind(job)
-    .bind(code)
-    .bind(message)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     if let Some(s) = source_of(tx, tenant, job).await? {
@@ -255,15 +255,15 @@ pub async fn fail(tx: &mut TenantTx, job: Uuid, code: &str, message: &str) -> sq
 pub async fn retry_later(tx: &mut TenantTx, job: Uuid, attempts: i32, code: &str, message: &str) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
     let delay = 2f64.powi(attempts.clamp(0, 10)) * 5.0;
-    sqlx::query(
+    sqlx::query!(
         "update ingest_job set status = 'queued', lease_until = null, error_code = $2, error_message = $3,
              run_after = now() + make_interval(secs => $4) where tenant_id = $5 and id = $1",
+        job,
+        code,
+        message,
+        delay,
+        tenant,
     )
-    .bind(job)
-    .bind(code)
-    .bind(message)
-    .bind(delay)
-    .bind(tenant)
     .execute(&mut **tx)
     .await?;
     if let Some(s) = source_of(tx, tenant, job).await? {

@@ -33,14 +33,16 @@ pub enum Outcome {
 
 async fn set_status(tx: &mut TenantTx, id: Uuid, status: &str, error: Option<(&str, &str)>) -> sqlx::Result<()> {
     let tenant = tx.tenant_id();
-    sqlx::query("update source set status = $2, error_code = $3, error_message = $4 where tenant_id = $5 and id = $1")
-        .bind(id)
-        .bind(status)
-        .bind(error.map(|e| e.0))
-        .bind(error.map(|e| e.1))
-        .bind(tenant)
-        .execute(&mut **tx)
-        .await?;
+    sqlx::query!(
+        "update source set status = $2, error_code = $3, error_message = $4 where tenant_id = $5 and id = $1",
+        id,
+        status,
+        error.map(|e| e.0),
+        error.map(|e| e.1),
+        tenant,
+    )
+    .execute(&mut **tx)
+    .await?;
     Ok(())
 }
 
@@ -230,18 +232,19 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
             let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
             index::store_artifact(&mut tx, tenant, source.id, &art).await?;
             let blocks = index::write(&mut tx, tenant, &source, &art).await?;
-            sqlx::query(
+            sqlx::query!(
                 "update source set status = 'indexed', error_code = null, error_message = null,
                      indexed_hash = $2, sha256 = $2, size_bytes = $3, mtime = $4, provider = $5, pages = $6
                  where tenant_id = $7 and id = $1",
+                source.id,
+                &art.source_hash,
+                facts.size,
+                // chrono, where the macros expect `time` for timestamptz: typed by the column.
+                facts.mtime as _,
+                format!("{} {}", art.provider, art.provider_version),
+                art.source_map.page_count.map(|p| p as i32),
+                tenant,
             )
-            .bind(source.id)
-            .bind(&art.source_hash)
-            .bind(facts.size)
-            .bind(facts.mtime)
-            .bind(format!("{} {}", art.provider, art.provider_version))
-            .bind(art.source_map.page_count.map(|p| p as i32))
-            .bind(tenant)
             .execute(&mut *tx)
             .await?;
             jobs::finish(&mut tx, job.id).await?;

@@ -14,7 +14,6 @@ use crate::{
     sources::{self, RegisterRequest},
 };
 
-#[derive(sqlx::FromRow)]
 struct Row {
     resource_path: String,
     status: SourceStatus,
@@ -67,14 +66,15 @@ pub async fn index_command(tenant: &str, as_email: Option<&str>, kb_name: &str, 
     );
     let rows = loop {
         let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-        let rows: Vec<Row> = sqlx::query_as(
-            "select s.resource_path, s.status, s.error_code, s.error_message, s.pages,
+        let rows: Vec<Row> = sqlx::query_as!(
+            Row,
+            r#"select s.resource_path, s.status as "status: _", s.error_code, s.error_message, s.pages,
                     exists (select 1 from ingest_job j where j.tenant_id = s.tenant_id and j.source_id = s.id
-                            and j.status in ('queued', 'running')) as open_job
-             from source s where s.tenant_id = $2 and s.id = any($1) order by s.resource_path",
+                            and j.status in ('queued', 'running')) as "open_job!"
+             from source s where s.tenant_id = $2 and s.id = any($1) order by s.resource_path"#,
+            &ids,
+            actor.tenant_id,
         )
-        .bind(&ids)
-        .bind(actor.tenant_id)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

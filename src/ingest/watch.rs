@@ -30,7 +30,6 @@ pub struct Report {
     pub stale: usize,
 }
 
-#[derive(sqlx::FromRow)]
 struct Watched {
     id: Uuid,
     root_path: String,
@@ -41,7 +40,6 @@ struct Watched {
     mtime: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-#[derive(sqlx::FromRow)]
 struct Folder {
     kb_id: Uuid,
     grant_id: Uuid,
@@ -55,24 +53,26 @@ struct Folder {
 /// Compare one tenant's grant-backed sources and registered folders with the disk.
 pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Result<Report> {
     let mut report = Report::default();
-    let rows: Vec<Watched> = sqlx::query_as(
-        "select s.id, g.root_path, s.resource_path, s.status, s.error_code, s.size_bytes, s.mtime
+    let rows: Vec<Watched> = sqlx::query_as!(
+        Watched,
+        r#"select s.id, g.root_path, s.resource_path, s.status as "status: _", s.error_code, s.size_bytes,
+               s.mtime as "mtime: _"
          from source s join dir_grant g on g.tenant_id = s.tenant_id and g.id = s.grant_id
-         where s.tenant_id = $1 and g.revoked_at is null order by s.id",
+         where s.tenant_id = $1 and g.revoked_at is null order by s.id"#,
+        tenant,
     )
-    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for r in rows {
         let found = paths::confine(Path::new(&r.root_path), &r.resource_path).ok().filter(|c| c.abs.is_file());
         match found {
             None if r.status != SourceStatus::Stale => {
-                sqlx::query(
+                sqlx::query!(
                     "update source set status = 'stale', error_code = 'file_missing',
                          error_message = 'the file was deleted or moved away' where tenant_id = $2 and id = $1",
+                    r.id,
+                    tenant,
                 )
-                .bind(r.id)
-                .bind(tenant)
                 .execute(&mut *conn)
                 .await?;
                 report.stale += 1;
@@ -93,12 +93,13 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
             }
         }
     }
-    let folders: Vec<Folder> = sqlx::query_as(
+    let folders: Vec<Folder> = sqlx::query_as!(
+        Folder,
         "select f.kb_id, f.grant_id, g.root_path, f.dir_path, f.include_globs, f.exclude_globs, f.created_by
          from kb_folder f join dir_grant g on g.tenant_id = f.tenant_id and g.id = f.grant_id
          where f.tenant_id = $1 and g.revoked_at is null order by f.id",
+        tenant,
     )
-    .bind(tenant)
     .fetch_all(&mut *conn)
     .await?;
     for f in folders {
@@ -107,13 +108,13 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
         let (inc, exc) = (f.include_globs.clone(), f.exclude_globs.clone());
         let (files, _) = tokio::task::spawn_blocking(move || sources::scan_dir(&root, &dir.abs, &inc, &exc)).await??;
         for (abs, rel, kind) in files {
-            let exists: bool = sqlx::query_scalar(
-                "select exists (select 1 from source where tenant_id = $4 and kb_id = $1 and grant_id = $2 and resource_path = $3)",
+            let exists: bool = sqlx::query_scalar!(
+                r#"select exists (select 1 from source where tenant_id = $4 and kb_id = $1 and grant_id = $2 and resource_path = $3) as "exists!""#,
+                f.kb_id,
+                f.grant_id,
+                &rel,
+                tenant,
             )
-            .bind(f.kb_id)
-            .bind(f.grant_id)
-            .bind(&rel)
-            .bind(tenant)
             .fetch_one(&mut *conn)
             .await?;
             // A source a user removed stays removed (registering it by hand restores it).
@@ -142,7 +143,7 @@ pub async fn rescan_tenant(conn: &mut PgConnection, tenant: Uuid) -> anyhow::Res
 
 /// Rescan every tenant (each in its own transaction).
 pub async fn rescan_all(pool: &PgPool) -> anyhow::Result<Report> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut total = Report::default();
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
@@ -157,17 +158,17 @@ pub async fn rescan_all(pool: &PgPool) -> anyhow::Result<Report> {
 
 /// Granted roots that currently back at least one source or folder, across tenants.
 async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(pool).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant").fetch_all(pool).await?;
     let mut roots = BTreeSet::new();
     for t in tenants {
         let mut tx = TenantTx::begin(pool, t, Scope::System).await?;
-        let rs: Vec<String> = sqlx::query_scalar(
+        let rs: Vec<String> = sqlx::query_scalar!(
             "select distinct g.root_path from dir_grant g
              where g.tenant_id = $1 and g.revoked_at is null
                and (exists (select 1 from source s where s.tenant_id = g.tenant_id and s.grant_id = g.id)
                     or exists (select 1 from kb_folder f where f.tenant_id = g.tenant_id and f.grant_id = g.id))",
+            t,
         )
-        .bind(t)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;

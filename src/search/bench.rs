@@ -80,12 +80,27 @@ fn fill_docs(corpus: &[Doc], blocks: usize) -> Vec<Doc> {
         .collect()
 }
 
+/// Up to `limit` blocks of the tenant to embed, in a fixed pseudo-random order.
+async fn sample_blocks(tx: &mut TenantTx, tenant: Uuid, limit: i64) -> sqlx::Result<Vec<BlockText>> {
+    let rows = sqlx::query!(
+        r#"select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') as "path!: sqlx::types::Json<Vec<String>>"
+         from evidence_block where tenant_id = $2 order by md5(id::text) limit $1"#,
+        limit,
+        tenant,
+    )
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(rows.into_iter().map(|r| (r.id, r.source_id, r.kb_id, r.text, r.path)).collect())
+}
+
 async fn count_blocks(pool: &sqlx::PgPool, tenant: Uuid) -> anyhow::Result<i64> {
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-    let n: i64 = sqlx::query_scalar("select coalesce(sum(blocks), 0)::int8 from evidence_kb_stat where tenant_id = $1")
-        .bind(tenant)
-        .fetch_one(&mut *tx)
-        .await?;
+    let n: i64 = sqlx::query_scalar!(
+        r#"select coalesce(sum(blocks), 0)::int8 as "n!" from evidence_kb_stat where tenant_id = $1"#,
+        tenant
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(n)
 }
@@ -107,11 +122,13 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     let space = Space::of(super::embed::routed(embedder, "").as_ref());
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     let pending = super::vectors::pending_count_any(&mut tx, &Space::all_of(embedder.as_ref())).await?;
-    let have: i64 = sqlx::query_scalar("select count(*) from evidence_embedding where tenant_id = $2 and model = $1")
-        .bind(&space.model)
-        .bind(tenant)
-        .fetch_one(&mut *tx)
-        .await?;
+    let have: i64 = sqlx::query_scalar!(
+        r#"select count(*) as "n!" from evidence_embedding where tenant_id = $2 and model = $1"#,
+        &space.model,
+        tenant,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     tx.commit().await?;
     if pending == 0 {
         return Ok((0, 0));
@@ -120,14 +137,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     if have == 0 {
         let b = crate::platform::progress::bar(REAL_SEEDS as u64, "real vectors (seeds)");
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-        let rows: Vec<BlockText> = sqlx::query_as(
-            "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
-             where tenant_id = $2 order by md5(id::text) limit $1",
-        )
-        .bind(REAL_SEEDS)
-        .bind(tenant)
-        .fetch_all(&mut *tx)
-        .await?;
+        let rows = sample_blocks(&mut tx, tenant, REAL_SEEDS).await?;
         for chunk in rows.chunks(32) {
             real += super::vectors::embed_rows(&mut tx, embedder, tenant, chunk).await? as i64;
             b.inc(chunk.len() as u64);
@@ -137,6 +147,7 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     }
     let seeds: Vec<Vec<f32>> = {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+        // dynamic SQL: the vector type (its dimension) of the space is part of the statement
         let v: Vec<Vector> = sqlx::query_scalar(&format!(
             "select embedding::{} from evidence_embedding where tenant_id = $2 and model = $1 order by block_id limit 4096",
             space.vector_type()
@@ -161,16 +172,19 @@ async fn synthetic_vectors(pool: &sqlx::PgPool, tenant: Uuid, embedder: &Arc<dyn
     let mut filled = 0;
     loop {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-        let rows: Vec<(Uuid, Uuid, Uuid)> = sqlx::query_as(
+        let rows: Vec<(Uuid, Uuid, Uuid)> = sqlx::query!(
             "select b.id, b.source_id, b.kb_id from evidence_block b
              where b.tenant_id = $2
                and not exists (select 1 from evidence_embedding e where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
              limit 2000",
+            &embedder.spaces().into_iter().map(|(m, _)| m).collect::<Vec<_>>(),
+            tenant,
         )
-        .bind(embedder.spaces().into_iter().map(|(m, _)| m).collect::<Vec<_>>())
-        .bind(tenant)
         .fetch_all(&mut *tx)
-        .await?;
+        .await?
+        .into_iter()
+        .map(|r| (r.id, r.source_id, r.kb_id))
+        .collect();
         if rows.is_empty() {
             break;
         }
@@ -476,14 +490,7 @@ pub async fn embed_command(tenant: &str, limit: i64) -> anyhow::Result<()> {
         anyhow::bail!("`mnote bench embed` measures the local models (MNOTE_EMBEDDER=local)");
     };
     let mut tx = TenantTx::begin(&pool, actor.tenant_id, Scope::System).await?;
-    let rows: Vec<BlockText> = sqlx::query_as(
-        "select id, source_id, kb_id, text, coalesce(locator->'sectionPath', '[]') from evidence_block
-         where tenant_id = $2 order by md5(id::text) limit $1",
-    )
-    .bind(limit)
-    .bind(actor.tenant_id)
-    .fetch_all(&mut *tx)
-    .await?;
+    let rows = sample_blocks(&mut tx, actor.tenant_id, limit).await?;
     tx.commit().await?;
     anyhow::ensure!(!rows.is_empty(), "tenant {tenant} has no blocks");
     let texts: Vec<String> = rows.iter().map(super::vectors::embed_text).collect();

@@ -153,6 +153,35 @@ pub(super) fn doc_id(resource_path: &str) -> String {
     resource_path.trim_start_matches("uploads/").trim_end_matches(".md").to_string()
 }
 
+/// A block as the tantivy comparison indexes it.
+#[cfg_attr(not(feature = "bench-tantivy"), allow(dead_code))]
+pub(super) struct KbBlock {
+    pub block_type: String,
+    pub text: String,
+    pub path: sqlx::types::Json<Vec<String>>,
+    pub resource_path: String,
+}
+
+/// The KB's blocks in id order, streamed (the tantivy comparison indexes them). Here rather
+/// than beside that comparison so the statement is compiled, and so kept in `.sqlx/`, in every
+/// build, not only in those with the `bench-tantivy` feature.
+#[cfg_attr(not(feature = "bench-tantivy"), allow(dead_code))]
+pub(super) fn kb_blocks(
+    conn: &mut sqlx::PgConnection,
+    tenant: Uuid,
+    kb: Uuid,
+) -> futures_util::stream::BoxStream<'_, sqlx::Result<KbBlock>> {
+    sqlx::query_as!(
+        KbBlock,
+        r#"select b.block_type, b.text, coalesce(b.locator->'sectionPath', '[]') as "path!: _", s.resource_path
+         from evidence_block b join source s on s.tenant_id = b.tenant_id and s.id = b.source_id
+         where b.tenant_id = $2 and b.kb_id = $1 order by b.id"#,
+        kb,
+        tenant,
+    )
+    .fetch(conn)
+}
+
 /// Our side's figures the tantivy comparison prints its ratios against.
 #[cfg_attr(not(feature = "bench-tantivy"), allow(dead_code))]
 pub(super) struct Ours<'a> {

@@ -190,8 +190,12 @@ async fn lag_during_ingest(
             let mut written: std::collections::VecDeque<(Instant, u64)> = Default::default();
             let (mut bytes, mut ms) = (Vec::new(), Vec::new());
             while !stop.load(Ordering::Relaxed) {
-                let p: String = sqlx::query_scalar("select pg_current_wal_insert_lsn()::text").fetch_one(&pool).await?;
-                let s: String = sqlx::query_scalar("select pg_last_wal_replay_lsn()::text").fetch_one(&standby).await?;
+                let p: String =
+                    sqlx::query_scalar!(r#"select pg_current_wal_insert_lsn()::text as "lsn!""#).fetch_one(&pool).await?;
+                // Null only on a server that is not a standby.
+                let s: Option<String> =
+                    sqlx::query_scalar!("select pg_last_wal_replay_lsn()::text as lsn").fetch_one(&standby).await?;
+                let s = s.ok_or_else(|| anyhow::anyhow!("the standby is not in recovery"))?;
                 let (p, s) = (parse_lsn(&p).unwrap_or(0), parse_lsn(&s).unwrap_or(0));
                 written.push_back((Instant::now(), p));
                 while written.front().is_some_and(|(_, l)| *l <= s) {

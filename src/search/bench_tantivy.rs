@@ -10,7 +10,6 @@
 use std::{collections::HashSet, time::Instant};
 
 use futures_util::TryStreamExt;
-use sqlx::Row;
 use tantivy::{
     Index, IndexWriter, TantivyDocument, Term,
     collector::TopDocs,
@@ -21,7 +20,7 @@ use tantivy::{
 use uuid::Uuid;
 
 use super::{
-    bench_lexical::{Ours, QUALITY_DEPTH, doc_id},
+    bench_lexical::{Ours, QUALITY_DEPTH, doc_id, kb_blocks},
     eval,
 };
 use crate::db::{Scope, TenantTx};
@@ -91,18 +90,10 @@ pub(crate) async fn side_by_side(pool: &sqlx::PgPool, tenant: Uuid, kb: Uuid, ou
     let mut docs: Vec<String> = Vec::new();
     {
         let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
-        let mut rows = sqlx::query(
-            "select b.block_type, b.text, coalesce(b.locator->'sectionPath', '[]') as path, s.resource_path
-             from evidence_block b join source s on s.tenant_id = b.tenant_id and s.id = b.source_id
-             where b.tenant_id = $2 and b.kb_id = $1 order by b.id",
-        )
-        .bind(kb)
-        .bind(tenant)
-        .fetch(&mut *tx);
+        let mut rows = kb_blocks(&mut tx, tenant, kb);
         while let Some(r) = rows.try_next().await? {
-            let path: sqlx::types::Json<Vec<String>> = r.get("path");
-            bodies.push(block_body(r.get("block_type"), r.get("text"), &path.0));
-            docs.push(doc_id(r.get("resource_path")));
+            bodies.push(block_body(&r.block_type, &r.text, &r.path.0));
+            docs.push(doc_id(&r.resource_path));
         }
         drop(rows);
         tx.commit().await?;

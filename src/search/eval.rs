@@ -316,7 +316,8 @@ async fn calibrate(
         let space = Space::of(model.as_ref());
         let vt = space.vector_type();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::User(actor.user_id)).await?;
-        sqlx::query("select set_config('hnsw.ef_search', '100', true)").execute(&mut *tx).await?;
+        sqlx::query!("select set_config('hnsw.ef_search', '100', true)").fetch_one(&mut *tx).await?;
+        // dynamic SQL: the space's vector type (its dimension) and model literal are part of the statement
         let rows: Vec<(f64, String)> = sqlx::query_as(&format!(
             "select 1 - (e.embedding::{vt} <=> $1::{vt}), s.resource_path
              from evidence_embedding e join source s on s.tenant_id = e.tenant_id and s.id = e.source_id

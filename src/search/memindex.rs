@@ -23,7 +23,7 @@ use std::{
 };
 
 use futures_util::TryStreamExt;
-use sqlx::{PgConnection, PgPool, Row};
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use super::analyze::QueryTerms;
@@ -46,24 +46,15 @@ pub struct KbVersion {
 /// The statistics rows of the KBs a query searches (`kb_ids` or every KB it can see), read
 /// in the caller's transaction, so RLS decides which KBs appear.
 pub async fn visible_versions(conn: &mut PgConnection, tenant: Uuid, kb_ids: Option<&[Uuid]>) -> sqlx::Result<Vec<KbVersion>> {
-    let rows = sqlx::query(
+    sqlx::query_as!(
+        KbVersion,
         "select tenant_id, kb_id, generation, blocks, total_len from evidence_kb_stat
          where tenant_id = $2 and ($1::uuid[] is null or kb_id = any($1::uuid[])) and blocks > 0 order by kb_id",
+        kb_ids,
+        tenant,
     )
-    .bind(kb_ids)
-    .bind(tenant)
     .fetch_all(conn)
-    .await?;
-    Ok(rows
-        .iter()
-        .map(|r| KbVersion {
-            tenant_id: r.get("tenant_id"),
-            kb_id: r.get("kb_id"),
-            generation: r.get("generation"),
-            blocks: r.get("blocks"),
-            total_len: r.get("total_len"),
-        })
-        .collect())
+    .await
 }
 
 /// A term's blocks with their BM25 term-frequency factor
@@ -208,20 +199,20 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
     };
     {
         // Streamed: a large KB's tsvectors are never all in memory as text at once.
-        let mut rows = sqlx::query(
-            "select id, source_id, is_ocr, lex_len, lex::text as lex from evidence_block
-             where tenant_id = $2 and kb_id = $1 order by id",
+        let mut rows = sqlx::query!(
+            r#"select id, source_id, is_ocr, lex_len, lex::text as "lex!" from evidence_block
+             where tenant_id = $2 and kb_id = $1 order by id"#,
+            version.kb_id,
+            version.tenant_id,
         )
-        .bind(version.kb_id)
-        .bind(version.tenant_id)
         .fetch(&mut *tx);
         while let Some(r) = rows.try_next().await? {
             let doc = index.ids.len() as u32;
-            index.ids.push(r.get("id"));
-            index.sources.push(r.get("source_id"));
-            index.ocr.push(r.get("is_ocr"));
-            let len = r.get::<i32, _>("lex_len").max(0) as u32;
-            let lex: &str = r.get("lex");
+            index.ids.push(r.id);
+            index.sources.push(r.source_id);
+            index.ocr.push(r.is_ocr);
+            let len = r.lex_len.max(0) as u32;
+            let lex: &str = &r.lex;
             let terms = &mut index.terms;
             each_lexeme(lex, |term, tf| {
                 let imp = impact(tf, len, avgdl);
@@ -253,12 +244,14 @@ pub async fn build(pool: &PgPool, version: KbVersion) -> anyhow::Result<Option<K
 }
 
 async fn current_version(conn: &mut PgConnection, v: KbVersion) -> sqlx::Result<Option<KbVersion>> {
-    let r = sqlx::query("select generation, blocks, total_len from evidence_kb_stat where tenant_id = $2 and kb_id = $1")
-        .bind(v.kb_id)
-        .bind(v.tenant_id)
-        .fetch_optional(conn)
-        .await?;
-    Ok(r.map(|r| KbVersion { generation: r.get("generation"), blocks: r.get("blocks"), total_len: r.get("total_len"), ..v }))
+    let r = sqlx::query!(
+        "select generation, blocks, total_len from evidence_kb_stat where tenant_id = $2 and kb_id = $1",
+        v.kb_id,
+        v.tenant_id,
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(r.map(|r| KbVersion { generation: r.generation, blocks: r.blocks, total_len: r.total_len, ..v }))
 }
 
 /// What a ranking may return.

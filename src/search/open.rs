@@ -2,7 +2,7 @@
 //! `read` (an evidence block with its context).
 
 use serde_json::Value;
-use sqlx::{PgConnection, Row, types::Json};
+use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -110,7 +110,7 @@ struct Anchor {
     source_id: Uuid,
     ordinal: i32,
     section_key: Option<String>,
-    locator: Locator,
+    locator: Json<Locator>,
 }
 
 /// Find the block a reference (an evidence id, else a locator) names, under the caller's RLS.
@@ -122,12 +122,17 @@ async fn resolve(
     evidence_id: Option<Uuid>,
     locator: Option<&Value>,
 ) -> Result<(Uuid, Option<Anchor>), ToolError> {
-    let row = if let Some(id) = evidence_id {
-        sqlx::query("select id, source_id, ordinal, section_key, locator from evidence_block where tenant_id = $2 and id = $1")
-            .bind(id)
-            .bind(tenant)
-            .fetch_optional(&mut *conn)
-            .await?
+    let anchor = if let Some(id) = evidence_id {
+        sqlx::query_as!(
+            Anchor,
+            r#"select id, source_id, ordinal, section_key, locator as "locator: _" from evidence_block
+             where tenant_id = $2 and id = $1"#,
+            id,
+            tenant,
+        )
+        .fetch_optional(&mut *conn)
+        .await?
+        .ok_or(ToolError::NotFound)?
     } else if let Some(loc) = locator {
         let loc = LocatorRef::from_value(loc);
         let source_id = loc
@@ -135,45 +140,39 @@ async fn resolve(
             .as_deref()
             .and_then(|s| Uuid::parse_str(s).ok())
             .ok_or_else(|| ToolError::Invalid("locator.sourceId is missing or not a UUID".into()))?;
-        let visible: bool =
-            sqlx::query_scalar("select exists (select 1 from readable_source s where s.tenant_id = $2 and s.id = $1)")
-                .bind(source_id)
-                .bind(tenant)
-                .fetch_one(&mut *conn)
-                .await?;
+        let visible: bool = sqlx::query_scalar!(
+            r#"select exists (select 1 from readable_source s where s.tenant_id = $2 and s.id = $1) as "visible!""#,
+            source_id,
+            tenant,
+        )
+        .fetch_one(&mut *conn)
+        .await?;
         if !visible {
             return Err(ToolError::NotFound);
         }
         let (block, hash, fp) = (loc.block_id.as_deref(), loc.source_hash.as_deref(), loc.text_fingerprint.as_deref());
-        let row = sqlx::query(
-            "select id, source_id, ordinal, section_key, locator from evidence_block
+        let row = sqlx::query_as!(
+            Anchor,
+            r#"select id, source_id, ordinal, section_key, locator as "locator: _" from evidence_block
              where tenant_id = $5 and source_id = $1 and (($2::text is not null and block_key = $2 and ($3::text is null or source_hash = $3))
                                        or ($4::text is not null and text_fingerprint = $4))
-             order by (block_key = $2 and source_hash = $3) desc nulls last, ordinal limit 1",
+             order by (block_key = $2 and source_hash = $3) desc nulls last, ordinal limit 1"#,
+            source_id,
+            block,
+            hash,
+            fp,
+            tenant,
         )
-        .bind(source_id)
-        .bind(block)
-        .bind(hash)
-        .bind(fp)
-        .bind(tenant)
         .fetch_optional(&mut *conn)
         .await?;
-        if row.is_none() {
-            return Ok((source_id, None));
+        match row {
+            Some(a) => a,
+            None => return Ok((source_id, None)),
         }
-        row
     } else {
         return Err(ToolError::Invalid("give evidenceId or locator".into()));
     };
-    let row = row.ok_or(ToolError::NotFound)?;
-    let a = Anchor {
-        id: row.get("id"),
-        source_id: row.get("source_id"),
-        ordinal: row.get("ordinal"),
-        section_key: row.get("section_key"),
-        locator: row.get::<Json<Locator>, _>("locator").0,
-    };
-    Ok((a.source_id, Some(a)))
+    Ok((anchor.source_id, Some(anchor)))
 }
 
 struct SourceInfo {
@@ -184,17 +183,19 @@ struct SourceInfo {
 }
 
 async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<SourceInfo, ToolError> {
-    let row = sqlx::query("select kind, resource_path, status from readable_source s where s.tenant_id = $2 and s.id = $1")
-        .bind(id)
-        .bind(tenant)
-        .fetch_optional(&mut *conn)
-        .await?
-        .ok_or(ToolError::NotFound)?;
-    let resource_path: String = row.get("resource_path");
-    let parse = |col: &str| -> Result<String, ToolError> { Ok(row.get::<String, _>(col)) };
-    let kind = parse("kind")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
-    let status = parse("status")?.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
-    Ok(SourceInfo { title: source_title(&resource_path), kind, resource_path, status })
+    // A view's columns are nullable to the macros; these are `source`'s NOT NULL columns.
+    let row = sqlx::query!(
+        r#"select kind as "kind!", resource_path as "resource_path!", status as "status!"
+         from readable_source s where s.tenant_id = $2 and s.id = $1"#,
+        id,
+        tenant,
+    )
+    .fetch_optional(&mut *conn)
+    .await?
+    .ok_or(ToolError::NotFound)?;
+    let kind = row.kind.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
+    let status = row.status.parse().map_err(|e: String| ToolError::Db(sqlx::Error::Decode(e.into())))?;
+    Ok(SourceInfo { title: source_title(&row.resource_path), kind, resource_path: row.resource_path, status })
 }
 
 /// `POST /api/evidence/open`.
@@ -205,8 +206,8 @@ pub async fn open(tx: &mut TenantTx, r: &OpenRequest, public_url: Option<&str>) 
     let info = source_info(tx, tenant, source_id).await?;
     let (action, citation, exact) = match anchor {
         Some(a) => {
-            let action = open_action(&a.locator, a.id, public_url);
-            let citation = citation_markdown(&info.title, &a.locator.place(), &action.url);
+            let action = open_action(&a.locator.0, a.id, public_url);
+            let citation = citation_markdown(&info.title, &a.locator.0.place(), &action.url);
             (action, citation, true)
         }
         None => {
@@ -226,16 +227,24 @@ pub async fn open(tx: &mut TenantTx, r: &OpenRequest, public_url: Option<&str>) 
     })
 }
 
-fn evidence_block(row: &sqlx::postgres::PgRow, public_url: Option<&str>) -> EvidenceBlock {
-    let id: Uuid = row.get("id");
-    let loc: Json<Locator> = row.get("locator");
+/// One `evidence_block` row as `read` returns it.
+struct BlockRow {
+    id: Uuid,
+    block_key: String,
+    block_type: String,
+    text: String,
+    locator: Json<Locator>,
+    ordinal: i32,
+}
+
+fn evidence_block(row: BlockRow, public_url: Option<&str>) -> EvidenceBlock {
     EvidenceBlock {
-        block_id: row.get("block_key"),
-        evidence_id: id,
-        open_action: open_action(&loc.0, id, public_url),
-        source: loc.0,
-        text: row.get("text"),
-        block_type: row.get("block_type"),
+        block_id: row.block_key,
+        evidence_id: row.id,
+        open_action: open_action(&row.locator.0, row.id, public_url),
+        source: row.locator.0,
+        text: row.text,
+        block_type: row.block_type,
     }
 }
 
@@ -252,22 +261,23 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
     let (source_id, anchor) = resolve(tx, tenant, r.evidence_id, r.locator.as_ref()).await?;
     let anchor = anchor.ok_or(ToolError::NotFound)?;
     let info = source_info(tx, tenant, source_id).await?;
-    const COLS: &str = "id, block_key, block_type, text, locator, ordinal";
-    let rows = sqlx::query(&format!(
-        "select {COLS} from evidence_block where tenant_id = $4 and source_id = $1 and ordinal between $2 - $3 and $2 + $3
-         order by ordinal"
-    ))
-    .bind(source_id)
-    .bind(anchor.ordinal)
-    .bind(window as i32)
-    .bind(tenant)
+    let rows = sqlx::query_as!(
+        BlockRow,
+        r#"select id, block_key, block_type, text, locator as "locator: _", ordinal from evidence_block
+         where tenant_id = $4 and source_id = $1 and ordinal between $2::int4 - $3::int4 and $2::int4 + $3::int4
+         order by ordinal"#,
+        source_id,
+        anchor.ordinal,
+        window as i32,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await?;
     let mut previous = Vec::new();
     let mut next = Vec::new();
     let mut anchor_block = None;
-    for row in &rows {
-        let ord: i32 = row.get("ordinal");
+    for row in rows {
+        let ord = row.ordinal;
         let j = evidence_block(row, public_url);
         match ord.cmp(&anchor.ordinal) {
             std::cmp::Ordering::Less => previous.push(j),
@@ -277,30 +287,32 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
     }
     let (section_path, section_blocks, truncated) = match &anchor.section_key {
         Some(key) => {
-            let path: Option<Vec<String>> = sqlx::query_scalar(
+            let path: Option<Vec<String>> = sqlx::query_scalar!(
                 "select path from evidence_section where tenant_id = $3 and source_id = $1 and section_key = $2",
+                source_id,
+                key,
+                tenant,
             )
-            .bind(source_id)
-            .bind(key)
-            .bind(tenant)
             .fetch_optional(&mut **tx)
             .await?;
-            let rows = sqlx::query(&format!(
-                "select {COLS} from evidence_block where tenant_id = $6 and source_id = $1 and section_key = $2 and id <> $3
-                 order by abs(ordinal - $4), ordinal limit $5"
-            ))
-            .bind(source_id)
-            .bind(key)
-            .bind(anchor.id)
-            .bind(anchor.ordinal)
-            .bind(READ_SECTION_MAX + 1)
-            .bind(tenant)
+            let rows = sqlx::query_as!(
+                BlockRow,
+                r#"select id, block_key, block_type, text, locator as "locator: _", ordinal from evidence_block
+                 where tenant_id = $6 and source_id = $1 and section_key = $2 and id <> $3
+                 order by abs(ordinal - $4), ordinal limit $5"#,
+                source_id,
+                key,
+                anchor.id,
+                anchor.ordinal,
+                READ_SECTION_MAX + 1,
+                tenant,
+            )
             .fetch_all(&mut **tx)
             .await?;
             let truncated = rows.len() as i64 > READ_SECTION_MAX;
             let mut rows: Vec<_> = rows.into_iter().take(READ_SECTION_MAX as usize).collect();
-            rows.sort_by_key(|r| r.get::<i32, _>("ordinal"));
-            (path.unwrap_or_default(), rows.iter().map(|r| evidence_block(r, public_url)).collect::<Vec<_>>(), truncated)
+            rows.sort_by_key(|r| r.ordinal);
+            (path.unwrap_or_default(), rows.into_iter().map(|r| evidence_block(r, public_url)).collect::<Vec<_>>(), truncated)
         }
         None => (Vec::new(), Vec::new(), false),
     };

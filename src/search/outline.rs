@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 
-use sqlx::Row;
 use uuid::Uuid;
 
 use crate::db::TenantTx;
@@ -41,45 +40,50 @@ pub struct SectionRow {
 /// [`ToolError::NotFound`] for a source that does not exist or is not readable.
 pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
     let tenant = tx.tenant_id();
-    let source = sqlx::query("select kind, resource_path, status from readable_source s where s.tenant_id = $2 and s.id = $1")
-        .bind(req.source_id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await?
-        .ok_or(ToolError::NotFound)?;
-    let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
-    let kind: SourceKind = source.get::<String, _>("kind").parse().map_err(decode)?;
-    let status: SourceStatus = source.get::<String, _>("status").parse().map_err(decode)?;
-    let resource_path: String = source.get("resource_path");
-
-    let blocks = sqlx::query(
-        "select section_key, count(*) as n, min(ordinal) as first_ordinal,
-                (array_agg(id order by ordinal))[1] as first_id
-         from evidence_block where tenant_id = $2 and source_id = $1 group by section_key",
+    // A view's columns are nullable to the macros; these are `source`'s NOT NULL columns.
+    let source = sqlx::query!(
+        r#"select kind as "kind!", resource_path as "resource_path!", status as "status!"
+         from readable_source s where s.tenant_id = $2 and s.id = $1"#,
+        req.source_id,
+        tenant,
     )
-    .bind(req.source_id)
-    .bind(tenant)
+    .fetch_optional(&mut **tx)
+    .await?
+    .ok_or(ToolError::NotFound)?;
+    let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
+    let kind: SourceKind = source.kind.parse().map_err(decode)?;
+    let status: SourceStatus = source.status.parse().map_err(decode)?;
+    let resource_path = source.resource_path;
+
+    // Every group has a row: its count, first ordinal and first id are never null.
+    let blocks = sqlx::query!(
+        r#"select section_key, count(*) as "n!", min(ordinal) as "first_ordinal!",
+                (array_agg(id order by ordinal))[1] as "first_id!"
+         from evidence_block where tenant_id = $2 and source_id = $1 group by section_key"#,
+        req.source_id,
+        tenant,
+    )
     .fetch_all(&mut **tx)
     .await?;
     let mut own: HashMap<String, (usize, (i32, Uuid))> = HashMap::new();
     let (mut total, mut unsectioned) = (0usize, 0usize);
-    for r in &blocks {
-        let n = r.get::<i64, _>("n").max(0) as usize;
+    for r in blocks {
+        let n = r.n.max(0) as usize;
         total += n;
-        match r.get::<Option<String>, _>("section_key") {
+        match r.section_key {
             Some(k) => {
-                own.insert(k, (n, (r.get("first_ordinal"), r.get("first_id"))));
+                own.insert(k, (n, (r.first_ordinal, r.first_id)));
             }
             None => unsectioned += n,
         }
     }
 
-    let rows = sqlx::query(
+    let rows = sqlx::query!(
         "select section_key, parent_key, title, level, path, page_start, page_end, line_start, line_end
          from evidence_section where tenant_id = $2 and source_id = $1 order by ordinal",
+        req.source_id,
+        tenant,
     )
-    .bind(req.source_id)
-    .bind(tenant)
     .fetch_all(&mut **tx)
     .await?;
     let range = |a: Option<i32>, b: Option<i32>| -> Option<[u32; 2]> {
@@ -87,17 +91,17 @@ pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineR
         Some([a, b.filter(|v| *v >= 0).map(|v| v as u32).unwrap_or(a).max(a)])
     };
     let sections: Vec<SectionRow> = rows
-        .iter()
+        .into_iter()
         .map(|r| {
-            let key: String = r.get("section_key");
+            let key = r.section_key;
             let (own_blocks, own_first) = own.get(&key).map(|(n, f)| (*n, Some(*f))).unwrap_or((0, None));
             SectionRow {
-                parent: r.get("parent_key"),
-                title: r.get("title"),
-                level: r.get::<i16, _>("level").clamp(0, u8::MAX as i16) as u8,
-                path: r.get("path"),
-                pages: range(r.get("page_start"), r.get("page_end")),
-                lines: range(r.get("line_start"), r.get("line_end")),
+                parent: r.parent_key,
+                title: r.title,
+                level: r.level.clamp(0, u8::MAX as i16) as u8,
+                path: r.path,
+                pages: range(r.page_start, r.page_end),
+                lines: range(r.line_start, r.line_end),
                 own_blocks,
                 own_first,
                 key,

@@ -110,33 +110,35 @@ pub async fn ensure_indexes(owner: &PgPool, spaces: &[Space]) -> anyhow::Result<
             vt = space.vector_type(),
             model = space.model_literal()
         );
+        // dynamic SQL: DDL whose index name, vector type and model literal come from the configuration
         sqlx::query(&ddl).execute(owner).await.with_context(|| ddl.clone())?;
         names.push(name);
     }
-    let stale: Vec<String> = sqlx::query_scalar(
-        "select indexname::text from pg_indexes
-         where tablename = 'evidence_embedding' and indexname like 'evidence_embedding_hnsw_%' and indexname <> all($1)",
+    let stale: Vec<String> = sqlx::query_scalar!(
+        r#"select indexname::text as "indexname!" from pg_indexes
+         where tablename = 'evidence_embedding' and indexname like 'evidence_embedding_hnsw_%' and indexname <> all($1)"#,
+        &names,
     )
-    .bind(&names)
     .fetch_all(owner)
     .await?;
     for idx in stale {
+        // dynamic SQL: DDL naming an index found at run time
         sqlx::query(&format!("drop index if exists \"{}\"", idx.replace('"', "\"\""))).execute(owner).await?;
     }
     // RLS is forced even for the owner, so old vectors are deleted tenant by tenant.
     let models: Vec<String> = spaces.iter().map(|s| s.model.clone()).collect();
     let dims: Vec<i32> = spaces.iter().map(|s| s.dim as i32).collect();
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant").fetch_all(owner).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant").fetch_all(owner).await?;
     for t in tenants {
         let mut tx = TenantTx::begin(owner, t, Scope::System).await?;
-        sqlx::query(
+        sqlx::query!(
             "delete from evidence_embedding e
              where e.tenant_id = $3 and not exists (select 1 from unnest($1::text[], $2::int4[]) s(model, dim)
                                where s.model = e.model and s.dim = vector_dims(e.embedding))",
+            &models,
+            &dims,
+            t,
         )
-        .bind(&models)
-        .bind(&dims)
-        .bind(t)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -146,8 +148,7 @@ pub async fn ensure_indexes(owner: &PgPool, spaces: &[Space]) -> anyhow::Result<
 
 /// Whether the index of `space` exists (the server warns at startup when it does not).
 pub async fn index_exists(pool: &PgPool, space: &Space) -> sqlx::Result<bool> {
-    sqlx::query_scalar("select exists (select 1 from pg_indexes where indexname = $1)")
-        .bind(space.index_name())
+    sqlx::query_scalar!(r#"select exists (select 1 from pg_indexes where indexname = $1) as "exists!""#, space.index_name())
         .fetch_one(pool)
         .await
 }
@@ -159,14 +160,15 @@ pub async fn pending_count(tx: &mut TenantTx, space: &Space) -> sqlx::Result<i64
 
 /// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog).
 pub async fn pending_count_any(tx: &mut TenantTx, spaces: &[Space]) -> sqlx::Result<i64> {
-    let models: Vec<&str> = spaces.iter().map(|s| s.model.as_str()).collect();
-    sqlx::query_scalar(
-        "select count(*) from evidence_block b
+    let models: Vec<String> = spaces.iter().map(|s| s.model.clone()).collect();
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select count(*) as "n!" from evidence_block b
          where b.tenant_id = $2 and not exists (select 1 from evidence_embedding e
-                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))",
+                           where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))"#,
+        &models,
+        tenant,
     )
-    .bind(&models)
-    .bind(tx.tenant_id())
     .fetch_one(&mut **tx)
     .await
 }
@@ -179,19 +181,23 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
     // Stale vectors first: the blocks they leave without a vector are embedded below.
     let checked = refresh_legacy_cut(&mut tx, embedder, &models).await?;
-    let rows: Vec<BlockText> = sqlx::query_as(
-        "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]') from evidence_block b
+    let rows: Vec<BlockText> = sqlx::query!(
+        r#"select b.id, b.source_id, b.kb_id, b.text,
+               coalesce(b.locator->'sectionPath', '[]') as "path!: Json<Vec<String>>" from evidence_block b
          where b.tenant_id = $3 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
          order by b.source_id, b.ordinal
          limit $2
-         for update of b skip locked",
+         for update of b skip locked"#,
+        &models,
+        BACKLOG_BATCH,
+        tenant,
     )
-    .bind(&models)
-    .bind(BACKLOG_BATCH)
-    .bind(tenant)
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.source_id, r.kb_id, r.text, r.path))
+    .collect();
     let n = embed_rows(&mut tx, embedder, tenant, &rows).await?;
     tx.commit().await?;
     Ok(n + checked)
@@ -207,18 +213,23 @@ const LEGACY_CHECK_BATCH: i64 = 512;
 pub async fn refresh_legacy_cut(tx: &mut TenantTx, embedder: &Arc<dyn Embedder>, models: &[String]) -> anyhow::Result<usize> {
     /// A block's [`BlockText`] and the model of its marked vector.
     type Marked = (Uuid, Uuid, Uuid, String, Json<Vec<String>>, String);
-    let rows: Vec<Marked> = sqlx::query_as(
-        "select b.id, b.source_id, b.kb_id, b.text, coalesce(b.locator->'sectionPath', '[]'), e.model
+    let tenant = tx.tenant_id();
+    let rows: Vec<Marked> = sqlx::query!(
+        r#"select b.id, b.source_id, b.kb_id, b.text,
+               coalesce(b.locator->'sectionPath', '[]') as "path!: Json<Vec<String>>", e.model
          from evidence_embedding e join evidence_block b on b.tenant_id = e.tenant_id and b.id = e.block_id
          where e.tenant_id = $3 and e.legacy_cut and e.model = any($1)
          limit $2
-         for update of e skip locked",
+         for update of e skip locked"#,
+        models,
+        LEGACY_CHECK_BATCH,
+        tenant,
     )
-    .bind(models)
-    .bind(LEGACY_CHECK_BATCH)
-    .bind(tx.tenant_id())
     .fetch_all(&mut **tx)
-    .await?;
+    .await?
+    .into_iter()
+    .map(|r| (r.id, r.source_id, r.kb_id, r.text, r.path, r.model))
+    .collect();
     if rows.is_empty() {
         return Ok(0);
     }
@@ -240,23 +251,23 @@ pub async fn refresh_legacy_cut(tx: &mut TenantTx, embedder: &Arc<dyn Embedder>,
     .context("checking vectors written before windows")?;
     let unzip = |v: Vec<(bool, (Uuid, String))>| -> (Vec<Uuid>, Vec<String>) { v.into_iter().map(|(_, r)| r).unzip() };
     let (ids, ms) = unzip(stale);
-    sqlx::query(
+    sqlx::query!(
         "delete from evidence_embedding e using unnest($1::uuid[], $2::text[]) r(id, model)
          where e.tenant_id = $3 and e.block_id = r.id and e.model = r.model",
+        &ids,
+        &ms,
+        tenant,
     )
-    .bind(&ids)
-    .bind(&ms)
-    .bind(tx.tenant_id())
     .execute(&mut **tx)
     .await?;
     let (ids, ms) = unzip(kept);
-    sqlx::query(
+    sqlx::query!(
         "update evidence_embedding e set legacy_cut = false from unnest($1::uuid[], $2::text[]) r(id, model)
          where e.tenant_id = $3 and e.block_id = r.id and e.model = r.model",
+        &ids,
+        &ms,
+        tenant,
     )
-    .bind(&ids)
-    .bind(&ms)
-    .bind(tx.tenant_id())
     .execute(&mut **tx)
     .await?;
     Ok(n)
@@ -319,18 +330,19 @@ pub async fn store_vectors(
     let ids: Vec<Uuid> = blocks.iter().map(|b| b.0).collect();
     let sources: Vec<Uuid> = blocks.iter().map(|b| b.1).collect();
     let kbs: Vec<Uuid> = blocks.iter().map(|b| b.2).collect();
-    sqlx::query(
+    sqlx::query!(
         "insert into evidence_embedding (tenant_id, block_id, model, source_id, kb_id, embedding)
          select $1, r.id, $2, r.source_id, r.kb_id, r.v
          from unnest($3::uuid[], $4::uuid[], $5::uuid[], $6::vector[]) as r(id, source_id, kb_id, v)
          on conflict (tenant_id, block_id, model) do nothing",
+        tenant,
+        &space.model,
+        &ids,
+        &sources,
+        &kbs,
+        // pgvector's type: the macros have no mapping for `vector[]`.
+        &vectors as _,
     )
-    .bind(tenant)
-    .bind(&space.model)
-    .bind(&ids)
-    .bind(&sources)
-    .bind(&kbs)
-    .bind(&vectors)
     .execute(conn)
     .await?;
     Ok(())
@@ -414,13 +426,14 @@ pub async fn probe(pool: &PgPool, space: &Space) -> sqlx::Result<()> {
         "select (array_fill(1::real, array[{d}])::{vt}) <=> (select array_agg(j::real) from generate_series(1, {d}) j)::{vt}",
         d = space.dim
     );
+    // dynamic SQL: the dimension is part of the type in the statement
     let _: f64 = sqlx::query_scalar(&sql).fetch_one(pool).await?;
     Ok(())
 }
 
 /// Drain the backlog of every tenant (round-robin, one step each). Returns blocks embedded.
 pub async fn embed_backlog_round(pool: &PgPool, embedder: &Arc<dyn Embedder>) -> anyhow::Result<usize> {
-    let tenants: Vec<Uuid> = sqlx::query_scalar("select id from tenant order by id").fetch_all(pool).await?;
+    let tenants: Vec<Uuid> = sqlx::query_scalar!("select id from tenant order by id").fetch_all(pool).await?;
     let mut n = 0;
     for t in tenants {
         n += embed_backlog_step(pool, embedder, t).await?;

@@ -575,16 +575,18 @@ pub async fn page_png(
     if source.kind != "pdf" && source.kind != "image" {
         return Err(AppError::NotFound);
     }
-    let size: Option<(Option<f64>, Option<f64>)> = sqlx::query_as(
-        "select (a.source_map->'pages'->($2::int - 1)->>'width')::float8, (a.source_map->'pages'->($2::int - 1)->>'height')::float8
+    let size = sqlx::query!(
+        "select (a.source_map->'pages'->($2::int - 1)->>'width')::float8 as width,
+                (a.source_map->'pages'->($2::int - 1)->>'height')::float8 as height
          from source_artifact a join source s on s.tenant_id = a.tenant_id and s.id = a.source_id
          where a.tenant_id = $3 and a.source_id = $1 and a.source_hash = s.indexed_hash",
+        id,
+        n as i32,
+        auth.tenant_id,
     )
-    .bind(id)
-    .bind(n as i32)
-    .bind(auth.tenant_id)
     .fetch_optional(&mut *tx)
-    .await?;
+    .await?
+    .map(|r| (r.width, r.height));
     let file = super::original_file(&mut tx, &state.config, &source).await?;
     tx.commit().await?;
     let (w, h) = match size {

@@ -63,12 +63,13 @@ pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppRe
             Ok(File::open(&p).ok().filter(|f| f.metadata().is_ok_and(|m| m.is_file())))
         }
         Some(g) => {
-            let root: Option<String> =
-                sqlx::query_scalar("select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null")
-                    .bind(g)
-                    .bind(tenant)
-                    .fetch_optional(&mut **tx)
-                    .await?;
+            let root: Option<String> = sqlx::query_scalar!(
+                "select root_path from dir_grant where tenant_id = $2 and id = $1 and revoked_at is null",
+                g,
+                tenant,
+            )
+            .fetch_optional(&mut **tx)
+            .await?;
             let Some(root) = root else { return Ok(None) };
             let root = PathBuf::from(root);
             // The grant's root must still be one of the tenant's roots (operator-controlled).
@@ -90,12 +91,14 @@ pub async fn original_file(tx: &mut TenantTx, cfg: &Config, s: &Source) -> AppRe
 /// The `id`'s evidence row of this source: its block id.
 pub async fn evidence_block_key(tx: &mut TenantTx, source_id: Uuid, evidence: Uuid) -> sqlx::Result<Option<String>> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar("select block_key from evidence_block where tenant_id = $3 and id = $1 and source_id = $2")
-        .bind(evidence)
-        .bind(source_id)
-        .bind(tenant)
-        .fetch_optional(&mut **tx)
-        .await
+    sqlx::query_scalar!(
+        "select block_key from evidence_block where tenant_id = $3 and id = $1 and source_id = $2",
+        evidence,
+        source_id,
+        tenant,
+    )
+    .fetch_optional(&mut **tx)
+    .await
 }
 
 /// What the URL asks for besides the evidence id (the bare-locator fallback).

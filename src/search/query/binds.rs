@@ -31,6 +31,7 @@ impl Binds {
     pub(super) fn query(self, sql: &str) -> sqlx::Result<Query<'_, Postgres, PgArguments>> {
         match self.error {
             Some(e) => Err(sqlx::Error::Encode(e)),
+            // dynamic SQL: the search's statements are assembled from optional filters, one `$n` per pushed value
             None => Ok(sqlx::query_with(sql, self.args)),
         }
     }

@@ -33,8 +33,8 @@ pub(super) async fn graph(
         }
         let ids: Vec<Uuid> = frontier.iter().map(|x| x.0).collect();
         let score_of: HashMap<Uuid, f64> = frontier.iter().copied().collect();
-        let rows: Vec<(Uuid, Uuid, String)> = sqlx::query_as(
-            "with seed as (select unnest($1::uuid[]) as id),
+        let rows = sqlx::query!(
+            r#"with seed as (select unnest($1::uuid[]) as id),
              hits as (
                -- same section: its heading and the blocks right before and after the seed
                select e2.source_block_id as id, e1.source_block_id as via, 'section_contains_block' as kind
@@ -57,8 +57,8 @@ pub(super) async fn graph(
                select b.id, e1.source_block_id, 'markdown_links_to'
                from evidence_edge e1
                join source s on s.tenant_id = e1.tenant_id
-                and lower(regexp_replace(s.resource_path, '^.*/|\\.[^./]*$', '', 'g'))
-                    = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\\.[^./]*$', '', 'g'))
+                and lower(regexp_replace(s.resource_path, '^.*/|\.[^./]*$', '', 'g'))
+                    = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\.[^./]*$', '', 'g'))
                join evidence_block b on b.tenant_id = s.tenant_id and b.source_id = s.id and b.ordinal < 3
                where e1.tenant_id = $3 and e1.kind = 'markdown_links_to' and e1.source_block_id in (select id from seed)
                union all
@@ -67,25 +67,26 @@ pub(super) async fn graph(
                from evidence_block sb
                join source s on s.tenant_id = sb.tenant_id and s.id = sb.source_id
                join evidence_edge e1 on e1.tenant_id = s.tenant_id and e1.kind = 'markdown_links_to'
-                and lower(regexp_replace(s.resource_path, '^.*/|\\.[^./]*$', '', 'g'))
-                    = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\\.[^./]*$', '', 'g'))
+                and lower(regexp_replace(s.resource_path, '^.*/|\.[^./]*$', '', 'g'))
+                    = lower(regexp_replace(regexp_replace(e1.target_text, '#.*$', ''), '^.*/|\.[^./]*$', '', 'g'))
                where sb.tenant_id = $3 and sb.id in (select id from seed) and sb.ordinal = 0
              )
-             select distinct on (h.id) h.id, h.via, h.kind from hits h
+             select distinct on (h.id) h.id as "id!", h.via as "via!", h.kind as "kind!" from hits h
              join evidence_block nb on nb.tenant_id = $3 and nb.id = h.id
              where h.id <> h.via and h.id not in (select id from seed)
                -- boilerplate: the same text elsewhere in the document
                and not exists (select 1 from evidence_block d where d.tenant_id = nb.tenant_id
                                and d.source_id = nb.source_id and d.id <> nb.id and d.text = nb.text)
-             order by h.id limit $2",
+             order by h.id limit $2"#,
+            &ids,
+            GRAPH_MAX_NEIGHBOURS,
+            f.tenant,
         )
-        .bind(&ids)
-        .bind(GRAPH_MAX_NEIGHBOURS)
-        .bind(f.tenant)
         .fetch_all(&mut *conn)
         .await?;
         let mut next = Vec::new();
-        for (id, via, kind) in rows {
+        for r in rows {
+            let (id, via, kind) = (r.id, r.via, r.kind);
             let s = score_of.get(&via).copied().unwrap_or(0.0) * GRAPH_DECAY;
             if best.get(&id).is_none_or(|&old| s > old) {
                 best.insert(id, s);

@@ -34,10 +34,13 @@ pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: 
 }
 
 pub(super) async fn set_hnsw(conn: &mut PgConnection, ef: i64) -> sqlx::Result<()> {
-    sqlx::query("select set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true)")
-        .bind(ef.clamp(40, 1000).to_string())
-        .execute(conn)
-        .await?;
+    sqlx::query!(
+        "select set_config('hnsw.iterative_scan', 'relaxed_order', true) as iterative_scan,
+                set_config('hnsw.ef_search', $1, true) as ef_search",
+        ef.clamp(40, 1000).to_string(),
+    )
+    .fetch_one(conn)
+    .await?;
     Ok(())
 }
 
