@@ -114,6 +114,12 @@ impl SourceStatus {
     }
 }
 
+impl std::fmt::Display for SourceStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl std::str::FromStr for SourceStatus {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

@@ -66,7 +66,7 @@ pub fn locator(
 
 /// Replace the source's evidence rows with rows built from `art` (inside the caller's tx).
 pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: &ParsedArtifact) -> sqlx::Result<usize> {
-    let kind: SourceKind = source.kind.parse().map_err(|e: String| sqlx::Error::Decode(e.into()))?;
+    let kind: SourceKind = source.kind;
     delete_rows(conn, tenant, source.id).await?;
     let sm = &art.source_map;
     let hash = art.source_hash.as_str();

@@ -274,7 +274,7 @@ async fn parse(
         let settings = crate::tenants::settings::get(&mut tx).await?;
         tx.commit().await?;
         if settings.external_parsing_upload {
-            let probe = match worker::probe_supervised(&cfg.parser_exe, file, name, &source.kind, limits).await {
+            let probe = match worker::probe_supervised(&cfg.parser_exe, file, name, source.kind.as_str(), limits).await {
                 Ok(p) => p,
                 Err(e) => return Ok(Err(e)),
             };
@@ -290,7 +290,7 @@ async fn parse(
             }
         }
     }
-    Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, &source.kind, limits, Some(pages)).await)
+    Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, source.kind.as_str(), limits, Some(pages)).await)
 }
 
 /// How often, at most, the pages a parse reports are written to its source (the first at once).

@@ -69,8 +69,8 @@ pub async fn read(state: &AppState, caller: &Caller, uri: &str) -> Result<ReadRe
                 title: s.file_name().to_string(),
                 id: s.id,
                 resource_path: s.resource_path,
-                kind: s.kind,
-                status: s.status,
+                kind: s.kind.to_string(),
+                status: s.status.to_string(),
                 error_code: s.error_code,
             }
         })

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::db::{TenantTx, include_deleted};
 
-use crate::evidence::SourceKind;
+use crate::evidence::{SourceKind, SourceStatus};
 
 #[derive(Clone, Debug, sqlx::FromRow)]
 pub struct Source {
@@ -15,11 +15,11 @@ pub struct Source {
     pub origin: String,
     pub grant_id: Option<Uuid>,
     pub resource_path: String,
-    pub kind: String,
+    pub kind: SourceKind,
     pub size_bytes: i64,
     pub mtime: Option<chrono::DateTime<chrono::Utc>>,
     pub sha256: String,
-    pub status: String,
+    pub status: SourceStatus,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub provider: Option<String>,
@@ -62,11 +62,11 @@ struct SourceView<'a> {
     origin: &'a str,
     grant_id: Option<Uuid>,
     resource_path: &'a str,
-    kind: &'a str,
+    kind: SourceKind,
     size_bytes: i64,
     mtime: Option<chrono::DateTime<chrono::Utc>>,
     sha256: &'a str,
-    status: &'a str,
+    status: SourceStatus,
     error: Option<SourceError<'a>>,
     provider: Option<&'a str>,
     indexed_hash: Option<&'a str>,
@@ -92,11 +92,11 @@ impl Serialize for Source {
             origin: &self.origin,
             grant_id: self.grant_id,
             resource_path: &self.resource_path,
-            kind: &self.kind,
+            kind: self.kind,
             size_bytes: self.size_bytes,
             mtime: self.mtime,
             sha256: &self.sha256,
-            status: &self.status,
+            status: self.status,
             error: self.error_code.as_deref().map(|code| SourceError { code, message: self.error_message.as_deref() }),
             provider: self.provider.as_deref(),
             indexed_hash: self.indexed_hash.as_deref(),
@@ -142,11 +142,11 @@ impl Source {
     /// Whether the retry action applies: a failure (also one that kept the old version), or
     /// a source waiting or parsing for longer than a parse may take (`stuck_after`).
     pub fn retryable(&self, stuck_after: std::time::Duration) -> bool {
-        if self.status == "failed" || self.error_code.is_some() {
+        if self.status == SourceStatus::Failed || self.error_code.is_some() {
             return true;
         }
         let waited = self.progress_started_at.unwrap_or(self.updated_at);
-        matches!(self.status.as_str(), "pending" | "parsing")
+        matches!(self.status, SourceStatus::Pending | SourceStatus::Parsing)
             && (chrono::Utc::now() - waited).to_std().is_ok_and(|d| d > stuck_after)
     }
 }
@@ -175,7 +175,7 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
         r#"insert into source (tenant_id, id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime, sha256, created_by)
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          on conflict (tenant_id, kb_id, grant_id, resource_path) do nothing
-         returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+         returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
@@ -198,7 +198,7 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
     }
     let existing = sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -269,7 +269,7 @@ async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
     let r = sqlx::query_as!(
         Source,
         r#"update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null
-         returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+         returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
@@ -288,7 +288,7 @@ pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Sou
     include_deleted(tx, true).await?;
     let r = sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -309,7 +309,7 @@ pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     include_deleted(tx, true).await?;
     let r = sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -328,7 +328,7 @@ pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Re
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -348,7 +348,7 @@ pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option
         Source,
         r#"update source set error_code = null, error_message = null,
              status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
-         where tenant_id = $2 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+         where tenant_id = $2 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
@@ -395,7 +395,7 @@ pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha2
         Source,
         r#"update source set size_bytes = $2, sha256 = $3, mtime = now(),
              status = case when sha256 = $3 then status else 'pending' end
-         where tenant_id = $4 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+         where tenant_id = $4 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
@@ -412,7 +412,7 @@ pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -430,7 +430,7 @@ pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, 
     // Sources whose KB is visible (policy `source_kb_visible`), then those KBs' names.
     let sources = sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -464,7 +464,7 @@ pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source
     sqlx::query_as!(
         Source,
         r#"select id as "id!", kb_id as "kb_id!", origin as "origin!", grant_id, resource_path as "resource_path!",
-             kind as "kind!", size_bytes as "size_bytes!", mtime as "mtime: _", sha256 as "sha256!", status as "status!",
+             kind as "kind!: _", size_bytes as "size_bytes!", mtime as "mtime: _", sha256 as "sha256!", status as "status!: _",
              error_code, error_message, provider, indexed_hash, pages,
              created_at as "created_at!: _", updated_at as "updated_at!: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
@@ -481,7 +481,7 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         Source,
-        r#"select id, kb_id, origin, grant_id, resource_path, kind, size_bytes, mtime as "mtime: _", sha256, status,
+        r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
              error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"

@@ -15,6 +15,7 @@ use super::{FlowBlock, Hints, Target, aids, render};
 use crate::{
     auth::{Auth, Via},
     error::{AppError, AppResult},
+    evidence::{SourceKind, SourceStatus},
     ingest::{
         artifact::{Block, Page as ArtPage, ParsedArtifact},
         index,
@@ -232,7 +233,7 @@ pub async fn view(
     if citation_missing && page.auth.via == Via::Token {
         return Err(AppError::NotFound);
     }
-    let stale = if source.status == "stale" || file.is_none() {
+    let stale = if source.status == SourceStatus::Stale || file.is_none() {
         let code = source.error_code.clone().unwrap_or_else(|| "file_missing".into());
         Some(ctx.t("viewer.stale").replace(
             "{reason}",
@@ -262,8 +263,8 @@ pub async fn view(
     let mut view = ViewerPage {
         title: source.file_name().to_string(),
         path: source.resource_path.clone(),
-        kind: source.kind.clone(),
-        kind_label: ctx.tk("kind", &source.kind),
+        kind: source.kind.to_string(),
+        kind_label: ctx.tk("kind", source.kind.as_str()),
         approx: false,
         stale,
         not_indexed: false,
@@ -384,7 +385,7 @@ fn paged_view(
     let hash = source.indexed_hash.clone().unwrap_or_else(|| source.sha256.clone());
     let v = hash.trim_start_matches("sha256:").get(..12).unwrap_or("0").to_string();
     let id = source.id;
-    let (px_w, px_h, img_src) = if source.kind == "image" {
+    let (px_w, px_h, img_src) = if source.kind == SourceKind::Image {
         let (pw, ph) = (w.round().max(1.0) as u32, h.round().max(1.0) as u32);
         let src = if browser_image(&mime_of(source)) {
             format!("/sources/{id}/download?inline=1&v={v}")
@@ -397,7 +398,8 @@ fn paged_view(
         (pw, ph, format!("/sources/{id}/pages/{wanted}.png?scale={scale}&v={v}"))
     };
     let cached =
-        render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == "image" { 1.0 } else { scale }).is_file();
+        render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == SourceKind::Image { 1.0 } else { scale })
+            .is_file();
     let img_src = (file_ok || cached).then_some(img_src);
     let block = target.and_then(|t| t.block_id.as_deref()).and_then(|b| ap.and_then(|p| p.blocks.iter().find(|x| x.id == b)));
     let hl = block.and_then(|b| b.bbox).map(|bb| HlBox {
@@ -484,7 +486,7 @@ pub async fn download(
     let Some(file) = file else { return Err(file_missing(&source)) };
     let len = file.metadata().map_err(|e| AppError::Internal(e.into()))?.len();
     let mime = mime_of(&source);
-    let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == "image";
+    let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == SourceKind::Image;
     let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(|v| byte_range(v, len));
     let (status, start, count) = match range {
         Some(Some((a, b))) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
@@ -572,7 +574,7 @@ pub async fn page_png(
     let n: u32 = name.strip_suffix(".png").and_then(|s| s.parse().ok()).filter(|n| *n >= 1).ok_or(AppError::NotFound)?;
     let mut tx = auth.read_tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
-    if source.kind != "pdf" && source.kind != "image" {
+    if !source.kind.is_paged() {
         return Err(AppError::NotFound);
     }
     let size = sqlx::query!(
@@ -593,7 +595,7 @@ pub async fn page_png(
         Some((Some(w), Some(h))) => (w, h),
         _ => return Err(AppError::NotFound), // no such page (or not indexed yet)
     };
-    let (scale, px) = if source.kind == "image" {
+    let (scale, px) = if source.kind == SourceKind::Image {
         if n != 1 {
             return Err(AppError::NotFound);
         }
@@ -623,7 +625,7 @@ pub async fn page_png(
             Some(f) if source.indexed_hash.as_deref().is_none_or(|h| h == source.sha256) => f,
             _ => return Err(file_missing(&source)),
         };
-        render::render_supervised(&state.config.parser_exe, &source.kind, file, n, px, &path).await.map_err(|e| {
+        render::render_supervised(&state.config.parser_exe, source.kind.as_str(), file, n, px, &path).await.map_err(|e| {
             tracing::warn!(source.id = %id, page = n, "page render failed: {e}");
             AppError::Internal(anyhow::anyhow!("{e}"))
         })?;
