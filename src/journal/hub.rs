@@ -19,7 +19,7 @@ use std::{
     collections::HashMap,
     sync::{
         Arc, Mutex, Weak,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -42,11 +42,36 @@ pub type Batch = Arc<Vec<EventView>>;
 
 pub struct Feed {
     tx: broadcast::Sender<Batch>,
+    /// `true` once the feed's task knows the position it broadcasts after.
+    started: tokio::sync::watch::Sender<bool>,
+    /// `false` once the feed's task has stopped (the run ended, or nobody listened at a
+    /// wake-up): such a feed broadcasts nothing more, so [`RunHub::watch`] starts a new one.
+    running: AtomicBool,
 }
 
 impl Feed {
     pub fn subscribe(&self) -> broadcast::Receiver<Batch> {
         self.tx.subscribe()
+    }
+
+    /// Wait (at most `limit`) until the feed knows where it starts. A client's own read made
+    /// after this sees every event the feed will not broadcast; a read made before could miss
+    /// one appended between that read and the feed's start (the run's last event, say).
+    pub async fn started(&self, limit: Duration) {
+        let mut rx = self.started.subscribe();
+        let _ = tokio::time::timeout(limit, rx.wait_for(|s| *s)).await;
+    }
+}
+
+/// Marks the feed stopped when its task ends, however it ends.
+struct Stopped(Weak<Feed>);
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        if let Some(f) = self.0.upgrade() {
+            f.running.store(false, Ordering::Release);
+            f.started.send_replace(true);
+        }
     }
 }
 
@@ -121,12 +146,12 @@ impl RunHub {
     pub fn watch(&self, tenant: Uuid, run: Uuid) -> (Arc<Feed>, broadcast::Receiver<Batch>) {
         let mut feeds = self.feeds.lock().unwrap_or_else(|e| e.into_inner());
         feeds.retain(|_, f| f.strong_count() > 0);
-        if let Some(feed) = feeds.get(&run).and_then(Weak::upgrade) {
+        if let Some(feed) = feeds.get(&run).and_then(Weak::upgrade).filter(|f| f.running.load(Ordering::Acquire)) {
             let rx = feed.subscribe();
             return (feed, rx);
         }
         let (tx, rx) = broadcast::channel(256);
-        let feed = Arc::new(Feed { tx });
+        let feed = Arc::new(Feed { tx, started: tokio::sync::watch::Sender::new(false), running: AtomicBool::new(true) });
         feeds.insert(run, Arc::downgrade(&feed));
         // Subscribed to the wake-ups before the feed's first read.
         let pings = self.pings.subscribe();
@@ -154,6 +179,7 @@ async fn last_seq(pool: &PgPool, tenant: Uuid, run: Uuid) -> sqlx::Result<i64> {
 /// The feed's task: read what is new on each wake-up, broadcast it, stop when nobody
 /// listens or the run's ending event went out.
 async fn follow(pool: PgPool, tenant: Uuid, run: Uuid, feed: Weak<Feed>, mut pings: broadcast::Receiver<String>) {
+    let _stopped = Stopped(feed.clone());
     let prefix = format!("{tenant}:{run}:");
     let mut last = match last_seq(&pool, tenant, run).await {
         Ok(n) => n,
@@ -161,6 +187,10 @@ async fn follow(pool: PgPool, tenant: Uuid, run: Uuid, feed: Weak<Feed>, mut pin
             tracing::debug!(run = %run, "run feed: {e}");
             0
         }
+    };
+    match feed.upgrade() {
+        Some(f) => f.started.send_replace(true),
+        None => return,
     };
     loop {
         let woke = tokio::time::timeout(IDLE_REREAD, async {

@@ -182,6 +182,9 @@ fn sse_event(e: &EventView) -> SseEvent {
 /// besides that, it is fed by the process's [`super::hub`].
 const IDLE_REREAD: Duration = Duration::from_secs(15);
 
+/// How long a new stream waits for its run's feed to start before its first read.
+const FEED_START: Duration = Duration::from_secs(5);
+
 /// The SSE stream of `run` after `after` (the caller has checked that the run is visible and
 /// holds one of its stream slots).
 pub fn sse(
@@ -205,6 +208,8 @@ pub fn sse(
         cursor: after,
         done: false,
         reread: true,
+        started: false,
+        idle_at: Instant::now() + IDLE_REREAD,
         recheck_at: Instant::now() + every,
         queue: Default::default(),
     };
@@ -238,6 +243,12 @@ pub fn sse(
             }
             if c.reread {
                 c.reread = false;
+                if !c.started {
+                    // The first read waits for the feed's start: nothing falls between the two.
+                    c.started = true;
+                    c._feed.started(FEED_START).await;
+                }
+                c.idle_at = Instant::now() + IDLE_REREAD;
                 let (state, auth, cursor) = (c.state.clone(), c.auth.clone(), c.cursor);
                 let got = tokio::spawn(async move {
                     let _permit = state.run_hub.read_permit().await;
@@ -261,6 +272,7 @@ pub fn sse(
             tokio::select! {
                 got = c.rx.recv() => match got {
                     Ok(batch) => {
+                        c.idle_at = Instant::now() + IDLE_REREAD;
                         if batch.first().is_some_and(|e| e.seq > c.cursor + 1) {
                             c.reread = true; // a gap: read it ourselves
                         } else {
@@ -274,7 +286,9 @@ pub fn sse(
                     Err(RecvError::Closed) => c.reread = true,
                 },
                 _ = tokio::time::sleep_until(c.recheck_at.into()) => {}
-                _ = tokio::time::sleep(IDLE_REREAD) => c.reread = true,
+                // A deadline of its own: the access checks above wake this loop more often
+                // than this and must not put the re-read off.
+                _ = tokio::time::sleep_until(c.idle_at.into()) => c.reread = true,
             }
         }
     });
@@ -296,6 +310,10 @@ struct Cursor {
     cursor: i64,
     done: bool,
     reread: bool,
+    /// Whether the feed's start was awaited (before the first read).
+    started: bool,
+    /// When a quiet stream re-reads by itself (a missed wake-up, an ending the journal lacks).
+    idle_at: Instant,
     queue: std::collections::VecDeque<SseEvent>,
 }
 

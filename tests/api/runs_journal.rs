@@ -354,6 +354,35 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     drop(tx);
 }
 
+/// An open, quiet stream re-reads by itself: an ending that reached the database without a
+/// wake-up (no event, no NOTIFY) still arrives. The access re-checks (every 5 s here) wake
+/// the stream more often than its 15-s idle re-read, and each wake-up used to put that re-read
+/// off again, so such a stream never ended (seen as a browser run stuck at "running").
+#[tokio::test]
+async fn an_open_stream_gets_an_ending_that_came_without_a_wake_up() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.api(s.tenant_id, s.user_id).await;
+    let run = manual_run(&app, s.tenant_id, s.user_id, "s1").await;
+    append(&app, s.tenant_id, run, vec![delta("partial")]).await;
+    let mut sse = SseReader::open(&c, &format!("/api/page-ai/runs/{run}/events"), Some(2)).await;
+    // Let the stream make its first read and go quiet (its re-checks keep running).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    as_system(
+        &app,
+        s.tenant_id,
+        "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1",
+        run,
+    )
+    .await;
+    let e = tokio::time::timeout(Duration::from_secs(90), sse.next())
+        .await
+        .expect("the quiet stream never re-read: the ending did not arrive")
+        .expect("the stream ended without the ending");
+    assert_eq!((e.id, e.kind.as_str()), (3, "run.failed"));
+    assert!(sse.next().await.is_none(), "the stream ends after the ending");
+}
+
 #[tokio::test]
 async fn a_lost_worker_interrupts_the_run_and_a_resume_continues_it_once() {
     let app = spawn_app().await;
