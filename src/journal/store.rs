@@ -38,7 +38,8 @@ pub struct RunRow {
     pub error_code: Option<String>,
     pub error_message: Option<String>,
     pub prompt: String,
-    pub context_refs: Value,
+    /// Read as the type it was written from (`jsonb`).
+    pub context_refs: sqlx::types::Json<ContextRefs>,
     pub target_snapshot_hash: String,
     pub capability_snapshot_hash: String,
     pub preferences: Value,
@@ -58,7 +59,7 @@ pub struct RunRow {
 
 impl RunRow {
     pub fn context(&self) -> ContextRefs {
-        serde_json::from_value(self.context_refs.clone()).unwrap_or_default()
+        self.context_refs.0.clone()
     }
 
     pub fn last_seq(&self) -> i64 {
@@ -209,7 +210,7 @@ pub enum Created {
 pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<Created> {
     let id = Uuid::new_v4();
     let lease = lease().as_secs_f64();
-    let context_refs = serde_json::to_value(new.context_refs).unwrap_or_default();
+    let context_refs = sqlx::types::Json(new.context_refs);
     let inserted = sqlx::query_as!(
         RunRow,
         r#"insert into ai_run (tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_note, status,
@@ -219,7 +220,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
              now() + make_interval(secs => $17))
          on conflict do nothing
          returning tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -233,7 +234,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         new.provider,
         new.provider_note,
         new.prompt,
-        context_refs,
+        context_refs as _,
         new.target_snapshot_hash,
         new.capability_snapshot_hash,
         new.preferences,
@@ -260,7 +261,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     let existing = sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -311,7 +312,7 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -329,7 +330,7 @@ async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -579,7 +580,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -682,7 +683,7 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
@@ -732,7 +733,7 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
     sqlx::query_as!(
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
-             status as "status: _", status_reason, error_code, error_message, prompt, context_refs, target_snapshot_hash,
+             status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
