@@ -145,7 +145,17 @@ pub async fn touch(conn: &mut PgConnection, tenant: Uuid, actor: Uuid, id: &str,
 /// The caller's conversations, most recently active first; `q` matches the title or any of
 /// its questions (case-insensitive).
 pub async fn list(tx: &mut TenantTx, actor: Uuid, q: &str, limit: i64) -> sqlx::Result<Vec<ConversationRow>> {
-    let q = q.trim();
+    select(tx, actor, None, q.trim(), limit.clamp(1, LIST_MAX)).await
+}
+
+/// One of the caller's conversations.
+pub async fn get(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Option<ConversationRow>> {
+    Ok(select(tx, actor, Some(id), "", 1).await?.pop())
+}
+
+/// The one statement that reads conversations (an actor has few): `id` picks one, `q` (empty:
+/// any) matches the title or a question.
+async fn select(tx: &mut TenantTx, actor: Uuid, id: Option<&str>, q: &str, limit: i64) -> sqlx::Result<Vec<ConversationRow>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         ConversationRow,
@@ -153,34 +163,18 @@ pub async fn list(tx: &mut TenantTx, actor: Uuid, q: &str, limit: i64) -> sqlx::
              (select count(*) from ai_run r where r.tenant_id = c.tenant_id and r.actor_id = c.actor_id
                  and r.session_id = c.id) as "run_count!"
          from ai_conversation c
-         where c.tenant_id = $5 and c.actor_id = $1
+         where c.tenant_id = $5 and c.actor_id = $1 and ($6::text is null or c.id = $6)
            and ($2 = '' or c.title ilike $3 or exists (select 1 from ai_run r where r.tenant_id = c.tenant_id
                 and r.actor_id = c.actor_id and r.session_id = c.id and r.prompt ilike $3))
          order by c.updated_at desc, c.id limit $4"#,
         actor,
         q,
         like(q),
-        limit.clamp(1, LIST_MAX),
+        limit,
         tenant,
+        id,
     )
     .fetch_all(&mut **tx)
-    .await
-}
-
-/// One of the caller's conversations.
-pub async fn get(tx: &mut TenantTx, actor: Uuid, id: &str) -> sqlx::Result<Option<ConversationRow>> {
-    let tenant = tx.tenant_id();
-    sqlx::query_as!(
-        ConversationRow,
-        r#"select c.id, c.title, c.created_at as "created_at: _", c.updated_at as "updated_at: _",
-             (select count(*) from ai_run r where r.tenant_id = c.tenant_id and r.actor_id = c.actor_id
-                 and r.session_id = c.id) as "run_count!"
-         from ai_conversation c where c.tenant_id = $3 and c.actor_id = $1 and c.id = $2"#,
-        actor,
-        id,
-        tenant,
-    )
-    .fetch_optional(&mut **tx)
     .await
 }
 

@@ -309,6 +309,18 @@ async fn events_resume_after_seq_and_last_event_id_without_duplicates_or_gaps() 
     assert_eq!((seqs(&page).len(), &page["ended"], &page["status"]), (0, &json!(true), &json!("completed")));
 }
 
+/// The run's status changes to `failed` behind the journal's back (an older writer, a manual
+/// fix): no event, no wake-up.
+async fn fail_behind_the_journals_back(app: &TestApp, tenant: Uuid, run: Uuid) {
+    as_system(
+        app,
+        tenant,
+        "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1",
+        run,
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_terminal_status_without_its_event_gets_one_supplied() {
     let app = spawn_app().await;
@@ -316,14 +328,7 @@ async fn a_terminal_status_without_its_event_gets_one_supplied() {
     let c = app.api(s.tenant_id, s.user_id).await;
     let run = manual_run(&app, s.tenant_id, s.user_id, "s1").await;
     append(&app, s.tenant_id, run, vec![delta("partial")]).await;
-    // The status changed behind the journal's back (an older writer, a manual fix).
-    as_system(
-        &app,
-        s.tenant_id,
-        "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1",
-        run,
-    )
-    .await;
+    fail_behind_the_journals_back(&app, s.tenant_id, run).await;
     let (_, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
     let items = page["items"].as_array().unwrap();
     let last = items.last().unwrap();
@@ -368,13 +373,7 @@ async fn an_open_stream_gets_an_ending_that_came_without_a_wake_up() {
     let mut sse = SseReader::open(&c, &format!("/api/page-ai/runs/{run}/events"), Some(2)).await;
     // Let the stream make its first read and go quiet (its re-checks keep running).
     tokio::time::sleep(Duration::from_secs(2)).await;
-    as_system(
-        &app,
-        s.tenant_id,
-        "update ai_run set status = 'failed', error_code = 'llm_unavailable', error_message = 'gone' where id = $1",
-        run,
-    )
-    .await;
+    fail_behind_the_journals_back(&app, s.tenant_id, run).await;
     let e = tokio::time::timeout(Duration::from_secs(90), sse.next())
         .await
         .expect("the quiet stream never re-read: the ending did not arrive")
