@@ -37,6 +37,16 @@ impl TestStandby {
         // A free port (bound, then released for the standby).
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let s = TestStandby { port, dir, slot, bin, user };
+        // The slot first, holding WAL from now on: the copy and its WAL stream then start
+        // inside what it keeps. (`pg_basebackup -C` made the slot only once its WAL stream
+        // started, after the copy had begun: with both cores busy a checkpoint in between
+        // recycled the segment the stream asked for, "requested WAL segment … has already been
+        // removed".)
+        let mut primary = PgConnection::connect(&admin_url()).await.expect("connect to the primary as the superuser");
+        primary
+            .execute(sqlx::query("select pg_create_physical_replication_slot($1, true)").bind(&s.slot))
+            .await
+            .expect("create the standby's replication slot");
         let out = s.pg(
             "pg_basebackup",
             &[
@@ -53,7 +63,6 @@ impl TestStandby {
                 "stream",
                 "-c",
                 "fast",
-                "-C",
                 "-S",
                 &s.slot,
             ],
