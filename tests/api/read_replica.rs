@@ -259,3 +259,41 @@ async fn a_standby_killed_under_load_fails_no_read_and_reads_return_to_it() {
         &failed[..failed.len().min(5)]
     );
 }
+
+/// The copy of a standby does not depend on a quiet primary: while it is made, the primary
+/// switches WAL segments and checkpoints without pause (what a busy machine does to it), and
+/// the standby still starts and replays. With the slot made by `pg_basebackup -C` (only once
+/// the copy's WAL stream started) a checkpoint in between could recycle the segment the
+/// stream asked for: "requested WAL segment … has already been removed".
+#[tokio::test]
+async fn a_standby_copied_while_the_primary_recycles_its_wal_starts_and_replays() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (started, churning) = std::sync::mpsc::channel();
+    let churn = {
+        let stop = stop.clone();
+        // Its own thread and runtime: the copy below blocks this test's thread while it runs.
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let mut c = sqlx::postgres::PgConnection::connect(&admin_url()).await.unwrap();
+                let mut first = true;
+                while !stop.load(Ordering::Relaxed) {
+                    sqlx::query("select pg_switch_wal()").execute(&mut c).await.unwrap();
+                    sqlx::query("checkpoint").execute(&mut c).await.unwrap();
+                    if std::mem::take(&mut first) {
+                        started.send(()).unwrap();
+                    }
+                }
+            })
+        })
+    };
+    churning.recv().expect("the WAL churn did not start");
+    let standby = TestStandby::start().await;
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    // It streams: a write on the primary after the churn reaches it.
+    standby.catch_up().await;
+    let mut su = standby.superuser().await;
+    let in_recovery: bool = sqlx::query_scalar("select pg_is_in_recovery()").fetch_one(&mut su).await.unwrap();
+    assert!(in_recovery, "the copy is not a standby");
+}
