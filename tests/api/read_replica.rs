@@ -260,17 +260,30 @@ async fn a_standby_killed_under_load_fails_no_read_and_reads_return_to_it() {
     );
 }
 
+/// Sets the flag when dropped (also when the test panics).
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The copy of a standby does not depend on a quiet primary: while it is made, the primary
-/// switches WAL segments and checkpoints without pause (what a busy machine does to it), and
-/// the standby still starts and replays. With the slot made by `pg_basebackup -C` (only once
-/// the copy's WAL stream started) a checkpoint in between could recycle the segment the
-/// stream asked for: "requested WAL segment … has already been removed".
+/// switches WAL segments and checkpoints without pause, and the standby still starts and
+/// replays. With the slot made by `pg_basebackup -C` (only once the copy's WAL stream had
+/// started) this failed 2 runs of 3 with "requested WAL segment … has already been removed",
+/// the failure of `a_standby_killed_under_load_…` on a busy machine; with the slot made first,
+/// 5 of 5 passed. Run by hand, alone (`./dev test --test api -- --ignored
+/// read_replica::a_standby_copied`): the churn writes gigabytes of WAL into the cluster every
+/// test shares, and the other tests' standbys, replaying all of it, fall behind their bounds.
 #[tokio::test]
+#[ignore = "floods the shared test cluster with WAL: run alone, by hand"]
 async fn a_standby_copied_while_the_primary_recycles_its_wal_starts_and_replays() {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = StopOnDrop(Arc::new(AtomicBool::new(false)));
     let (started, churning) = std::sync::mpsc::channel();
     let churn = {
-        let stop = stop.clone();
+        let stop = stop.0.clone();
         // Its own thread and runtime: the copy below blocks this test's thread while it runs.
         std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -289,7 +302,7 @@ async fn a_standby_copied_while_the_primary_recycles_its_wal_starts_and_replays(
     };
     churning.recv().expect("the WAL churn did not start");
     let standby = TestStandby::start().await;
-    stop.store(true, Ordering::Relaxed);
+    drop(stop);
     churn.join().unwrap();
     // It streams: a write on the primary after the churn reaches it.
     standby.catch_up().await;
