@@ -170,3 +170,42 @@ async fn an_unconfined_agent_reads_them_when_the_operator_opts_out() {
     }
     assert_eq!(home, "ok");
 }
+
+/// The fallback where the kernel has no Landlock, forced with the shim's `--mount-namespace`
+/// (this kernel has Landlock): a root shim covers each hidden path in a private mount
+/// namespace (a directory by an empty tmpfs, a file by `/dev/null`) and the server's own view
+/// is unchanged. A shim that is not root has no mount namespace: the program does not start.
+#[test]
+fn the_mount_namespace_fallback_covers_the_hidden_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, key) = (tmp.path().join("data"), tmp.path().join("outside.key"));
+    std::fs::create_dir(&data).unwrap();
+    std::fs::write(data.join("canary.txt"), "data canary").unwrap();
+    std::fs::write(&key, "a key").unwrap();
+    for p in [&data.join("canary.txt"), &key] {
+        open_to_everyone(p);
+    }
+    let script = format!("ls -A '{0}'; cat '{0}/canary.txt'; cat '{1}'; echo end", data.display(), key.display());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote"))
+        .args(["sandbox-shim", "--mount-namespace", "--read", "/usr", "--hide"])
+        .arg(&data)
+        .arg("--hide")
+        .arg(&key)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        assert_eq!(stderr.lines().next(), Some("mnote-sandbox: mount_namespace"), "{stderr}");
+        // Nothing listed, the canary gone, the key file empty: only the `echo` is left.
+        assert_eq!(stdout, "end\n", "{stderr}");
+        assert!(stderr.contains("No such file"), "{stderr}");
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+    } else {
+        assert!(stderr.starts_with("mnote-sandbox: unavailable "), "{stderr}");
+        assert_eq!((out.status.code(), stdout.as_ref()), (Some(125), ""), "{stderr}");
+    }
+    assert_eq!(std::fs::read_to_string(data.join("canary.txt")).unwrap(), "data canary", "the caller's view is unchanged");
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), "a key");
+}

@@ -1,5 +1,5 @@
 //! The sandbox shim: `mnote sandbox-shim [--uid U --gid G] [--no-confine | --read P…
-//! --write P… --hide P…] -- PROGRAM ARGS…`, the child side of
+//! --write P… --hide P… [--mount-namespace]] -- PROGRAM ARGS…`, the child side of
 //! [`Supervised::sandboxed`](super::Supervised::sandboxed). Dispatched from `main` before any
 //! runtime starts, so it is one thread and uses plain system calls (Landlock's
 //! `restrict_self` confines the calling thread: here, the only one).
@@ -58,6 +58,9 @@ struct Invocation {
     user: Option<(u32, u32)>,
     /// What the program may open; `None`: not confined (`--no-confine`).
     fs: Option<Rules>,
+    /// `--mount-namespace`: the fallback even where Landlock is available (how its test runs
+    /// it on a kernel with Landlock; the supervisor never asks for it).
+    mounts_only: bool,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -65,7 +68,7 @@ struct Invocation {
 impl Invocation {
     fn parse(args: Vec<OsString>) -> Result<Self, String> {
         let (mut uid, mut gid) = (None, None);
-        let (mut rules, mut no_confine) = (Rules::default(), false);
+        let (mut rules, mut no_confine, mut mounts_only) = (Rules::default(), false, false);
         let mut it = args.into_iter();
         loop {
             let arg = it.next().ok_or("no `--` before the program")?;
@@ -82,6 +85,7 @@ impl Invocation {
                 Some("--write") => rules.write.push(path(it.next())?),
                 Some("--hide") => rules.hide.push(path(it.next())?),
                 Some("--no-confine") => no_confine = true,
+                Some("--mount-namespace") => mounts_only = true,
                 Some("--") => break,
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
@@ -97,7 +101,7 @@ impl Invocation {
             (true, false) => return Err("--no-confine takes no --read/--write/--hide".into()),
         };
         let program = it.next().ok_or("no program")?;
-        Ok(Invocation { user, fs, program, args: it.collect() })
+        Ok(Invocation { user, fs, mounts_only, program, args: it.collect() })
     }
 }
 
@@ -111,8 +115,11 @@ enum Plan {
 }
 
 /// The confinement `fs` asks for, with what this machine offers; an error when there is none.
-fn prepare(fs: Option<&Rules>) -> Result<Plan, String> {
+fn prepare(fs: Option<&Rules>, mounts_only: bool) -> Result<Plan, String> {
     let Some(rules) = fs else { return Ok(Plan::Off) };
+    if mounts_only {
+        return confine::hide_with_mounts(&rules.hide).map(|()| Plan::Mounted);
+    }
     match confine::available() {
         Available::Landlock { abi } => Ok(Plan::Landlock(confine::landlock_ruleset(rules)?, abi)),
         Available::MountNamespace => confine::hide_with_mounts(&rules.hide).map(|()| Plan::Mounted),
@@ -134,7 +141,7 @@ fn run(inv: Invocation) -> ExitCode {
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     };
-    let plan = match prepare(inv.fs.as_ref()) {
+    let plan = match prepare(inv.fs.as_ref(), inv.mounts_only) {
         Ok(plan) => plan,
         Err(why) => return unavailable(why),
     };
@@ -310,6 +317,7 @@ mod tests {
         assert_eq!(inv.fs, Some(rules));
         assert!(Invocation::parse(args(&["--no-confine", "--read", "/usr", "--", "a"])).is_err());
         assert!(Invocation::parse(args(&["--read", "usr", "--", "a"])).is_err(), "relative");
+        assert!(Invocation::parse(args(&["--hide", "/data", "--mount-namespace", "--", "a"])).unwrap().mounts_only);
         assert!(Invocation::parse(args(&["--uid", "1", "--", "a"])).is_err());
         assert!(Invocation::parse(args(&["agent"])).is_err());
         assert!(Invocation::parse(args(&["--"])).is_err());
