@@ -362,6 +362,9 @@ impl AgentRuntime for AcpRuntime {
             // The shim says how the agent is confined before the program runs: no
             // confinement (and no opt-out), no run.
             match sandbox::admit(self.settings.sandbox, child.confinement(CONFINEMENT_WAIT).await) {
+                Ok(c @ sandbox::Confinement::Landlock { full: false, .. }) => {
+                    tracing::warn!(confinement = %c, "ACP agent confined by an older Landlock: reading is, some writes not")
+                }
                 Ok(confinement) => tracing::debug!(%confinement, "ACP agent confined"),
                 Err(e) => {
                     child.kill().await;

@@ -20,10 +20,11 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub use crate::platform::supervise::confine::Confinement;
 use crate::{
     agents::AgentError,
     config::{AcpSandbox, Config},
-    platform::supervise::confine::{Confinement, Rules},
+    platform::supervise::confine::Rules,
 };
 
 /// The system directories a confined agent may read and execute beneath (what an
