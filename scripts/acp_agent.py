@@ -29,6 +29,9 @@ Hostile directives (the sandbox tests; each answers a JSON report instead of sea
   [[daemon]] double-forks a `setsid` child that sleeps for a minute and writes its pid to
              --daemon-pid-file, then answers
   [[hugeline]] writes one line of 9 MiB (the transport's default cap is 8 MiB)
+  [[confine]] tries to read each --probe PATH (a directory is listed, a file read) and to
+             write and read back a file in its HOME; reports each outcome: "read", or the
+             errno's name (e.g. "EACCES")
 `session/cancel` stops the turn: the pending prompt is answered `{stopReason: "cancelled"}`.
 
 With --mcp-http it also advertises `agentCapabilities.mcpCapabilities.http` and, like real
@@ -43,7 +46,8 @@ headers}): plain JSON-RPC POSTs to the url with the given headers (`initialize`,
                    /api/kbs with the same headers>. "
 
 Options: --pid-file PATH  write this process's pid there at start (tests check it is gone);
-         --key-file PATH, --server-pid PID, --daemon-pid-file PATH for the hostile directives;
+         --key-file PATH, --server-pid PID, --daemon-pid-file PATH, --probe PATH (repeatable)
+                          for the hostile directives;
          --mcp-http       take MCP servers over HTTP (above);
          --mcp-dump PATH  write the `mcpServers` it received there as JSON (the tests use its
                           token after the run);
@@ -53,6 +57,7 @@ Options: --pid-file PATH  write this process's pid there at start (tests check i
                           (an agent that cannot reach its provider at start).
 """
 
+import errno
 import json
 import os
 import re
@@ -64,8 +69,9 @@ import urllib.request
 import uuid
 
 PROTOCOL_VERSION = 1
-DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write|env|steal|daemon|hugeline|probe|open:[0-9a-fA-F-]+)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|hang|crash|write|env|steal|daemon|hugeline|confine|probe|open:[0-9a-fA-F-]+)\]\]")
 OPTIONS = {}
+PROBES = []  # --probe PATH, repeatable ([[confine]])
 SENTENCE_END = re.compile(r"(?<=[.!?\u3002\uff01\uff1f])\s")
 
 _write_lock = threading.Lock()
@@ -166,6 +172,31 @@ def try_read(path):
         return "denied (%s)" % (e.strerror or e.errno)
 
 
+def probe(path):
+    """"read" when the directory could be listed or the file read, else the errno's name."""
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            with open(path, "rb") as f:
+                f.read(64)
+        return "read"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
+def home_round_trip():
+    """Write a file in HOME and read it back: "ok", or the errno's name."""
+    path = os.path.join(os.environ.get("HOME", "/nonexistent"), "confine-check.txt")
+    try:
+        with open(path, "w") as f:
+            f.write("mine")
+        with open(path) as f:
+            return "ok" if f.read() == "mine" else "different"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+
+
 def daemonize(pid_file):
     """Double-fork a setsid child that outlives its parents unless killed; wait for its pid."""
     r, w = os.pipe()
@@ -198,6 +229,8 @@ def hostile(directives):
             report["serverEnviron"] = try_read("/proc/%s/environ" % OPTIONS["server-pid"])
         report["parentEnviron"] = try_read("/proc/%d/environ" % os.getppid())
         return json.dumps(report)
+    if "confine" in directives:
+        return json.dumps({"probes": {p: probe(p) for p in PROBES}, "home": home_round_trip()})
     if "daemon" in directives:
         daemonize(OPTIONS["daemon-pid-file"])
         return "Daemon started."
@@ -399,6 +432,7 @@ def main():
     for name in ("pid-file", "key-file", "server-pid", "daemon-pid-file", "mcp-dump"):
         if "--" + name in args:
             OPTIONS[name] = args[args.index("--" + name) + 1]
+    PROBES.extend(args[i + 1] for i, a in enumerate(args[:-1]) if a == "--probe")
     for flag in ("mcp-http", "fail-auth", "die-on-init"):
         if "--" + flag in args:
             FLAGS.add(flag)

@@ -119,6 +119,15 @@ pub struct AgentsConfig {
     /// The longest line an ACP agent may write (MNOTE_ACP_MAX_LINE_BYTES, default 8 MiB);
     /// longer fails the run as `acp_line_too_long`.
     pub acp_max_line_bytes: usize,
+    /// Whether ACP agents' file access is confined by the kernel (MNOTE_ACP_SANDBOX, `on` by
+    /// default; `off` only when the operator says so).
+    pub acp_sandbox: AcpSandbox,
+    /// More paths a confined agent may read and execute beneath (MNOTE_ACP_READ_PATHS,
+    /// `:`-separated, absolute): its installation, beyond the system directories.
+    pub acp_read_paths: Vec<PathBuf>,
+    /// Paths a confined agent may also write beneath (MNOTE_ACP_WRITE_PATHS, `:`-separated,
+    /// absolute), beyond its run's own directory. Shared by every team's runs.
+    pub acp_write_paths: Vec<PathBuf>,
     /// Runs one process executes at once (more wait as `pending`).
     pub max_concurrent_runs: usize,
     /// Runs one member may have pending or running at once (MNOTE_MAX_RUNS_PER_USER); the next
@@ -156,6 +165,9 @@ impl AgentsConfig {
             acp_env: acp_env_names(var("MNOTE_ACP_ENV").as_deref().unwrap_or(""))?,
             acp_user: var("MNOTE_ACP_USER").map(|u| u.trim().to_string()).filter(|u| !u.is_empty()),
             acp_max_line_bytes: parse("MNOTE_ACP_MAX_LINE_BYTES", DEFAULT_ACP_MAX_LINE_BYTES)?.max(1024),
+            acp_sandbox: parse("MNOTE_ACP_SANDBOX", AcpSandbox::On)?,
+            acp_read_paths: absolute_paths("MNOTE_ACP_READ_PATHS", var("MNOTE_ACP_READ_PATHS").as_deref())?,
+            acp_write_paths: absolute_paths("MNOTE_ACP_WRITE_PATHS", var("MNOTE_ACP_WRITE_PATHS").as_deref())?,
             max_concurrent_runs: parse("MNOTE_MAX_CONCURRENT_RUNS", 8usize)?.max(1),
             max_runs_per_user: parse("MNOTE_MAX_RUNS_PER_USER", 4i64)?.max(1),
             max_answer_bytes: parse("MNOTE_RUN_MAX_ANSWER_BYTES", 1024 * 1024usize)?.max(1024),
@@ -164,6 +176,19 @@ impl AgentsConfig {
             max_line_bytes: parse("MNOTE_AGENT_MAX_LINE_BYTES", 1024 * 1024usize)?.max(1024),
             extra_fields: var("MNOTE_AGENT_EXTRA_FIELDS"),
         })
+    }
+
+    /// How ACP agents' file access is confined on this machine, for `/readyz` and the admin
+    /// page: `landlock` (with the kernel's ABI), `mount_namespace`, `unavailable` (their runs
+    /// fail: `agent_sandbox_unavailable`) or `off` (MNOTE_ACP_SANDBOX=off).
+    pub fn acp_confinement(&self) -> (&'static str, Option<i32>) {
+        use crate::platform::supervise::confine::{Available, available};
+        match (self.acp_sandbox, available()) {
+            (AcpSandbox::Off, _) => ("off", None),
+            (AcpSandbox::On, Available::Landlock { abi }) => ("landlock", Some(abi)),
+            (AcpSandbox::On, Available::MountNamespace) => ("mount_namespace", None),
+            (AcpSandbox::On, Available::Nothing) => ("unavailable", None),
+        }
     }
 
     /// Nothing allowed, no ACP command, short timeouts.
@@ -178,6 +203,9 @@ impl AgentsConfig {
             acp_env: Vec::new(),
             acp_user: None,
             acp_max_line_bytes: DEFAULT_ACP_MAX_LINE_BYTES,
+            acp_sandbox: AcpSandbox::On,
+            acp_read_paths: Vec::new(),
+            acp_write_paths: Vec::new(),
             max_concurrent_runs: 8,
             // Tests create runs back to back; the limit's own test lowers it.
             max_runs_per_user: 50,
@@ -226,6 +254,41 @@ pub fn agent_allowed_urls(value: Option<&str>) -> Vec<String> {
 /// message with a long answer chunk or tool input).
 pub const DEFAULT_ACP_MAX_LINE_BYTES: usize = 8 << 20;
 
+/// MNOTE_ACP_SANDBOX: whether ACP agents' file access is confined (`on`) or, by the
+/// operator's explicit choice, not (`off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcpSandbox {
+    /// Landlock, else a mount namespace, else the agent does not start
+    /// (`agent_sandbox_unavailable`).
+    On,
+    /// No file-system confinement (the rest of the sandbox stays).
+    Off,
+}
+
+impl std::str::FromStr for AcpSandbox {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "on" => Ok(AcpSandbox::On),
+            "off" => Ok(AcpSandbox::Off),
+            _ => Err("expected on or off".into()),
+        }
+    }
+}
+
+/// A `:`-separated list of absolute paths (`name` for the error); unset or blank: none.
+pub fn absolute_paths(name: &str, list: Option<&str>) -> anyhow::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for part in list.unwrap_or_default().split(':').map(str::trim).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(part);
+        if !p.is_absolute() {
+            bail!("{name}: {part:?} is not an absolute path");
+        }
+        paths.push(p);
+    }
+    Ok(paths)
+}
+
 /// The names of MNOTE_ACP_ENV: comma-separated variable names, none of the server's own.
 pub fn acp_env_names(list: &str) -> anyhow::Result<Vec<String>> {
     let mut names = Vec::new();
@@ -256,6 +319,9 @@ pub struct RagConfig {
     /// The key secrets are sealed with at rest: MNOTE_SECRET_KEY (64 hex digits or base64),
     /// else the file MNOTE_SECRET_KEY_FILE, else `<data dir>/secret.key` (`./dev` creates it).
     pub secret_key: Option<crate::platform::crypto::MasterKey>,
+    /// MNOTE_SECRET_KEY_FILE when set (the key file an ACP agent must never read; the
+    /// default one is in the data dir).
+    pub secret_key_file: Option<PathBuf>,
     /// How often the background sync looks at every binding (it also runs on source changes).
     pub sync_interval: Duration,
     /// Kinds sent to LightRAG as the file, for LightRAG to parse (MNOTE_RAG_UPLOAD_KINDS,
@@ -289,6 +355,7 @@ impl RagConfig {
             timeout: Duration::from_secs(parse("MNOTE_RAG_TIMEOUT_SECS", 30u64)?.max(1)),
             max_body_bytes: parse("MNOTE_RAG_MAX_BODY_BYTES", 16 * 1024 * 1024usize)?.max(1024),
             secret_key,
+            secret_key_file: var("MNOTE_SECRET_KEY_FILE").map(PathBuf::from),
             sync_interval: Duration::from_secs(parse("MNOTE_RAG_SYNC_INTERVAL_SECS", 30u64)?.max(1)),
             drift_ttl: Duration::from_secs(parse("MNOTE_RAG_DRIFT_TTL_SECS", 30u64)?.max(1)),
             upload_kinds: match var("MNOTE_RAG_UPLOAD_KINDS") {
@@ -310,6 +377,7 @@ impl RagConfig {
             timeout: Duration::from_secs(5),
             max_body_bytes: 16 * 1024 * 1024,
             secret_key: Some(crate::platform::crypto::MasterKey::generate()),
+            secret_key_file: None,
             sync_interval: Duration::from_secs(1),
             drift_ttl: Duration::from_secs(1),
             upload_kinds: vec![crate::evidence::SourceKind::Markdown, crate::evidence::SourceKind::Text],
@@ -635,6 +703,19 @@ mod tests {
         let s = SecretString::new("tok-123");
         assert_eq!(format!("{s:?} {s}"), "[redacted] [redacted]");
         assert_eq!(s.expose(), "tok-123");
+    }
+
+    #[test]
+    fn the_acp_sandbox_setting_is_on_or_off_and_its_paths_absolute() {
+        assert_eq!("on".parse::<AcpSandbox>(), Ok(AcpSandbox::On));
+        assert_eq!("off".parse::<AcpSandbox>(), Ok(AcpSandbox::Off));
+        for bad in ["", "no", "OFF", "false", "0"] {
+            assert!(bad.parse::<AcpSandbox>().is_err(), "{bad}: a value that does not parse is no default");
+        }
+        let paths = absolute_paths("X", Some("/opt/agent: /srv/agent-home :")).unwrap();
+        assert_eq!(paths, [PathBuf::from("/opt/agent"), PathBuf::from("/srv/agent-home")]);
+        assert!(absolute_paths("X", None).unwrap().is_empty());
+        assert!(absolute_paths("X", Some("/opt/a:relative/b")).is_err());
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub async fn healthz() -> &'static str {
 /// "vector": …}`. An unhealthy vector side (`vector.code = "vector_backend_unavailable"`)
 /// leaves the service ready but degraded: lexical search, the viewer and ingest keep working.
 /// So does a configured read replica that serves no reads (`readReplica.status` `down` or
-/// `lagging`: reads go to the primary).
+/// `lagging`: reads go to the primary). `acpSandbox` says how ACP agents are confined.
 pub async fn readyz(State(state): State<AppState>) -> Response {
     let (code, database) = match db::is_migrated(&state.pool).await {
         Ok(true) => (StatusCode::OK, "ok"),
@@ -67,7 +67,28 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         (StatusCode::OK, _, _) => "degraded",
         _ => "unavailable",
     };
-    (code, Json(Readiness { status, database, vector, read_replica })).into_response()
+    let acp_sandbox = acp_sandbox_report(&state.config);
+    (code, Json(Readiness { status, database, vector, read_replica, acp_sandbox })).into_response()
+}
+
+/// How an ACP agent's file access is confined here (it never makes the service unready: a
+/// run that cannot be confined fails on its own, `agent_sandbox_unavailable`).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AcpSandboxReport {
+    /// `landlock`, `mount_namespace`, `unavailable` (ACP runs fail), `off` (the operator
+    /// opted out: MNOTE_ACP_SANDBOX=off), `not_configured` (no ACP command).
+    confinement: &'static str,
+    /// The kernel's Landlock ABI (whether or not it is used).
+    landlock_abi: Option<i32>,
+}
+
+fn acp_sandbox_report(cfg: &crate::config::Config) -> AcpSandboxReport {
+    let confinement = match cfg.agents.acp_command {
+        None => "not_configured",
+        Some(_) => cfg.agents.acp_confinement().0,
+    };
+    AcpSandboxReport { confinement, landlock_abi: crate::platform::supervise::confine::landlock_abi() }
 }
 
 /// The body of `/readyz`.
@@ -78,6 +99,7 @@ struct Readiness {
     database: &'static str,
     vector: crate::search::vector_health::Report,
     read_replica: db::read::Report,
+    acp_sandbox: AcpSandboxReport,
 }
 
 /// The vector side as `/readyz` and `/metrics` show it (`off` without an embedder).

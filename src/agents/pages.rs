@@ -71,6 +71,9 @@ struct AgentTab {
     preset: String,
     /// What the last "list models" / "test connection" of this agent found.
     outcome: Option<ConnectOutcome>,
+    /// For admins, on the tab of an agent that runs the operator's ACP command: how its file
+    /// access is confined here (`(confinement, words)`).
+    sandbox: Option<(&'static str, String)>,
 }
 
 /// The result of a check on the settings page, in the reader's language.
@@ -89,6 +92,13 @@ impl AgentTab {
     fn descriptor(&self) -> &Descriptor {
         &self.d
     }
+}
+
+/// How the operator's ACP agent is confined here: the confinement's name and the admin
+/// page's words for it (`/readyz` says the same in `acpSandbox`).
+fn acp_sandbox_words(ctx: &PageCtx, cfg: &crate::config::Config) -> (&'static str, String) {
+    let (name, abi) = cfg.agents.acp_confinement();
+    (name, ctx.tk("agents.sandbox", name).replace("{abi}", &abi.map(|a| a.to_string()).unwrap_or_default()))
 }
 
 /// What a descriptor's agent runs on, in words (the Page AI picker says the same).
@@ -206,7 +216,8 @@ async fn page_with(
                 Some((a, _)) if a.as_str() == x.agent_id => extra.outcome.take().map(|(_, o)| o),
                 _ => None,
             };
-            AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone(), preset, outcome }
+            let sandbox = (is_admin && x.runtime_provider == Provider::Acp).then(|| acp_sandbox_words(&page.ctx, &state.config));
+            AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone(), preset, outcome, sandbox }
         })
         .collect();
     let resp = render(SettingsPage {

@@ -7,8 +7,8 @@ pub async fn serve() -> anyhow::Result<()> {
     let cfg = Config::from_env()?;
     tracing::info!(?cfg, "starting");
     if cfg.agents.acp_command.is_some() {
-        let key_file = std::env::var_os("MNOTE_SECRET_KEY_FILE").map(std::path::PathBuf::from);
-        for warning in crate::agents::acp::sandbox::prepare_server(&cfg.data_dir, key_file) {
+        let key_file = cfg.rag.secret_key_file.clone();
+        for warning in crate::agents::acp::sandbox::prepare_server(&cfg.data_dir, key_file, cfg.agents.acp_sandbox) {
             tracing::warn!("ACP sandbox: {warning}");
         }
     }

@@ -374,7 +374,12 @@ async fn switching_knowledge_rag_off_changes_the_tools_offered_to_the_acp_agent(
     let log = dir.path().join("stdin.jsonl");
     let pid = dir.path().join("agent.pid");
     let line = format!("tee -a '{}' | exec python3 '{}' --pid-file '{}'", log.display(), acp_script(), pid.display());
-    let t = team(move |c| c.agents.acp_command = Some(vec!["sh".into(), "-c".into(), line])).await;
+    let writable = dir.path().to_path_buf();
+    let t = team(move |c| {
+        c.agents.acp_command = Some(vec!["sh".into(), "-c".into(), line]);
+        crate::fixtures::let_the_test_agent_work(c, &writable);
+    })
+    .await;
     bind_rag(&t).await;
     let (st, v) =
         t.member.send_json("PATCH", "/api/page-ai/preferences", json!({"ai.agent.reasonix.profile_id": "night-shift"})).await;

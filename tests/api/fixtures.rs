@@ -289,3 +289,10 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
 pub fn acp_agent_script() -> String {
     crate::files::acp_agent_script().to_string_lossy().into_owned()
 }
+
+/// What the test ACP agent needs beyond the sandbox's defaults (its file access is confined):
+/// to read its script's directory, and to write its pid file and dumps in `writable`.
+pub fn let_the_test_agent_work(c: &mut mnote::config::Config, writable: &Path) {
+    c.agents.acp_read_paths = vec![crate::files::acp_agent_script().parent().unwrap().to_path_buf()];
+    c.agents.acp_write_paths = vec![writable.to_path_buf()];
+}

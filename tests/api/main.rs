@@ -39,6 +39,7 @@ mod pages;
 mod preferences;
 mod read_replica;
 mod runs_acp;
+mod runs_acp_sandbox;
 mod runs_builtin;
 mod runs_journal;
 mod runs_openai;

@@ -11,7 +11,7 @@ use crate::{files::third_party_acp_agent, fixtures::*, helpers::*};
 
 const HANDBOOK: &str = "# Warehouse handbook\n\nAcme Robotics builds warehouse robots in Lyon.\n\n## Charging\n\nThe robots charge overnight in the north hall. Each robot reports its battery level to the fleet controller every minute.\n";
 
-fn agent_script() -> String {
+pub(crate) fn agent_script() -> String {
     acp_agent_script()
 }
 
@@ -23,13 +23,14 @@ async fn acp_app(pid_file: &Path, tweak: impl FnOnce(&mut mnote::config::Config)
     let command = vec!["python3".into(), agent_script(), "--pid-file".into(), pid_file.to_string_lossy().into_owned()];
     spawn_app_with(|c| {
         c.agents.acp_command = Some(command);
+        let_the_test_agent_work(c, dir);
         tweak(c);
     })
     .await
 }
 
 /// A tenant with the handbook indexed in a KB.
-async fn seeded(app: &TestApp) -> Kb {
+pub(crate) async fn seeded(app: &TestApp) -> Kb {
     let k = kb_with_grant(app).await;
     app.write_doc("team/notes/handbook.md", HANDBOOK);
     register(&k, app, "team/notes").await;
@@ -37,7 +38,7 @@ async fn seeded(app: &TestApp) -> Kb {
     k
 }
 
-async fn start(k: &Kb, prompt: &str) -> Value {
+pub(crate) async fn start(k: &Kb, prompt: &str) -> Value {
     let body = json!({
         "requestId": format!("req-{}", uuid::Uuid::new_v4().simple()),
         "sessionId": "session-acp",
@@ -50,12 +51,12 @@ async fn start(k: &Kb, prompt: &str) -> Value {
     run
 }
 
-fn id_of(run: &Value) -> String {
+pub(crate) fn id_of(run: &Value) -> String {
     run["hostRunId"].as_str().unwrap_or_else(|| panic!("{run}")).to_string()
 }
 
 /// Poll the run until it is completed, failed or cancelled.
-async fn finished(k: &Kb, id: &str) -> Value {
+pub(crate) async fn finished(k: &Kb, id: &str) -> Value {
     for _ in 0..600 {
         let (st, run) = k.client.get_json(&format!("/api/page-ai/runs/{id}")).await;
         assert_eq!(st, StatusCode::OK, "{run}");
@@ -318,13 +319,14 @@ async fn hostile_app(dir: &Path, tweak: impl FnOnce(&mut mnote::config::Config))
             "--daemon-pid-file".into(),
             s(&daemon_file),
         ]);
+        let_the_test_agent_work(c, dir);
         tweak(c);
     })
     .await
 }
 
 /// The JSON report a hostile directive answers with.
-async fn report(k: &Kb, directive: &str) -> Value {
+pub(crate) async fn report(k: &Kb, directive: &str) -> Value {
     let run = finished(k, &id_of(&start(k, &format!("{directive} Where do the robots charge?")).await)).await;
     assert_eq!(run["status"], "completed", "{run}");
     serde_json::from_str(run["answer"].as_str().unwrap()).unwrap_or_else(|e| panic!("{e}: {run}"))
@@ -409,13 +411,14 @@ async fn acp_app_with_args(dir: &Path, extra: &[&str], tweak: impl FnOnce(&mut m
     command.extend(extra.iter().map(|s| s.to_string()));
     spawn_app_with(|c| {
         c.agents.acp_command = Some(command);
+        let_the_test_agent_work(c, dir);
         tweak(c);
     })
     .await
 }
 
 /// Another tenant ("globex") with a document about charging robots, and one of its evidence ids.
-async fn foreign_evidence(app: &TestApp) -> (String, Kb) {
+pub(crate) async fn foreign_evidence(app: &TestApp) -> (String, Kb) {
     let s = app.bootstrap("globex", "owner@globex.test").await;
     let client = app.api(s.tenant_id, s.user_id).await;
     std::fs::create_dir_all(app.docs.join("globex")).unwrap();
@@ -666,8 +669,16 @@ async fn a_third_party_acp_agent_completes_a_run_and_is_refused_permission() {
     // The example agent of the pinned npm @agentclientprotocol/sdk: it streams two chunks,
     // reports a read tool call, then asks permission for an edit, and stops there when the
     // permission request is cancelled (as MNote answers every one).
-    let agent = third_party_acp_agent().to_string_lossy().into_owned();
-    let app = spawn_app_with(|c| c.agents.acp_command = Some(vec![node(), agent])).await;
+    let agent = third_party_acp_agent();
+    // Its package and the one it imports, beside it in the copy's node_modules (confined
+    // agents read only what they are given).
+    let modules = agent.ancestors().find(|a| a.ends_with("node_modules")).unwrap().to_path_buf();
+    let agent = agent.to_string_lossy().into_owned();
+    let app = spawn_app_with(|c| {
+        c.agents.acp_command = Some(vec![node(), agent]);
+        c.agents.acp_read_paths = vec![modules];
+    })
+    .await;
     let k = seeded(&app).await;
     let id = id_of(&start(&k, "Improve the project configuration.").await);
     let run = finished(&k, &id).await;

@@ -8,7 +8,10 @@
 //!    agent's HOME and TMPDIR), sandboxed by the supervisor ([`Supervised::sandboxed`]):
 //!    under its address-space limit, with an allow-listed environment ([`sandbox`]: never
 //!    the server's database URLs, keys or tokens, only what MNOTE_ACP_ENV names), without
-//!    new privileges, as MNOTE_ACP_USER (default `nobody`) when the server runs as root;
+//!    new privileges, as MNOTE_ACP_USER (default `nobody`) when the server runs as root,
+//!    its file access confined by the kernel ([`sandbox::FsPolicy`]: Landlock, else a mount
+//!    namespace; with neither the run fails with `agent_sandbox_unavailable` unless the
+//!    operator set MNOTE_ACP_SANDBOX=off);
 //! 2. `initialize` (protocol version 1; client capabilities: no file system, no terminal),
 //!    `session/new` (our tools in `_meta`, see below; `mcpServers` holds our `/mcp` with the
 //!    run's token when the agent advertises `mcpCapabilities.http`, see below), `session/prompt`
@@ -80,7 +83,7 @@ use self::{
 };
 use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput};
 use crate::{
-    config::Config,
+    config::{AcpSandbox, Config},
     platform::supervise::{Interactive, Sandbox, Supervised},
 };
 
@@ -100,6 +103,10 @@ pub struct AcpSettings {
     pub user: Option<String>,
     /// The longest line the agent may write (`acp_line_too_long`).
     pub max_line_bytes: usize,
+    /// MNOTE_ACP_SANDBOX: file access confined (`On`) or, by the operator's choice, not.
+    pub sandbox: AcpSandbox,
+    /// What a confined agent may reach ([`sandbox::FsPolicy`]).
+    pub fs: sandbox::FsPolicy,
 }
 
 impl AcpSettings {
@@ -112,10 +119,15 @@ impl AcpSettings {
             env: cfg.agents.acp_env.clone(),
             user: cfg.agents.acp_user.clone(),
             max_line_bytes: cfg.agents.acp_max_line_bytes,
+            sandbox: cfg.agents.acp_sandbox,
+            fs: sandbox::FsPolicy::from_config(cfg),
         }
     }
 }
 
+/// How long the shim may take to report the agent's confinement (it does before the program
+/// starts: building the ruleset lists a few directories).
+const CONFINEMENT_WAIT: Duration = Duration::from_secs(10);
 /// How long an ended agent's exit status and last stderr lines are waited for.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 /// Characters of the agent's stderr a failure quotes (its last lines).
@@ -145,7 +157,14 @@ impl AcpRuntime {
                 .map_err(|e| failed(format!("the agent's working directory: {e}")))?;
         }
         let env = sandbox::environment(std::env::vars_os(), &self.settings.env, workdir);
-        let confinement = Sandbox { shim: self.settings.shim.clone(), env, user };
+        let fs = match self.settings.sandbox {
+            AcpSandbox::Off => None,
+            AcpSandbox::On => {
+                let path = env.iter().find(|(n, _)| n == "PATH").map(|(_, v)| v.as_os_str());
+                Some(self.settings.fs.rules(program, path, workdir))
+            }
+        };
+        let confinement = Sandbox { shim: self.settings.shim.clone(), env, user, fs };
         Supervised::sandboxed(program, args, workdir, confinement)
             .memory_limit(self.settings.memory_bytes)
             .spawn_interactive()
@@ -340,6 +359,18 @@ impl AgentRuntime for AcpRuntime {
         Box::pin(async move {
             let workdir = WorkDir::create(input.host_run_id)?;
             let mut child = self.spawn(&workdir.0)?;
+            // The shim says how the agent is confined before the program runs: no
+            // confinement (and no opt-out), no run.
+            match sandbox::admit(self.settings.sandbox, child.confinement(CONFINEMENT_WAIT).await) {
+                Ok(c @ sandbox::Confinement::Landlock { full: false, .. }) => {
+                    tracing::warn!(confinement = %c, "ACP agent confined by an older Landlock: reading is, some writes not")
+                }
+                Ok(confinement) => tracing::debug!(%confinement, "ACP agent confined"),
+                Err(e) => {
+                    child.kill().await;
+                    return Err(e);
+                }
+            }
             let result = match self.converse(&mut child, &workdir.0, input, env).await {
                 Ok(done) => Ok(done),
                 Err(failure) => {

@@ -7,14 +7,17 @@
 //!
 //! A child that must not see the server (an ACP agent: someone else's program) is built with
 //! [`Supervised::sandboxed`]: it runs under the [`shim`] (`mnote sandbox-shim`), with only
-//! the environment it is given, optionally as another user, without new privileges, and
-//! the shim, a child subreaper, kills everything the child started (also what left its
-//! process group with `setsid`) when the child ends or the supervisor ends it (SIGTERM).
+//! the environment it is given, optionally as another user, without new privileges, with
+//! its file access confined by the kernel ([`confine`]: Landlock, else a mount namespace,
+//! else it does not start; [`Interactive::confinement`] tells which), and the shim, a child
+//! subreaper, kills everything the child started (also what left its process group with
+//! `setsid`) when the child ends or the supervisor ends it (SIGTERM).
 //!
 //! ```ignore
 //! let out = Supervised::new(cmd).memory_limit(2 << 30).timeout(Duration::from_secs(30)).run().await?;
 //! ```
 
+pub mod confine;
 pub mod shim;
 
 use std::{
@@ -46,6 +49,9 @@ pub struct Sandbox {
     /// Run the child as this `(uid, gid)`, with no supplementary groups (the server must run
     /// as root); `None`: the server's user.
     pub user: Option<(u32, u32)>,
+    /// What the child may open ([`confine`]); `None`: its file access is not confined (the
+    /// operator opted out).
+    pub fs: Option<confine::Rules>,
 }
 
 /// A child process to run under limits. Build with [`Supervised::new`], then [`run`](Self::run).
@@ -112,6 +118,18 @@ impl Supervised {
         cmd.arg(shim::SUBCOMMAND);
         if let Some((uid, gid)) = sandbox.user {
             cmd.arg("--uid").arg(uid.to_string()).arg("--gid").arg(gid.to_string());
+        }
+        match &sandbox.fs {
+            None => {
+                cmd.arg("--no-confine");
+            }
+            Some(rules) => {
+                for (flag, paths) in [("--read", &rules.read), ("--write", &rules.write), ("--hide", &rules.hide)] {
+                    for p in paths {
+                        cmd.arg(flag).arg(p);
+                    }
+                }
+            }
         }
         cmd.arg("--").arg(program).args(args).current_dir(cwd).env_clear().envs(sandbox.env);
         Supervised { sandboxed: true, ..Supervised::new(cmd) }
@@ -209,8 +227,15 @@ impl Supervised {
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let tail = Arc::new(Mutex::new(Vec::new()));
-        let stderr_reader = child.stderr.take().map(|e| tokio::spawn(keep_tail(e, tail.clone())));
-        Ok(Interactive { child, stdin, stdout, tail, stderr_reader, status: None, sandboxed })
+        // A sandboxed child's first stderr line is the shim's report.
+        let (report_tx, report) = if sandboxed {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let stderr_reader = child.stderr.take().map(|e| tokio::spawn(keep_tail(e, tail.clone(), report_tx)));
+        Ok(Interactive { child, stdin, stdout, tail, stderr_reader, status: None, sandboxed, report })
     }
 }
 
@@ -226,12 +251,22 @@ pub struct Interactive {
     status: Option<ExitStatus>,
     /// Started with [`Supervised::sandboxed`]: the child is the shim.
     sandboxed: bool,
+    /// The shim's report line (without [`confine::REPORT_PREFIX`]), once.
+    report: Option<tokio::sync::oneshot::Receiver<Option<String>>>,
 }
 
 impl Interactive {
     /// The child's pid while it has not been reaped.
     pub fn id(&self) -> Option<u32> {
         if self.status.is_some() { None } else { self.child.id() }
+    }
+
+    /// How a sandboxed child is confined, as its shim reported before the program started:
+    /// `None` when it reported nothing within `wait` (or nothing readable), or the child is
+    /// not sandboxed. Asked once.
+    pub async fn confinement(&mut self, wait: Duration) -> Option<Result<confine::Confinement, String>> {
+        let line = tokio::time::timeout(wait, self.report.take()?).await.ok()?.ok()??;
+        Some(line.parse())
     }
 
     /// The child's stdin (once).
@@ -331,15 +366,44 @@ impl Drop for Interactive {
     }
 }
 
-/// Keep the last [`STDERR_KEEP_BYTES`] of `r` in `tail` as they arrive, until its end.
-async fn keep_tail(mut r: impl AsyncRead + Unpin, tail: Arc<Mutex<Vec<u8>>>) {
+/// Keep the last [`STDERR_KEEP_BYTES`] of `r` in `tail` as they arrive, until its end. With
+/// `report`, the first line goes there instead when it is the shim's report (`None` when it
+/// is not, or stderr ended first).
+async fn keep_tail(
+    mut r: impl AsyncRead + Unpin,
+    tail: Arc<Mutex<Vec<u8>>>,
+    mut report: Option<tokio::sync::oneshot::Sender<Option<String>>>,
+) {
+    // Bytes read before the first line's end (with `report` only).
+    let mut first = Vec::new();
     let mut buf = [0u8; 4096];
     while let Ok(n) = r.read(&mut buf).await {
         if n == 0 {
+            if let Some(tx) = report.take() {
+                let _ = tx.send(None);
+                tail.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&first);
+            }
             return;
         }
+        let mut bytes = &buf[..n];
+        if report.is_some() {
+            let end = bytes.iter().position(|&b| b == b'\n');
+            first.extend_from_slice(&bytes[..end.map_or(bytes.len(), |e| e + 1)]);
+            if end.is_none() && first.len() <= STDERR_KEEP_BYTES {
+                continue;
+            }
+            bytes = &bytes[end.map_or(bytes.len(), |e| e + 1)..];
+            let line = String::from_utf8_lossy(&first).trim_end().to_string();
+            let ours = line.strip_prefix(confine::REPORT_PREFIX).map(str::to_string);
+            if ours.is_none() {
+                tail.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&first);
+            }
+            if let Some(tx) = report.take() {
+                let _ = tx.send(ours);
+            }
+        }
         let mut kept = tail.lock().unwrap_or_else(|e| e.into_inner());
-        kept.extend_from_slice(&buf[..n]);
+        kept.extend_from_slice(bytes);
         if kept.len() > STDERR_KEEP_BYTES {
             let excess = kept.len() - STDERR_KEEP_BYTES;
             kept.drain(..excess);

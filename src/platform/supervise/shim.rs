@@ -1,16 +1,22 @@
-//! The sandbox shim: `mnote sandbox-shim [--uid U --gid G] -- PROGRAM ARGS…`, the child
-//! side of [`Supervised::sandboxed`](super::Supervised::sandboxed). Dispatched from `main`
-//! before any runtime starts, so it is one thread and uses plain system calls.
+//! The sandbox shim: `mnote sandbox-shim [--uid U --gid G] [--no-confine | --read P…
+//! --write P… --hide P… [--mount-namespace]] -- PROGRAM ARGS…`, the child side of
+//! [`Supervised::sandboxed`](super::Supervised::sandboxed). Dispatched from `main` before any
+//! runtime starts, so it is one thread and uses plain system calls (Landlock's
+//! `restrict_self` confines the calling thread: here, the only one).
 //!
 //! 1. It becomes a child subreaper (`PR_SET_CHILD_SUBREAPER`): whatever its program starts
 //!    and orphans (double forks, `setsid` daemons) is re-parented to it, not to init;
-//! 2. it starts PROGRAM with the environment it was given (the supervisor's allow-list),
+//! 2. it confines the program's file access ([`confine`](super::confine): Landlock, else a
+//!    mount namespace, else the program does not start and the shim exits with
+//!    [`SANDBOX_UNAVAILABLE`]), unless `--no-confine` (the operator opted out), and says which
+//!    in the first line of its stderr;
+//! 3. it starts PROGRAM with the environment it was given (the supervisor's allow-list),
 //!    with `PR_SET_NO_NEW_PRIVS`, and, given `--uid/--gid` (only when it runs as root), as
 //!    that user with no supplementary groups; it keeps no stdin/stdout of its own;
-//! 3. when PROGRAM ends, or on SIGTERM/SIGINT/SIGHUP (the supervisor ending the run), it
+//! 4. when PROGRAM ends, or on SIGTERM/SIGINT/SIGHUP (the supervisor ending the run), it
 //!    kills every process below it with SIGKILL, again as orphans come to it, until it has
 //!    no child left (bounded by [`CLEANUP_LIMIT`]);
-//! 4. it ends the way PROGRAM ended: the same exit code, or the same signal.
+//! 5. it ends the way PROGRAM ended: the same exit code, or the same signal.
 //!
 //! It is not dumpable (`PR_SET_DUMPABLE` 0): a program of the same uid can neither ptrace it
 //! nor read its `/proc/<pid>/environ`.
@@ -18,9 +24,12 @@
 use std::{
     ffi::OsString,
     os::unix::process::CommandExt,
+    path::PathBuf,
     process::{Command, ExitCode},
     time::{Duration, Instant},
 };
+
+use super::confine::{self, Available, Confinement, Rules, SANDBOX_UNAVAILABLE};
 
 /// The hidden subcommand (`mnote sandbox-shim`).
 pub const SUBCOMMAND: &str = "sandbox-shim";
@@ -47,6 +56,11 @@ pub fn dispatch() -> Option<ExitCode> {
 #[derive(Debug, PartialEq)]
 struct Invocation {
     user: Option<(u32, u32)>,
+    /// What the program may open; `None`: not confined (`--no-confine`).
+    fs: Option<Rules>,
+    /// `--mount-namespace`: the fallback even where Landlock is available (how its test runs
+    /// it on a kernel with Landlock; the supervisor never asks for it).
+    mounts_only: bool,
     program: OsString,
     args: Vec<OsString>,
 }
@@ -54,15 +68,24 @@ struct Invocation {
 impl Invocation {
     fn parse(args: Vec<OsString>) -> Result<Self, String> {
         let (mut uid, mut gid) = (None, None);
+        let (mut rules, mut no_confine, mut mounts_only) = (Rules::default(), false, false);
         let mut it = args.into_iter();
         loop {
             let arg = it.next().ok_or("no `--` before the program")?;
             let number = |v: Option<OsString>| -> Result<u32, String> {
                 v.and_then(|v| v.to_str().and_then(|s| s.parse().ok())).ok_or_else(|| "a bad --uid/--gid".to_string())
             };
+            let path = |v: Option<OsString>| -> Result<PathBuf, String> {
+                v.map(PathBuf::from).filter(|p| p.is_absolute()).ok_or_else(|| format!("{arg:?} wants an absolute path"))
+            };
             match arg.to_str() {
                 Some("--uid") => uid = Some(number(it.next())?),
                 Some("--gid") => gid = Some(number(it.next())?),
+                Some("--read") => rules.read.push(path(it.next())?),
+                Some("--write") => rules.write.push(path(it.next())?),
+                Some("--hide") => rules.hide.push(path(it.next())?),
+                Some("--no-confine") => no_confine = true,
+                Some("--mount-namespace") => mounts_only = true,
                 Some("--") => break,
                 _ => return Err(format!("unknown argument {arg:?}")),
             }
@@ -72,8 +95,35 @@ impl Invocation {
             (None, None) => None,
             _ => return Err("--uid and --gid go together".into()),
         };
+        let fs = match (no_confine, rules == Rules::default()) {
+            (false, _) => Some(rules),
+            (true, true) => None,
+            (true, false) => return Err("--no-confine takes no --read/--write/--hide".into()),
+        };
         let program = it.next().ok_or("no program")?;
-        Ok(Invocation { user, program, args: it.collect() })
+        Ok(Invocation { user, fs, mounts_only, program, args: it.collect() })
+    }
+}
+
+/// How the program is confined, decided before it starts.
+enum Plan {
+    Off,
+    /// Enforced in the child between fork and exec (the kernel's ABI).
+    Landlock(landlock::RulesetCreated, i32),
+    /// This process is already in its covered mount namespace.
+    Mounted,
+}
+
+/// The confinement `fs` asks for, with what this machine offers; an error when there is none.
+fn prepare(fs: Option<&Rules>, mounts_only: bool) -> Result<Plan, String> {
+    let Some(rules) = fs else { return Ok(Plan::Off) };
+    if mounts_only {
+        return confine::hide_with_mounts(&rules.hide).map(|()| Plan::Mounted);
+    }
+    match confine::available() {
+        Available::Landlock { abi } => Ok(Plan::Landlock(confine::landlock_ruleset(rules)?, abi)),
+        Available::MountNamespace => confine::hide_with_mounts(&rules.hide).map(|()| Plan::Mounted),
+        Available::Nothing => Err("the kernel offers no Landlock and the server is not root (no mount namespace)".into()),
     }
 }
 
@@ -90,6 +140,10 @@ fn run(inv: Invocation) -> ExitCode {
         // Blocked here and taken with sigwaitinfo; the program starts with none blocked.
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
+    };
+    let plan = match prepare(inv.fs.as_ref(), inv.mounts_only) {
+        Ok(plan) => plan,
+        Err(why) => return unavailable(why),
     };
     let mut cmd = Command::new(&inv.program);
     cmd.args(&inv.args);
@@ -109,8 +163,25 @@ fn run(inv: Invocation) -> ExitCode {
             Ok(())
         });
     }
+    match plan {
+        Plan::Off => confine::report(&Confinement::Off),
+        Plan::Mounted => confine::report(&Confinement::MountNamespace),
+        Plan::Landlock(ruleset, abi) => {
+            // After the std's setuid and the closure above (no_new_privs); the child reports.
+            let mut ruleset = Some(ruleset);
+            // SAFETY: this process has one thread, so the child may allocate; restrict_self
+            // is a system call on the ruleset's descriptor.
+            unsafe {
+                cmd.pre_exec(move || ruleset.take().map_or(Ok(()), |r| confine::enforce(r, abi)));
+            }
+        }
+    }
     let program = match cmd.spawn() {
         Ok(child) => child.id() as libc::pid_t,
+        Err(e) if e.raw_os_error() == Some(confine::NOT_CONFINED_ERRNO) => {
+            eprintln!("mnote sandbox-shim: {} was not started: it could not be confined", inv.program.to_string_lossy());
+            return ExitCode::from(SANDBOX_UNAVAILABLE);
+        }
         Err(e) => {
             eprintln!("mnote sandbox-shim: cannot start {}: {e}", inv.program.to_string_lossy());
             return ExitCode::from(CANNOT_START);
@@ -132,6 +203,13 @@ fn run(inv: Invocation) -> ExitCode {
     }
     kill_descendants(program, &mut status);
     end_like(status)
+}
+
+/// No confinement: say so (the first stderr line) and do not start the program.
+fn unavailable(why: String) -> ExitCode {
+    confine::report(&Confinement::Unavailable(why.clone()));
+    eprintln!("mnote sandbox-shim: the program was not started: {why}");
+    ExitCode::from(SANDBOX_UNAVAILABLE)
 }
 
 /// Stdin and stdout become `/dev/null`: the supervisor's pipes then close when the program
@@ -231,8 +309,15 @@ mod tests {
         let inv = Invocation::parse(args(&["--uid", "65534", "--gid", "65534", "--", "python3", "a.py", "--x"])).unwrap();
         assert_eq!(inv.user, Some((65534, 65534)));
         assert_eq!((inv.program.to_str(), inv.args), (Some("python3"), args(&["a.py", "--x"])));
-        let inv = Invocation::parse(args(&["--", "agent"])).unwrap();
-        assert_eq!((inv.user, inv.args.len()), (None, 0));
+        assert_eq!(inv.fs, Some(Rules::default()), "confined unless told otherwise");
+        let inv = Invocation::parse(args(&["--no-confine", "--", "agent"])).unwrap();
+        assert_eq!((inv.user, inv.fs, inv.args.len()), (None, None, 0));
+        let inv = Invocation::parse(args(&["--read", "/usr", "--write", "/tmp/run", "--hide", "/data", "--", "a"])).unwrap();
+        let rules = Rules { read: vec!["/usr".into()], write: vec!["/tmp/run".into()], hide: vec!["/data".into()] };
+        assert_eq!(inv.fs, Some(rules));
+        assert!(Invocation::parse(args(&["--no-confine", "--read", "/usr", "--", "a"])).is_err());
+        assert!(Invocation::parse(args(&["--read", "usr", "--", "a"])).is_err(), "relative");
+        assert!(Invocation::parse(args(&["--hide", "/data", "--mount-namespace", "--", "a"])).unwrap().mounts_only);
         assert!(Invocation::parse(args(&["--uid", "1", "--", "a"])).is_err());
         assert!(Invocation::parse(args(&["agent"])).is_err());
         assert!(Invocation::parse(args(&["--"])).is_err());
