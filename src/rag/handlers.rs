@@ -18,6 +18,7 @@ use super::{
 use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
+    evidence::KbScope,
     search::handlers::{DocumentHit, DocumentSearchResponse, DocumentsQuery},
     state::AppState,
 };
@@ -190,7 +191,7 @@ pub async fn open_reference(
     if b.file_path.trim().is_empty() || b.file_path.len() > 1024 {
         return Err(AppError::invalid("filePath", "LightRAG's file_path of a reference"));
     }
-    Ok(Json(query::open_reference(&state, &auth, &b.file_path, b.quote.as_deref()).await?))
+    Ok(Json(query::open_reference(&state, &auth, &KbScope::Readable, &b.file_path, b.quote.as_deref()).await?))
 }
 
 /// A hit of `GET /api/search/documents`: an ordinary one, or text LightRAG holds (OCR) with

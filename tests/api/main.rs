@@ -38,6 +38,7 @@ mod ops;
 mod pages;
 mod preferences;
 mod read_replica;
+mod run_scope;
 mod runs_acp;
 mod runs_builtin;
 mod runs_journal;

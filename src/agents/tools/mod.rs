@@ -168,7 +168,7 @@ impl ToolBox {
     /// The same tools limited to `context` (its KBs searched, its sources first): a detached
     /// tool box for one KB (`mnote bench answers`).
     pub fn within(mut self, context: ContextRefs) -> Self {
-        self.env.context = context;
+        self.env.set_context(context);
         self
     }
 
