@@ -74,7 +74,7 @@ pub async fn put_binding(
 
 pub async fn get_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
     let mut tx = auth.tx(&state).await?;
-    crate::kbs::visible(&mut tx, &auth, kb).await?;
+    crate::kbs::readable(&mut tx, &auth, kb).await?;
     let b = binding::active(&mut tx, kb).await?.ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(Json(b.view()))
@@ -125,12 +125,15 @@ pub async fn status(State(state): State<AppState>, auth: Auth, Query(q): Query<S
     let mut tx = auth.tx(&state).await?;
     let bindings = match q.kb_id {
         Some(kb) => {
-            crate::kbs::visible(&mut tx, &auth, kb).await?;
+            crate::kbs::readable(&mut tx, &auth, kb).await?;
             binding::active(&mut tx, kb).await?.into_iter().collect()
         }
         None => {
-            let kbs: Vec<Uuid> =
-                crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
+            let kbs: Vec<Uuid> = crate::kbs::queries::list_readable(&mut tx, auth.user_id, auth.role.is_admin())
+                .await?
+                .into_iter()
+                .map(|k| k.id)
+                .collect();
             binding::active_for(&mut tx, &kbs).await?
         }
     };

@@ -37,6 +37,7 @@ mod openapi;
 mod ops;
 mod pages;
 mod preferences;
+mod private_kbs;
 mod read_replica;
 mod run_scope;
 mod runs_acp;

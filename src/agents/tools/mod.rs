@@ -318,7 +318,11 @@ impl ToolBox {
 async fn rag_bound(state: &AppState, actor: &Auth, context: &ContextRefs) -> sqlx::Result<bool> {
     let mut tx = actor.tx(state).await?;
     let kbs: Vec<Uuid> = if context.kb_ids.is_empty() {
-        crate::kbs::queries::list(&mut tx, actor.user_id, actor.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
+        crate::kbs::queries::list_readable(&mut tx, actor.user_id, actor.role.is_admin())
+            .await?
+            .into_iter()
+            .map(|k| k.id)
+            .collect()
     } else {
         context.kb_ids.clone()
     };
