@@ -300,8 +300,12 @@ async fn an_admin_transfers_and_deletes_a_private_kb_from_its_page_and_the_api()
     let t = team(&app).await;
     let kb = &t.private_kb;
 
-    // The KB page: name, owner, size and the two actions; no source list, no search box.
+    // The dashboard lists it with its size; the KB page: name, owner, size and the two
+    // actions; no source list, no search box.
     let mut browser = app.login("admin@acme.test").await;
+    let (_, html) = browser.page("/").await;
+    let item = html.split("<strong>alice private</strong>").nth(1).expect("the dashboard lists it");
+    assert!(item[..item.find("</li>").unwrap()].contains("1 sources"), "with its size");
     let (st, html) = browser.page(&format!("/kbs/{kb}")).await;
     assert_eq!(st, StatusCode::OK);
     for needle in
