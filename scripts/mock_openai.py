@@ -33,6 +33,9 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[textcall]]   the tool call written as plain text in `content` (a Hermes/Qwen-style
                  `<tool_call>{"name": …, "arguments": …}</tool_call>` block) instead of
                  `tool_calls`, finish reason `stop` (a model the server does not parse calls for)
+  [[read]] / [[open]] / [[outline]]  the one tool call is `mnote_evidence_read` / `_open`
+                 (`{"evidenceId": <the question>}`) / `_outline` (`{"sourceId": <the question>}`);
+                 after its tool message the answer is "<function>: <the error code, or ok>"
   [[history]]    no tool call: the answer lists the earlier user/assistant messages the request
                  carried before the last user message (role and text, oldest first), so a test
                  sees what a follow-up sent
@@ -132,7 +135,15 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history|read|open|outline)\]\]")
+
+# `[[read]]`, `[[open]]`, `[[outline]]`: the function called instead of the search, and its argument.
+BY_ID = {"read": ("mnote_evidence_read", "evidenceId"), "open": ("mnote_evidence_open", "evidenceId"),
+         "outline": ("mnote_evidence_outline", "sourceId")}
+
+
+def tool_name(flags):
+    return next((BY_ID[f][0] for f in BY_ID if f in flags), "mnote_evidence_search")
 NOTHING = "I found nothing relevant in the knowledge bases."
 
 
@@ -170,6 +181,16 @@ def script_for(body):
         return ("text", f"<tool_call>\n{call}\n</tool_call>"), flags
     if tools and "loop" in flags:  # a model that never stops searching
         return ("tool", json.dumps({"query": question}, ensure_ascii=False)), flags
+    by_id = next((BY_ID[f] for f in BY_ID if f in flags), None)
+    if tools and by_id and not tool_msgs:
+        return ("tool", json.dumps({by_id[1]: question})), flags
+    if by_id and tool_msgs:
+        try:
+            data = json.loads(text_of(tool_msgs[-1].get("content")) or "{}")
+        except ValueError:
+            data = {}
+        error = data.get("error") if isinstance(data, dict) else None
+        return ("text", f"{by_id[0]}: {error.get('code') if isinstance(error, dict) else 'ok'}"), flags
     if tool_msgs:
         try:
             data = json.loads(text_of(tool_msgs[-1].get("content")) or "{}")
@@ -228,7 +249,7 @@ def serve_scripted(handler, body):
         msg = {"role": "assistant", "content": payload if kind == "text" else None}
         if kind == "tool":
             msg["tool_calls"] = [{"id": call_id, "type": "function",
-                                  "function": {"name": "mnote_evidence_search", "arguments": payload}}]
+                                  "function": {"name": tool_name(flags), "arguments": payload}}]
         return handler.send_json(200, {"id": cid, "object": "chat.completion", "created": created, "model": model,
                                        "choices": [{"index": 0, "message": msg,
                                                     "finish_reason": "tool_calls" if kind == "tool" else "stop"}],
@@ -265,12 +286,12 @@ def serve_scripted(handler, body):
             n = len(payload)
             parts = [payload[: n // 3], payload[n // 3 : 2 * n // 3], payload[2 * n // 3 :]]
             send(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                        "function": {"name": "mnote_evidence_search", "arguments": parts[0]}}]}))
+                                        "function": {"name": tool_name(flags), "arguments": parts[0]}}]}))
             for p in parts[1:]:
                 time.sleep(0.02)
                 if "namerepeat" in flags:
                     send(chunk({"tool_calls": [{"index": 0, "id": call_id, "type": "function",
-                                                "function": {"name": "mnote_evidence_search", "arguments": p}}]}))
+                                                "function": {"name": tool_name(flags), "arguments": p}}]}))
                 else:
                     send(chunk({"tool_calls": [{"index": 0, "function": {"arguments": p}}]}))
             send(chunk(finish="tool_calls"))

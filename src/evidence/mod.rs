@@ -10,6 +10,40 @@ use uuid::Uuid;
 
 pub mod tools;
 
+/// Which knowledge bases evidence read by id may come from, on top of what the caller may
+/// read (RLS): every readable KB, or only a run's KBs (`contextRefs.kbIds`; none named = every
+/// readable KB). Search, read, open, outline and the knowledge-RAG tools of a run all take it
+/// from the run's `ToolEnv`, so one rule bounds them; evidence outside it is not found, as
+/// invisible evidence is.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KbScope {
+    /// Every KB the caller may read (the API, MCP without a run).
+    #[default]
+    Readable,
+    /// Only these KBs (never empty).
+    Only(Vec<Uuid>),
+}
+
+impl KbScope {
+    /// A run's scope from its `contextRefs.kbIds`: none named = every readable KB.
+    pub fn of(kb_ids: &[Uuid]) -> KbScope {
+        if kb_ids.is_empty() { KbScope::Readable } else { KbScope::Only(kb_ids.to_vec()) }
+    }
+
+    /// The KBs to bind as `$n::uuid[]` (`null` = no bound beyond RLS).
+    pub fn kb_ids(&self) -> Option<&[Uuid]> {
+        match self {
+            KbScope::Readable => None,
+            KbScope::Only(ids) => Some(ids),
+        }
+    }
+
+    /// Whether evidence of `kb` is inside the scope.
+    pub fn allows(&self, kb: Uuid) -> bool {
+        self.kb_ids().is_none_or(|ids| ids.contains(&kb))
+    }
+}
+
 /// What a locator's block text is worth, checked at parse time (SPEC §4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -90,7 +90,7 @@ pub async fn patch_kb(
 
 async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
-    let kb = super::managed(&mut tx, auth, id).await?;
+    let kb = super::deletable(super::visible(&mut tx, auth, id).await?)?;
     queries::soft_delete(&mut tx, id, auth.user_id).await?;
     tx.commit().await?;
     Ok(kb)
@@ -106,7 +106,7 @@ pub async fn delete_kb(State(state): State<AppState>, auth: Auth, Path(id): Path
 /// What deleting a KB takes away, for the confirmation.
 async fn impact(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<(Kb, super::DeleteImpact)> {
     let mut tx = auth.tx(state).await?;
-    let kb = super::managed(&mut tx, auth, id).await?;
+    let kb = super::deletable(super::visible(&mut tx, auth, id).await?)?;
     let blocks = queries::block_count(&mut tx, id).await?;
     tx.commit().await?;
     let grace_secs = state.config.delete_grace.as_secs();
@@ -125,9 +125,7 @@ pub async fn delete_preview(
 async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
     let kb = queries::get_deleted(&mut tx, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)?;
-    if !kb.can_manage {
-        return Err(AppError::forbidden("you cannot manage this knowledge base"));
-    }
+    super::deletable(kb)?;
     queries::restore(&mut tx, id).await.on_unique("another knowledge base has this name now; rename that one first")?;
     let kb = super::visible(&mut tx, auth, id).await?;
     tx.commit().await?;
@@ -137,6 +135,39 @@ async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
 /// `POST /api/kbs/{id}/restore`: a deleted KB (still in its grace period) comes back whole.
 pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Kb>> {
     Ok(Json(restore(&state, &auth, id).await?))
+}
+
+/// `POST /api/kbs/{id}/transfer`: who becomes the owner.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KbTransfer {
+    /// A member of the team.
+    owner_id: Uuid,
+}
+
+/// Give the KB to another member: its owner or a team admin may (also an admin who cannot
+/// read a private KB); the previous owner stays in it as a member.
+async fn transfer(state: &AppState, auth: &Auth, id: Uuid, owner: Uuid) -> AppResult<Kb> {
+    let mut tx = auth.tx(state).await?;
+    let kb = super::visible(&mut tx, auth, id).await?;
+    if !kb.can_transfer {
+        return Err(AppError::forbidden("only the owner or a team admin can transfer this knowledge base"));
+    }
+    tq::member(&mut tx, owner).await?.ok_or_else(|| AppError::invalid("ownerId", "not a member of this team"))?;
+    queries::transfer(&mut tx, id, kb.owner_id, owner).await?;
+    let kb = super::visible(&mut tx, auth, id).await?;
+    tx.commit().await?;
+    Ok(kb)
+}
+
+/// `POST /api/kbs/{id}/transfer`: the KB with its new owner.
+pub async fn transfer_kb(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+    ApiJson(b): ApiJson<KbTransfer>,
+) -> AppResult<Json<Kb>> {
+    Ok(Json(transfer(&state, &auth, id, b.owner_id).await?))
 }
 
 /// A deleted KB and when it will be purged for good.
@@ -288,6 +319,23 @@ pub async fn restore_form(
 ) -> AppResult<Redirect> {
     let kb = restore(&state, &page.auth, id).await?;
     flash(&session, page.ctx.t("kbpage.kb_restored").replace("{name}", &kb.name)).await?;
+    Ok(Redirect::to(&format!("/kbs/{id}")))
+}
+
+#[derive(Deserialize)]
+pub struct KbTransferForm {
+    owner_id: Uuid,
+}
+
+pub async fn transfer_form(
+    State(state): State<AppState>,
+    session: Session,
+    page: Page,
+    Path(id): Path<Uuid>,
+    Form(f): Form<KbTransferForm>,
+) -> AppResult<Redirect> {
+    let kb = transfer(&state, &page.auth, id, f.owner_id).await?;
+    flash(&session, page.ctx.t("kb.transferred").replace("{name}", &kb.name).replace("{owner}", &kb.owner_email)).await?;
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
 

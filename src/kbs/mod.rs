@@ -1,5 +1,7 @@
-//! Knowledge bases: named collections of sources, `private` (owner + added members) or
-//! `team` (every member reads); `manage` = owner, added managers, tenant admins.
+//! Knowledge bases: named collections of sources, `private` (owner + added members read it;
+//! the team's owners and admins see that it exists, its owner and size, and may delete or
+//! transfer it, but read none of it unless added) or `team` (every member reads); `manage` =
+//! owner, added managers, and tenant admins of a KB they read.
 
 pub mod handlers;
 pub mod queries;
@@ -22,6 +24,7 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/kbs/{id}", get(k::get_kb).patch(k::patch_kb).delete(k::delete_kb))
         .route("/api/kbs/{id}/delete-preview", get(k::delete_preview))
         .route("/api/kbs/{id}/restore", axum::routing::post(k::restore_kb))
+        .route("/api/kbs/{id}/transfer", axum::routing::post(k::transfer_kb))
         .route("/api/kbs/{id}/members", get(k::list_kb_members))
         .route("/api/kbs/{id}/members/{user}", put(k::put_kb_member).delete(k::delete_kb_member))
 }
@@ -45,6 +48,10 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .summary("Restore a deleted knowledge base")
         .ok::<Kb>(200)
         .errors(&[(409, &["conflict"])]);
+    d.op("post", "/api/kbs/{id}/transfer")
+        .summary("Give the knowledge base to another team member (its owner or a team admin)")
+        .body::<k::KbTransfer>()
+        .ok::<Kb>(200);
     d.op("get", "/api/kbs/{id}/members").summary("The knowledge base's added members").ok::<Items<queries::KbMember>>(200);
     d.op("put", "/api/kbs/{id}/members/{user}")
         .summary("Add a team member to the knowledge base (or change whether they manage it)")
@@ -61,6 +68,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/kbs/{id}/edit", post(k::update_form))
         .route("/kbs/{id}/delete", get(k::delete_confirm).post(k::delete_form))
         .route("/kbs/{id}/restore", post(k::restore_form))
+        .route("/kbs/{id}/transfer", post(k::transfer_form))
         .route("/kbs/{id}/members", post(k::member_form))
         .route("/kbs/{id}/members/{user}/remove", post(k::member_remove_form))
 }
@@ -111,6 +119,20 @@ pub fn validate_name(n: &str) -> AppResult<String> {
 /// A KB the caller can see (404 otherwise: no existence leak).
 pub async fn visible(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
     queries::get(conn, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)
+}
+
+/// A KB whose contents the caller reads (404 otherwise, also for an admin who only sees that a
+/// private KB exists: its contents answer as if it did not).
+pub async fn readable(conn: &mut crate::db::TenantTx, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+    visible(conn, auth, id).await.and_then(|kb| if kb.can_read { Ok(kb) } else { Err(AppError::NotFound) })
+}
+
+/// A KB the caller may delete or restore: 404 when invisible, 403 otherwise.
+pub fn deletable(kb: Kb) -> AppResult<Kb> {
+    if !kb.can_delete {
+        return Err(AppError::forbidden("you cannot delete this knowledge base"));
+    }
+    Ok(kb)
 }
 
 /// A KB the caller may manage: 404 when invisible, 403 when only readable.

@@ -1,5 +1,9 @@
-//! SQL for knowledge bases. Visibility of private KBs is enforced by the `kb_visibility`
-//! policy; these queries only add what the caller may *do*.
+//! SQL for knowledge bases. Visibility of private KBs is enforced by policies: the
+//! `kb_visibility` policy decides who sees that a KB exists (`mnote_kb_visible`: also the
+//! team's owners and admins), the content tables' policies who reads its contents
+//! (`mnote_kb_readable`: owner, added members); these queries only add what the caller may
+//! *do*, and the size (`mnote_kb_source_count`), which the list shows for KBs whose contents
+//! the caller cannot read too.
 
 use serde::Serialize;
 use sqlx::PgConnection;
@@ -20,7 +24,17 @@ pub struct Kb {
     pub owner_email: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
+    /// Whether the caller reads the KB's contents (sources, passages): a team KB, or its owner
+    /// or an added member. A team admin sees a private KB they are not in, and not its contents.
+    pub can_read: bool,
+    /// Whether the caller may change it: its sources, members, settings, LightRAG binding
+    /// (owner, added managers, and team admins of a KB whose contents they read).
     pub can_manage: bool,
+    /// Whether the caller may delete (and restore) it: who may manage it, and team admins.
+    pub can_delete: bool,
+    /// Whether the caller may give it to another member: its owner and team admins.
+    pub can_transfer: bool,
+    /// Live sources (known also to an admin who cannot read them).
     pub source_count: i64,
     /// Set while the KB is deleted (only the trash reads such rows); `None` otherwise.
     pub deleted_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -50,10 +64,14 @@ async fn select(tx: &mut TenantTx, user: Uuid, admin: bool, f: Filter<'_>) -> sq
         Kb,
         r#"select k.id, k.name, k.description, k.visibility, k.owner_id, u.email as owner_email,
             k.created_at as "created_at: _", k.updated_at as "updated_at: _",
+            mnote_kb_readable(k.tenant_id, k.id, k.visibility, k.owner_id) as "can_read!",
+            (($2 and mnote_kb_readable(k.tenant_id, k.id, k.visibility, k.owner_id)) or k.owner_id = $1
+                or exists (select 1 from kb_member m
+                    where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as "can_manage!",
             ($2 or k.owner_id = $1 or exists (select 1 from kb_member m
-                where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as "can_manage!",
-            (select count(*) from source s where s.tenant_id = k.tenant_id and s.kb_id = k.id and s.deleted_at is null)
-                as "source_count!",
+                where m.tenant_id = k.tenant_id and m.kb_id = k.id and m.user_id = $1 and m.can_manage)) as "can_delete!",
+            ($2 or k.owner_id = $1) as "can_transfer!",
+            mnote_kb_source_count(k.tenant_id, k.id) as "source_count!",
             k.deleted_at as "deleted_at: _"
         from kb k join app_user u on u.id = k.owner_id
         where k.tenant_id = $3 and ($4::uuid is null or k.id = $4) and ($5::text is null or k.name = $5)
@@ -72,6 +90,12 @@ async fn select(tx: &mut TenantTx, user: Uuid, admin: bool, f: Filter<'_>) -> sq
 
 pub async fn list(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
     select(tx, user, admin, Filter::default()).await
+}
+
+/// The KBs whose contents the caller reads (what search, runs, LightRAG and MCP offer): the
+/// list without the private KBs an admin only sees exist.
+pub async fn list_readable(tx: &mut TenantTx, user: Uuid, admin: bool) -> sqlx::Result<Vec<Kb>> {
+    Ok(list(tx, user, admin).await?.into_iter().filter(|k| k.can_read).collect())
 }
 
 pub async fn get(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -> sqlx::Result<Option<Kb>> {
@@ -175,12 +199,33 @@ pub async fn get_deleted(tx: &mut TenantTx, user: Uuid, admin: bool, id: Uuid) -
     Ok(r)
 }
 
-/// How much of a KB's content is searchable (what deleting it takes out of search).
+/// How much of a KB's content is searchable (what deleting it takes out of search), also for
+/// an admin who cannot read it (a count only: `mnote_kb_block_count`).
 pub async fn block_count(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<i64> {
     let tenant = tx.tenant_id();
-    sqlx::query_scalar!(r#"select count(*) as "n!" from evidence_block where tenant_id = $2 and kb_id = $1"#, id, tenant)
-        .fetch_one(&mut **tx)
-        .await
+    sqlx::query_scalar!(r#"select mnote_kb_block_count($2, $1) as "n!""#, id, tenant).fetch_one(&mut **tx).await
+}
+
+/// Give the KB to `owner` (a member of the team). The previous owner stays in the KB as a
+/// member without management rights (the new owner may remove them), so nothing they wrote
+/// becomes unreadable to them behind their back.
+pub async fn transfer(tx: &mut TenantTx, id: Uuid, previous: Uuid, owner: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    if previous != owner {
+        sqlx::query!(
+            "insert into kb_member (tenant_id, kb_id, user_id, can_manage) values ($1, $2, $3, false)
+             on conflict (tenant_id, kb_id, user_id) do nothing",
+            tenant,
+            id,
+            previous,
+        )
+        .execute(&mut **tx)
+        .await?;
+    }
+    let r = sqlx::query!("update kb set owner_id = $2 where tenant_id = $3 and id = $1", id, owner, tenant)
+        .execute(&mut **tx)
+        .await?;
+    Ok(r.rows_affected() == 1)
 }
 
 pub async fn members(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<KbMember>> {

@@ -55,7 +55,7 @@ pub async fn read(state: &AppState, caller: &Caller, uri: &str) -> Result<ReadRe
     let id = uri.strip_prefix("mnote://kb/").and_then(|s| Uuid::try_parse(s).ok()).ok_or(AppError::NotFound)?;
     let auth = &caller.auth;
     let mut tx = auth.tx(state).await?;
-    let kb = crate::kbs::visible(&mut tx, auth, id).await?;
+    let kb = crate::kbs::readable(&mut tx, auth, id).await?;
     let sources = crate::sources::queries::list(&mut tx, id).await?;
     let bound = crate::rag::binding::active(&mut tx, id).await?.is_some();
     tx.commit().await?;

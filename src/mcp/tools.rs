@@ -215,7 +215,7 @@ async fn list_knowledge_bases(state: &AppState, caller: &Caller, arguments: Valu
 pub async fn knowledge_bases(state: &AppState, caller: &Caller) -> Result<ListKbOutput, AppError> {
     let auth = &caller.auth;
     let mut tx = auth.tx(state).await?;
-    let kbs = crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?;
+    let kbs = crate::kbs::queries::list_readable(&mut tx, auth.user_id, auth.role.is_admin()).await?;
     let ids: Vec<Uuid> = kbs.iter().map(|k| k.id).collect();
     let bound = crate::rag::binding::active_for(&mut tx, &ids).await?;
     tx.commit().await?;

@@ -18,6 +18,7 @@ use super::{
 use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
+    evidence::KbScope,
     search::handlers::{DocumentHit, DocumentSearchResponse, DocumentsQuery},
     state::AppState,
 };
@@ -73,7 +74,7 @@ pub async fn put_binding(
 
 pub async fn get_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
     let mut tx = auth.tx(&state).await?;
-    crate::kbs::visible(&mut tx, &auth, kb).await?;
+    crate::kbs::readable(&mut tx, &auth, kb).await?;
     let b = binding::active(&mut tx, kb).await?.ok_or(AppError::NotFound)?;
     tx.commit().await?;
     Ok(Json(b.view()))
@@ -124,12 +125,15 @@ pub async fn status(State(state): State<AppState>, auth: Auth, Query(q): Query<S
     let mut tx = auth.tx(&state).await?;
     let bindings = match q.kb_id {
         Some(kb) => {
-            crate::kbs::visible(&mut tx, &auth, kb).await?;
+            crate::kbs::readable(&mut tx, &auth, kb).await?;
             binding::active(&mut tx, kb).await?.into_iter().collect()
         }
         None => {
-            let kbs: Vec<Uuid> =
-                crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
+            let kbs: Vec<Uuid> = crate::kbs::queries::list_readable(&mut tx, auth.user_id, auth.role.is_admin())
+                .await?
+                .into_iter()
+                .map(|k| k.id)
+                .collect();
             binding::active_for(&mut tx, &kbs).await?
         }
     };
@@ -190,7 +194,7 @@ pub async fn open_reference(
     if b.file_path.trim().is_empty() || b.file_path.len() > 1024 {
         return Err(AppError::invalid("filePath", "LightRAG's file_path of a reference"));
     }
-    Ok(Json(query::open_reference(&state, &auth, &b.file_path, b.quote.as_deref()).await?))
+    Ok(Json(query::open_reference(&state, &auth, &KbScope::Readable, &b.file_path, b.quote.as_deref()).await?))
 }
 
 /// A hit of `GET /api/search/documents`: an ordinary one, or text LightRAG holds (OCR) with

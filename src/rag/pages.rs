@@ -92,7 +92,7 @@ async fn kb_state(
     id: Uuid,
 ) -> AppResult<(crate::kbs::Kb, Option<BindingView>, Vec<ItemRow>, Option<DriftLine>)> {
     let mut tx = page.auth.tx(state).await?;
-    let kb = crate::kbs::visible(&mut tx, &page.auth, id).await?;
+    let kb = crate::kbs::readable(&mut tx, &page.auth, id).await?;
     let b = binding::active(&mut tx, id).await?;
     let mut items = match &b {
         Some(b) => status::items(&mut tx, b).await?,
@@ -212,11 +212,11 @@ async fn ask(state: &AppState, session: &Session, page: Page, kb: Option<Uuid>, 
     let mut tx = page.auth.tx(state).await?;
     let (kbs, can_manage) = match kb {
         Some(id) => {
-            let k = crate::kbs::visible(&mut tx, &page.auth, id).await?;
+            let k = crate::kbs::readable(&mut tx, &page.auth, id).await?;
             (vec![id], k.can_manage)
         }
         None => {
-            let all = crate::kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+            let all = crate::kbs::queries::list_readable(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
             (all.into_iter().map(|k| k.id).collect(), page.auth.role.is_admin())
         }
     };

@@ -20,7 +20,7 @@ use super::{
 use crate::{
     auth::Auth,
     error::{AppError, AppResult},
-    evidence::{Locator, Quality, SourceKind},
+    evidence::{KbScope, Locator, Quality, SourceKind},
     search::open::{self, OpenAction},
     state::AppState,
 };
@@ -188,14 +188,15 @@ pub fn validate(q: &str) -> AppResult<String> {
     Ok(q.to_string())
 }
 
-/// The bound KBs a query goes to: the ones asked for (each visible to the caller), or every
-/// visible bound KB.
+/// The bound KBs a query goes to: the ones asked for (each readable by the caller), or every
+/// bound KB the caller reads (a binding's policy follows its KB's contents: an admin's query
+/// never reaches a private KB's LightRAG).
 pub(super) async fn bindings_for(conn: &mut TenantTx, auth: &Auth, kb_ids: &[Uuid]) -> AppResult<Vec<Binding>> {
     let ids: Vec<Uuid> = if kb_ids.is_empty() {
-        crate::kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
+        crate::kbs::queries::list_readable(conn, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
     } else {
         for id in kb_ids {
-            crate::kbs::visible(conn, auth, *id).await?;
+            crate::kbs::readable(conn, auth, *id).await?;
         }
         kb_ids.to_vec()
     };
@@ -604,11 +605,24 @@ pub async fn ocr_hits(state: &AppState, auth: &Auth, q: &str) -> AppResult<Optio
     Ok(Some(r))
 }
 
-/// `open_reference`: a provider hint (file path, optional chunk text) → our citation.
-pub async fn open_reference(state: &AppState, auth: &Auth, file_path: &str, quote: Option<&str>) -> AppResult<Reference> {
+/// `open_reference`: a provider hint (file path, optional chunk text) → our citation, from a
+/// source of the caller's KBs within `scope` (a run's KBs); not found otherwise.
+pub async fn open_reference(
+    state: &AppState,
+    auth: &Auth,
+    scope: &KbScope,
+    file_path: &str,
+    quote: Option<&str>,
+) -> AppResult<Reference> {
     let mut tx = auth.tx(state).await?;
-    let kbs: Vec<Uuid> =
-        crate::kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| k.id).collect();
+    let kbs: Vec<Uuid> = match scope.kb_ids() {
+        Some(ids) => ids.to_vec(),
+        None => crate::kbs::queries::list_readable(&mut tx, auth.user_id, auth.role.is_admin())
+            .await?
+            .into_iter()
+            .map(|k| k.id)
+            .collect(),
+    };
     let chunks: Vec<String> = quote.filter(|q| !q.trim().is_empty()).map(|q| vec![q.to_string()]).unwrap_or_default();
     let r = cite(&mut tx, &state.rag_blocks, state.config.public_url.as_deref(), &kbs, file_path, &chunks, quote.unwrap_or(""))
         .await?;

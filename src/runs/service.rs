@@ -81,7 +81,7 @@ async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<
     }
     let mut tx = auth.tx(state).await?;
     for kb in &ctx.kb_ids {
-        kbs::visible(&mut tx, auth, *kb)
+        kbs::readable(&mut tx, auth, *kb)
             .await
             .map_err(|_| AppError::invalid("contextRefs.kbIds", format!("no knowledge base {kb}")))?;
     }

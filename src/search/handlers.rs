@@ -13,7 +13,7 @@ use crate::{
     auth::Auth,
     error::{ApiJson, AppError, AppResult},
     evidence::{
-        SourceKind,
+        KbScope, SourceKind,
         tools::{
             Mode, OpenAction, OpenRequest, OpenResponse, ReadRequest, ReadResponse, SearchHit, SearchRequest, SearchResponse,
         },
@@ -56,7 +56,7 @@ pub async fn read(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson
     let v = auth
         .read(&state, move |tx| {
             let (r, url) = (r.clone(), url.clone());
-            Box::pin(async move { AppResult::Ok(open::read(tx, &r, url.as_deref()).await?) })
+            Box::pin(async move { AppResult::Ok(open::read(tx, &r, &KbScope::Readable, url.as_deref()).await?) })
         })
         .await?;
     Ok(Json(v))
@@ -68,7 +68,7 @@ pub async fn open(State(state): State<AppState>, auth: Auth, ApiJson(r): ApiJson
     let v = auth
         .read(&state, move |tx| {
             let (r, url) = (r.clone(), url.clone());
-            Box::pin(async move { AppResult::Ok(open::open(tx, &r, url.as_deref()).await?) })
+            Box::pin(async move { AppResult::Ok(open::open(tx, &r, &KbScope::Readable, url.as_deref()).await?) })
         })
         .await?;
     Ok(Json(v))

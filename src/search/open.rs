@@ -8,7 +8,7 @@ use uuid::Uuid;
 use crate::db::TenantTx;
 pub use crate::evidence::tools::OpenAction;
 use crate::evidence::{
-    Locator, LocatorRef, Place, SourceKind, SourceStatus,
+    KbScope, Locator, LocatorRef, Place, SourceKind, SourceStatus,
     tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
 };
 
@@ -175,20 +175,29 @@ async fn resolve(
     Ok((anchor.source_id, Some(anchor)))
 }
 
-struct SourceInfo {
-    title: String,
-    kind: SourceKind,
-    resource_path: String,
-    status: SourceStatus,
+pub(super) struct SourceInfo {
+    pub(super) title: String,
+    pub(super) kind: SourceKind,
+    pub(super) resource_path: String,
+    pub(super) status: SourceStatus,
 }
 
-async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<SourceInfo, ToolError> {
+/// The readable source `id` inside `scope`: [`ToolError::NotFound`] when it does not exist,
+/// is not readable (RLS, revoked grant) or lies outside the scope. Every evidence read by id
+/// (`read`, `open`, `outline`) passes here, so the scope bounds them all.
+pub(super) async fn source_info(
+    conn: &mut PgConnection,
+    tenant: Uuid,
+    id: Uuid,
+    scope: &KbScope,
+) -> Result<SourceInfo, ToolError> {
     // A view's columns are nullable to the macros; these are `source`'s NOT NULL columns.
     let row = sqlx::query!(
         r#"select kind as "kind!", resource_path as "resource_path!", status as "status!"
-         from readable_source s where s.tenant_id = $2 and s.id = $1"#,
+         from readable_source s where s.tenant_id = $2 and s.id = $1 and ($3::uuid[] is null or s.kb_id = any($3))"#,
         id,
         tenant,
+        scope.kb_ids(),
     )
     .fetch_optional(&mut *conn)
     .await?
@@ -198,12 +207,17 @@ async fn source_info(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> Result<
     Ok(SourceInfo { title: source_title(&row.resource_path), kind, resource_path: row.resource_path, status })
 }
 
-/// `POST /api/evidence/open`.
+/// `POST /api/evidence/open` (and the `open` tool, within its run's `scope`).
 /// Every statement names the transaction's tenant (`tenant_id = $n`; RLS stays the net).
-pub async fn open(tx: &mut TenantTx, r: &OpenRequest, public_url: Option<&str>) -> Result<OpenResponse, ToolError> {
+pub async fn open(
+    tx: &mut TenantTx,
+    r: &OpenRequest,
+    scope: &KbScope,
+    public_url: Option<&str>,
+) -> Result<OpenResponse, ToolError> {
     let tenant = tx.tenant().unwrap_or_default();
     let (source_id, anchor) = resolve(tx, tenant, r.evidence_id, r.locator.as_ref()).await?;
-    let info = source_info(tx, tenant, source_id).await?;
+    let info = source_info(tx, tenant, source_id, scope).await?;
     let (action, citation, exact) = match anchor {
         Some(a) => {
             let action = open_action(&a.locator.0, a.id, public_url);
@@ -250,9 +264,15 @@ fn evidence_block(row: BlockRow, public_url: Option<&str>) -> EvidenceBlock {
 
 const READ_SECTION_MAX: i64 = 40;
 
-/// `POST /api/evidence/read`: the anchor, `window` blocks before and after, the other blocks
-/// of its section (bounded), its section path and the source's title and kind.
-pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) -> Result<ReadResponse, ToolError> {
+/// `POST /api/evidence/read` (and the `read` tool, within its run's `scope`): the anchor,
+/// `window` blocks before and after, the other blocks of its section (bounded), its section
+/// path and the source's title and kind.
+pub async fn read(
+    tx: &mut TenantTx,
+    r: &ReadRequest,
+    scope: &KbScope,
+    public_url: Option<&str>,
+) -> Result<ReadResponse, ToolError> {
     let tenant = tx.tenant().unwrap_or_default();
     let window = r.window.unwrap_or(2);
     if window > 20 {
@@ -260,7 +280,7 @@ pub async fn read(tx: &mut TenantTx, r: &ReadRequest, public_url: Option<&str>) 
     }
     let (source_id, anchor) = resolve(tx, tenant, r.evidence_id, r.locator.as_ref()).await?;
     let anchor = anchor.ok_or(ToolError::NotFound)?;
-    let info = source_info(tx, tenant, source_id).await?;
+    let info = source_info(tx, tenant, source_id, scope).await?;
     let rows = sqlx::query_as!(
         BlockRow,
         r#"select id, block_key, block_type, text, locator as "locator: _", ordinal from evidence_block

@@ -9,9 +9,9 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-use super::open::{ToolError, source_title};
+use super::open::{ToolError, source_info, source_title};
 use crate::evidence::{
-    SourceKind, SourceStatus,
+    KbScope, SourceStatus,
     tools::{OutlineRequest, OutlineResponse, OutlineSection},
 };
 
@@ -36,24 +36,13 @@ pub struct SectionRow {
     pub own_first: Option<(i32, Uuid)>,
 }
 
-/// The outline of `req.source_id` as the caller sees it (RLS, KB visibility, grants):
-/// [`ToolError::NotFound`] for a source that does not exist or is not readable.
-pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest) -> Result<OutlineResponse, ToolError> {
+/// The outline of `req.source_id` as the caller sees it (RLS, KB visibility, grants) within
+/// `scope`: [`ToolError::NotFound`] for a source that does not exist, is not readable or lies
+/// outside the scope.
+pub async fn outline(tx: &mut TenantTx, req: &OutlineRequest, scope: &KbScope) -> Result<OutlineResponse, ToolError> {
     let tenant = tx.tenant_id();
-    // A view's columns are nullable to the macros; these are `source`'s NOT NULL columns.
-    let source = sqlx::query!(
-        r#"select kind as "kind!", resource_path as "resource_path!", status as "status!"
-         from readable_source s where s.tenant_id = $2 and s.id = $1"#,
-        req.source_id,
-        tenant,
-    )
-    .fetch_optional(&mut **tx)
-    .await?
-    .ok_or(ToolError::NotFound)?;
-    let decode = |e: String| ToolError::Db(sqlx::Error::Decode(e.into()));
-    let kind: SourceKind = source.kind.parse().map_err(decode)?;
-    let status: SourceStatus = source.status.parse().map_err(decode)?;
-    let resource_path = source.resource_path;
+    let source = source_info(tx, tenant, req.source_id, scope).await?;
+    let (kind, status, resource_path) = (source.kind, source.status, source.resource_path);
 
     // Every group has a row: its count, first ordinal and first id are never null.
     let blocks = sqlx::query!(

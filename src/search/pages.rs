@@ -360,7 +360,7 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
     };
 
     let mut tx = page.auth.read_tx(&state).await?;
-    let kbs = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
+    let kbs = kbs::queries::list_readable(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     tx.commit().await?;
     let kb_names: HashMap<Uuid, String> = kbs.iter().map(|k| (k.id, k.name.clone())).collect();
     let mut outcome_v = None;

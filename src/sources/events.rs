@@ -66,7 +66,7 @@ pub async fn snapshot(state: &AppState, auth: &Auth, ctx: &PageCtx, kb: Uuid) ->
     // Access, with the user's role now: losing it ends the stream.
     let Some(m) = crate::auth::directory::member(&mut tx, auth.user_id).await? else { return Ok(None) };
     let now = Auth { role: m.role, ..auth.clone() };
-    let kb = match kbs::visible(&mut tx, &now, kb).await {
+    let kb = match kbs::readable(&mut tx, &now, kb).await {
         Ok(k) => k,
         Err(AppError::NotFound) => return Ok(None),
         Err(e) => return Err(e),

@@ -32,7 +32,7 @@ pub struct RegisterBody {
 
 pub async fn list_sources(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<Items<Source>>> {
     let mut tx = auth.tx(&state).await?;
-    kbs::visible(&mut tx, &auth, kb).await?;
+    kbs::readable(&mut tx, &auth, kb).await?;
     let items = queries::list(&mut tx, kb).await?;
     tx.commit().await?;
     Ok(Json(items.into()))
@@ -135,7 +135,7 @@ pub async fn list_removed(
     Path(kb): Path<Uuid>,
 ) -> AppResult<Json<Items<RemovedSource>>> {
     let mut tx = auth.tx(&state).await?;
-    kbs::visible(&mut tx, &auth, kb).await?;
+    kbs::readable(&mut tx, &auth, kb).await?;
     let items = queries::removed(&mut tx, kb).await?;
     tx.commit().await?;
     let items: Vec<_> =

@@ -155,14 +155,15 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
     let sources = queries::list(&mut tx, id).await?;
     let removed = queries::removed(&mut tx, id).await?;
     let block_counts = queries::block_counts(&mut tx, id).await?;
-    let kb_blocks = block_counts.values().sum();
+    // A private KB an admin only sees exist: its size is counted for them (no block is theirs to read).
+    let kb_blocks = if kb.can_read { block_counts.values().sum() } else { kbs::queries::block_count(&mut tx, id).await? };
     let grants = grants::queries::active_for_user(&mut tx, page.auth.user_id)
         .await?
         .into_iter()
         .filter(|g| g.permission == Permission::ReadIndex)
         .collect();
     let kb_members = kbs::queries::members(&mut tx, id).await?;
-    let team = if kb.can_manage { tq::members(&mut tx).await? } else { Vec::new() };
+    let team = if kb.can_manage || kb.can_transfer { tq::members(&mut tx).await? } else { Vec::new() };
     tx.commit().await?;
     let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
     let grace_days = kbs::grace_days(&page.ctx, state.config.delete_grace);

@@ -327,7 +327,7 @@ async fn no_api_input_can_forge_the_tenant() {
 }
 
 #[tokio::test]
-async fn private_kbs_are_limited_to_owner_members_and_admins() {
+async fn private_kbs_are_read_by_owner_and_members_and_only_seen_by_admins() {
     let app = spawn_app().await;
     let (a, kb) = seed_everything(&app, "alpha").await; // private; member@alpha.test was added
     let outsider = app.add_user(a.tenant_id, "outsider@alpha.test", "member").await;
@@ -338,23 +338,29 @@ async fn private_kbs_are_limited_to_owner_members_and_admins() {
     assert_eq!(co.get_json(&format!("/api/kbs/{kb}")).await.0, StatusCode::NOT_FOUND);
     let (_, list) = co.get_json("/api/kbs").await;
     assert_eq!(list["items"].as_array().unwrap().len(), 0);
-    // Even at the SQL level, as that user:
-    let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::User(outsider)).await.unwrap();
-    for t in [
-        "source",
-        "evidence_block",
-        "evidence_section",
-        "evidence_edge",
-        "source_artifact",
-        "ingest_job",
-        "evidence_embedding",
-        "evidence_term_stat",
-        "evidence_kb_stat",
-    ] {
-        let n: i64 = sqlx::query_scalar(&format!("select count(*) from {t}")).fetch_one(&mut *tx).await.unwrap();
-        assert_eq!(n, 0, "{t} rows of a private KB leak to a non-member");
+    // Even at the SQL level, as that user, and as an admin (who sees the KB row, not its
+    // contents: issue 39):
+    for who in [outsider, admin] {
+        let mut tx = TenantTx::begin(&app.pool, a.tenant_id, Scope::User(who)).await.unwrap();
+        for t in [
+            "kb_folder",
+            "rag_binding",
+            "rag_doc",
+            "source",
+            "evidence_block",
+            "evidence_section",
+            "evidence_edge",
+            "source_artifact",
+            "ingest_job",
+            "evidence_embedding",
+            "evidence_term_stat",
+            "evidence_kb_stat",
+        ] {
+            let n: i64 = sqlx::query_scalar(&format!("select count(*) from {t}")).fetch_one(&mut *tx).await.unwrap();
+            assert_eq!(n, 0, "{t} rows of a private KB leak to a non-member");
+        }
+        tx.commit().await.unwrap();
     }
-    tx.commit().await.unwrap();
 
     let cm = app.api(a.tenant_id, member).await;
     let (st, k) = cm.get_json(&format!("/api/kbs/{kb}")).await;
@@ -366,7 +372,13 @@ async fn private_kbs_are_limited_to_owner_members_and_admins() {
     let cadm = app.api(a.tenant_id, admin).await;
     let (st, k) = cadm.get_json(&format!("/api/kbs/{kb}")).await;
     assert_eq!(st, StatusCode::OK);
-    assert_eq!(k["canManage"], true);
+    assert_eq!(
+        (&k["canRead"], &k["canManage"], &k["canDelete"], &k["canTransfer"]),
+        (&json!(false), &json!(false), &json!(true), &json!(true)),
+        "{k}"
+    );
+    assert_eq!(k["sourceCount"], 1, "the admin knows its size: {k}");
+    assert_eq!(cadm.get_json(&format!("/api/kbs/{kb}/sources")).await.0, StatusCode::NOT_FOUND);
 
     // Making it a team KB opens it to everyone in the tenant.
     let ca = app.api(a.tenant_id, a.user_id).await;

@@ -564,6 +564,21 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     let dump_arg = dump.to_string_lossy().into_owned();
     let app = acp_app_with_args(tmp.path(), &["--mcp-http", "--mcp-dump", &dump_arg], |_| {}).await;
     let k = seeded(&app).await;
+    // Another KB of the same user, outside the run's `kbIds` (issue 39 item 2).
+    app.write_doc("zoo/zoo.md", "# Zoo\n\nThe zebra enclosure opens at nine.\n");
+    let (st, g) = k
+        .client
+        .post_json("/api/grants", json!({"path": app.docs_path("zoo"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, zoo) = k.client.post_json("/api/kbs", json!({"name": "zoo"})).await;
+    let zoo = zoo["id"].as_str().unwrap().to_string();
+    let (st, r) = k.client.post_json(&format!("/api/kbs/{zoo}/sources"), json!({"path": app.docs_path("zoo")})).await;
+    assert!(st.is_success(), "{r}");
+    app.run_jobs().await;
+    let (_, v) = k.client.post_json("/api/evidence/search", json!({"query": "zebra", "mode": "lexical", "kbIds": [zoo]})).await;
+    let (zoo_ev, zoo_src) = (v["results"][0]["evidenceId"].clone(), v["results"][0]["source"]["sourceId"].clone());
+    assert!(zoo_ev.is_string() && zoo_src.is_string(), "{v}");
     // [[hang]]: the agent answers one chunk (after its MCP search), then waits to be cancelled.
     let id = id_of(&start(&k, "[[hang]] Where do the robots charge?").await);
     let mut streaming = false;
@@ -592,6 +607,24 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
         mcp_post(&app, &token, "tools/call", json!({"name": "evidence_search", "arguments": {"query": "battery level"}})).await;
     assert_ne!(r["result"]["isError"], true, "{r}");
     assert!(r["result"]["structuredContent"]["results"][0]["citationUrl"].as_str().unwrap().starts_with(&app.base), "{r}");
+    // The run's KBs bound every tool, by id too: the other KB's passage and document are not found.
+    let robot = r["result"]["structuredContent"]["results"][0]["evidenceId"].clone();
+    for (tool, args) in [
+        ("evidence_read", json!({"evidenceId": zoo_ev})),
+        ("evidence_open", json!({"evidenceId": zoo_ev})),
+        ("evidence_outline", json!({"sourceId": zoo_src})),
+        ("evidence_search", json!({"query": "zebra enclosure"})),
+    ] {
+        let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": tool, "arguments": args})).await;
+        if tool == "evidence_search" {
+            assert_eq!(r["result"]["structuredContent"]["results"], json!([]), "{r}");
+        } else {
+            let e = &r["result"]["structuredContent"]["error"]["code"];
+            assert_eq!((&r["result"]["isError"], e), (&json!(true), &json!("not_found")), "{tool}: {r}");
+        }
+    }
+    let (_, r) = mcp_post(&app, &token, "tools/call", json!({"name": "evidence_read", "arguments": {"evidenceId": robot}})).await;
+    assert_ne!(r["result"]["isError"], true, "the run's own KB is read: {r}");
     // Elsewhere it is no credential at all.
     let mut api = Client::new(&app.base);
     api.bearer = Some(token.clone());
@@ -616,8 +649,8 @@ async fn a_run_token_reaches_only_the_runs_tools_while_it_runs() {
     assert_eq!(run["status"], "cancelled", "{run}");
     let ev = events(&k, &id).await;
     let queries: Vec<&str> =
-        of_kind(&ev, "tool.started", "tool").iter().map(|e| e["payload"]["arguments"]["query"].as_str().unwrap_or("")).collect();
-    assert_eq!(queries, vec!["Where do the robots charge?", "battery level", "robots"], "{ev:?}");
+        of_kind(&ev, "tool.started", "tool").iter().filter_map(|e| e["payload"]["arguments"]["query"].as_str()).collect();
+    assert_eq!(queries, vec!["Where do the robots charge?", "battery level", "zebra enclosure", "robots"], "{ev:?}");
     let last = of_kind(&ev, "tool.completed", "tool").last().map(|e| e["payload"]["error"]["code"].clone());
     assert_eq!(last, Some(json!("unknown_tool")), "the refused call is the run's too: {ev:?}");
     assert!(run["receipt"]["toolCalls"].as_array().unwrap().len() >= 2, "{run}");

@@ -431,3 +431,47 @@ async fn a_tool_call_written_as_text_ends_as_an_answer_with_the_text() {
     assert_eq!(streamed(&evs), answer);
     assert_eq!(kinds(&evs).last(), Some(&"run.completed"));
 }
+
+/// Issue 39 item 2: the model's function calls read only the run's KBs. Another KB of the same
+/// owner (readable through the API) is `not_found` to read/open/outline by id in a run over the
+/// handbook's KB; the handbook itself is found.
+#[tokio::test]
+async fn function_calls_by_id_stay_inside_the_runs_knowledge_bases() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+    c._app.write_doc("other/zoo.md", "# Zoo\n\nThe zebra enclosure opens at nine.\n");
+    let (st, kb) = c.client.post_json("/api/kbs", json!({"name": "Zoo"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{kb}");
+    let zoo = kb["id"].as_str().unwrap();
+    let (st, g) = c
+        .client
+        .post_json("/api/grants", json!({"path": c._app.docs_path("other"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (st, r) = c.client.post_json(&format!("/api/kbs/{zoo}/sources"), json!({"path": c._app.docs_path("other")})).await;
+    assert!(st.is_success(), "{r}");
+    c._app.run_jobs().await;
+    let client = &c.client;
+    let found = |kb: &str, q: &str| {
+        let body = json!({"query": q, "mode": "lexical", "kbIds": [kb]});
+        async move {
+            let (_, v) = client.post_json("/api/evidence/search", body).await;
+            let hit = &v["results"][0];
+            (hit["evidenceId"].as_str().unwrap().to_string(), hit["source"]["sourceId"].as_str().unwrap().to_string())
+        }
+    };
+    let (zebra, zoo_source) = found(zoo, "zebra enclosure").await;
+    let (robots, handbook) = found(&c.kb, "robots charge").await;
+    for (prompt, expected) in [
+        (format!("[[read]] {zebra}"), "mnote_evidence_read: not_found"),
+        (format!("[[open]] {zebra}"), "mnote_evidence_open: not_found"),
+        (format!("[[outline]] {zoo_source}"), "mnote_evidence_outline: not_found"),
+        (format!("[[read]] {robots}"), "mnote_evidence_read: ok"),
+        (format!("[[outline]] {handbook}"), "mnote_evidence_outline: ok"),
+    ] {
+        let id = start(&c, "hermes", &prompt).await;
+        let (run, evs) = ended(&c, &id, "completed", KEY).await;
+        assert_eq!(run["answer"], expected, "{prompt}: {:?}", kinds(&evs));
+        assert!(evs.iter().any(|e| e["kind"] == "tool.completed"), "{prompt}: {:?}", kinds(&evs));
+    }
+}

@@ -38,8 +38,11 @@ pub async fn facts_in(pool: &sqlx::PgPool, cfg: &Config, auth: &Auth) -> AppResu
 }
 
 pub(super) async fn facts_tx(mut tx: crate::db::TenantTx, cfg: &Config, auth: &Auth) -> AppResult<Facts> {
-    let kbs =
-        kbs::queries::list(&mut tx, auth.user_id, auth.role.is_admin()).await?.into_iter().map(|k| (k.id, k.name)).collect();
+    let kbs = kbs::queries::list_readable(&mut tx, auth.user_id, auth.role.is_admin())
+        .await?
+        .into_iter()
+        .map(|k| (k.id, k.name))
+        .collect();
     let mut configs = HashMap::new();
     for a in AgentId::ALL {
         if let Some(row) = agent_config::load(&mut tx, a).await? {

@@ -19,8 +19,9 @@ impl ToolBox {
         }
     }
 
-    /// `citationMarkdown` of an evidence id the actor may see (from this run's results, else
-    /// looked up); `None` when it does not exist or is not visible.
+    /// `citationMarkdown` of an evidence id the actor may see within the run's KBs (from this
+    /// run's results, else looked up); `None` when it does not exist, is not visible or lies
+    /// outside the run's KBs.
     pub async fn citation(&self, evidence_id: Uuid) -> Option<String> {
         if let Some(c) = self.cited.lock().unwrap_or_else(|e| e.into_inner()).get(&evidence_id) {
             return Some(c.clone());
@@ -29,7 +30,7 @@ impl ToolBox {
         let public_url = self.env.state.config.public_url.as_deref();
         let found = async {
             let mut tx = self.env.actor.tx(&self.env.state).await?;
-            let r = crate::search::open::open(&mut tx, &req, public_url).await?;
+            let r = crate::search::open::open(&mut tx, &req, self.env.scope(), public_url).await?;
             tx.commit().await?;
             Ok::<_, AppError>(r)
         }

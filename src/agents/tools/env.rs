@@ -1,13 +1,14 @@
 //! What a tool runs with ([`ToolEnv`]: the app state, the actor whose rights decide what is
-//! visible, the run's context that decides the knowledge bases, and, outside a run, the base
-//! of absolute citation URLs) and what the tools share: [`Located`], and small text helpers.
+//! visible, the run's context and the [`KbScope`] it decides (the knowledge bases every tool
+//! of the run is bounded to, by search and by id), and, outside a run, the base of absolute
+//! citation URLs) and what the tools share: [`Located`], and small text helpers.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     auth::Auth,
-    evidence::Locator,
+    evidence::{KbScope, Locator},
     journal::ContextRefs,
     search::{open, open::OpenAction},
     state::AppState,
@@ -18,6 +19,9 @@ pub struct ToolEnv {
     pub(super) state: AppState,
     pub(super) actor: Auth,
     pub(super) context: ContextRefs,
+    /// The run's knowledge bases (`context.kb_ids`; none = every KB the actor can read): the
+    /// one bound that search, read, open, outline and the knowledge-RAG tools apply.
+    scope: KbScope,
     /// Outside a run's own journal-only calls (MCP, the benchmark): the absolute base of
     /// citation URLs (`MNOTE_PUBLIC_URL`, else the request's origin); results then carry
     /// `citationUrl` + `locator` and absolute `citationMarkdown`.
@@ -27,7 +31,14 @@ pub struct ToolEnv {
 impl ToolEnv {
     pub fn new(state: AppState, actor: Auth, context: ContextRefs, citation_base: Option<String>) -> ToolEnv {
         let citation_base = citation_base.map(|b| b.trim_end_matches('/').to_string());
-        ToolEnv { state, actor, context, citation_base }
+        let scope = KbScope::of(&context.kb_ids);
+        ToolEnv { state, actor, context, scope, citation_base }
+    }
+
+    /// Another context for the same actor (its KBs become the scope).
+    pub(super) fn set_context(&mut self, context: ContextRefs) {
+        self.scope = KbScope::of(&context.kb_ids);
+        self.context = context;
     }
 
     pub fn actor(&self) -> &Auth {
@@ -36,6 +47,11 @@ impl ToolEnv {
 
     pub fn context(&self) -> &ContextRefs {
         &self.context
+    }
+
+    /// The knowledge bases this environment's tools may read from.
+    pub fn scope(&self) -> &KbScope {
+        &self.scope
     }
 
     /// Whether results carry absolute URLs and locators (see [`ToolEnv::locate`]).

@@ -168,7 +168,7 @@ impl ToolBox {
     /// The same tools limited to `context` (its KBs searched, its sources first): a detached
     /// tool box for one KB (`mnote bench answers`).
     pub fn within(mut self, context: ContextRefs) -> Self {
-        self.env.context = context;
+        self.env.set_context(context);
         self
     }
 
@@ -318,7 +318,11 @@ impl ToolBox {
 async fn rag_bound(state: &AppState, actor: &Auth, context: &ContextRefs) -> sqlx::Result<bool> {
     let mut tx = actor.tx(state).await?;
     let kbs: Vec<Uuid> = if context.kb_ids.is_empty() {
-        crate::kbs::queries::list(&mut tx, actor.user_id, actor.role.is_admin()).await?.into_iter().map(|k| k.id).collect()
+        crate::kbs::queries::list_readable(&mut tx, actor.user_id, actor.role.is_admin())
+            .await?
+            .into_iter()
+            .map(|k| k.id)
+            .collect()
     } else {
         context.kb_ids.clone()
     };

@@ -62,11 +62,11 @@ impl Tool for Open {
         let public_url = env.state.config.public_url.as_deref();
         let (r, passage) = async {
             let mut tx = env.actor.read_tx(&env.state).await?;
-            let r = open::open(&mut tx, &req, public_url).await?;
+            let r = open::open(&mut tx, &req, env.scope(), public_url).await?;
             // With absolute citations (MCP) the result also carries the passage's text and locator.
             let passage = if env.absolute() {
                 let read = ReadRequest { window: Some(0), ..req.clone() };
-                let p = open::read(&mut tx, &read, public_url).await?;
+                let p = open::read(&mut tx, &read, env.scope(), public_url).await?;
                 p.anchor.map(|a| (p.source_title, a))
             } else {
                 None

@@ -33,7 +33,7 @@ impl Tool for Outline {
     async fn call(env: &ToolEnv, args: OutlineArgs) -> Result<OutlineResponse, ToolError> {
         let r = async {
             let mut tx = env.actor.read_tx(&env.state).await?;
-            let r = outline::outline(&mut tx, &args).await?;
+            let r = outline::outline(&mut tx, &args, env.scope()).await?;
             tx.commit().await?;
             Ok::<_, AppError>(r)
         }

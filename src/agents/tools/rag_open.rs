@@ -40,7 +40,7 @@ impl Tool for RagOpenReference {
         if args.file_path.trim().is_empty() || args.file_path.len() > 1024 {
             return Err(ToolError::invalid("filePath: LightRAG's file_path of a reference"));
         }
-        let r = rag::query::open_reference(&env.state, &env.actor, &args.file_path, args.quote.as_deref()).await?;
+        let r = rag::query::open_reference(&env.state, &env.actor, env.scope(), &args.file_path, args.quote.as_deref()).await?;
         Ok(RagReference::of(env, &r))
     }
 

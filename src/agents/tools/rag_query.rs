@@ -125,7 +125,7 @@ impl Tool for RagQuery {
 
     async fn call(env: &ToolEnv, args: RagQueryArgs) -> Result<RagQueryOutput, ToolError> {
         let input = QueryInput {
-            kb_ids: env.context.kb_ids.clone(),
+            kb_ids: env.scope().kb_ids().map(<[Uuid]>::to_vec).unwrap_or_default(),
             query: args.query,
             mode: args.mode.map(QueryMode::from).unwrap_or_default(),
             top_k: None,

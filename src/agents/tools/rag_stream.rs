@@ -4,6 +4,7 @@
 
 use serde_json::json;
 use tokio::sync::mpsc::UnboundedSender;
+use uuid::Uuid;
 
 use super::{
     RagQuery, RagQueryOutput, RagReference, ToolBox, ToolError, capped_arguments, rag_bound,
@@ -39,7 +40,7 @@ impl ToolBox {
                     return Err(ToolError::unknown_tool(format!("no tool named {} is offered to this run", RagQuery::NAME)));
                 }
                 let input = QueryInput {
-                    kb_ids: self.env.context.kb_ids.clone(),
+                    kb_ids: self.env.scope().kb_ids().map(<[Uuid]>::to_vec).unwrap_or_default(),
                     query: query.to_string(),
                     mode,
                     top_k: None,

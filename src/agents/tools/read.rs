@@ -89,7 +89,7 @@ impl Tool for Read {
         let public_url = env.state.config.public_url.as_deref();
         let r = async {
             let mut tx = env.actor.read_tx(&env.state).await?;
-            let r = open::read(&mut tx, &req, public_url).await?;
+            let r = open::read(&mut tx, &req, env.scope(), public_url).await?;
             tx.commit().await?;
             Ok::<_, AppError>(r)
         }

@@ -105,7 +105,7 @@ impl Tool for Search {
         let mut req = SearchRequest::new(q, args.mode.unwrap_or_default());
         let prefer = &env.context.source_ids;
         req.top_k = Some(if prefer.is_empty() { top_k } else { (top_k * 3).min(query::MAX_TOP_K) });
-        req.kb_ids = (!env.context.kb_ids.is_empty()).then(|| env.context.kb_ids.clone());
+        req.kb_ids = env.scope().kb_ids().map(<[Uuid]>::to_vec);
         let resp = query::search_retrying(|| env.actor.read_tx(&env.state), &env.state.search_engine(), &req)
             .await
             .map_err(|e| ToolError::from(crate::error::AppError::from(e)))?;
