@@ -37,6 +37,7 @@ mod openapi;
 mod ops;
 mod pages;
 mod preferences;
+mod rag_status;
 mod read_replica;
 mod runs_acp;
 mod runs_builtin;
