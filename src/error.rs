@@ -355,7 +355,8 @@ fn nul_in_uri(uri: &axum::http::Uri) -> Option<String> {
     }
     uri.query()?.split('&').find_map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (has_nul(name) || has_nul(value)).then(|| if name.is_empty() || has_nul(name) { "query".into() } else { name.to_string() })
+        (has_nul(name) || has_nul(value))
+            .then(|| if name.is_empty() || has_nul(name) { "query".into() } else { name.to_string() })
     })
 }
 

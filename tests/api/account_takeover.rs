@@ -325,7 +325,8 @@ async fn a_renewed_link_hides_the_invitation_again_until_it_is_opened() {
     let (_, mine) = a.get_json("/api/invitations").await;
     assert_eq!((mine["items"][0]["opened"].as_bool(), mine["items"][0]["tenantName"].as_str()), (Some(false), None), "{mine}");
     let id = mine["items"][0]["id"].as_str().unwrap().to_string();
-    let (st, e) = a.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": link.trim_start_matches("/join/")})).await;
+    let (st, e) =
+        a.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": link.trim_start_matches("/join/")})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "the old link: {e}");
     let (st, e) =
         a.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": format!("http://example.test{new_link}")})).await;

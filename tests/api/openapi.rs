@@ -255,5 +255,11 @@ async fn a_nul_in_any_documented_query_parameter_is_invalid_input() {
     // The walk reached the operations with query parameters (the document lists them).
     assert!(tried.iter().any(|t| t.starts_with("GET /api/search/documents?q=")), "{tried:?}");
     assert!(tried.len() >= 5, "{tried:?}");
-    assert!(failures.is_empty(), "{} of {} did not answer 422 invalid_input:\n{}", failures.len(), tried.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} did not answer 422 invalid_input:\n{}",
+        failures.len(),
+        tried.len(),
+        failures.join("\n")
+    );
 }
