@@ -322,7 +322,13 @@ where
 
 /// axum's own extractor rejections (a `Path` segment that is not a UUID, a `Query` that does
 /// not parse, …) answer `400 text/plain`: on the JSON routes they become our `invalid_input`.
+/// A NUL character (`%00`) anywhere in the query string or the path is refused here, before
+/// any extractor, for every route alike (`invalid_input`, the parameter named in `fields`):
+/// a handler never sees one, whatever it does with the text.
 pub async fn json_rejections(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    if let Some(field) = nul_in_uri(req.uri()) {
+        return AppError::invalid(&field, NUL_MESSAGE).into_response();
+    }
     let r = next.run(req).await;
     let plain = r
         .headers()
@@ -338,4 +344,35 @@ pub async fn json_rejections(req: axum::extract::Request, next: axum::middleware
         .unwrap_or_default();
     let message = if text.is_empty() { "the request's path or query is not valid".to_string() } else { text };
     AppError::Invalid { message, fields: BTreeMap::new() }.into_response()
+}
+
+/// The first query parameter (by its name as sent) or `path` whose text holds a NUL. A NUL
+/// can only arrive percent-encoded (`%00`): a raw one is not a valid URI.
+fn nul_in_uri(uri: &axum::http::Uri) -> Option<String> {
+    let has_nul = |s: &str| s.contains("%00");
+    if has_nul(uri.path()) {
+        return Some("path".into());
+    }
+    uri.query()?.split('&').find_map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (has_nul(name) || has_nul(value))
+            .then(|| if name.is_empty() || has_nul(name) { "query".into() } else { name.to_string() })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nul_in_uri;
+
+    #[test]
+    fn nul_is_found_in_any_query_parameter_or_the_path() {
+        let at = |u: &str| nul_in_uri(&u.parse().unwrap());
+        assert_eq!(at("/api/search/documents?q=%00").as_deref(), Some("q"));
+        assert_eq!(at("/api/x?limit=5&q=a%00b").as_deref(), Some("q"));
+        assert_eq!(at("/api/x?a%00=1").as_deref(), Some("query"));
+        assert_eq!(at("/api/sessions/a%00b/runs").as_deref(), Some("path"));
+        // `%2500` is the text `%00`, not a NUL.
+        assert_eq!(at("/api/x?q=%2500&limit=5"), None);
+        assert_eq!(at("/api/x"), None);
+    }
 }

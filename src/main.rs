@@ -1,5 +1,6 @@
 use clap::Parser;
-use tracing_subscriber::{EnvFilter, fmt};
+use mnote::platform::log_limit::Limited;
+use tracing_subscriber::{EnvFilter, fmt, layer::SubscriberExt, util::SubscriberInitExt};
 
 fn main() -> std::process::ExitCode {
     // The sandbox shim of an ACP agent: one thread, no runtime, no logging.
@@ -14,11 +15,13 @@ async fn run_cli() -> std::process::ExitCode {
     mnote::platform::http::install_tls_provider();
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info,rmcp=warn"));
     let json = mnote::config::log_format_json();
-    let builder = fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Other crates' warnings pass a limit (one line per call site per minute, then the count
+    // held back): notify alone writes hundreds a second while a watched directory churns.
+    let registry = tracing_subscriber::registry().with(filter);
     if json {
-        builder.json().init();
+        registry.with(Limited::new(fmt::layer().json().with_writer(std::io::stderr))).init();
     } else {
-        builder.init();
+        registry.with(Limited::new(fmt::layer().with_writer(std::io::stderr))).init();
     }
     let cli = mnote::cli::Cli::parse();
     match mnote::cli::run(cli).await {

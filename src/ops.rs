@@ -48,12 +48,21 @@ pub async fn healthz() -> &'static str {
 /// leaves the service ready but degraded: lexical search, the viewer and ingest keep working.
 /// So does a configured read replica that serves no reads (`readReplica.status` `down` or
 /// `lagging`: reads go to the primary). `acpSandbox` says how ACP agents are confined.
+///
+/// It answers within [`READY_DB_BUDGET`] in every state: a database that does not answer in
+/// that time (no connection to be had: the pool would wait out its 5-s acquire timeout, or a
+/// statement that hangs) is `unreachable`, as a refused one is. A probe with a short timeout
+/// of its own sees a 503, not silence.
 pub async fn readyz(State(state): State<AppState>) -> Response {
-    let (code, database) = match db::is_migrated(&state.pool).await {
-        Ok(true) => (StatusCode::OK, "ok"),
-        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "not_migrated"),
-        Err(e) => {
+    let (code, database) = match tokio::time::timeout(READY_DB_BUDGET, db::is_migrated(&state.pool)).await {
+        Ok(Ok(true)) => (StatusCode::OK, "ok"),
+        Ok(Ok(false)) => (StatusCode::SERVICE_UNAVAILABLE, "not_migrated"),
+        Ok(Err(e)) => {
             tracing::warn!("readiness check failed: {e:#}");
+            (StatusCode::SERVICE_UNAVAILABLE, "unreachable")
+        }
+        Err(_) => {
+            tracing::warn!("readiness check failed: the database did not answer within {READY_DB_BUDGET:?}");
             (StatusCode::SERVICE_UNAVAILABLE, "unreachable")
         }
     };
@@ -90,6 +99,10 @@ fn acp_sandbox_report(cfg: &crate::config::Config) -> AcpSandboxReport {
     };
     AcpSandboxReport { confinement, landlock_abi: crate::platform::supervise::confine::landlock_abi() }
 }
+
+/// How long `/readyz` waits for the database (connection and statement together): under the
+/// 1 s a load balancer's probe typically allows.
+pub const READY_DB_BUDGET: std::time::Duration = std::time::Duration::from_millis(800);
 
 /// The body of `/readyz`.
 #[derive(serde::Serialize)]

@@ -265,29 +265,39 @@ pub async fn removal_impact(tx: &mut TenantTx, user: Uuid) -> sqlx::Result<Remov
 }
 
 /// A pending invitation as its invitee sees it (`GET /api/invitations`, the team picker).
+/// Which team, role and inviter only once this account opened the invitation's link while
+/// signed in (`opened`); before, all three are `null` (issue 39 item 3: whoever can sign in as
+/// the invited email, e.g. through their own team's link to it, learns nothing of the others).
 #[derive(Clone, Debug, Serialize, sqlx::FromRow, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MyInvitation {
     pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub tenant_name: String,
-    pub role: Role,
+    /// This account opened the invitation's link (signed in): the fields below are shown.
+    pub opened: bool,
+    pub tenant_id: Option<Uuid>,
+    pub tenant_name: Option<String>,
+    pub role: Option<Role>,
     pub invited_by: Option<String>,
     pub created_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
 }
 
-/// The signed-in user's open invitations, across teams (the `own_invitations` policy).
+/// The signed-in user's open invitations, across teams (the `own_invitations` policy), with
+/// the team, role and inviter of those whose link this account opened.
 pub async fn pending_for_user(conn: &mut PgConnection) -> sqlx::Result<Vec<MyInvitation>> {
     sqlx::query_as!(
         MyInvitation,
         // all tenants: the invitations a user received, from every team.
-        r#"select i.id, i.tenant_id, t.name as tenant_name, i.role as "role: _", u.email as "invited_by?",
+        r#"select i.id, coalesce(i.opened_by = me.id, false) as "opened!",
+                case when i.opened_by = me.id then i.tenant_id end as "tenant_id?",
+                case when i.opened_by = me.id then t.name end as "tenant_name?",
+                case when i.opened_by = me.id then i.role end as "role?: _",
+                case when i.opened_by = me.id then u.email end as "invited_by?",
                 i.created_at as "created_at: _", i.expires_at as "expires_at: _"
          from invitation i join tenant t on t.id = i.tenant_id left join app_user u on u.id = i.invited_by
+              cross join (select nullif(current_setting('app.user_id', true), '')::uuid as id) me
          where i.accepted_at is null and i.declined_at is null and i.expires_at > now()
-           and i.email = (select lower(email) from app_user
-                          where id = nullif(current_setting('app.user_id', true), '')::uuid)
+           and i.email = (select lower(email) from app_user where id = me.id)
          order by i.created_at desc"#,
     )
     .fetch_all(conn)

@@ -4,7 +4,7 @@
 //! restored → re-parse; new files in registered folders (matching their globs) → registered.
 
 use std::{
-    collections::{BTreeSet, HashMap},
+    collections::BTreeSet,
     path::{Path, PathBuf},
     sync::Arc,
     time::{Duration, Instant},
@@ -20,6 +20,7 @@ use crate::{
     db::{Scope, TenantTx},
     evidence::SourceStatus,
     grants::paths,
+    platform::log_limit::WarnLimiter,
     sources::{self, queries as sq},
 };
 
@@ -180,41 +181,6 @@ async fn watched_roots(pool: &PgPool) -> anyhow::Result<BTreeSet<PathBuf>> {
 /// How often one kind of watcher warning (per root, or "rescan failed") may be logged.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// At most one log line per key per `every`: a directory that churns while it is watched
-/// (files appearing and vanishing during a recursive watch or a rescan) must not flood the
-/// log. The lines held back are counted and reported with the next one written.
-#[derive(Debug)]
-pub struct WarnLimiter {
-    every: Duration,
-    seen: HashMap<String, (Instant, u64)>,
-}
-
-impl WarnLimiter {
-    pub fn new(every: Duration) -> Self {
-        WarnLimiter { every, seen: HashMap::new() }
-    }
-
-    /// `Some(held_back)` when a line for `key` may be written at `now` (with how many were
-    /// held back since the last one written), `None` when it is to be held back.
-    pub fn allow(&mut self, key: &str, now: Instant) -> Option<u64> {
-        match self.seen.get_mut(key) {
-            Some((last, held)) if now.saturating_duration_since(*last) < self.every => {
-                *held += 1;
-                None
-            }
-            Some((last, held)) => {
-                let n = *held;
-                (*last, *held) = (now, 0);
-                Some(n)
-            }
-            None => {
-                self.seen.insert(key.to_string(), (now, 0));
-                Some(0)
-            }
-        }
-    }
-}
-
 /// " (N more like it held back)" when lines were held back.
 fn held_back(n: u64) -> String {
     if n == 0 { String::new() } else { format!(" ({n} more like it in the last {} s held back)", WARN_EVERY.as_secs()) }
@@ -285,22 +251,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warnings_are_limited_per_key_and_the_held_back_ones_counted() {
-        let mut w = WarnLimiter::new(Duration::from_secs(60));
-        let t0 = Instant::now();
-        assert_eq!(w.allow("/a", t0), Some(0), "the first line is written");
-        // A flood: 10,000 more within the minute, none written.
-        for i in 0..10_000u64 {
-            assert_eq!(w.allow("/a", t0 + Duration::from_millis(i * 5)), None);
-        }
-        // Another root is not held back by the first one.
-        assert_eq!(w.allow("/b", t0 + Duration::from_secs(1)), Some(0));
-        assert_eq!(w.allow("/b", t0 + Duration::from_secs(2)), None);
-        // After the minute: one line, with the count of those held back.
-        assert_eq!(w.allow("/a", t0 + Duration::from_secs(60)), Some(10_000));
-        assert_eq!(w.allow("/a", t0 + Duration::from_secs(61)), None);
-        assert_eq!(w.allow("/a", t0 + Duration::from_secs(121)), Some(1));
-        assert_eq!(w.allow("/b", t0 + Duration::from_secs(300)), Some(1));
+    fn the_held_back_count_is_said_only_when_there_is_one() {
         assert_eq!(held_back(0), "");
         assert!(held_back(3).starts_with(" (3 more like it"));
     }

@@ -253,6 +253,10 @@ pub async fn record_send_failure(
     Ok(())
 }
 
+/// Record a document's state, its error and (once processed) whether its OCR text reached
+/// LightRAG, in one statement: `processed` for a text holding OCR text (`ocr_expected`) must
+/// come with `ocr_text_exposed` (the check constraint `rag_doc_processed_knows_ocr` refuses
+/// it otherwise), so the status never says `processed` before it knows what LightRAG holds.
 pub async fn set_state(
     tx: &mut TenantTx,
     binding: Uuid,

@@ -19,8 +19,13 @@ pub struct Item {
     pub registered: bool,
     pub lightrag_status: Option<String>,
     pub lightrag_doc_id: Option<String>,
-    /// `null` for sources without OCR text (and until LightRAG has processed the document).
+    /// Whether the OCR text sent reached LightRAG: `true`/`false` once checked, `null` when
+    /// there is nothing to check yet or at all; `ocrText` tells those apart.
     pub ocr_text_exposed: Option<bool>,
+    /// What is known of the OCR text of the version sent: never `unknown` for a `processed`
+    /// document (the sync records the state and the check together; the database refuses a
+    /// `processed` document whose OCR check is missing).
+    pub ocr_text: OcrText,
     pub locator_available: bool,
     /// LightRAG no longer holds the document we sent (its storage was lost): the sync sends
     /// it again. `false` when not known to be lost.
@@ -31,6 +36,35 @@ pub struct Item {
     pub recorded_at: Option<chrono::DateTime<chrono::Utc>>,
     #[serde(skip)]
     pub track_id: Option<String>,
+}
+
+/// What is known of a source's OCR text in LightRAG (`ocrText`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OcrText {
+    /// The text sent holds OCR text and LightRAG stored it (`ocrTextExposed: true`).
+    Exposed,
+    /// The text sent holds OCR text, but what LightRAG stored does not (a placeholder, cut
+    /// short; `ocrTextExposed: false`).
+    NotExposed,
+    /// The version sent holds no OCR text: nothing to check (`ocrTextExposed: null`).
+    None,
+    /// Not known yet: nothing sent (or the send failed), or LightRAG has not processed it.
+    Unknown,
+}
+
+impl OcrText {
+    /// From what `rag_doc` recorded: whether a version was sent (`sent`), whether its text
+    /// holds OCR text, and the check made when LightRAG processed it.
+    pub fn of(sent: bool, ocr_expected: bool, exposed: Option<bool>) -> OcrText {
+        match (sent, ocr_expected, exposed) {
+            (false, _, _) => OcrText::Unknown,
+            (true, false, _) => OcrText::None,
+            (true, true, Some(true)) => OcrText::Exposed,
+            (true, true, Some(false)) => OcrText::NotExposed,
+            (true, true, None) => OcrText::Unknown,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, schemars::JsonSchema)]
@@ -72,6 +106,7 @@ struct Row {
     doc_status: Option<String>,
     doc_id: Option<String>,
     track_id: Option<String>,
+    ocr_expected: Option<bool>,
     ocr_text_exposed: Option<bool>,
     error_code: Option<String>,
     error_message: Option<String>,
@@ -85,7 +120,7 @@ pub async fn items(tx: &mut TenantTx, b: &Binding) -> sqlx::Result<Vec<Item>> {
     let rows = sqlx::query_as!(
         Row,
         r#"select s.id, s.resource_path, s.status, d.status as "doc_status?", d.doc_id as "doc_id?", d.track_id as "track_id?",
-                d.ocr_text_exposed as "ocr_text_exposed?", d.error_code as "error_code?",
+                d.ocr_expected as "ocr_expected?", d.ocr_text_exposed as "ocr_text_exposed?", d.error_code as "error_code?",
                 d.error_message as "error_message?", d.updated_at as "updated_at?: _",
                 exists (select 1 from evidence_block e where e.tenant_id = s.tenant_id and e.source_id = s.id
                         and e.source_hash = s.indexed_hash and e.quality in ('exact', 'approximate')) as "located!"
@@ -99,19 +134,29 @@ pub async fn items(tx: &mut TenantTx, b: &Binding) -> sqlx::Result<Vec<Item>> {
     .await?;
     Ok(rows
         .into_iter()
-        .map(|r| Item {
-            source_id: r.id,
-            resource_path: r.resource_path,
-            source_status: r.status,
-            registered: r.track_id.is_some(),
-            track_id: r.track_id,
-            lightrag_status: r.doc_status,
-            lightrag_doc_id: r.doc_id,
-            ocr_text_exposed: r.ocr_text_exposed,
-            locator_available: r.located,
-            lost: false,
-            error: r.error_code.map(|code| ErrorView { code, message: r.error_message.unwrap_or_default() }),
-            recorded_at: r.updated_at,
+        .map(|r| {
+            let ocr_text = OcrText::of(r.track_id.is_some(), r.ocr_expected.unwrap_or(false), r.ocr_text_exposed);
+            // `processed` only with the OCR check known (the database holds to it; a row
+            // that predates that rule reads as still processing).
+            let lightrag_status = match r.doc_status {
+                Some(s) if s == "processed" && ocr_text == OcrText::Unknown => Some("processing".to_string()),
+                s => s,
+            };
+            Item {
+                source_id: r.id,
+                resource_path: r.resource_path,
+                source_status: r.status,
+                registered: r.track_id.is_some(),
+                track_id: r.track_id,
+                lightrag_status,
+                lightrag_doc_id: r.doc_id,
+                ocr_text_exposed: r.ocr_text_exposed,
+                ocr_text,
+                locator_available: r.located,
+                lost: false,
+                error: r.error_code.map(|code| ErrorView { code, message: r.error_message.unwrap_or_default() }),
+                recorded_at: r.updated_at,
+            }
         })
         .collect())
 }
@@ -212,4 +257,19 @@ pub async fn of(conn: &mut crate::db::TenantTx, cfg: &RagConfig, bindings: &[Bin
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OcrText;
+
+    #[test]
+    fn the_ocr_text_is_unknown_only_before_anything_is_known() {
+        assert_eq!(OcrText::of(false, true, None), OcrText::Unknown, "nothing sent");
+        assert_eq!(OcrText::of(false, false, None), OcrText::Unknown, "nothing sent, whatever the kind");
+        assert_eq!(OcrText::of(true, false, None), OcrText::None);
+        assert_eq!(OcrText::of(true, true, None), OcrText::Unknown, "sent, not processed yet");
+        assert_eq!(OcrText::of(true, true, Some(true)), OcrText::Exposed);
+        assert_eq!(OcrText::of(true, true, Some(false)), OcrText::NotExposed);
+    }
 }

@@ -188,9 +188,10 @@ pub async fn my_invitations(State(state): State<AppState>, who: Account) -> AppR
     Ok(Json(items.into()))
 }
 
-/// The body of `POST /api/invitations/{id}/accept`: the invitation link's token (or the link).
+/// The body of `POST /api/invitations/{id}/accept` and `…/decline`: the invitation link's
+/// token (or the whole link). Required: answering either way needs the link's secret.
 #[derive(Deserialize, schemars::JsonSchema)]
-pub struct AcceptBody {
+pub struct AnswerBody {
     token: Option<String>,
 }
 
@@ -209,21 +210,28 @@ pub async fn accept_invitation(
     State(state): State<AppState>,
     who: Account,
     Path(id): Path<Uuid>,
-    ApiJson(b): ApiJson<AcceptBody>,
+    ApiJson(b): ApiJson<AnswerBody>,
 ) -> AppResult<Json<Accepted>> {
     let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: b.token.as_deref() }).await?;
     Ok(Json(Accepted { status: "accepted", tenant_id: tenant, role }))
 }
 
-/// `POST /api/invitations/{id}/decline`.
-pub async fn decline_invitation(State(state): State<AppState>, who: Account, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
-    invitations::answer(&state.pool, who.user_id, id, Answer::Decline).await?;
+/// `POST /api/invitations/{id}/decline` `{token}`: decline; needs the link's secret as
+/// accepting does (issue 39 item 3).
+pub async fn decline_invitation(
+    State(state): State<AppState>,
+    who: Account,
+    Path(id): Path<Uuid>,
+    ApiJson(b): ApiJson<AnswerBody>,
+) -> AppResult<StatusCode> {
+    invitations::answer(&state.pool, who.user_id, id, Answer::Decline { link: b.token.as_deref() }).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// The team picker's accept form (the invitation link pasted): join, and switch to the team.
+/// The team picker's answer form (the invitation link pasted): accept (join, and switch to
+/// the team) or decline.
 #[derive(Deserialize)]
-pub struct AcceptForm {
+pub struct AnswerForm {
     #[serde(default)]
     link: String,
 }
@@ -233,15 +241,20 @@ pub async fn invitation_accept_form(
     session: Session,
     who: SignedIn,
     Path(id): Path<Uuid>,
-    Form(f): Form<AcceptForm>,
+    Form(f): Form<AnswerForm>,
 ) -> AppResult<Redirect> {
     let (tenant, _) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: Some(&f.link) }).await?;
     session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
     Ok(Redirect::to("/"))
 }
 
-pub async fn invitation_decline_form(State(state): State<AppState>, who: SignedIn, Path(id): Path<Uuid>) -> AppResult<Redirect> {
-    invitations::answer(&state.pool, who.user_id, id, Answer::Decline).await?;
+pub async fn invitation_decline_form(
+    State(state): State<AppState>,
+    who: SignedIn,
+    Path(id): Path<Uuid>,
+    Form(f): Form<AnswerForm>,
+) -> AppResult<Redirect> {
+    invitations::answer(&state.pool, who.user_id, id, Answer::Decline { link: Some(&f.link) }).await?;
     Ok(Redirect::to("/tenants"))
 }
 
@@ -523,9 +536,10 @@ async fn signed_in_as(state: &AppState, who: Option<SignedIn>, invited: &str) ->
 }
 
 /// `GET /join/{token}`: who invites, for which email; a password form for a person without
-/// an account; for an email with an account, an accept button when that account is signed in
-/// here (else: sign in, and come back to this link). A used, withdrawn or unknown link is
-/// 404, an expired one 410, each with its explanation.
+/// an account; for an email with an account, accept and decline buttons when that account is
+/// signed in here (else: sign in, and come back to this link), and from then on its team
+/// picker shows who invites ([`invitations::mark_opened`]). A used, withdrawn or unknown link
+/// is 404, an expired one 410, each with its explanation.
 pub async fn join_page(
     State(state): State<AppState>,
     AnonCtx(ctx): AnonCtx,
@@ -539,10 +553,14 @@ pub async fn join_page(
             (None, Some(link_problem(&ctx, p)), status)
         }
     };
+    let who = who.map(|w| w.0);
     let signed_in = match &invitation {
-        Some(i) if i.has_account => signed_in_as(&state, who.map(|w| w.0), &i.email).await?,
+        Some(i) if i.has_account => signed_in_as(&state, who.clone(), &i.email).await?,
         _ => SignedInAs::Nobody,
     };
+    if let (SignedInAs::Invitee, Some(who)) = (&signed_in, &who) {
+        invitations::mark_opened(&state.pool, who.user_id, &token).await?;
+    }
     let mut r = render(JoinPage { ctx, token, invitation, problem, error: None, signed_in })?;
     *r.status_mut() = status;
     Ok(r)
@@ -601,6 +619,13 @@ pub async fn join_accept(
     let (tenant, _) = invitations::accept_by_link(&state.pool, who.user_id, &token).await?;
     session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
     Ok(Redirect::to("/"))
+}
+
+/// `POST /join/{token}/decline`: the signed-in invitee declines through the link; back to
+/// the team picker. Anyone else's session is `not_found`.
+pub async fn join_decline(State(state): State<AppState>, who: SignedIn, Path(token): Path<String>) -> AppResult<Redirect> {
+    invitations::decline_by_link(&state.pool, who.user_id, &token).await?;
+    Ok(Redirect::to("/tenants"))
 }
 
 // ---------------------------------------------------------------- team settings

@@ -10,7 +10,13 @@
 //!   only with the secret of *its own* link ([`answer`], [`accept_by_link`]), by the signed-in
 //!   account of the invited email. So team A's admin, who sees A's link and can create an
 //!   account for any email with it, can never accept team B's invitation to that email: B's
-//!   link goes from B's admin to the real person.
+//!   link goes from B's admin to the real person;
+//! - invitations against squatting (issue 39 item 3): that same account can neither decline
+//!   B's invitation (declining needs the link's secret as accepting does) nor learn who
+//!   invites it. The invitee's list shows an invitation's team, role and inviter only to the
+//!   account that opened its link while signed in ([`mark_opened`], recorded as
+//!   `invitation.opened_by`; a renewed link or a fresh invitation forgets it); before, the
+//!   invitation is listed as "open the link you were sent", nothing more.
 //!
 //! The operator's CLI (`mnote user add`, [`super::add_user`]) still adds members directly.
 
@@ -98,7 +104,8 @@ pub async fn invite(
              values ($1, $2, $3, $4, $5, now() + make_interval(days => $6), $7)
              on conflict (tenant_id, email) where accepted_at is null and declined_at is null
              do update set role = excluded.role, invited_by = excluded.invited_by,
-                           created_at = now(), expires_at = excluded.expires_at, link_hash = excluded.link_hash",
+                           created_at = now(), expires_at = excluded.expires_at, link_hash = excluded.link_hash,
+                           opened_by = null",
             tenant_id,
             Uuid::new_v4(),
             &lower,
@@ -119,7 +126,7 @@ pub async fn invite(
 pub async fn renew_link(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> AppResult<(String, String)> {
     let token = new_link_token(tenant_id);
     let email = sqlx::query_scalar!(
-        "update invitation set link_hash = $3 where tenant_id = $1 and id = $2
+        "update invitation set link_hash = $3, opened_by = null where tenant_id = $1 and id = $2
            and accepted_at is null and declined_at is null and expires_at > now()
          returning email",
         tenant_id,
@@ -295,29 +302,27 @@ pub async fn withdraw(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<bool> {
     Ok(n == 1)
 }
 
-/// What the invitee does with an invitation. Accepting needs the invitation's link (its
-/// token, or the whole link); declining does not.
+/// What the invitee does with an invitation. Either needs the invitation's link (its token,
+/// or the whole link): whoever can sign in as the invited email without having been sent
+/// the link must not answer for the real person (issue 39 item 3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Answer<'a> {
     Accept { link: Option<&'a str> },
-    Decline,
+    Decline { link: Option<&'a str> },
 }
 
 /// Accept or decline invitation `id` as `user`. Someone else's invitation, or none, is
-/// `not_found`; one already answered or expired is `conflict`. Accepting without a link is
+/// `not_found`; one already answered or expired is `conflict`. Without a link it is
 /// `invalid_input` (field `token`), with another invitation's link `not_found`. Accepting
 /// creates the membership in the inviting tenant's transaction (an existing membership
-/// keeps its role) and uses the link up.
+/// keeps its role) and uses the link up; declining uses it up too.
 pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> AppResult<(Uuid, Role)> {
-    let link_hash = match answer {
-        Answer::Accept { link } => {
-            let token = link.map(token_of).filter(|t| !t.is_empty()).ok_or_else(|| {
-                AppError::invalid("token", "accept through the invitation's link: give its token (the part after /join/)")
-            })?;
-            Some(crate::auth::tokens::hash(token))
-        }
-        Answer::Decline => None,
-    };
+    let (Answer::Accept { link } | Answer::Decline { link }) = answer;
+    let token = link.map(token_of).filter(|t| !t.is_empty()).ok_or_else(|| {
+        let verb = if matches!(answer, Answer::Accept { .. }) { "accept" } else { "decline" };
+        AppError::invalid("token", format!("{verb} through the invitation's link: give its token (the part after /join/)"))
+    })?;
+    let link_hash = crate::auth::tokens::hash(token);
     // Which tenant: readable here only through `own_invitations`, i.e. only for the invitee.
     let mut tx = TenantTx::begin_user_only(pool, user).await?;
     // all tenants: which team's invitation this is, asked by its invitee before any team is set.
@@ -335,7 +340,7 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
         tenant,
         id,
         user,
-        link_hash.as_deref().unwrap_or(""),
+        &link_hash,
     )
     .fetch_optional(&mut *tx)
     .await?
@@ -350,13 +355,13 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
     if expired {
         return Err(AppError::Conflict("this invitation has expired".into()));
     }
+    // Only the holder of this invitation's own link: not another invitation's, not a
+    // renewed-away one (issue 31 item 1), for declining as for accepting (issue 39 item 3).
+    if !link_matches {
+        return Err(AppError::NotFound);
+    }
     match answer {
         Answer::Accept { .. } => {
-            // Only the holder of this invitation's own link: not another invitation's, not a
-            // renewed-away one (issue 31 item 1).
-            if !link_matches {
-                return Err(AppError::NotFound);
-            }
             sqlx::query!(
                 "insert into membership (tenant_id, user_id, role) values ($1, $2, $3)
                  on conflict (tenant_id, user_id) do nothing",
@@ -374,7 +379,7 @@ pub async fn answer(pool: &PgPool, user: Uuid, id: Uuid, answer: Answer<'_>) -> 
             .execute(&mut *tx)
             .await?;
         }
-        Answer::Decline => {
+        Answer::Decline { .. } => {
             sqlx::query!(
                 "update invitation set declined_at = now(), link_hash = null where tenant_id = $1 and id = $2",
                 tenant,
@@ -413,4 +418,33 @@ pub async fn id_by_link_for(pool: &PgPool, user: Uuid, token: &str) -> AppResult
 pub async fn accept_by_link(pool: &PgPool, user: Uuid, token: &str) -> AppResult<(Uuid, Role)> {
     let id = id_by_link_for(pool, user, token).await?;
     answer(pool, user, id, Answer::Accept { link: Some(token) }).await
+}
+
+/// Decline the invitation behind link `token` as the signed-in `user` (the link page's
+/// other button).
+pub async fn decline_by_link(pool: &PgPool, user: Uuid, token: &str) -> AppResult<()> {
+    let id = id_by_link_for(pool, user, token).await?;
+    answer(pool, user, id, Answer::Decline { link: Some(token) }).await.map(drop)
+}
+
+/// Record that `user` opened the link `token` of an open invitation to their own email (the
+/// link page, signed in): from now on their invitation list shows its team, role and
+/// inviter. Anyone else's link, or none, changes nothing.
+pub async fn mark_opened(pool: &PgPool, user: Uuid, token: &str) -> AppResult<()> {
+    let token = token_of(token);
+    let Some(tenant) = tenant_of_link(token) else { return Ok(()) };
+    let mut tx = TenantTx::begin(pool, tenant, Scope::User(user)).await?;
+    sqlx::query!(
+        "update invitation set opened_by = $3
+         where tenant_id = $1 and link_hash = $2 and accepted_at is null and declined_at is null
+           and expires_at > now() and opened_by is distinct from $3
+           and email = (select lower(email) from app_user where id = $3)",
+        tenant,
+        crate::auth::tokens::hash(token),
+        user,
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
 }

@@ -45,14 +45,18 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .ok::<Items<invitations::TeamInvitation>>(200);
     d.op("delete", "/api/members/invitations/{id}").summary("Withdraw an invitation (admins)").empty(204);
     d.op("get", "/api/invitations")
-        .summary("The caller's own pending invitations, from every team")
+        .summary("The caller's own pending invitations, from every team (team, role and inviter once its link was opened)")
         .ok::<Items<crate::auth::directory::MyInvitation>>(200);
     d.op("post", "/api/invitations/{id}/accept")
         .summary("Accept an invitation with its link's token")
-        .body::<t::AcceptBody>()
+        .body::<t::AnswerBody>()
         .ok::<t::Accepted>(200)
         .errors(&[(409, &["conflict"])]);
-    d.op("post", "/api/invitations/{id}/decline").summary("Decline an invitation").empty(204);
+    d.op("post", "/api/invitations/{id}/decline")
+        .summary("Decline an invitation with its link's token")
+        .body::<t::AnswerBody>()
+        .empty(204)
+        .errors(&[(409, &["conflict"])]);
     d.op("patch", "/api/members/{id}")
         .summary("Change a member's role (admins; owners make owners)")
         .body::<t::RoleChange>()
@@ -78,6 +82,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/admin/members/invitations/{id}/withdraw", post(t::invitation_withdraw_form))
         .route("/join/{token}", get(t::join_page).post(t::join))
         .route("/join/{token}/accept", post(t::join_accept))
+        .route("/join/{token}/decline", post(t::join_decline))
         .route("/invitations/{id}/accept", post(t::invitation_accept_form))
         .route("/invitations/{id}/decline", post(t::invitation_decline_form))
         .route("/admin/settings", get(t::settings_page).post(t::settings_save))

@@ -97,13 +97,9 @@ async fn a_team_admin_cannot_take_over_another_teams_invitation() {
     // 4. Mallory signs in as the victim's email and tries to accept B's invitation.
     let as_victim = signed_in_with(&app, VICTIM, EVIL).await;
     let (_, mine) = as_victim.get_json("/api/invitations").await;
-    let id = mine["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|i| i["tenantName"] == "beta")
-        .map(|i| i["id"].as_str().unwrap().to_string())
-        .unwrap_or_else(|| panic!("{mine}"));
+    // B's invitation is the only open one (A's was used); which team it is stays hidden.
+    assert_eq!(mine["items"].as_array().map(Vec::len), Some(1), "{mine}");
+    let id = mine["items"][0]["id"].as_str().unwrap().to_string();
     let accept = format!("/api/invitations/{id}/accept");
     let (st, e) = as_victim.post_json(&accept, json!({})).await;
     assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "accepted without B's link: {e}");
@@ -176,6 +172,9 @@ async fn an_invitation_is_accepted_only_with_its_own_link() {
     let link_g = join_path(&v);
 
     let mut a = signed_in_with(&app, "a@alpha.test", PASSWORD).await;
+    // The invitee opens both links (then its list names the teams, issue 39 item 3).
+    a.page(&link_b).await;
+    a.page(&link_g).await;
     let (_, mine) = a.get_json("/api/invitations").await;
     let id_of = |team: &str| {
         mine["items"].as_array().unwrap().iter().find(|i| i["tenantName"] == team).unwrap()["id"].as_str().unwrap().to_string()
@@ -221,4 +220,117 @@ async fn an_invitation_is_accepted_only_with_its_own_link() {
     let (st, html) = app.client().page(&link_third).await;
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains(&format!("/login?next={link_third}")), "{html}");
+}
+
+/// Issue 39 item 3, invitation squatting: team A's admin makes an account for the victim's
+/// email through A's own link. That account must not learn which other team invites the
+/// email (team, role, inviter), nor decline that invitation without its link: before, it
+/// listed B's invitation with all three and declined it with an empty body, B's link then
+/// answered 404 and B's admin saw the invitation silently gone.
+#[tokio::test]
+async fn an_account_made_through_another_teams_link_can_neither_see_nor_decline_an_invitation() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "mallory@alpha.test").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let mallory = app.api(alpha.tenant_id, alpha.user_id).await;
+    let beta_owner = app.api(beta.tenant_id, beta.user_id).await;
+    let (_, v) = mallory.post_json("/api/members", json!({"email": VICTIM, "role": "member"})).await;
+    let link_a = join_path(&v);
+    let mut m = app.client();
+    m.page(&link_a).await;
+    let r = m.post_form(&link_a, &[("password", EVIL), ("confirm_password", EVIL)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (st, v) = beta_owner.post_json("/api/members", json!({"email": VICTIM, "role": "admin"})).await;
+    assert_eq!(st, StatusCode::ACCEPTED, "{v}");
+    let link_b = join_path(&v);
+    let token_b = link_b.trim_start_matches("/join/").to_string();
+
+    // Signed in as the email: there is an invitation, and nothing says whose.
+    let mut as_victim = signed_in_with(&app, VICTIM, EVIL).await;
+    let (st, mine) = as_victim.get_json("/api/invitations").await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(mine["items"].as_array().map(Vec::len), Some(1), "{mine}");
+    let inv = &mine["items"][0];
+    assert_eq!(inv["opened"], false, "{mine}");
+    for field in ["tenantId", "tenantName", "role", "invitedBy"] {
+        assert!(inv[field].is_null(), "{field} is shown before the link was opened: {mine}");
+    }
+    let (_, html) = as_victim.page("/tenants").await;
+    assert!(!html.contains("<strong>beta</strong>") && !html.contains("owner@beta.test"), "{html}");
+    let id = inv["id"].as_str().unwrap().to_string();
+
+    // Declining without B's link: refused every way, and the invitation stays open.
+    let decline = format!("/api/invitations/{id}/decline");
+    let (st, e) = as_victim.post_json(&decline, json!({})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "declined without a link: {e}");
+    assert!(e["error"]["fields"]["token"].is_string(), "{e}");
+    let forged = format!("{}.{}", beta.tenant_id, "A".repeat(43));
+    let used_a = link_a.trim_start_matches("/join/").to_string();
+    for token in [used_a.as_str(), forged.as_str()] {
+        let (st, e) = as_victim.post_json(&decline, json!({"token": token})).await;
+        assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "declined with {token:?}: {e}");
+    }
+    for fields in [vec![], vec![("link", link_a.as_str())], vec![("link", forged.as_str())]] {
+        let r = as_victim.post_form(&format!("/invitations/{id}/decline"), &fields).await;
+        assert!(r.status().is_client_error(), "the picker's form declined with {fields:?}: {}", r.status());
+    }
+    let victim_id = user_by_email(&app.pool, VICTIM).await.unwrap().unwrap().id;
+    let (st, e) = app.api(alpha.tenant_id, victim_id).await.post_json(&decline, json!({})).await;
+    assert!(st.is_client_error(), "declined with an API token: {e}");
+    // B's side is untouched: its admin still lists the invitation, its link still opens.
+    let (_, open) = beta_owner.get_json("/api/members/invitations").await;
+    assert!(open["items"].as_array().unwrap().iter().any(|i| i["email"] == VICTIM), "{open}");
+    let (st, _) = app.client().page(&link_b).await;
+    assert_eq!(st, StatusCode::OK, "B's link must still work");
+
+    // Whoever holds B's link and signs in as the email sees who invites once the link page
+    // was opened, and may decline there (the link is used up).
+    let (st, html) = as_victim.page(&link_b).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains(&format!("action=\"{link_b}/decline\"")), "{html}");
+    let (_, mine) = as_victim.get_json("/api/invitations").await;
+    let inv = &mine["items"][0];
+    assert_eq!(
+        (inv["opened"].as_bool(), inv["tenantName"].as_str(), inv["role"].as_str(), inv["invitedBy"].as_str()),
+        (Some(true), Some("beta"), Some("admin"), Some("owner@beta.test")),
+        "{mine}"
+    );
+    assert_eq!(inv["tenantId"].as_str(), Some(beta.tenant_id.to_string().as_str()));
+    let r = as_victim.post_form(&format!("{link_b}/decline"), &[]).await;
+    assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, "/tenants"));
+    let (st, e) = as_victim.post_json(&decline, json!({"token": token_b})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::CONFLICT, "conflict"), "{e}");
+    let (_, open) = beta_owner.get_json("/api/members/invitations").await;
+    assert!(!open["items"].as_array().unwrap().iter().any(|i| i["email"] == VICTIM), "{open}");
+}
+
+/// A renewed link (or a fresh invitation) forgets who opened the old one: its list hides the
+/// team again until the new link is opened; the API declines with the link's token.
+#[tokio::test]
+async fn a_renewed_link_hides_the_invitation_again_until_it_is_opened() {
+    let app = spawn_app().await;
+    let alpha = app.bootstrap("alpha", "owner@alpha.test").await;
+    app.add_user(alpha.tenant_id, "a@alpha.test", "member").await;
+    let beta = app.bootstrap("beta", "owner@beta.test").await;
+    let beta_owner = app.api(beta.tenant_id, beta.user_id).await;
+    let (_, v) = beta_owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    let link = join_path(&v);
+    let mut a = signed_in_with(&app, "a@alpha.test", PASSWORD).await;
+    a.page(&link).await;
+    let (_, mine) = a.get_json("/api/invitations").await;
+    assert_eq!(mine["items"][0]["tenantName"], "beta", "{mine}");
+    // Invited again: a new link, the opener forgotten.
+    let (_, v) = beta_owner.post_json("/api/members", json!({"email": "a@alpha.test", "role": "member"})).await;
+    let new_link = join_path(&v);
+    let (_, mine) = a.get_json("/api/invitations").await;
+    assert_eq!((mine["items"][0]["opened"].as_bool(), mine["items"][0]["tenantName"].as_str()), (Some(false), None), "{mine}");
+    let id = mine["items"][0]["id"].as_str().unwrap().to_string();
+    let (st, e) =
+        a.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": link.trim_start_matches("/join/")})).await;
+    assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "the old link: {e}");
+    let (st, e) =
+        a.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": format!("http://example.test{new_link}")})).await;
+    assert_eq!(st, StatusCode::NO_CONTENT, "{e}");
+    let (_, open) = beta_owner.get_json("/api/members/invitations").await;
+    assert_eq!(open["items"].as_array().map(Vec::len), Some(0), "{open}");
 }

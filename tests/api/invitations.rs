@@ -83,6 +83,12 @@ async fn another_teams_member_is_only_invited_until_they_accept() {
     let r = c.login("a@alpha.test", PASSWORD).await;
     assert_eq!(r.headers()["location"].to_str().unwrap(), "/tenants?next=%2F", "open invitations are shown after sign-in");
     let mut a = signed_in(&app, "a@alpha.test").await;
+    // Who invites shows once the invitee opened the link signed in (issue 39 item 3).
+    let inv = my_invitations(&a).await;
+    assert_eq!((inv.len(), inv[0]["opened"].as_bool(), inv[0]["tenantName"].as_str()), (1, Some(false), None));
+    let (st, html) = a.page(&format!("/join/{link}")).await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains(&format!("action=\"/join/{link}/decline\"")), "{html}");
     let (_, html) = a.page("/tenants").await;
     assert!(html.contains("beta") && html.contains("/accept"), "{html}");
     let r = a.post_form("/tenants/switch", &[("tenant_id", &beta.tenant_id.to_string())]).await;
@@ -121,6 +127,8 @@ async fn declined_expired_or_accepted_invitations_cannot_be_accepted() {
     let link = token(&v);
     let id = my_invitations(&a).await[0]["id"].as_str().unwrap().to_string();
     let r = a.post_form(&format!("/invitations/{id}/decline"), &[]).await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY, "declining needs the link");
+    let r = a.post_form(&format!("/invitations/{id}/decline"), &[("link", link.as_str())]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert!(my_invitations(&a).await.is_empty());
     let (st, e) = a.post_json(&format!("/api/invitations/{id}/accept"), json!({"token": link})).await;
@@ -257,8 +265,10 @@ async fn nobody_else_can_accept_or_see_an_invitation() {
         assert_eq!((st, error_code(&e)), (StatusCode::NOT_FOUND, "not_found"), "{email}");
         let r = other.post_form(&format!("{}/accept", join_path(&link)), &[]).await;
         assert_eq!(r.status(), StatusCode::NOT_FOUND, "{email} through the link page");
-        let (st, _) = other.post_json(&format!("/api/invitations/{id}/decline"), json!({})).await;
+        let (st, _) = other.post_json(&format!("/api/invitations/{id}/decline"), json!({"token": link})).await;
         assert_eq!(st, StatusCode::NOT_FOUND, "{email}");
+        let r = other.post_form(&format!("{}/decline", join_path(&link)), &[]).await;
+        assert_eq!(r.status(), StatusCode::NOT_FOUND, "{email} through the link page");
     }
     let (st, _) = owner.post_json(&format!("/api/invitations/{id}/accept"), json!({"token": link})).await;
     assert_eq!(st, StatusCode::NOT_FOUND, "the inviter's token");

@@ -116,6 +116,9 @@ async fn a_kb_bound_to_a_real_lightrag_syncs_answers_and_cites_located_blocks() 
     }
     assert_eq!(status_item(&status, &id("rag/scope_zh.png"))["ocrTextExposed"], true, "{status}");
     assert!(status_item(&status, &id("rag/handbook.md"))["ocrTextExposed"].is_null());
+    // Said explicitly (issue 39 item 8): the image's OCR text arrived; the Markdown has none.
+    assert_eq!(status_item(&status, &id("rag/scope_zh.png"))["ocrText"], "exposed", "{status}");
+    assert_eq!(status_item(&status, &id("rag/handbook.md"))["ocrText"], "none", "{status}");
 
     // A Chinese query finds the image by its OCR text; the reference cites its OCR block.
     let (st, r) =

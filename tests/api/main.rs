@@ -38,6 +38,7 @@ mod ops;
 mod pages;
 mod preferences;
 mod private_kbs;
+mod rag_status;
 mod read_replica;
 mod run_scope;
 mod runs_acp;

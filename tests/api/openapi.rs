@@ -185,3 +185,81 @@ async fn a_rag_query_of_an_unknown_kb_answers_a_documented_404() {
     let documented = &checked_in()["paths"]["/api/knowledge-rag/query"]["post"]["responses"];
     assert!(documented.get("404").is_some(), "{documented}");
 }
+
+/// Issue 39 item 4: every query-string parameter of every documented operation, given a NUL
+/// (`%00`), answers `422 invalid_input`: never a `200` that carried the NUL on, never a `500`.
+/// As an owner of a team with an indexed KB and a run, so path ids are real; the other
+/// required query parameters get a plain value.
+#[tokio::test]
+async fn a_nul_in_any_documented_query_parameter_is_invalid_input() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("nulq", "owner@nulq.test").await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    app.write_doc("nulq/notes.md", "# Evidence\n\nAn indexed paragraph about evidence.\n");
+    let kb = app.indexed_folder_kb(&api, "nulq", json!({"name": "NUL"})).await;
+    let (_, sources) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
+    let source = sources["items"][0]["id"].as_str().unwrap().to_string();
+    let session = "nul-session";
+    let (code, run) = api
+        .post_json(
+            "/api/page-ai/runs",
+            json!({"requestId": "nul-1", "sessionId": session, "agentId": "hermes", "prompt": "What is evidence?", "contextRefs": {"kbIds": [kb]}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::CREATED, "{run}");
+    let run = run["hostRunId"].as_str().unwrap().to_string();
+    let (_, grants) = api.get_json("/api/grants").await;
+    let grant = grants["items"][0]["id"].as_str().unwrap().to_string();
+    let user = s.user_id.to_string();
+    // The real id for a path parameter, by the path it is in.
+    let fill = |path: &str| -> String {
+        let id = if path.starts_with("/api/kbs/") {
+            kb.as_str()
+        } else if path.starts_with("/api/sources/") {
+            source.as_str()
+        } else if path.starts_with("/api/page-ai/runs/") {
+            run.as_str()
+        } else if path.starts_with("/api/grants/") {
+            grant.as_str()
+        } else if path.starts_with("/api/page-ai/conversations/") {
+            session
+        } else {
+            user.as_str()
+        };
+        path.replace("{id}", id).replace("{user}", &user).replace("{session}", session).replace("{agent}", "hermes")
+    };
+
+    let served: Value = app.client().get("/api/openapi.json").await.json().await.unwrap();
+    let mut tried = Vec::new();
+    let mut failures = Vec::new();
+    for (path, ops) in served["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let params = op["parameters"].as_array().cloned().unwrap_or_default();
+            let query: Vec<&Value> = params.iter().filter(|p| p["in"] == "query").collect();
+            for p in &query {
+                let name = p["name"].as_str().unwrap();
+                let others = query
+                    .iter()
+                    .filter(|o| o["name"] != name && o["required"] == true)
+                    .map(|o| format!("&{}=evidence", o["name"].as_str().unwrap()));
+                let url = format!("{}?{name}=a%00b{}", fill(path), others.collect::<String>());
+                let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                let (st, v) = json_of(api.req(m, &url).send().await.unwrap()).await;
+                tried.push(format!("{} {url}", method.to_uppercase()));
+                if (st, error_code(&v)) != (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input") {
+                    failures.push(format!("{} {url}: {st} {v}", method.to_uppercase()));
+                }
+            }
+        }
+    }
+    // The walk reached the operations with query parameters (the document lists them).
+    assert!(tried.iter().any(|t| t.starts_with("GET /api/search/documents?q=")), "{tried:?}");
+    assert!(tried.len() >= 5, "{tried:?}");
+    assert!(
+        failures.is_empty(),
+        "{} of {} did not answer 422 invalid_input:\n{}",
+        failures.len(),
+        tried.len(),
+        failures.join("\n")
+    );
+}
