@@ -18,7 +18,7 @@ use super::{
     citations::{self, Found},
     tools::ToolCallRecord,
 };
-use crate::{auth::Auth, search::analyze, state::AppState};
+use crate::{auth::Auth, evidence::KbScope, search::analyze, state::AppState};
 
 pub const RECEIPT_SCHEMA: &str = "mnote.agent_run_receipt.v1";
 
@@ -188,7 +188,7 @@ struct Block {
 }
 
 /// The cited blocks `actor` may read (RLS, KB visibility, the source's grant not revoked).
-async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<HashMap<Uuid, Block>> {
+async fn blocks(state: &AppState, actor: &Auth, scope: &KbScope, ids: &[Uuid]) -> sqlx::Result<HashMap<Uuid, Block>> {
     if ids.is_empty() {
         return Ok(HashMap::new());
     }
@@ -199,9 +199,10 @@ async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<Ha
          join readable_source s on s.tenant_id = b.tenant_id and s.id = b.source_id
          left join evidence_section sec
            on sec.tenant_id = b.tenant_id and sec.source_id = b.source_id and sec.section_key = b.section_key
-         where b.tenant_id = $2 and b.id = any($1)"#,
+         where b.tenant_id = $2 and b.id = any($1) and ($3::uuid[] is null or s.kb_id = any($3))"#,
         ids,
         actor.tenant_id,
+        scope.kb_ids() as Option<&[Uuid]>,
     )
     .fetch_all(&mut *tx)
     .await?;
@@ -209,8 +210,9 @@ async fn blocks(state: &AppState, actor: &Auth, ids: &[Uuid]) -> sqlx::Result<Ha
     Ok(rows.into_iter().map(|r| (r.id, Block { text: r.text, section_path: r.path })).collect())
 }
 
-/// Check `answer`'s citations as `actor` sees the evidence.
-pub async fn check(state: &AppState, actor: &Auth, answer: &str, tool_calls: Vec<ToolCallRecord>) -> Receipt {
+/// Check `answer`'s citations as `actor` sees the evidence inside the run's `scope` (a block
+/// outside it counts as not found, as it does for the run's tools).
+pub async fn check(state: &AppState, actor: &Auth, scope: &KbScope, answer: &str, tool_calls: Vec<ToolCallRecord>) -> Receipt {
     let mut evidence_ids: Vec<Uuid> = Vec::new();
     for c in &tool_calls {
         for id in &c.evidence_ids {
@@ -223,7 +225,7 @@ pub async fn check(state: &AppState, actor: &Auth, answer: &str, tool_calls: Vec
     let mut wanted: Vec<Uuid> = cited.iter().filter_map(|c| c.evidence_id).collect();
     wanted.sort();
     wanted.dedup();
-    let found = match blocks(state, actor, &wanted).await {
+    let found = match blocks(state, actor, scope, &wanted).await {
         Ok(b) => Some(b),
         Err(e) => {
             tracing::warn!("citation check: the cited blocks could not be read: {e}");

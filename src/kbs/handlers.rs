@@ -146,12 +146,16 @@ pub struct KbTransfer {
 }
 
 /// Give the KB to another member: its owner or a team admin may (also an admin who cannot
-/// read a private KB); the previous owner stays in it as a member.
+/// read a private KB, but not to themselves); the previous owner stays in it as a member.
 async fn transfer(state: &AppState, auth: &Auth, id: Uuid, owner: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
     let kb = super::visible(&mut tx, auth, id).await?;
     if !kb.can_transfer {
         return Err(AppError::forbidden("only the owner or a team admin can transfer this knowledge base"));
+    }
+    // Taking it would be reading it: an admin outside a private KB gives it to someone else.
+    if !kb.can_read && owner == auth.user_id {
+        return Err(AppError::forbidden("an admin outside this knowledge base cannot make themselves its owner"));
     }
     tq::member(&mut tx, owner).await?.ok_or_else(|| AppError::invalid("ownerId", "not a member of this team"))?;
     queries::transfer(&mut tx, id, kb.owner_id, owner).await?;

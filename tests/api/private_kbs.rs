@@ -321,6 +321,12 @@ async fn an_admin_transfers_and_deletes_a_private_kb_from_its_page_and_the_api()
     let (_, html) = alice_browser.page(&format!("/kbs/{kb}")).await;
     assert!(html.contains("plan.md") && html.contains("id=\"transfer-kb\"") && !html.contains("id=\"private-kb\""));
 
+    // Not to the admin: owning it would be reading it.
+    let (st, e) = t.admin.post_json(&format!("/api/kbs/{kb}/transfer"), json!({"ownerId": t.admin_id})).await;
+    assert_eq!((st, &e["error"]["code"]), (StatusCode::FORBIDDEN, &json!("forbidden")), "{e}");
+    let (_, k) = t.alice.get_json(&format!("/api/kbs/{kb}")).await;
+    assert_eq!(k["ownerEmail"], "alice@acme.test", "{k}");
+
     // Transfer, by the admin, to Bob: Bob owns and reads it, Alice stays a member and reads it,
     // the admin still reads nothing.
     let (st, k) = t.admin.post_json(&format!("/api/kbs/{kb}/transfer"), json!({"ownerId": t.bob_id})).await;

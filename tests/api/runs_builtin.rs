@@ -6,6 +6,7 @@
 use mnote::{
     agents::{AgentError, AgentId, AgentRuntime, RunEnv, RunInput, builtin::BuiltinRuntime, tools::ToolBox, verify},
     db::{Scope, TenantTx},
+    evidence::KbScope,
     journal::{ContextRefs, Event, EventSource, sink::EventSink},
     state::AppState,
 };
@@ -323,17 +324,24 @@ async fn fabricated_citations_are_not_verified() {
          The moon is made of green cheese. [evidence:{real}]\n\
          Volcanoes erupt in Iceland every spring [evidence:{fake}]."
     );
-    let r = verify::check(&state, &actor, &answer, Vec::new()).await;
+    let r = verify::check(&state, &actor, &KbScope::Readable, &answer, Vec::new()).await;
     let got: Vec<(bool, &str)> = r.citations.iter().map(|c| (c.verified, c.reason.as_str())).collect();
     assert_eq!(got, [(true, "quote_found"), (true, "key_terms"), (false, "unsupported"), (false, "evidence_not_found")], "{r:?}");
     assert_eq!((r.total, r.verified), (4, 2));
     assert_eq!(r.citations[2].sentence, "The moon is made of green cheese.");
     assert_eq!(r.citations[3].evidence_id, Some(fake));
 
+    // A run bound to another KB: its citations of this one are not found, as its tools say.
+    let elsewhere = KbScope::of(&[Uuid::new_v4()]);
+    let r = verify::check(&state, &actor, &elsewhere, &answer, Vec::new()).await;
+    assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
+    let inside = KbScope::of(&[t.kb.parse().unwrap()]);
+    assert_eq!(verify::check(&state, &actor, &inside, &answer, Vec::new()).await.verified, 2);
+
     // Another tenant's actor cannot see the evidence at all.
     let _other = team(&app, "other", &[("x.md", "# X\n\nnothing\n")]).await;
     let stranger = mnote::context::act_as(&app.pool, "other", None).await.unwrap();
-    let r = verify::check(&state, &stranger, &answer, Vec::new()).await;
+    let r = verify::check(&state, &stranger, &KbScope::Readable, &answer, Vec::new()).await;
     assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
     let _ = (t.tenant, t.user);
 }
