@@ -182,9 +182,9 @@ async fn a_conversation_is_its_owners_alone() {
     let (_, owners) = c.client.get_json("/api/page-ai/conversations/shared-name").await;
     assert_eq!((owners["title"].as_str(), owners["runCount"].as_i64()), (Some("Where do the robots charge?"), Some(1)));
 
-    // An admin sees the team's runs, but not another user's conversations.
+    // Not even the team's owner sees another user's runs or conversations.
     let (st, _) = c.client.get_json(&format!("/api/page-ai/runs/{id}")).await;
-    assert_eq!(st, StatusCode::OK, "owners see the tenant's runs (unchanged)");
+    assert_eq!(st, StatusCode::NOT_FOUND, "a run is its actor's own, also to the team's owner");
     let (_, list) = c.client.get_json("/api/page-ai/conversations").await;
     assert_eq!(ids(&list), ["shared-name"]);
     assert_eq!(list["items"][0]["title"], "Where do the robots charge?");

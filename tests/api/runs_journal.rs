@@ -709,9 +709,10 @@ async fn a_member_holds_a_bounded_number_of_streams() {
     // Another token of the same member counts against the same slots.
     let a2 = app.api(s.tenant_id, alice).await;
     assert_eq!(refused(&a2).await.unwrap().status(), StatusCode::TOO_MANY_REQUESTS);
-    // The owner (another member) is not affected.
+    // The owner (another member) is not affected: their own run streams.
     let owner = app.api(s.tenant_id, s.user_id).await;
-    let _owners = SseReader::open(&owner, &path, None).await;
+    let owners_run = manual_run(&app, s.tenant_id, s.user_id, "so").await;
+    let _owners = SseReader::open(&owner, &format!("/api/page-ai/runs/{owners_run}/events"), None).await;
     // Closing one frees its slot (the server notices at its next write: the re-check or a keep-alive).
     drop(open.pop());
     let mut admitted = false;
