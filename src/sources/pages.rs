@@ -163,7 +163,11 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
         .filter(|g| g.permission == Permission::ReadIndex)
         .collect();
     let kb_members = kbs::queries::members(&mut tx, id).await?;
-    let team = if kb.can_manage || kb.can_transfer { tq::members(&mut tx).await? } else { Vec::new() };
+    let mut team = if kb.can_manage || kb.can_transfer { tq::members(&mut tx).await? } else { Vec::new() };
+    // An admin outside a private KB may give it to someone else, never to themselves.
+    if !kb.can_read {
+        team.retain(|m| m.user_id != page.auth.user_id);
+    }
     tx.commit().await?;
     let upload_max_mb = state.config.upload_max_bytes.div_ceil(1024 * 1024);
     let grace_days = kbs::grace_days(&page.ctx, state.config.delete_grace);

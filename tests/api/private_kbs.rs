@@ -316,6 +316,8 @@ async fn an_admin_transfers_and_deletes_a_private_kb_from_its_page_and_the_api()
     for absent in ["id=\"sources\"", "plan.md", "/uploads", "action=\"/search\""] {
         assert!(!html.contains(absent), "{absent} shown to the admin");
     }
+    // The transfer form does not offer the admin themselves (owning it would be reading it).
+    assert!(!html.contains(&format!("<option value=\"{}\"", t.admin_id)), "the admin is offered the KB");
     // Alice's page has the sources and the transfer form too (she owns it).
     let mut alice_browser = app.login("alice@acme.test").await;
     let (_, html) = alice_browser.page(&format!("/kbs/{kb}")).await;

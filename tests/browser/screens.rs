@@ -86,7 +86,12 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
     assert!(st.is_success());
     app.run_jobs().await;
-    app.add_user(s.tenant_id, "bob@acme.test", "member").await;
+    let bob = app.add_user(s.tenant_id, "bob@acme.test", "member").await;
+    // Bob's private KB: the owner sees that it exists, its owner and size, delete and transfer.
+    let (st, private) =
+        app.api(s.tenant_id, bob).await.post_json("/api/kbs", json!({"name": "Bob's notes", "visibility": "private"})).await;
+    assert_eq!(st, StatusCode::CREATED, "{private}");
+    let private = private["id"].as_str().unwrap().to_string();
     let (_, srcs) = api.get_json(&format!("/api/kbs/{kb}/sources")).await;
     let pdf_id = srcs["items"].as_array().unwrap().iter().find(|x| x["resourcePath"] == "known_words.pdf").unwrap()["id"]
         .as_str()
@@ -101,6 +106,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
         ("kb", format!("/kbs/{kb}")),
+        ("kb-private-of-another", format!("/kbs/{private}")),
         ("search", "/search?q=thread&mode=lexical".into()),
         ("viewer-pdf", viewer),
         ("members", "/admin/members".into()),
