@@ -462,7 +462,14 @@ async fn reasonix_app() -> (TestApp, Seed) {
     let agent = acp_agent();
     assert!(agent.is_file(), "{} is missing", agent.display());
     let cmd = vec!["python3".to_string(), agent.display().to_string()];
-    let app = spawn_app_with(move |c| c.agents.acp_command = Some(cmd)).await;
+    // The agent is confined (Landlock): it may read its own script's directory, as the
+    // operator allows an agent's install path with MNOTE_ACP_READ_PATHS.
+    let dir = agent.parent().unwrap().to_path_buf();
+    let app = spawn_app_with(move |c| {
+        c.agents.acp_command = Some(cmd);
+        c.agents.acp_read_paths = vec![dir];
+    })
+    .await;
     let seed = seed(&app).await;
     (app, seed)
 }
