@@ -1,6 +1,6 @@
 //! Conversations (`/api/page-ai/conversations…`): a session of runs, created by its first run;
 //! follow-ups carry the earlier turns (to the OpenAI-compatible mock as earlier messages, to the
-//! built-in agent as the previous question); the list, search, rename and delete; each one
+//! built-in agent as the previous question when the follow-up depends on it); the list, search, rename and delete; each one
 //! visible to its own user only (RLS), never to another member, an admin or another tenant.
 
 use reqwest::StatusCode;
@@ -201,7 +201,7 @@ async fn a_conversation_is_its_owners_alone() {
 }
 
 #[tokio::test]
-async fn the_built_in_agent_reads_a_short_follow_up_with_the_previous_question() {
+async fn the_built_in_agent_reads_a_dependent_follow_up_with_the_previous_question() {
     let c = setup().await;
     let first = ask(&c, "follow", "Where do the robots charge?").await;
     assert!(first["answer"].as_str().unwrap().contains("north hall"), "{first}");
@@ -213,6 +213,57 @@ async fn the_built_in_agent_reads_a_short_follow_up_with_the_previous_question()
     let answer = follow["answer"].as_str().unwrap();
     assert!(answer.contains("north hall") || answer.contains("battery"), "{follow}");
     assert!(follow["receipt"]["total"].as_u64().unwrap() >= 1, "{follow}");
+}
+
+/// The run's searched queries and its last plan's entries.
+async fn searched(c: &Ctx, run: &Value) -> (Vec<String>, Vec<String>) {
+    let id = run["hostRunId"].as_str().unwrap();
+    let (st, page) = c.client.get_json(&format!("/api/page-ai/runs/{id}/events?afterSeq=0")).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().unwrap();
+    let queries = items
+        .iter()
+        .filter(|e| e["kind"] == "tool.started" && e["payload"]["name"] == "mnote.evidence.search")
+        .map(|e| e["payload"]["arguments"]["query"].as_str().unwrap().to_string())
+        .collect();
+    let plan = items.iter().rev().find(|e| e["kind"] == "plan.updated").expect("a plan");
+    let entries = plan["payload"]["entries"].as_array().unwrap();
+    (queries, entries.iter().map(|e| e["content"].as_str().unwrap().to_string()).collect())
+}
+
+/// Issue 41: a follow-up on a new topic is searched on its own; one that refers back (a
+/// pronoun, a continuation cue, one content word) with the previous question; the plan's
+/// first step says which.
+#[tokio::test]
+async fn a_topic_change_is_searched_alone_and_a_dependent_follow_up_with_the_previous_question() {
+    let c = setup().await;
+    let first = ask(&c, "topic", "Where do the robots charge?").await;
+    let (queries, plan) = searched(&c, &first).await;
+    assert_eq!(queries[0], "Where do the robots charge?");
+    assert!(!plan.iter().any(|p| p.contains("previous question")), "no follow-up step on a first question: {plan:?}");
+
+    let zh = ask(&c, "topic", "出差住宿每晚的上限是多少？").await;
+    let (queries, plan) = searched(&c, &zh).await;
+    assert_eq!(queries[0], "出差住宿每晚的上限是多少？", "{queries:?}");
+    assert!(queries.iter().all(|q| !q.contains("robots") && !q.contains("charge")), "{queries:?}");
+    assert_eq!(plan[0], "新话题：单独检索，不带上一个问题", "{plan:?}");
+
+    let en = ask(&c, "topic", "Who builds the warehouse robots?").await;
+    let (queries, plan) = searched(&c, &en).await;
+    assert_eq!(queries[0], "Who builds the warehouse robots?", "{queries:?}");
+    assert!(queries.iter().all(|q| !q.contains("出差")), "{queries:?}");
+    assert_eq!(plan[0], "New topic: searched on its own, without the previous question", "{plan:?}");
+    assert!(en["answer"].as_str().unwrap().contains("Lyon"), "{en}");
+
+    let zh = ask(&c, "topic", "它的上限是多少？").await;
+    let (queries, plan) = searched(&c, &zh).await;
+    assert_eq!(queries[0], "它的上限是多少？ Who builds the warehouse robots?", "{queries:?}");
+    assert_eq!(plan[0], "追问：与上一个问题“Who builds the warehouse robots?”一起检索", "{plan:?}");
+
+    let en = ask(&c, "topic", "and what about its battery?").await;
+    let (queries, plan) = searched(&c, &en).await;
+    assert_eq!(queries[0], "and what about its battery? 它的上限是多少？", "{queries:?}");
+    assert_eq!(plan[0], "Follow-up: searched together with the previous question “它的上限是多少？”", "{plan:?}");
 }
 
 #[tokio::test]
