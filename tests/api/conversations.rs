@@ -306,3 +306,61 @@ async fn a_follow_up_sends_the_earlier_turns_to_the_model_and_a_live_conversatio
     assert_eq!(finished(&c.client, &slow).await["status"], "cancelled");
     assert_eq!(c.client.delete("/api/page-ai/conversations/llm").await, StatusCode::NO_CONTENT);
 }
+
+/// Issue 41: "Assistant" in the navigation opens a new conversation (`/ai?new=1`, the script
+/// told not to resume the last one), an earlier one is resumed from the list, which marks the
+/// one shown; an owner without a model is shown how to connect one, a member is not, nor anyone
+/// once a model is connected.
+#[tokio::test]
+async fn the_navigation_starts_a_new_conversation_and_an_admin_without_a_model_is_shown_how_to_connect_one() {
+    let c = setup().await;
+    ask(&c, "conv-nav", "Where do the robots charge?").await;
+    let mut owner = c.app.login("owner@acme.test").await;
+
+    let (st, html) = owner.page("/ai?new=1").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("<a href=\"/ai?new=1\" class=\"active\">Assistant</a>"), "the nav link: {html}");
+    assert!(html.contains("data-session-fresh=\"true\""), "a new conversation: {html}");
+    assert!(!html.contains("class=\"ai-past\"") && !html.contains("class=\"ai-turn"), "no earlier turns: {html}");
+    assert!(!html.contains("aria-current=\"true\""), "nothing marked current: {html}");
+    assert!(html.contains("href=\"/ai?session=conv-nav\" class=\"ai-conv-link\">"), "resumed from the list: {html}");
+    assert!(html.contains("name=\"new\" value=\"1\""), "the new-conversation form asks for a new one: {html}");
+    assert!(html.contains("No language model is connected"), "{html}");
+    assert!(html.contains("<a class=\"button small\" href=\"/settings/agents\">Connect a model provider</a>"), "{html}");
+
+    // Resumed from the list: its turns shown, marked current.
+    let (_, html) = owner.page("/ai?session=conv-nav").await;
+    assert!(!html.contains("data-session-fresh"), "{html}");
+    assert!(html.contains("href=\"/ai?session=conv-nav\" class=\"ai-conv-link\" aria-current=\"true\">"), "{html}");
+    assert!(html.contains("<li class=\"ai-conv current\" data-id=\"conv-nav\">"), "{html}");
+    assert!(html.contains("Where do the robots charge?"), "{html}");
+
+    // 中文.
+    let csrf = owner.csrf.clone().unwrap();
+    let r = owner.post_form("/language", &[("lang", "zh-CN"), ("next", "/"), ("csrf_token", &csrf)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = owner.page("/ai?new=1").await;
+    assert!(html.contains("尚未连接语言模型") && html.contains(">连接模型服务</a>"), "{html}");
+
+    // A member: no link to the settings, one line that the built-in agent answers.
+    c.app.add_user(c.tenant, "m@acme.test", "member").await;
+    let mut member = c.app.login("m@acme.test").await;
+    let (_, html) = member.page("/ai?new=1").await;
+    assert!(!html.contains("Connect a model provider") && !html.contains("No language model"), "{html}");
+    assert!(html.contains("The built-in offline agent answers"), "{html}");
+
+    // A model connected: no line for anyone.
+    let (st, v) = c
+        .client
+        .send_json(
+            "PUT",
+            "/api/page-ai/agents/chat_only/config",
+            json!({"endpointUrl": mock_root(), "model": "scripted", "apiKey": KEY}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, html) = owner.page("/ai").await;
+    assert!(!html.contains("ai-no-model") && !html.contains("连接模型服务"), "{html}");
+    let (_, html) = member.page("/ai").await;
+    assert!(!html.contains("ai-no-model"), "{html}");
+}
