@@ -421,9 +421,8 @@ struct AiPage {
     /// A new conversation (`new=1`, the navigation's link; or `ask=`): the script does not
     /// resume the one this tab had open.
     session_fresh: bool,
-    /// No model connected for the agents that chat: what an admin (`Some(true)`: a link to
-    /// the agent settings) or a member (`Some(false)`: the built-in agent answers) is told.
-    no_model: Option<bool>,
+    /// No model connected for the agents that chat: who is told so.
+    no_model: Option<NoModel>,
     history: Vec<HistoryItem>,
     run: Option<RunDetail>,
     /// The conversation's turns before the shown run, and after it (rendered from their rows).
@@ -436,6 +435,20 @@ struct AiPage {
     q: String,
     /// A question to fill into the box (`ask=`: the former Ask pages lead here with theirs).
     ask: String,
+}
+
+/// Who reads `/ai` while no model is connected: an owner or admin is shown how to connect one
+/// (a link to the agent settings), a member that the built-in offline agent answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoModel {
+    Admin,
+    Member,
+}
+
+impl NoModel {
+    fn for_admin(self) -> bool {
+        self == NoModel::Admin
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -516,12 +529,12 @@ async fn page_of(
         })
         .collect();
     // No agent that talks to a model has one connected: every run answers on the built-in agent.
-    let no_model = d
-        .items
-        .iter()
-        .any(|x| x.provider == Provider::OpenAi)
-        .then(|| !d.items.iter().any(|x| x.provider == Provider::OpenAi && x.runtime_configured));
-    let no_model = no_model.filter(|none| *none).map(|_| page.auth.role.is_admin());
+    let chatting: Vec<bool> = d.items.iter().filter(|x| x.provider == Provider::OpenAi).map(|x| x.runtime_configured).collect();
+    let no_model = (!chatting.is_empty() && !chatting.contains(&true)).then_some(if page.auth.role.is_admin() {
+        NoModel::Admin
+    } else {
+        NoModel::Member
+    });
     let session_fresh = !session_fixed && (typed.new || !typed.ask.is_empty());
     let agent_note = agents.iter().find(|a| a.selected).map(|a| a.note.clone()).unwrap_or_default();
     let agent_caps = agents.iter().find(|a| a.selected).map(|a| a.caps.clone()).unwrap_or_default();
