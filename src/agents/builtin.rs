@@ -1,5 +1,8 @@
 //! The `builtin` runtime: offline, no LLM, for a server without a configured model (and as the
 //! reference behaviour of a tool-using agent). It
+//! 0. searches a follow-up on its own on a new topic, with the previous question when it
+//!    depends on it (`followup`: a pronoun referring back, a continuation cue, one content
+//!    word), and says which as the plan's first step;
 //! 1. plans up to [`MAX_SEARCHES`] searches — the question, then its key phrases (the search
 //!    analyzer's terms: jieba for Chinese, stop and question words dropped, adjacent words
 //!    joined back into phrases as written) — and publishes the plan;
@@ -26,6 +29,7 @@
 
 pub mod bench;
 mod extract;
+pub mod followup;
 mod lang;
 mod rag;
 
@@ -106,11 +110,13 @@ impl Steps for Quiet {
 struct Plan<'a> {
     env: &'a RunEnv,
     entries: Vec<(String, &'static str)>,
+    /// The entry of search 0 (a follow-up's first entry says how it was searched).
+    first_search: usize,
 }
 
 impl Steps for Plan<'_> {
     fn step(&mut self, i: usize, status: &'static str) -> BoxFuture<'_, Result<(), AgentError>> {
-        self.entries[i].1 = status;
+        self.entries[self.first_search + i].1 = status;
         // Published when a search starts; its end shows with the next step.
         let publish_now = status == "in_progress";
         Box::pin(async move { if publish_now { publish(self.env, &self.entries).await } else { Ok(()) } })
@@ -181,17 +187,22 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
         stream(env, &answer).await?;
         return Ok(RunOutput { answer, provider_run_id: None });
     }
-    // A short follow-up ("and its length?") is searched and answered with the previous question.
-    let asked = match input.previous_question() {
-        Some(prev) if question.chars().count() <= 32 => format!("{question} {prev}"),
-        _ => question.to_string(),
-    };
-    let question = asked.as_str();
+    // A follow-up that depends on the previous turn ("and its length?", "它的上限呢？") is searched
+    // and answered with the previous question; a new topic on its own (`followup`). The plan
+    // says which, first, when there was a previous question.
+    let previous = input.previous_question();
+    let asked = followup::asked(question, previous);
+    let question = asked.query.as_str();
     let queries = plan_queries(question);
-    let mut plan: Vec<(String, &'static str)> = queries.iter().map(|q| (lang.search_step(q), "pending")).collect();
+    let mut plan: Vec<(String, &'static str)> = Vec::new();
+    if let Some(prev) = previous {
+        plan.push((lang.followup_step(asked.with_previous, prev), "completed"));
+    }
+    let first_search = plan.len();
+    plan.extend(queries.iter().map(|q| (lang.search_step(q), "pending")));
     plan.push((lang.answer_step().to_string(), "pending"));
 
-    let mut steps = Plan { env, entries: plan };
+    let mut steps = Plan { env, entries: plan, first_search };
     let mut hits = gather(&env.tools, question, &queries, &env.cancel, &mut steps).await?;
     let mut plan = steps.entries;
     // LightRAG for the KBs bound to it (`rag`): its answer streamed first, its references

@@ -1,8 +1,8 @@
 //! A conversation's earlier turns as a run gets them: the session's completed runs before it
 //! (question + final answer, read from their rows; nothing new in the journal), bounded by
 //! turns and characters. The OpenAI-compatible runtime sends them as earlier user/assistant
-//! messages, the ACP runtime writes them into the prompt, the built-in agent reads the
-//! previous question to resolve a short follow-up.
+//! messages, the ACP runtime writes them into the prompt, the built-in agent searches the
+//! previous question along with a follow-up that depends on it (`builtin::followup`).
 
 use super::{Turn, TurnRole};
 

@@ -31,7 +31,7 @@ use crate::journal::{
     store::{self, RunRow},
 };
 use crate::{
-    agents::{AgentId, descriptors, pages as agent_pages},
+    agents::{AgentId, Provider, descriptors, pages as agent_pages},
     auth::Auth,
     error::{AppError, AppResult},
     state::AppState,
@@ -418,6 +418,11 @@ struct AiPage {
     session_id: String,
     /// The session came from the URL (or the shown run): the script keeps it.
     session_fixed: bool,
+    /// A new conversation (`new=1`, the navigation's link; or `ask=`): the script does not
+    /// resume the one this tab had open.
+    session_fresh: bool,
+    /// No model connected for the agents that chat: who is told so.
+    no_model: Option<NoModel>,
     history: Vec<HistoryItem>,
     run: Option<RunDetail>,
     /// The conversation's turns before the shown run, and after it (rendered from their rows).
@@ -430,6 +435,20 @@ struct AiPage {
     q: String,
     /// A question to fill into the box (`ask=`: the former Ask pages lead here with theirs).
     ask: String,
+}
+
+/// Who reads `/ai` while no model is connected: an owner or admin is shown how to connect one
+/// (a link to the agent settings), a member that the built-in offline agent answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NoModel {
+    Admin,
+    Member,
+}
+
+impl NoModel {
+    fn for_admin(self) -> bool {
+        self == NoModel::Admin
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -446,6 +465,9 @@ pub struct AiQuery {
     /// A question to fill into the box, not yet asked.
     #[serde(default)]
     ask: Option<String>,
+    /// `new=1`: a new conversation (the navigation's "Assistant"), not the last one resumed.
+    #[serde(default)]
+    new: Option<String>,
 }
 
 /// What the page's text boxes start with: the conversation search, a question to ask.
@@ -453,6 +475,8 @@ pub struct AiQuery {
 struct Typed {
     search: String,
     ask: String,
+    /// A new conversation was asked for (`new=1`).
+    new: bool,
 }
 
 /// Everything the page needs besides the run: agents, KBs, the session's runs.
@@ -504,6 +528,14 @@ async fn page_of(
             selected: x.agent_id == picked.as_str(),
         })
         .collect();
+    // No agent that talks to a model has one connected: every run answers on the built-in agent.
+    let chatting: Vec<bool> = d.items.iter().filter(|x| x.provider == Provider::OpenAi).map(|x| x.runtime_configured).collect();
+    let no_model = (!chatting.is_empty() && !chatting.contains(&true)).then_some(if page.auth.role.is_admin() {
+        NoModel::Admin
+    } else {
+        NoModel::Member
+    });
+    let session_fresh = !session_fixed && (typed.new || !typed.ask.is_empty());
     let agent_note = agents.iter().find(|a| a.selected).map(|a| a.note.clone()).unwrap_or_default();
     let agent_caps = agents.iter().find(|a| a.selected).map(|a| a.caps.clone()).unwrap_or_default();
     // The context: the run's KBs, else the user's default KBs, else every KB they can read.
@@ -536,6 +568,8 @@ async fn page_of(
         agent_caps,
         kbs,
         request_id: fresh_id(),
+        session_fresh,
+        no_model,
         session_id,
         session_fixed,
         run: detail,
@@ -555,6 +589,7 @@ pub async fn ai_page(State(state): State<AppState>, page: Page, Query(q): Query<
     let typed = Typed {
         search: q.q.as_deref().unwrap_or("").trim().chars().take(200).collect(),
         ask: q.ask.as_deref().unwrap_or("").trim().chars().take(4000).collect(),
+        new: q.new.is_some(),
     };
     page_of(&state, page, session, q.agent.as_deref(), kbs.as_deref(), None, typed).await
 }
@@ -740,78 +775,4 @@ pub async fn resume_form(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::web::ai_panel::TOOL_ERRORS;
-
-    #[test]
-    fn args_are_one_line() {
-        let v = serde_json::json!({"query": "where do robots charge", "limit": 5, "kbIds": ["a", "b"]});
-        assert_eq!(args_summary(&v), "kbIds: [2], limit: 5, query: \"where do robots charge\"");
-        assert_eq!(args_summary(&serde_json::Value::Null), "");
-        let long = serde_json::json!({"query": "x".repeat(500)});
-        assert!(args_summary(&long).chars().count() <= 201);
-    }
-
-    #[test]
-    fn panels_name_their_context() {
-        use crate::web::ai_panel::{AGENTS, AiPanel};
-        let kb = Uuid::new_v4();
-        let p = AiPanel::for_kb(Lang::En, kb);
-        assert_eq!((p.scope, p.kb_id, p.back), (format!("kb:{kb}"), Some(kb), format!("/kbs/{kb}")));
-        let s = Uuid::new_v4();
-        let v = AiPanel::for_source(Lang::ZhCn, s);
-        assert_eq!((v.source_id, v.kb_id), (Some(s), None));
-        assert_ne!(v.request_id, v.session_id);
-        // The panel's agent list is the agents' own.
-        let agents: Vec<(&str, &str)> = AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect();
-        assert_eq!(agents, AGENTS.to_vec());
-    }
-
-    #[test]
-    fn form_pairs_repeat_kbs_and_reject_bad_ids() {
-        let (a, b) = (Uuid::new_v4(), Uuid::new_v4());
-        let f = AskForm::from_pairs(vec![
-            ("prompt".into(), "hi".into()),
-            ("kb_id".into(), a.to_string()),
-            ("kb_id".into(), b.to_string()),
-            ("csrf_token".into(), "t".into()),
-        ])
-        .unwrap();
-        assert_eq!((f.prompt.as_str(), f.kb_ids), ("hi", vec![a, b]));
-        assert!(AskForm::from_pairs(vec![("kb_id".into(), "nope".into())]).is_err());
-        let all = AskForm::from_pairs(vec![("kb_id".into(), a.to_string()), ("kb_choices".into(), "1".into())]).unwrap();
-        assert_eq!(all.kb_choices, Some(1));
-    }
-
-    #[test]
-    fn failures_and_counts_read_in_the_readers_language_without_raw_codes() {
-        for lang in [Lang::En, Lang::ZhCn] {
-            for code in TOOL_ERRORS.iter().chain(&["something_new"]) {
-                let w = tool_error_words(lang, code);
-                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
-            }
-            for code in ["tool_failed", "agent_timeout", "llm_unavailable", "acp_failed", "internal", "something_new"] {
-                let w = run_error_words(lang, code);
-                assert!(!w.is_empty() && !w.contains('_') && !w.starts_with("assist."), "{lang:?} {code}: {w}");
-            }
-            assert!(!about(lang, AgentId::ChatOnly).starts_with("assist."), "{lang:?}");
-        }
-        assert_eq!(tool_error_words(Lang::En, "unknown_tool"), "the agent asked for a tool this run does not offer");
-        assert_eq!(run_error_words(Lang::ZhCn, "no_such_code"), "智能体未能完成这个回答。");
-        assert_eq!(results_words(Lang::En, 1), "1 result");
-        assert_eq!(results_words(Lang::En, 3), "3 results");
-        assert_eq!(results_words(Lang::ZhCn, 1), "1 条结果");
-    }
-
-    #[test]
-    fn labels_exist_in_both_languages() {
-        for lang in [Lang::En, Lang::ZhCn] {
-            let v: serde_json::Value = serde_json::from_str(&labels(lang)).unwrap();
-            for (k, w) in v.as_object().unwrap() {
-                let w = w.as_str().unwrap();
-                assert!(!w.starts_with("ai.") && !w.starts_with("assist.") && !w.is_empty(), "{lang:?}: ai.{k} is missing");
-            }
-        }
-    }
-}
+mod tests;

@@ -1,6 +1,6 @@
 //! Conversations (`/api/page-ai/conversations…`): a session of runs, created by its first run;
 //! follow-ups carry the earlier turns (to the OpenAI-compatible mock as earlier messages, to the
-//! built-in agent as the previous question); the list, search, rename and delete; each one
+//! built-in agent as the previous question when the follow-up depends on it); the list, search, rename and delete; each one
 //! visible to its own user only (RLS), never to another member, an admin or another tenant.
 
 use reqwest::StatusCode;
@@ -201,7 +201,7 @@ async fn a_conversation_is_its_owners_alone() {
 }
 
 #[tokio::test]
-async fn the_built_in_agent_reads_a_short_follow_up_with_the_previous_question() {
+async fn the_built_in_agent_reads_a_dependent_follow_up_with_the_previous_question() {
     let c = setup().await;
     let first = ask(&c, "follow", "Where do the robots charge?").await;
     assert!(first["answer"].as_str().unwrap().contains("north hall"), "{first}");
@@ -213,6 +213,57 @@ async fn the_built_in_agent_reads_a_short_follow_up_with_the_previous_question()
     let answer = follow["answer"].as_str().unwrap();
     assert!(answer.contains("north hall") || answer.contains("battery"), "{follow}");
     assert!(follow["receipt"]["total"].as_u64().unwrap() >= 1, "{follow}");
+}
+
+/// The run's searched queries and its last plan's entries.
+async fn searched(c: &Ctx, run: &Value) -> (Vec<String>, Vec<String>) {
+    let id = run["hostRunId"].as_str().unwrap();
+    let (st, page) = c.client.get_json(&format!("/api/page-ai/runs/{id}/events?afterSeq=0")).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    let items = page["items"].as_array().unwrap();
+    let queries = items
+        .iter()
+        .filter(|e| e["kind"] == "tool.started" && e["payload"]["name"] == "mnote.evidence.search")
+        .map(|e| e["payload"]["arguments"]["query"].as_str().unwrap().to_string())
+        .collect();
+    let plan = items.iter().rev().find(|e| e["kind"] == "plan.updated").expect("a plan");
+    let entries = plan["payload"]["entries"].as_array().unwrap();
+    (queries, entries.iter().map(|e| e["content"].as_str().unwrap().to_string()).collect())
+}
+
+/// Issue 41: a follow-up on a new topic is searched on its own; one that refers back (a
+/// pronoun, a continuation cue, one content word) with the previous question; the plan's
+/// first step says which.
+#[tokio::test]
+async fn a_topic_change_is_searched_alone_and_a_dependent_follow_up_with_the_previous_question() {
+    let c = setup().await;
+    let first = ask(&c, "topic", "Where do the robots charge?").await;
+    let (queries, plan) = searched(&c, &first).await;
+    assert_eq!(queries[0], "Where do the robots charge?");
+    assert!(!plan.iter().any(|p| p.contains("previous question")), "no follow-up step on a first question: {plan:?}");
+
+    let zh = ask(&c, "topic", "出差住宿每晚的上限是多少？").await;
+    let (queries, plan) = searched(&c, &zh).await;
+    assert_eq!(queries[0], "出差住宿每晚的上限是多少？", "{queries:?}");
+    assert!(queries.iter().all(|q| !q.contains("robots") && !q.contains("charge")), "{queries:?}");
+    assert_eq!(plan[0], "新话题：单独检索，不带上一个问题", "{plan:?}");
+
+    let en = ask(&c, "topic", "Who builds the warehouse robots?").await;
+    let (queries, plan) = searched(&c, &en).await;
+    assert_eq!(queries[0], "Who builds the warehouse robots?", "{queries:?}");
+    assert!(queries.iter().all(|q| !q.contains("出差")), "{queries:?}");
+    assert_eq!(plan[0], "New topic: searched on its own, without the previous question", "{plan:?}");
+    assert!(en["answer"].as_str().unwrap().contains("Lyon"), "{en}");
+
+    let zh = ask(&c, "topic", "它的上限是多少？").await;
+    let (queries, plan) = searched(&c, &zh).await;
+    assert_eq!(queries[0], "它的上限是多少？ Who builds the warehouse robots?", "{queries:?}");
+    assert_eq!(plan[0], "追问：与上一个问题“Who builds the warehouse robots?”一起检索", "{plan:?}");
+
+    let en = ask(&c, "topic", "and what about its battery?").await;
+    let (queries, plan) = searched(&c, &en).await;
+    assert_eq!(queries[0], "and what about its battery? 它的上限是多少？", "{queries:?}");
+    assert_eq!(plan[0], "Follow-up: searched together with the previous question “它的上限是多少？”", "{plan:?}");
 }
 
 #[tokio::test]
@@ -254,4 +305,62 @@ async fn a_follow_up_sends_the_earlier_turns_to_the_model_and_a_live_conversatio
     assert_eq!(st, StatusCode::OK);
     assert_eq!(finished(&c.client, &slow).await["status"], "cancelled");
     assert_eq!(c.client.delete("/api/page-ai/conversations/llm").await, StatusCode::NO_CONTENT);
+}
+
+/// Issue 41: "Assistant" in the navigation opens a new conversation (`/ai?new=1`, the script
+/// told not to resume the last one), an earlier one is resumed from the list, which marks the
+/// one shown; an owner without a model is shown how to connect one, a member is not, nor anyone
+/// once a model is connected.
+#[tokio::test]
+async fn the_navigation_starts_a_new_conversation_and_an_admin_without_a_model_is_shown_how_to_connect_one() {
+    let c = setup().await;
+    ask(&c, "conv-nav", "Where do the robots charge?").await;
+    let mut owner = c.app.login("owner@acme.test").await;
+
+    let (st, html) = owner.page("/ai?new=1").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(html.contains("<a href=\"/ai?new=1\" class=\"active\">Assistant</a>"), "the nav link: {html}");
+    assert!(html.contains("data-session-fresh=\"true\""), "a new conversation: {html}");
+    assert!(!html.contains("class=\"ai-past\"") && !html.contains("class=\"ai-turn"), "no earlier turns: {html}");
+    assert!(!html.contains("aria-current=\"true\""), "nothing marked current: {html}");
+    assert!(html.contains("href=\"/ai?session=conv-nav\" class=\"ai-conv-link\">"), "resumed from the list: {html}");
+    assert!(html.contains("name=\"new\" value=\"1\""), "the new-conversation form asks for a new one: {html}");
+    assert!(html.contains("No language model is connected"), "{html}");
+    assert!(html.contains("<a class=\"button small\" href=\"/settings/agents\">Connect a model provider</a>"), "{html}");
+
+    // Resumed from the list: its turns shown, marked current.
+    let (_, html) = owner.page("/ai?session=conv-nav").await;
+    assert!(!html.contains("data-session-fresh"), "{html}");
+    assert!(html.contains("href=\"/ai?session=conv-nav\" class=\"ai-conv-link\" aria-current=\"true\">"), "{html}");
+    assert!(html.contains("<li class=\"ai-conv current\" data-id=\"conv-nav\">"), "{html}");
+    assert!(html.contains("Where do the robots charge?"), "{html}");
+
+    // 中文.
+    let csrf = owner.csrf.clone().unwrap();
+    let r = owner.post_form("/language", &[("lang", "zh-CN"), ("next", "/"), ("csrf_token", &csrf)]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = owner.page("/ai?new=1").await;
+    assert!(html.contains("尚未连接语言模型") && html.contains(">连接模型服务</a>"), "{html}");
+
+    // A member: no link to the settings, one line that the built-in agent answers.
+    c.app.add_user(c.tenant, "m@acme.test", "member").await;
+    let mut member = c.app.login("m@acme.test").await;
+    let (_, html) = member.page("/ai?new=1").await;
+    assert!(!html.contains("Connect a model provider") && !html.contains("No language model"), "{html}");
+    assert!(html.contains("The built-in offline agent answers"), "{html}");
+
+    // A model connected: no line for anyone.
+    let (st, v) = c
+        .client
+        .send_json(
+            "PUT",
+            "/api/page-ai/agents/chat_only/config",
+            json!({"endpointUrl": mock_root(), "model": "scripted", "apiKey": KEY}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let (_, html) = owner.page("/ai").await;
+    assert!(!html.contains("ai-no-model") && !html.contains("连接模型服务"), "{html}");
+    let (_, html) = member.page("/ai").await;
+    assert!(!html.contains("ai-no-model"), "{html}");
 }

@@ -245,3 +245,65 @@ async fn a_cancelled_answer_is_retried_and_a_finished_one_regenerated_in_the_sam
     assert_eq!((st, conv["runCount"].as_i64()), (StatusCode::OK, Some(2)), "{conv}");
     let _ = seed.api.post_json(&format!("/api/page-ai/runs/{}/cancel", retried["hostRunId"].as_str().unwrap()), json!({})).await;
 }
+
+/// Issue 41: after a conversation, "Assistant" in the navigation opens a new one (the earlier
+/// turns are not on the page, nothing in the list is current, the next question starts its own
+/// conversation); the list marks the one shown (`aria-current`, highlighted); the owner, with no
+/// model connected, sees how to connect one. Screenshots at 1280 and 420 px, both languages.
+#[tokio::test]
+async fn the_navigation_starts_a_new_conversation_and_the_list_marks_the_current_one() {
+    let app = spawn_app().await;
+    let seed = seed(&app).await;
+    let b = Browser::start("conv-nav", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    for (lang, first, next, connect) in [
+        ("en", QUESTION, "Who builds the warehouse robots?", "Connect a model provider"),
+        ("zh", "机器人在哪里过夜充电？", "谁制造仓库机器人？", "连接模型服务"),
+    ] {
+        if lang == "zh" {
+            to_chinese(&b).await;
+        }
+        b.resize(1280, 900).await;
+        new_conversation(&b).await;
+        let one = ask(&b, "#ai-run", "hermes", first).await;
+        assert_eq!(ended(&b, "#ai-run").await, "completed");
+        let session = current_session(&b).await;
+        b.c.refresh().await.unwrap();
+        b.wait_for("#ai-run[data-checked]").await;
+        let marked = format!("#ai-run .ai-convs li.ai-conv.current[data-id='{session}'] a.ai-conv-link[aria-current='true']");
+        assert_eq!(count(&b, &marked).await, 1, "{lang}: the conversation shown is marked");
+        assert_eq!(count(&b, "#ai-run .ai-convs [aria-current]").await, 1);
+
+        b.find("nav.mainnav a[href='/ai?new=1']").await.click().await.unwrap();
+        b.poll(
+            "the new conversation",
+            "return location.search === '?new=1' && !!document.querySelector('#ai-run[data-checked]')",
+            vec![],
+        )
+        .await;
+        assert_eq!(count(&b, "#ai-run .ai-turn, #ai-run .ai-past").await, 0, "{lang}: no earlier turns");
+        assert_eq!(count(&b, &format!("#ai-run [data-run-id='{one}']")).await, 0);
+        assert_eq!(count(&b, "#ai-run .ai-convs li.current, #ai-run .ai-convs [aria-current]").await, 0);
+        assert_eq!(
+            count(&b, &format!("#ai-run .ai-convs li.ai-conv[data-id='{session}'] a[href='/ai?session={session}']")).await,
+            1
+        );
+        assert!(text(&b, ".ai-no-model").await.contains(connect), "{lang}");
+        assert_eq!(count(&b, ".ai-no-model a[href='/settings/agents']").await, 1);
+        fits(&b, "a new conversation").await;
+        b.screenshot(&format!("new-{lang}-1280")).await;
+        b.resize(420, 900).await;
+        b.c.refresh().await.unwrap();
+        b.wait_for("#ai-run[data-checked]").await;
+        fits(&b, "a new conversation at 420 px").await;
+        b.screenshot(&format!("new-{lang}-420")).await;
+        b.resize(1280, 900).await;
+
+        // The next question is a conversation of its own.
+        let two = ask(&b, "#ai-run", "hermes", next).await;
+        assert_eq!(ended(&b, "#ai-run").await, "completed");
+        let run = run_of(&seed.api, &two).await;
+        assert_ne!(run["sessionId"], session.as_str(), "{lang}: not a follow-up of the earlier conversation");
+        assert_eq!(count(&b, "#ai-run .ai-past").await, 0);
+    }
+}

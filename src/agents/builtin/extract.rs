@@ -147,6 +147,25 @@ pub fn question_terms(question: &str) -> HashSet<String> {
         .collect()
 }
 
+/// The byte ranges of `q`'s outermost content words, in order: the analyzer's terms without
+/// stop and question words (jieba's search mode also emits the sub-words of long words; those
+/// are inside an outer word and left out).
+pub(super) fn content_words(q: &str) -> Vec<(usize, usize)> {
+    let mut words: Vec<(usize, usize)> = analyze::analyze(q)
+        .into_iter()
+        .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
+        .map(|t| (t.start, t.end))
+        .collect();
+    words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+    let mut outer: Vec<(usize, usize)> = Vec::new();
+    for w in words {
+        if outer.last().is_none_or(|l| w.0 >= l.1) {
+            outer.push(w);
+        }
+    }
+    outer
+}
+
 /// The searches for `question`: the question itself, then up to two key phrases (runs of
 /// adjacent content words as written), longest first; none that would search the same terms
 /// as the question.
@@ -160,19 +179,7 @@ pub fn plan_queries(question: &str) -> Vec<String> {
         return Vec::new();
     }
     let all_terms = question_terms(q);
-    // The outermost content words (jieba's search mode also emits the sub-words of long words).
-    let mut words: Vec<(usize, usize)> = analyze::analyze(q)
-        .into_iter()
-        .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
-        .map(|t| (t.start, t.end))
-        .collect();
-    words.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-    let mut outer: Vec<(usize, usize)> = Vec::new();
-    for w in words {
-        if outer.last().is_none_or(|l| w.0 >= l.1) {
-            outer.push(w);
-        }
-    }
+    let outer = content_words(q);
     // Adjacent words (nothing but spaces or hyphens between them) form a phrase.
     let mut phrases: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, words)
     for (s, e) in outer {

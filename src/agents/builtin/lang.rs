@@ -29,6 +29,17 @@ impl Lang {
         }
     }
 
+    /// A follow-up's first plan step: searched with the previous question, or on its own.
+    pub(super) fn followup_step(self, with_previous: bool, previous: &str) -> String {
+        let previous: String = previous.chars().take(80).collect();
+        match (self, with_previous) {
+            (Lang::En, true) => format!("Follow-up: searched together with the previous question “{previous}”"),
+            (Lang::Zh, true) => format!("追问：与上一个问题“{previous}”一起检索"),
+            (Lang::En, false) => "New topic: searched on its own, without the previous question".to_string(),
+            (Lang::Zh, false) => "新话题：单独检索，不带上一个问题".to_string(),
+        }
+    }
+
     pub(super) fn answer_step(self) -> &'static str {
         match self {
             Lang::En => "Answer from the evidence, with citations",
