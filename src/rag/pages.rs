@@ -44,7 +44,7 @@ pub struct DriftLine {
 fn drift_line(ctx: &PageCtx, d: Option<&Drift>) -> DriftLine {
     match d {
         Some(d) if d.missing > 0 => {
-            DriftLine { lost: true, text: ctx.t("rag.drift.lost").replace("{n}", &d.missing.to_string()) }
+            DriftLine { lost: true, text: ctx.t("rag.drift.lost").replace("{n}", &ctx.count(d.missing, "document")) }
         }
         Some(d) => DriftLine { lost: false, text: ctx.t("rag.drift.ok").replace("{n}", &d.held.to_string()) },
         None => DriftLine { lost: false, text: ctx.t("rag.drift.unchecked") },

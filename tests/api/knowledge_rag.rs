@@ -336,7 +336,7 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
     let browser = app.login("owner@acme.test").await;
     let page = browser.get(&format!("/kbs/{}/knowledge-rag", k.kb)).await.text().await.unwrap();
     assert!(
-        page.contains("LightRAG no longer holds 2 document(s) it had processed") && page.contains("data-lost=\"true\""),
+        page.contains("LightRAG no longer holds 2 documents it had processed") && page.contains("data-lost=\"true\""),
         "{page}"
     );
     let zh = browser
@@ -347,7 +347,7 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
         .await
         .unwrap();
     let zh = zh.text().await.unwrap();
-    assert!(zh.contains("LightRAG 已不再持有 2 个曾处理过的文档"), "{zh}");
+    assert!(zh.contains("LightRAG 已不再持有曾处理过的 2 个文档"), "{zh}");
 
     // The background sync of `mnote serve` heals it, without `mnote rag resync`.
     let (events_tx, events) = tokio::sync::broadcast::channel(16);
