@@ -7,7 +7,7 @@ pub mod pages;
 
 use askama::Template;
 use axum::{
-    extract::{FromRequestParts, Request},
+    extract::{FromRequestParts, Request, State},
     http::{HeaderMap, header, request::Parts},
     middleware::Next,
     response::{Html, IntoResponse, Redirect, Response},
@@ -172,6 +172,17 @@ pub struct NavUser {
     pub multi_tenant: bool,
 }
 
+impl NavUser {
+    /// The navigation of `a`, a signed-in user.
+    async fn of(state: &AppState, a: &Auth) -> Result<NavUser, AppError> {
+        let tenant_name = tq::tenant_name(&state.pool, a.tenant_id).await?.unwrap_or_default();
+        let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
+        let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
+        tx.commit().await?;
+        Ok(NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 })
+    }
+}
+
 /// Everything the base layout needs.
 #[derive(Clone, Debug)]
 pub struct PageCtx {
@@ -231,11 +242,7 @@ impl PageCtx {
         let user = match auth {
             None => None,
             Some(a) => {
-                let tenant_name = tq::tenant_name(&state.pool, a.tenant_id).await?.unwrap_or_default();
-                let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
-                let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
-                tx.commit().await?;
-                let nav = NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 };
+                let nav = NavUser::of(state, a).await?;
                 // An error page rendered for this request keeps the navigation.
                 if let Some(slot) = parts.extensions.get::<NavSlot>() {
                     slot.set(nav.clone());
@@ -315,7 +322,7 @@ struct ErrorPage {
 
 /// The layer of the page routes (`startup` applies it to them only; `/api` keeps the JSON
 /// body): errors become pages and 401 a redirect to the login page.
-pub async fn html_errors(req: Request, next: Next) -> Response {
+pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
     let is_get = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
@@ -327,6 +334,12 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     let lang = lang_of(&parts).await;
     let slot = NavSlot::default();
     parts.extensions.insert(slot.clone());
+    // The request's headers and session, to find the signed-in user's navigation when the
+    // failure came before a page built it (no such route, a refusal by an extractor).
+    let mut probe = Request::new(()).into_parts().0;
+    probe.uri = parts.uri.clone();
+    probe.headers = parts.headers.clone();
+    probe.extensions = parts.extensions.clone();
     let session = parts.extensions.get::<Session>().cloned();
     // API clients following a page URL with a bearer token (e.g. a citation) keep the JSON error.
     let api_client = auth::has_bearer(&parts);
@@ -358,7 +371,15 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
         Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
         None => String::new(),
     };
-    let ctx = PageCtx { lang, csrf, user: slot.take(), path, flash: None };
+    let user = match slot.take() {
+        Some(nav) => Some(nav),
+        None if signed_in => match Auth::from_request_parts(&mut probe, &state).await {
+            Ok(a) => NavUser::of(&state, &a).await.ok(),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let ctx = PageCtx { lang, csrf, user, path, flash: None };
     let title = lang.t(&format!("error.{}", info.code));
     // Generic outcomes get a translated explanation; specific ones keep the server's message.
     let message = match info.code {

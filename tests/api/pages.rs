@@ -113,12 +113,20 @@ async fn error_pages_keep_the_navigation_and_the_language() {
     let (st, html) = c.page(&format!("/kbs/{}", uuid::Uuid::new_v4())).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert!(html.contains("class=\"mainnav") && html.contains("<code>not_found</code>"), "{html}");
+    // An address no route knows (a typo in the URL) keeps the navigation too.
+    let (st, html) = c.page("/no-such-page/at-all?x=1").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("class=\"mainnav") && html.contains("m@acme.test"), "unknown URL: {html}");
+    assert!(html.contains("<code>not_found</code>"), "{html}");
     let csrf = c.csrf.clone().unwrap();
     let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/"), ("csrf_token", &csrf)]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (st, html) = c.page("/admin/grants").await;
     assert_eq!(st, StatusCode::FORBIDDEN);
     assert!(html.contains("此操作需要管理员或所有者角色。") && html.contains("class=\"mainnav"), "{html}");
+    let (st, html) = c.page("/no-such-page").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("class=\"mainnav") && html.contains("搜索"), "unknown URL in Chinese: {html}");
     // The narrow-screen menu is in every signed-in page's header (a checkbox, no script needed).
     let (_, html) = c.page("/").await;
     assert!(html.contains("id=\"menu-toggle\"") && html.contains("href=\"/settings/account\""), "{html}");
