@@ -162,3 +162,49 @@ async fn a_background_re_read_leaves_the_notice_to_the_next_page() {
     let (_, html) = c.page(&kb_page).await;
     assert!(!html.contains("class=\"flash"), "and is shown once");
 }
+
+/// A mistyped path in the KB page's "Register from a directory" form comes back on the same
+/// form (422), filled in, with the message next to the path, in the reader's language.
+#[tokio::test]
+async fn a_mistyped_register_path_is_a_field_error_on_the_kb_page() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    c.page("/").await;
+    let r = c.post_form("/kbs", &[("name", "Research"), ("visibility", "team")]).await;
+    let kb_page = r.headers()["location"].to_str().unwrap().to_string();
+    app.write_doc("lab/paper.md", "# Paper");
+    let r =
+        c.post_form("/admin/grants", &[("path", &app.docs_path("lab")), ("grantee", "all"), ("permission", "read_index")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let grant_id = {
+        let api = app.api(s.tenant_id, s.user_id).await;
+        let (_, g) = api.get_json("/api/grants").await;
+        g["items"][0]["id"].as_str().unwrap().to_string()
+    };
+    c.page(&kb_page).await;
+    let post = |path: &'static str| {
+        let (c, url, g) = (c.clone(), format!("{kb_page}/sources"), grant_id.clone());
+        async move { c.post_form(&url, &[("grant_id", &g), ("path", path), ("include", "*.md")]).await }
+    };
+    let r = post("papr.md").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("class=\"field-error\" role=\"alert\" id=\"path-error\">Nothing is at that path"), "{html}");
+    assert!(html.contains("value=\"papr.md\"") && html.contains("aria-invalid=\"true\""), "the form kept the path");
+    assert!(html.contains(&format!("<option value=\"{grant_id}\" selected>")) && html.contains("value=\"*.md\""), "{html}");
+    assert!(html.contains("class=\"mainnav") && !html.contains("<code>"), "the KB page, not an error page");
+    let r = post("../elsewhere").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("That path leads outside the chosen directory."));
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = post("papr.md").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("所选目录中没有这个路径。请检查拼写（区分大小写）。"));
+    // The right path registers as before.
+    let r = post("paper.md").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page(&kb_page).await;
+    assert!(html.contains("paper.md") && !html.contains("id=\"path-error\""), "{html}");
+}
