@@ -37,6 +37,9 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("/static/viewer.js", "text/javascript; charset=utf-8", include_str!("../../static/viewer.js")),
     // Every page (optional): copy buttons, confirmation dialogs, the narrow-screen menu.
     ("/static/ui.js", "text/javascript; charset=utf-8", include_str!("../../static/ui.js")),
+    // The tab icon (`<link rel="icon">` of every page), also where browsers look without one.
+    ("/static/favicon.svg", "image/svg+xml", include_str!("../../static/favicon.svg")),
+    ("/favicon.ico", "image/svg+xml", include_str!("../../static/favicon.svg")),
 ];
 
 /// `GET /static/*`: one route per asset, cached for an hour.
