@@ -163,7 +163,7 @@ async fn back(session: &Session, id: Uuid, result: AppResult<String>) -> AppResu
 fn check_words(ctx: &PageCtx, v: &BindingView) -> String {
     match (&v.reachable, &v.error) {
         (Some(true), _) => format!("{} {}", ctx.t("rag.reachable"), v.version.clone().unwrap_or_default()),
-        (_, Some(e)) => format!("{}: {} ({})", ctx.t("rag.unreachable"), e.message, e.code),
+        (_, Some(e)) => format!("{}{}{} ({})", ctx.t("rag.unreachable"), ctx.colon(), e.message, e.code),
         _ => ctx.t("rag.unreachable"),
     }
 }

@@ -112,6 +112,11 @@ impl Lang {
         self.t(&key).replace("{n}", &n.to_string())
     }
 
+    /// An agent's name in this language (`agents.name.<id>`), else `fallback`.
+    pub fn agent_name(&self, id: &str, fallback: &str) -> String {
+        self.t_opt(&format!("agents.name.{id}")).unwrap_or_else(|| fallback.to_string())
+    }
+
     /// Translate a key the catalogue may not have: `None` when it has not.
     pub fn t_opt(&self, key: &str) -> Option<String> {
         let v = self.t(key);
@@ -214,6 +219,16 @@ impl PageCtx {
 
     pub fn is_zh(&self) -> bool {
         self.lang == Lang::ZhCn
+    }
+
+    /// An agent's name in this language (`agents.name.<id>`), else `fallback` (its own name).
+    pub fn agent_name(&self, id: &str, fallback: &str) -> String {
+        self.lang.agent_name(id, fallback)
+    }
+
+    /// What ends a label before its value: ": ", in Chinese the full-width "：".
+    pub fn colon(&self) -> &'static str {
+        if self.is_zh() { "：" } else { ": " }
     }
 
     /// Is `prefix` the current section (for the active nav item)?

@@ -208,3 +208,24 @@ async fn a_mistyped_register_path_is_a_field_error_on_the_kb_page() {
     let (_, html) = c.page(&kb_page).await;
     assert!(html.contains("paper.md") && !html.contains("id=\"path-error\""), "{html}");
 }
+
+/// The Chinese UI ends its labels with the full-width colon and names every agent in Chinese
+/// ("仅对话", not "Chat only"); the English one keeps ": " and "Chat only".
+#[tokio::test]
+async fn the_chinese_ui_uses_full_width_colons_and_names_every_agent() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    let (_, html) = c.page("/admin/grants").await;
+    assert!(html.contains("Allowed roots: <code>"), "{html}");
+    let (_, html) = c.page("/ai").await;
+    assert!(html.contains(">Chat only — "), "{html}");
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/admin/grants").await;
+    assert!(html.contains("允许的根目录：<code>"), "{html}");
+    let (_, html) = c.page("/ai").await;
+    assert!(html.contains(">仅对话 — ") && !html.contains("Chat only"), "{html}");
+    let (_, html) = c.page("/settings/agents").await;
+    assert!(html.contains(">仅对话</a>") && !html.contains("Chat only"), "{html}");
+}
