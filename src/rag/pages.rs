@@ -20,7 +20,7 @@ use super::{
 use crate::{
     error::{AppError, AppResult},
     state::AppState,
-    web::{Page, PageCtx, flash, render},
+    web::{Page, PageCtx, flash, flash_error, render},
 };
 
 #[derive(Template)]
@@ -151,12 +151,11 @@ pub struct BindForm {
 
 /// A form error is shown on the page it came from, not as an error page.
 async fn back(session: &Session, id: Uuid, result: AppResult<String>) -> AppResult<Redirect> {
-    let msg = match result {
-        Ok(m) => m,
-        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => e.to_string(),
+    match result {
+        Ok(m) => flash(session, m).await?,
+        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => flash_error(session, e.to_string()).await?,
         Err(e) => return Err(e),
-    };
-    flash(session, msg).await?;
+    }
     Ok(Redirect::to(&format!("/kbs/{id}/knowledge-rag")))
 }
 

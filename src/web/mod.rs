@@ -200,6 +200,8 @@ pub struct PageCtx {
     pub path: String,
     /// A one-time notice shown at the top of the page.
     pub flash: Option<String>,
+    /// The notice is a refusal ([`flash_error`]): shown in the error style.
+    pub flash_error: bool,
 }
 
 impl PageCtx {
@@ -252,10 +254,14 @@ impl PageCtx {
         };
         // A page's own background re-read (`BACKGROUND_HEADER`, e.g. the KB page's live status)
         // must not consume the notice meant for the page the browser is navigating to.
-        let flash = match &session {
-            Some(_) if parts.headers.contains_key(BACKGROUND_HEADER) => None,
-            Some(s) => s.remove::<String>("flash").await.map_err(auth::session_err)?,
-            None => None,
+        let (flash, flash_error) = match &session {
+            Some(_) if parts.headers.contains_key(BACKGROUND_HEADER) => (None, false),
+            Some(s) => {
+                let text = s.remove::<String>(FLASH_KEY).await.map_err(auth::session_err)?;
+                let error = s.remove::<bool>(FLASH_ERROR_KEY).await.map_err(auth::session_err)?.unwrap_or(false);
+                (text, error)
+            }
+            None => (None, false),
         };
         let user = match auth {
             None => None,
@@ -268,7 +274,7 @@ impl PageCtx {
                 Some(nav)
             }
         };
-        Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash })
+        Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash, flash_error })
     }
 }
 
@@ -317,9 +323,19 @@ impl FromRequestParts<AppState> for AnonCtx {
 /// the one-time notice ([`flash`]) in the session.
 pub const BACKGROUND_HEADER: &str = "x-mnote-background";
 
+const FLASH_KEY: &str = "flash";
+const FLASH_ERROR_KEY: &str = "flash_error";
+
 /// Set a one-time notice for the next page.
 pub async fn flash(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {
-    session.insert("flash", msg.into()).await.map_err(auth::session_err)
+    session.remove::<bool>(FLASH_ERROR_KEY).await.map_err(auth::session_err)?;
+    session.insert(FLASH_KEY, msg.into()).await.map_err(auth::session_err)
+}
+
+/// Set a one-time notice for the next page that says a form was refused (the error style).
+pub async fn flash_error(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {
+    session.insert(FLASH_ERROR_KEY, true).await.map_err(auth::session_err)?;
+    session.insert(FLASH_KEY, msg.into()).await.map_err(auth::session_err)
 }
 
 /// Render a template, mapping a template failure to an internal error.
@@ -397,7 +413,7 @@ pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next
         },
         None => None,
     };
-    let ctx = PageCtx { lang, csrf, user, path, flash: None };
+    let ctx = PageCtx { lang, csrf, user, path, flash: None, flash_error: false };
     let title = lang.t(&format!("error.{}", info.code));
     // Generic outcomes get a translated explanation; specific ones keep the server's message.
     let message = match info.code {

@@ -719,10 +719,16 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, page_path.as_str()));
     let (_, html) = browser.page(&page_path).await;
     assert!(html.contains("not among the LightRAG endpoints the operator allows"), "{html}");
+    // The refusal reads as an error (the alert style), not as the green notice of a success.
+    let notice = html.split("role=\"alert\">").nth(1).unwrap_or_default();
+    assert!(html.contains("<div class=\"alert form-error\" role=\"alert\">"), "{html}");
+    assert!(notice.contains("not among the LightRAG endpoints"), "{html}");
+    assert!(!html.contains("class=\"flash\""), "{html}");
     *behaviour.lock().unwrap() = Fake::Fail500;
     let r = browser.post_form(&page_path, &[("url", fake.as_str()), ("api_key", "sk-form-secret"), ("label", "fake")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, html) = browser.page(&page_path).await;
+    assert!(html.contains("<div class=\"flash\" role=\"status\">") && !html.contains("form-error"), "a success: {html}");
     assert!(html.contains("Reachable") && html.contains("1.5.7-fake") && html.contains(">set<"), "{html}");
     assert!(!html.contains("sk-form-secret"));
     assert_eq!(browser.post_form(&format!("{page_path}/test"), &[]).await.status(), StatusCode::SEE_OTHER);
