@@ -432,6 +432,18 @@ pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
+/// This site's origin (`https://host[:port]`) for links people copy elsewhere:
+/// `MNOTE_PUBLIC_URL`, else the request's `Host` (when it is a plain host) with the scheme the
+/// session cookie implies; `None` when neither is usable.
+pub fn site_origin(state: &AppState, headers: &HeaderMap) -> Option<String> {
+    if let Some(base) = state.config.public_url.as_deref() {
+        return Some(base.trim_end_matches('/').to_string());
+    }
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let plain = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
+    plain.then(|| format!("{}://{host}", if state.config.cookie_secure { "https" } else { "http" }))
+}
+
 /// The session cookie's name (`startup` names the session layer's cookie with it).
 pub const SESSION_COOKIE: &str = "mnote_session";
 

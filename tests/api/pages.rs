@@ -229,3 +229,22 @@ async fn the_chinese_ui_uses_full_width_colons_and_names_every_agent() {
     let (_, html) = c.page("/settings/agents").await;
     assert!(html.contains(">仅对话</a>") && !html.contains("Chat only"), "{html}");
 }
+
+/// The API tokens page gives a ready-to-copy MCP client configuration: this server's `/mcp`
+/// (the request's origin without MNOTE_PUBLIC_URL) and a placeholder for the token.
+#[tokio::test]
+async fn the_tokens_page_shows_an_mcp_client_snippet() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    let (st, html) = c.page("/settings/tokens").await;
+    assert_eq!(st, StatusCode::OK);
+    let snippet = html.split("id=\"mcp-snippet\">").nth(1).and_then(|s| s.split("</pre>").next()).expect("the snippet");
+    assert!(snippet.contains("mcpServers") && snippet.contains(&format!("{}/mcp", app.base)), "{snippet}");
+    assert!(snippet.contains("Authorization") && snippet.contains("Bearer mnote_…"), "{snippet}");
+    assert!(html.contains("Connect an MCP client") && html.contains("data-copy=\"#mcp-snippet\""), "{html}");
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/settings/tokens").await;
+    assert!(html.contains("连接 MCP 客户端") && html.contains(&format!("{}/mcp", app.base)), "{html}");
+}
