@@ -6,43 +6,15 @@ use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
 use crate::db::TenantTx;
-pub use crate::evidence::tools::OpenAction;
 use crate::evidence::{
     KbScope, Locator, LocatorRef, Place, SourceKind, SourceStatus,
     tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
 };
+pub use crate::evidence::{origin::OpenedFrom, tools::OpenAction};
 
 fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
     OpenAction { kind: "mnote.open_resource_locator", url, absolute_url }
-}
-
-/// Where a viewer link was opened from, carried as `from=` so the viewer's breadcrumb leads
-/// back there: `ai:<run id>`, an assistant answer. Any other value is no origin.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpenedFrom {
-    Answer(Uuid),
-}
-
-impl OpenedFrom {
-    pub fn parse(v: &str) -> Option<OpenedFrom> {
-        let id = v.trim().strip_prefix("ai:")?;
-        Uuid::parse_str(id).ok().filter(|_| id.len() == 36).map(OpenedFrom::Answer)
-    }
-
-    /// The `from=` value.
-    pub fn param(self) -> String {
-        match self {
-            OpenedFrom::Answer(run) => format!("ai:{run}"),
-        }
-    }
-
-    /// The page the breadcrumb returns to.
-    pub fn back_url(self) -> String {
-        match self {
-            OpenedFrom::Answer(run) => format!("/ai/runs/{run}"),
-        }
-    }
 }
 
 /// A viewer `url` (relative or absolute, with a query and maybe `#hl`) with `from=` added

@@ -15,12 +15,11 @@ use super::{FlowBlock, Hints, Target, aids, render};
 use crate::{
     auth::{Auth, Via},
     error::{AppError, AppResult},
-    evidence::{SourceKind, SourceStatus},
+    evidence::{SourceKind, SourceStatus, origin::OpenedFrom},
     ingest::{
         artifact::{Block, Page as ArtPage, ParsedArtifact},
         index,
     },
-    search::open::OpenedFrom,
     sources::Source,
     state::AppState,
     web::{Page, PageCtx, render as render_page, safe_next},
