@@ -68,7 +68,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(web::page_router())
         .fallback(not_found)
         .layer(from_fn_with_state(state.clone(), auth::csrf::guard))
-        .layer(from_fn(web::html_errors));
+        .layer(from_fn_with_state(state.clone(), web::html_errors));
     // `/mcp`: bearer tokens only, JSON errors: outside the session, CSRF and HTML-error layers.
     let mcp = mcp::router(&state);
     api.merge(pages)

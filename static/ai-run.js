@@ -252,7 +252,10 @@
         // compact panel names the agent only and says both in its note line).
         o.setAttribute("data-note", panel && about ? about + " · " + note : note);
         o.setAttribute("data-capabilities", (d.capabilities || []).join(" "));
-        o.textContent = panel || !about ? d.displayName : d.displayName + " — " + about;
+        // The name in the page's language (`agent.<id>` of the labels), else the API's.
+        var name = self.t("agent." + d.agentId);
+        if (name === "agent." + d.agentId) name = d.displayName;
+        o.textContent = panel || !about ? name : name + " — " + about;
       });
       if (defaultAgent && self.root.classList.contains("ai-panel") && !self.agentTouched &&
           self.agentSelect.querySelector('option[value="' + CSS.escape(defaultAgent) + '"]')) {

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod origin;
 pub mod tools;
 
 /// Which knowledge bases evidence read by id may come from, on top of what the caller may

@@ -127,6 +127,14 @@ pub struct EventSink {
 }
 
 impl EventSink {
+    /// The run whose journal this writes (`None`: kept in memory).
+    pub fn run_id(&self) -> Option<Uuid> {
+        match &self.inner.target {
+            Target::Db { run, .. } => Some(*run),
+            Target::Memory(_) => None,
+        }
+    }
+
     /// Events of `run` go to the journal; `source` is what agent events are attributed to.
     pub fn db(pool: PgPool, tenant: Uuid, run: Uuid, source: EventSource) -> Self {
         Self::db_with(pool, tenant, run, source, COALESCE)

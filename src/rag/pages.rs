@@ -20,7 +20,7 @@ use super::{
 use crate::{
     error::{AppError, AppResult},
     state::AppState,
-    web::{Page, PageCtx, flash, render},
+    web::{Page, PageCtx, flash, flash_error, render},
 };
 
 #[derive(Template)]
@@ -44,7 +44,7 @@ pub struct DriftLine {
 fn drift_line(ctx: &PageCtx, d: Option<&Drift>) -> DriftLine {
     match d {
         Some(d) if d.missing > 0 => {
-            DriftLine { lost: true, text: ctx.t("rag.drift.lost").replace("{n}", &d.missing.to_string()) }
+            DriftLine { lost: true, text: ctx.t("rag.drift.lost").replace("{n}", &ctx.count(d.missing, "document")) }
         }
         Some(d) => DriftLine { lost: false, text: ctx.t("rag.drift.ok").replace("{n}", &d.held.to_string()) },
         None => DriftLine { lost: false, text: ctx.t("rag.drift.unchecked") },
@@ -151,19 +151,18 @@ pub struct BindForm {
 
 /// A form error is shown on the page it came from, not as an error page.
 async fn back(session: &Session, id: Uuid, result: AppResult<String>) -> AppResult<Redirect> {
-    let msg = match result {
-        Ok(m) => m,
-        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => e.to_string(),
+    match result {
+        Ok(m) => flash(session, m).await?,
+        Err(e @ (AppError::Invalid { .. } | AppError::Upstream(_))) => flash_error(session, e.to_string()).await?,
         Err(e) => return Err(e),
-    };
-    flash(session, msg).await?;
+    }
     Ok(Redirect::to(&format!("/kbs/{id}/knowledge-rag")))
 }
 
 fn check_words(ctx: &PageCtx, v: &BindingView) -> String {
     match (&v.reachable, &v.error) {
         (Some(true), _) => format!("{} {}", ctx.t("rag.reachable"), v.version.clone().unwrap_or_default()),
-        (_, Some(e)) => format!("{}: {} ({})", ctx.t("rag.unreachable"), e.message, e.code),
+        (_, Some(e)) => format!("{}{}{} ({})", ctx.t("rag.unreachable"), ctx.colon(), e.message, e.code),
         _ => ctx.t("rag.unreachable"),
     }
 }

@@ -6,15 +6,32 @@ use sqlx::{PgConnection, types::Json};
 use uuid::Uuid;
 
 use crate::db::TenantTx;
-pub use crate::evidence::tools::OpenAction;
 use crate::evidence::{
     KbScope, Locator, LocatorRef, Place, SourceKind, SourceStatus,
     tools::{EvidenceBlock, OpenRequest, OpenResponse, ReadRequest, ReadResponse},
 };
+pub use crate::evidence::{origin::OpenedFrom, tools::OpenAction};
 
 fn with_public(url: String, public_url: Option<&str>) -> OpenAction {
     let absolute_url = public_url.map(|p| format!("{}{url}", p.trim_end_matches('/')));
     OpenAction { kind: "mnote.open_resource_locator", url, absolute_url }
+}
+
+/// A viewer `url` (relative or absolute, with a query and maybe `#hl`) with `from=` added
+/// (replacing one it had); a URL that is not a viewer link is returned as it was.
+pub fn with_from(url: &str, from: OpenedFrom) -> String {
+    let (base, frag) = match url.find('#') {
+        Some(i) => url.split_at(i),
+        None => (url, ""),
+    };
+    if !base.contains("/sources/") || !base.contains("/view") {
+        return url.to_string();
+    }
+    let (path, query) = base.split_once('?').unwrap_or((base, ""));
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty() && !p.starts_with("from=")).collect();
+    let from = format!("from={}", from.param());
+    params.push(&from);
+    format!("{path}?{}{frag}", params.join("&"))
 }
 
 /// The viewer URL of an evidence block with the locator it was indexed with. Besides the
@@ -357,6 +374,28 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_answer_origin_is_a_typed_from_parameter() {
+        let run = Uuid::from_u128(7);
+        let from = OpenedFrom::Answer(run);
+        assert_eq!(OpenedFrom::parse(&from.param()), Some(from));
+        for bad in ["", "ai:", "ai:nope", "x:00000000-0000-0000-0000-000000000007", "ai:{00000000-0000-0000-0000-000000000007}"] {
+            assert_eq!(OpenedFrom::parse(bad), None, "{bad}");
+        }
+        let s = Uuid::from_u128(1);
+        assert_eq!(
+            with_from(&format!("/sources/{s}/view?evidence={run}&line=3#hl"), from),
+            format!("/sources/{s}/view?evidence={run}&line=3&from=ai:{run}#hl")
+        );
+        assert_eq!(with_from(&format!("/sources/{s}/view#hl"), from), format!("/sources/{s}/view?from=ai:{run}#hl"));
+        assert_eq!(
+            with_from(&format!("https://m.test/sources/{s}/view?from=ai:x&page=2"), from),
+            format!("https://m.test/sources/{s}/view?page=2&from=ai:{run}")
+        );
+        assert_eq!(with_from("https://example.com/a?b", from), "https://example.com/a?b");
+        assert_eq!(from.back_url(), format!("/ai/runs/{run}"));
+    }
 
     fn locator(v: Value) -> Locator {
         let mut base = json!({

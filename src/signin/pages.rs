@@ -223,11 +223,24 @@ struct TokensPage {
     new_token: Option<String>,
     error: Option<String>,
     name: String,
+    /// A ready-to-copy MCP client configuration (the token a placeholder).
+    mcp_snippet: String,
+}
+
+/// What an MCP client's configuration (`mcpServers`, docs/MCP.md) needs: this server's `/mcp`
+/// and the token as a bearer header, `mnote_…` standing for the token.
+fn mcp_snippet(origin: Option<&str>) -> String {
+    let url = format!("{}/mcp", origin.unwrap_or("http://127.0.0.1:8080"));
+    let config = serde_json::json!({
+        "mcpServers": { "mnote": { "url": url, "headers": { "Authorization": "Bearer mnote_…" } } }
+    });
+    serde_json::to_string_pretty(&config).unwrap_or_default()
 }
 
 async fn tokens_page_for(
     state: &AppState,
     page: Page,
+    headers: &HeaderMap,
     new_token: Option<String>,
     error: Option<String>,
     name: String,
@@ -235,13 +248,14 @@ async fn tokens_page_for(
     let mut tx = page.auth.tx(state).await?;
     let tokens = crate::auth::tokens::list_for_user(&mut tx, page.auth.user_id).await?;
     tx.commit().await?;
-    render(TokensPage { ctx: page.ctx, tokens, new_token, error, name })
+    let mcp_snippet = mcp_snippet(crate::web::site_origin(state, headers).as_deref());
+    render(TokensPage { ctx: page.ctx, tokens, new_token, error, name, mcp_snippet })
 }
 
-pub async fn tokens_page(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
+pub async fn tokens_page(State(state): State<AppState>, session: Session, page: Page, headers: HeaderMap) -> AppResult<Response> {
     // Shown once: the plaintext travels through the session only until this page renders.
     let new_token = session.remove::<String>("new_token").await.map_err(session_err)?;
-    tokens_page_for(&state, page, new_token, None, String::new()).await
+    tokens_page_for(&state, page, &headers, new_token, None, String::new()).await
 }
 
 /// The tokens form: `expires` is a number of days or `never` (the default).
@@ -257,6 +271,7 @@ pub async fn tokens_create_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    headers: HeaderMap,
     Form(b): Form<TokenForm>,
 ) -> AppResult<Response> {
     let parsed = token_name(&b.name).and_then(|name| {
@@ -271,7 +286,7 @@ pub async fn tokens_create_form(
         Err(e) => {
             let msg = crate::web::form_error(page.ctx.lang, &e);
             let status = e.status();
-            let mut r = tokens_page_for(&state, page, None, Some(msg), b.name).await?;
+            let mut r = tokens_page_for(&state, page, &headers, None, Some(msg), b.name).await?;
             *r.status_mut() = status;
             return Ok(r);
         }
@@ -281,7 +296,7 @@ pub async fn tokens_create_form(
         drop(tx);
         let msg = crate::web::form_error(page.ctx.lang, &e);
         let status = e.status();
-        let mut r = tokens_page_for(&state, page, None, Some(msg), b.name).await?;
+        let mut r = tokens_page_for(&state, page, &headers, None, Some(msg), b.name).await?;
         *r.status_mut() = status;
         return Ok(r);
     }

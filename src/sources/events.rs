@@ -96,7 +96,7 @@ pub async fn kb_events(
     Path(kb): Path<Uuid>,
 ) -> AppResult<Sse<impl Stream<Item = Result<Event, Infallible>>>> {
     let csrf = crate::auth::csrf::token(&session).await?;
-    let ctx = Arc::new(PageCtx { lang, csrf, user: None, path: format!("/kbs/{kb}"), flash: None });
+    let ctx = Arc::new(PageCtx { lang, csrf, user: None, path: format!("/kbs/{kb}"), flash: None, flash_error: false });
     let first = snapshot(&state, &auth, &ctx, kb).await?.ok_or(AppError::NotFound)?;
     let first_event = event(&first);
     let key = format!("{}:{}", auth.tenant_id, kb);

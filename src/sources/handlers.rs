@@ -310,19 +310,100 @@ fn split_globs(s: &str) -> Vec<String> {
     s.split([',', '\n']).map(str::trim).filter(|g| !g.is_empty()).map(String::from).collect()
 }
 
+/// Why the register form's path (or directory) was refused, as the form says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PathProblem {
+    /// `..` or an absolute path leading out of the chosen directory.
+    Outside,
+    /// Nothing at that path (a typo).
+    Missing,
+    NotAFile,
+    Unsupported,
+    /// The directory chosen is not (or no longer) one of the user's.
+    NoGrant,
+    /// Any other refusal of the path (an unreadable file…).
+    Unusable,
+}
+
+impl PathProblem {
+    /// The refusals the form shows next to its path; anything else stays an error page.
+    fn of(e: &AppError) -> Option<PathProblem> {
+        match e {
+            AppError::PathOutsideGrant => Some(PathProblem::Outside),
+            AppError::Invalid { fields, .. } if fields.contains_key("grant_id") => Some(PathProblem::NoGrant),
+            AppError::Invalid { fields, .. } => match fields.get("path").map(String::as_str)? {
+                "no such file or directory" => Some(PathProblem::Missing),
+                "not a regular file" => Some(PathProblem::NotAFile),
+                m if m.starts_with("unsupported file kind") => Some(PathProblem::Unsupported),
+                _ => Some(PathProblem::Unusable),
+            },
+            _ => None,
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            PathProblem::Outside => "sources.path_error.outside",
+            PathProblem::Missing => "sources.path_error.missing",
+            PathProblem::NotAFile => "sources.path_error.not_a_file",
+            PathProblem::Unsupported => "sources.path_error.unsupported",
+            PathProblem::NoGrant => "sources.path_error.no_grant",
+            PathProblem::Unusable => "sources.path_error.unusable",
+        }
+    }
+}
+
+/// Registering from the KB page: done → back to the page with a notice; a refused path (a
+/// typo, a path leading out of the directory) → the same page, 422, the form filled in and the
+/// message next to the path.
 pub async fn register_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
     Path(kb): Path<Uuid>,
     Form(f): Form<RegisterForm>,
-) -> AppResult<Redirect> {
-    let grant_id = match f.grant_id.as_deref().filter(|g| !g.is_empty()) {
-        Some(g) => Some(Uuid::parse_str(g).map_err(|_| AppError::invalid("grant_id", "choose a directory"))?),
-        None => None,
+) -> AppResult<Response> {
+    let grant_id = f.grant_id.as_deref().filter(|g| !g.is_empty()).map(Uuid::parse_str);
+    let result = match grant_id {
+        Some(Err(_)) => Err(AppError::invalid("grant_id", "choose a directory")),
+        Some(Ok(g)) => register_from_form(&state, &page, kb, Some(g), &f).await,
+        None => register_from_form(&state, &page, kb, None, &f).await,
     };
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let Some(problem) = PathProblem::of(&e) else { return Err(e) };
+            let form = super::pages::RegisterFormState {
+                grant_id: grant_id.and_then(Result::ok),
+                error: Some(page.ctx.t(problem.key())),
+                path: f.path,
+                include: f.include,
+                exclude: f.exclude,
+            };
+            let mut resp = super::pages::kb_page_for(&state, page, kb, form).await?;
+            *resp.status_mut() = StatusCode::UNPROCESSABLE_ENTITY;
+            return Ok(resp);
+        }
+    };
+    let msg = page
+        .ctx
+        .t("sources.registered")
+        .replace("{created}", &r.created_count.to_string())
+        .replace("{total}", &page.ctx.count(r.items.len(), "file"))
+        .replace("{skipped}", &r.skipped_count.to_string());
+    flash(&session, msg).await?;
+    Ok(Redirect::to(&format!("/kbs/{kb}")).into_response())
+}
+
+async fn register_from_form(
+    state: &AppState,
+    page: &Page,
+    kb: Uuid,
+    grant_id: Option<Uuid>,
+    f: &RegisterForm,
+) -> AppResult<Registered> {
     let (include, exclude) = (split_globs(&f.include), split_globs(&f.exclude));
-    let mut tx = page.auth.tx(&state).await?;
+    let mut tx = page.auth.tx(state).await?;
     let r = super::register(
         &mut tx,
         &state.config,
@@ -331,14 +412,7 @@ pub async fn register_form(
     )
     .await?;
     tx.commit().await?;
-    let msg = page
-        .ctx
-        .t("sources.registered")
-        .replace("{created}", &r.created_count.to_string())
-        .replace("{total}", &page.ctx.count(r.items.len(), "file"))
-        .replace("{skipped}", &r.skipped_count.to_string());
-    flash(&session, msg).await?;
-    Ok(Redirect::to(&format!("/kbs/{kb}")))
+    Ok(r)
 }
 
 pub async fn upload_form(

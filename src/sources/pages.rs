@@ -147,10 +147,33 @@ struct KbPage {
     stuck_after: std::time::Duration,
     /// The assistant panel.
     ai: crate::web::ai_panel::AiPanel,
+    /// The "Register from a directory" form as it was sent, when it was refused.
+    register: RegisterFormState,
+}
+
+/// The register form's values and its path's error (a refused form comes back filled in).
+#[derive(Default)]
+pub struct RegisterFormState {
+    pub grant_id: Option<Uuid>,
+    pub path: String,
+    pub include: String,
+    pub exclude: String,
+    pub error: Option<String>,
+}
+
+impl RegisterFormState {
+    fn selected(&self, grant: &Uuid) -> bool {
+        self.grant_id.as_ref() == Some(grant)
+    }
 }
 
 pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
+    kb_page_for(&state, page, id, RegisterFormState::default()).await
+}
+
+/// The KB page, with the register form as given (its values and message when refused).
+pub async fn kb_page_for(state: &AppState, page: Page, id: Uuid, register: RegisterFormState) -> AppResult<Response> {
+    let mut tx = page.auth.tx(state).await?;
     let kb = kbs::visible(&mut tx, &page.auth, id).await?;
     let sources = queries::list(&mut tx, id).await?;
     let removed = queries::removed(&mut tx, id).await?;
@@ -198,5 +221,6 @@ pub async fn kb_page(State(state): State<AppState>, page: Page, Path(id): Path<U
         delete_message,
         stuck_after: super::events::stuck_after(&state.config),
         ai,
+        register,
     })
 }

@@ -151,14 +151,9 @@ pub async fn add_member(
 /// The absolute invitation link: under `MNOTE_PUBLIC_URL`, else this request's host.
 pub fn link_url(state: &AppState, headers: &HeaderMap, token: &str) -> String {
     let path = invitations::link_path(token);
-    if let Some(base) = state.config.public_url.as_deref() {
-        return format!("{base}{path}");
-    }
-    match headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()) {
-        Some(host) if !host.contains(['/', '\\', ' ']) => {
-            format!("{}://{host}{path}", if state.config.cookie_secure { "https" } else { "http" })
-        }
-        _ => path,
+    match crate::web::site_origin(state, headers) {
+        Some(origin) => format!("{origin}{path}"),
+        None => path,
     }
 }
 

@@ -15,7 +15,7 @@ use super::{FlowBlock, Hints, Target, aids, render};
 use crate::{
     auth::{Auth, Via},
     error::{AppError, AppResult},
-    evidence::{SourceKind, SourceStatus},
+    evidence::{SourceKind, SourceStatus, origin::OpenedFrom},
     ingest::{
         artifact::{Block, Page as ArtPage, ParsedArtifact},
         index,
@@ -57,6 +57,9 @@ pub struct ViewParams {
     /// Where the breadcrumb returns to (the search results the viewer was opened from).
     #[serde(default)]
     back: Option<String>,
+    /// Opened from an assistant answer (`ai:<run id>`, [`OpenedFrom`]); anything else is ignored.
+    #[serde(default)]
+    from: Option<String>,
 }
 
 fn num_param(v: &Option<String>) -> Option<u32> {
@@ -93,6 +96,7 @@ struct Carry {
     evidence: Option<String>,
     through: Option<String>,
     back: Option<String>,
+    from: Option<OpenedFrom>,
 }
 
 impl Carry {
@@ -112,6 +116,9 @@ impl Carry {
         }
         if let Some(b) = &self.back {
             q.push(("back", b.clone()));
+        }
+        if let Some(f) = self.from {
+            q.push(("from", f.param()));
         }
         let query = serde_urlencoded::to_string(&q).unwrap_or_default();
         if query.is_empty() { format!("/sources/{}/view", self.id) } else { format!("/sources/{}/view?{query}", self.id) }
@@ -178,6 +185,8 @@ struct ViewerPage {
     /// The breadcrumb: the search results the viewer was opened from, else `/search`.
     back_url: String,
     from_results: bool,
+    /// Opened from an assistant answer: the answer's page (the breadcrumb says "Assistant").
+    answer_url: Option<String>,
     /// Hidden fields the page-jump and find forms keep.
     keep: Vec<(&'static str, String)>,
     paged: Option<PagedView>,
@@ -243,11 +252,13 @@ pub async fn view(
         None
     };
     let back = back_target(p.back.as_deref(), &headers);
+    let from = p.from.as_deref().and_then(OpenedFrom::parse);
     let carry = Carry {
         id,
         evidence: evidence.filter(|_| !citation_missing).map(String::from),
         through: through_key.as_ref().and(through).map(|t| t.to_string()),
         back: back.clone(),
+        from,
     };
     let find = p.find.as_deref().map(str::trim).unwrap_or("").chars().take(200).collect::<String>();
     let mut keep: Vec<(&'static str, String)> = Vec::new();
@@ -259,6 +270,9 @@ pub async fn view(
     }
     if let Some(b) = &back {
         keep.push(("back", b.clone()));
+    }
+    if let Some(f) = from {
+        keep.push(("from", f.param()));
     }
     let mut view = ViewerPage {
         title: source.file_name().to_string(),
@@ -272,6 +286,7 @@ pub async fn view(
         download_url: format!("/sources/{id}/download"),
         cited_url: None,
         from_results: back.is_some(),
+        answer_url: from.map(OpenedFrom::back_url),
         back_url: back.clone().unwrap_or_else(|| "/search".into()),
         keep,
         paged: None,

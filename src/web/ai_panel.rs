@@ -71,7 +71,7 @@ pub fn labels(lang: Lang) -> String {
     let mut map: serde_json::Map<String, serde_json::Value> =
         KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
     for (id, name) in AGENTS {
-        map.insert(format!("agent.{id}"), serde_json::Value::String(name.into()));
+        map.insert(format!("agent.{id}"), serde_json::Value::String(lang.agent_name(id, name)));
         map.insert(format!("about.{id}"), serde_json::Value::String(about(lang, id)));
     }
     map.insert("results_one".into(), serde_json::Value::String(lang.t("assist.result_one")));

@@ -7,7 +7,7 @@ pub mod pages;
 
 use askama::Template;
 use axum::{
-    extract::{FromRequestParts, Request},
+    extract::{FromRequestParts, Request, State},
     http::{HeaderMap, header, request::Parts},
     middleware::Next,
     response::{Html, IntoResponse, Redirect, Response},
@@ -37,6 +37,9 @@ const ASSETS: &[(&str, &str, &str)] = &[
     ("/static/viewer.js", "text/javascript; charset=utf-8", include_str!("../../static/viewer.js")),
     // Every page (optional): copy buttons, confirmation dialogs, the narrow-screen menu.
     ("/static/ui.js", "text/javascript; charset=utf-8", include_str!("../../static/ui.js")),
+    // The tab icon (`<link rel="icon">` of every page), also where browsers look without one.
+    ("/static/favicon.svg", "image/svg+xml", include_str!("../../static/favicon.svg")),
+    ("/favicon.ico", "image/svg+xml", include_str!("../../static/favicon.svg")),
 ];
 
 /// `GET /static/*`: one route per asset, cached for an hour.
@@ -109,6 +112,11 @@ impl Lang {
         self.t(&key).replace("{n}", &n.to_string())
     }
 
+    /// An agent's name in this language (`agents.name.<id>`), else `fallback`.
+    pub fn agent_name(&self, id: &str, fallback: &str) -> String {
+        self.t_opt(&format!("agents.name.{id}")).unwrap_or_else(|| fallback.to_string())
+    }
+
     /// Translate a key the catalogue may not have: `None` when it has not.
     pub fn t_opt(&self, key: &str) -> Option<String> {
         let v = self.t(key);
@@ -172,6 +180,17 @@ pub struct NavUser {
     pub multi_tenant: bool,
 }
 
+impl NavUser {
+    /// The navigation of `a`, a signed-in user.
+    async fn of(state: &AppState, a: &Auth) -> Result<NavUser, AppError> {
+        let tenant_name = tq::tenant_name(&state.pool, a.tenant_id).await?.unwrap_or_default();
+        let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
+        let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
+        tx.commit().await?;
+        Ok(NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 })
+    }
+}
+
 /// Everything the base layout needs.
 #[derive(Clone, Debug)]
 pub struct PageCtx {
@@ -181,6 +200,8 @@ pub struct PageCtx {
     pub path: String,
     /// A one-time notice shown at the top of the page.
     pub flash: Option<String>,
+    /// The notice is a refusal ([`flash_error`]): shown in the error style.
+    pub flash_error: bool,
 }
 
 impl PageCtx {
@@ -200,6 +221,16 @@ impl PageCtx {
 
     pub fn is_zh(&self) -> bool {
         self.lang == Lang::ZhCn
+    }
+
+    /// An agent's name in this language (`agents.name.<id>`), else `fallback` (its own name).
+    pub fn agent_name(&self, id: &str, fallback: &str) -> String {
+        self.lang.agent_name(id, fallback)
+    }
+
+    /// What ends a label before its value: ": ", in Chinese the full-width "：".
+    pub fn colon(&self) -> &'static str {
+        if self.is_zh() { "：" } else { ": " }
     }
 
     /// Is `prefix` the current section (for the active nav item)?
@@ -223,19 +254,19 @@ impl PageCtx {
         };
         // A page's own background re-read (`BACKGROUND_HEADER`, e.g. the KB page's live status)
         // must not consume the notice meant for the page the browser is navigating to.
-        let flash = match &session {
-            Some(_) if parts.headers.contains_key(BACKGROUND_HEADER) => None,
-            Some(s) => s.remove::<String>("flash").await.map_err(auth::session_err)?,
-            None => None,
+        let (flash, flash_error) = match &session {
+            Some(_) if parts.headers.contains_key(BACKGROUND_HEADER) => (None, false),
+            Some(s) => {
+                let text = s.remove::<String>(FLASH_KEY).await.map_err(auth::session_err)?;
+                let error = s.remove::<bool>(FLASH_ERROR_KEY).await.map_err(auth::session_err)?.unwrap_or(false);
+                (text, error)
+            }
+            None => (None, false),
         };
         let user = match auth {
             None => None,
             Some(a) => {
-                let tenant_name = tq::tenant_name(&state.pool, a.tenant_id).await?.unwrap_or_default();
-                let mut tx = crate::db::TenantTx::begin_user_only(&state.pool, a.user_id).await?;
-                let n = tq::tenants_of_user(&mut tx, a.user_id).await?.len();
-                tx.commit().await?;
-                let nav = NavUser { email: a.email.clone(), tenant_name, is_admin: a.role.is_admin(), multi_tenant: n > 1 };
+                let nav = NavUser::of(state, a).await?;
                 // An error page rendered for this request keeps the navigation.
                 if let Some(slot) = parts.extensions.get::<NavSlot>() {
                     slot.set(nav.clone());
@@ -243,7 +274,7 @@ impl PageCtx {
                 Some(nav)
             }
         };
-        Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash })
+        Ok(PageCtx { lang, csrf, user, path: parts.uri.path().to_string(), flash, flash_error })
     }
 }
 
@@ -292,9 +323,19 @@ impl FromRequestParts<AppState> for AnonCtx {
 /// the one-time notice ([`flash`]) in the session.
 pub const BACKGROUND_HEADER: &str = "x-mnote-background";
 
+const FLASH_KEY: &str = "flash";
+const FLASH_ERROR_KEY: &str = "flash_error";
+
 /// Set a one-time notice for the next page.
 pub async fn flash(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {
-    session.insert("flash", msg.into()).await.map_err(auth::session_err)
+    session.remove::<bool>(FLASH_ERROR_KEY).await.map_err(auth::session_err)?;
+    session.insert(FLASH_KEY, msg.into()).await.map_err(auth::session_err)
+}
+
+/// Set a one-time notice for the next page that says a form was refused (the error style).
+pub async fn flash_error(session: &Session, msg: impl Into<String>) -> Result<(), AppError> {
+    session.insert(FLASH_ERROR_KEY, true).await.map_err(auth::session_err)?;
+    session.insert(FLASH_KEY, msg.into()).await.map_err(auth::session_err)
 }
 
 /// Render a template, mapping a template failure to an internal error.
@@ -315,7 +356,7 @@ struct ErrorPage {
 
 /// The layer of the page routes (`startup` applies it to them only; `/api` keeps the JSON
 /// body): errors become pages and 401 a redirect to the login page.
-pub async fn html_errors(req: Request, next: Next) -> Response {
+pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next) -> Response {
     let path = req.uri().path().to_string();
     let path_and_query = req.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
     let is_get = matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
@@ -327,6 +368,12 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
     let lang = lang_of(&parts).await;
     let slot = NavSlot::default();
     parts.extensions.insert(slot.clone());
+    // The request's headers and session, to find the signed-in user's navigation when the
+    // failure came before a page built it (no such route, a refusal by an extractor).
+    let mut probe = Request::new(()).into_parts().0;
+    probe.uri = parts.uri.clone();
+    probe.headers = parts.headers.clone();
+    probe.extensions = parts.extensions.clone();
     let session = parts.extensions.get::<Session>().cloned();
     // API clients following a page URL with a bearer token (e.g. a citation) keep the JSON error.
     let api_client = auth::has_bearer(&parts);
@@ -358,7 +405,15 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
         Some(s) => auth::csrf::token(s).await.unwrap_or_default(),
         None => String::new(),
     };
-    let ctx = PageCtx { lang, csrf, user: slot.take(), path, flash: None };
+    let user = match slot.take() {
+        Some(nav) => Some(nav),
+        None if signed_in => match Auth::from_request_parts(&mut probe, &state).await {
+            Ok(a) => NavUser::of(&state, &a).await.ok(),
+            Err(_) => None,
+        },
+        None => None,
+    };
+    let ctx = PageCtx { lang, csrf, user, path, flash: None, flash_error: false };
     let title = lang.t(&format!("error.{}", info.code));
     // Generic outcomes get a translated explanation; specific ones keep the server's message.
     let message = match info.code {
@@ -375,6 +430,18 @@ pub async fn html_errors(req: Request, next: Next) -> Response {
         Ok(html) => (info.status, Html(html)).into_response(),
         Err(_) => resp,
     }
+}
+
+/// This site's origin (`https://host[:port]`) for links people copy elsewhere:
+/// `MNOTE_PUBLIC_URL`, else the request's `Host` (when it is a plain host) with the scheme the
+/// session cookie implies; `None` when neither is usable.
+pub fn site_origin(state: &AppState, headers: &HeaderMap) -> Option<String> {
+    if let Some(base) = state.config.public_url.as_deref() {
+        return Some(base.trim_end_matches('/').to_string());
+    }
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let plain = !host.is_empty() && host.chars().all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
+    plain.then(|| format!("{}://{host}", if state.config.cookie_secure { "https" } else { "http" }))
 }
 
 /// The session cookie's name (`startup` names the session layer's cookie with it).

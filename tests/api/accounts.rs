@@ -549,4 +549,13 @@ async fn signed_in_pages_are_not_stored() {
     // Static assets stay cacheable.
     let r = c.get("/static/app.css").await;
     assert!(r.headers()["cache-control"].to_str().unwrap().contains("max-age"));
+    // The tab icon: linked from every page, and where browsers look without the link.
+    let (_, html) = c.clone().page("/").await;
+    assert!(html.contains("<link rel=\"icon\" href=\"/static/favicon.svg\""), "{html}");
+    for path in ["/static/favicon.svg", "/favicon.ico"] {
+        let r = app.client().get(path).await;
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        assert_eq!(r.headers()["content-type"], "image/svg+xml", "{path}");
+        assert!(r.text().await.unwrap().starts_with("<svg"), "{path}");
+    }
 }

@@ -336,7 +336,7 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
     let browser = app.login("owner@acme.test").await;
     let page = browser.get(&format!("/kbs/{}/knowledge-rag", k.kb)).await.text().await.unwrap();
     assert!(
-        page.contains("LightRAG no longer holds 2 document(s) it had processed") && page.contains("data-lost=\"true\""),
+        page.contains("LightRAG no longer holds 2 documents it had processed") && page.contains("data-lost=\"true\""),
         "{page}"
     );
     let zh = browser
@@ -347,7 +347,7 @@ async fn a_lightrag_that_lost_its_storage_shows_the_drift_and_heals_by_itself() 
         .await
         .unwrap();
     let zh = zh.text().await.unwrap();
-    assert!(zh.contains("LightRAG 已不再持有 2 个曾处理过的文档"), "{zh}");
+    assert!(zh.contains("LightRAG 已不再持有曾处理过的 2 个文档"), "{zh}");
 
     // The background sync of `mnote serve` heals it, without `mnote rag resync`.
     let (events_tx, events) = tokio::sync::broadcast::channel(16);
@@ -719,10 +719,16 @@ async fn lightrag_failures_degrade_with_codes_and_foreign_references_are_dropped
     assert_eq!((r.status(), r.headers()["location"].to_str().unwrap()), (StatusCode::SEE_OTHER, page_path.as_str()));
     let (_, html) = browser.page(&page_path).await;
     assert!(html.contains("not among the LightRAG endpoints the operator allows"), "{html}");
+    // The refusal reads as an error (the alert style), not as the green notice of a success.
+    let notice = html.split("role=\"alert\">").nth(1).unwrap_or_default();
+    assert!(html.contains("<div class=\"alert form-error\" role=\"alert\">"), "{html}");
+    assert!(notice.contains("not among the LightRAG endpoints"), "{html}");
+    assert!(!html.contains("class=\"flash\""), "{html}");
     *behaviour.lock().unwrap() = Fake::Fail500;
     let r = browser.post_form(&page_path, &[("url", fake.as_str()), ("api_key", "sk-form-secret"), ("label", "fake")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (_, html) = browser.page(&page_path).await;
+    assert!(html.contains("<div class=\"flash\" role=\"status\">") && !html.contains("form-error"), "a success: {html}");
     assert!(html.contains("Reachable") && html.contains("1.5.7-fake") && html.contains(">set<"), "{html}");
     assert!(!html.contains("sk-form-secret"));
     assert_eq!(browser.post_form(&format!("{page_path}/test"), &[]).await.status(), StatusCode::SEE_OTHER);

@@ -113,12 +113,20 @@ async fn error_pages_keep_the_navigation_and_the_language() {
     let (st, html) = c.page(&format!("/kbs/{}", uuid::Uuid::new_v4())).await;
     assert_eq!(st, StatusCode::NOT_FOUND);
     assert!(html.contains("class=\"mainnav") && html.contains("<code>not_found</code>"), "{html}");
+    // An address no route knows (a typo in the URL) keeps the navigation too.
+    let (st, html) = c.page("/no-such-page/at-all?x=1").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("class=\"mainnav") && html.contains("m@acme.test"), "unknown URL: {html}");
+    assert!(html.contains("<code>not_found</code>"), "{html}");
     let csrf = c.csrf.clone().unwrap();
     let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/"), ("csrf_token", &csrf)]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     let (st, html) = c.page("/admin/grants").await;
     assert_eq!(st, StatusCode::FORBIDDEN);
     assert!(html.contains("此操作需要管理员或所有者角色。") && html.contains("class=\"mainnav"), "{html}");
+    let (st, html) = c.page("/no-such-page").await;
+    assert_eq!(st, StatusCode::NOT_FOUND);
+    assert!(html.contains("class=\"mainnav") && html.contains("搜索"), "unknown URL in Chinese: {html}");
     // The narrow-screen menu is in every signed-in page's header (a checkbox, no script needed).
     let (_, html) = c.page("/").await;
     assert!(html.contains("id=\"menu-toggle\"") && html.contains("href=\"/settings/account\""), "{html}");
@@ -153,4 +161,90 @@ async fn a_background_re_read_leaves_the_notice_to_the_next_page() {
     assert!(html.contains("class=\"flash") && html.contains(notice), "the notice survived the background read");
     let (_, html) = c.page(&kb_page).await;
     assert!(!html.contains("class=\"flash"), "and is shown once");
+}
+
+/// A mistyped path in the KB page's "Register from a directory" form comes back on the same
+/// form (422), filled in, with the message next to the path, in the reader's language.
+#[tokio::test]
+async fn a_mistyped_register_path_is_a_field_error_on_the_kb_page() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    c.page("/").await;
+    let r = c.post_form("/kbs", &[("name", "Research"), ("visibility", "team")]).await;
+    let kb_page = r.headers()["location"].to_str().unwrap().to_string();
+    app.write_doc("lab/paper.md", "# Paper");
+    let r =
+        c.post_form("/admin/grants", &[("path", &app.docs_path("lab")), ("grantee", "all"), ("permission", "read_index")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let grant_id = {
+        let api = app.api(s.tenant_id, s.user_id).await;
+        let (_, g) = api.get_json("/api/grants").await;
+        g["items"][0]["id"].as_str().unwrap().to_string()
+    };
+    c.page(&kb_page).await;
+    let post = |path: &'static str| {
+        let (c, url, g) = (c.clone(), format!("{kb_page}/sources"), grant_id.clone());
+        async move { c.post_form(&url, &[("grant_id", &g), ("path", path), ("include", "*.md")]).await }
+    };
+    let r = post("papr.md").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let html = r.text().await.unwrap();
+    assert!(html.contains("class=\"field-error\" role=\"alert\" id=\"path-error\">Nothing is at that path"), "{html}");
+    assert!(html.contains("value=\"papr.md\"") && html.contains("aria-invalid=\"true\""), "the form kept the path");
+    assert!(html.contains(&format!("<option value=\"{grant_id}\" selected>")) && html.contains("value=\"*.md\""), "{html}");
+    assert!(html.contains("class=\"mainnav") && !html.contains("<code>"), "the KB page, not an error page");
+    let r = post("../elsewhere").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("That path leads outside the chosen directory."));
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let r = post("papr.md").await;
+    assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(r.text().await.unwrap().contains("所选目录中没有这个路径。请检查拼写（区分大小写）。"));
+    // The right path registers as before.
+    let r = post("paper.md").await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page(&kb_page).await;
+    assert!(html.contains("paper.md") && !html.contains("id=\"path-error\""), "{html}");
+}
+
+/// The Chinese UI ends its labels with the full-width colon and names every agent in Chinese
+/// ("仅对话", not "Chat only"); the English one keeps ": " and "Chat only".
+#[tokio::test]
+async fn the_chinese_ui_uses_full_width_colons_and_names_every_agent() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    let (_, html) = c.page("/admin/grants").await;
+    assert!(html.contains("Allowed roots: <code>"), "{html}");
+    let (_, html) = c.page("/ai").await;
+    assert!(html.contains(">Chat only — "), "{html}");
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/admin/grants").await;
+    assert!(html.contains("允许的根目录：<code>"), "{html}");
+    let (_, html) = c.page("/ai").await;
+    assert!(html.contains(">仅对话 — ") && !html.contains("Chat only"), "{html}");
+    let (_, html) = c.page("/settings/agents").await;
+    assert!(html.contains(">仅对话</a>") && !html.contains("Chat only"), "{html}");
+}
+
+/// The API tokens page gives a ready-to-copy MCP client configuration: this server's `/mcp`
+/// (the request's origin without MNOTE_PUBLIC_URL) and a placeholder for the token.
+#[tokio::test]
+async fn the_tokens_page_shows_an_mcp_client_snippet() {
+    let app = spawn_app().await;
+    app.bootstrap("acme", "owner@acme.test").await;
+    let mut c = app.login("owner@acme.test").await;
+    let (st, html) = c.page("/settings/tokens").await;
+    assert_eq!(st, StatusCode::OK);
+    let snippet = html.split("id=\"mcp-snippet\">").nth(1).and_then(|s| s.split("</pre>").next()).expect("the snippet");
+    assert!(snippet.contains("mcpServers") && snippet.contains(&format!("{}/mcp", app.base)), "{snippet}");
+    assert!(snippet.contains("Authorization") && snippet.contains("Bearer mnote_…"), "{snippet}");
+    assert!(html.contains("Connect an MCP client") && html.contains("data-copy=\"#mcp-snippet\""), "{html}");
+    let r = c.post_form("/language", &[("lang", "zh-CN"), ("next", "/")]).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    let (_, html) = c.page("/settings/tokens").await;
+    assert!(html.contains("连接 MCP 客户端") && html.contains(&format!("{}/mcp", app.base)), "{html}");
 }

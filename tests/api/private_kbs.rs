@@ -305,7 +305,7 @@ async fn an_admin_transfers_and_deletes_a_private_kb_from_its_page_and_the_api()
     let mut browser = app.login("admin@acme.test").await;
     let (_, html) = browser.page("/").await;
     let item = html.split("<strong>alice private</strong>").nth(1).expect("the dashboard lists it");
-    assert!(item[..item.find("</li>").unwrap()].contains("1 sources"), "with its size");
+    assert!(item[..item.find("</li>").unwrap()].contains("1 source<"), "with its size");
     let (st, html) = browser.page(&format!("/kbs/{kb}")).await;
     assert_eq!(st, StatusCode::OK);
     for needle in
@@ -313,6 +313,7 @@ async fn an_admin_transfers_and_deletes_a_private_kb_from_its_page_and_the_api()
     {
         assert!(html.contains(needle), "{needle} missing from the admin's page");
     }
+    assert!(html.contains("id=\"kb-size\">1 source</p>"), "its size, counted in the singular");
     for absent in ["id=\"sources\"", "plan.md", "/uploads", "action=\"/search\""] {
         assert!(!html.contains(absent), "{absent} shown to the admin");
     }

@@ -193,6 +193,8 @@ async fn hermes_searches_through_the_tool_box_and_answers_with_citation_links() 
         found.iter().any(|e| answer.contains(&format!("view?evidence={e}"))) && answer.contains("](/sources/"),
         "no citation link to a found evidence id: {answer}"
     );
+    // Each link says it was opened from this answer (the viewer's breadcrumb leads back).
+    assert!(answer.contains(&format!("&from=ai:{id}#hl)")), "{answer}");
     // What streamed was the model's text, markers and all.
     let text = streamed(&evs);
     assert!(found.iter().any(|e| text.contains(&format!("[evidence:{e}]"))), "{text}");

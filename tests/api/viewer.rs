@@ -564,6 +564,24 @@ async fn the_viewer_keeps_its_place_while_paging_and_finds_text() {
     let (_, doc) = browse(&browser, &format!("{cited}&back=//evil.example/search"), None).await;
     assert_eq!(attr(&doc, "a.back-to-results", "href"), "/search");
 
+    // Opened from an assistant answer (`from=ai:<run>`): the breadcrumb leads back to that
+    // answer, and paging keeps it; a malformed `from` is ignored, never shown.
+    let run = uuid::Uuid::new_v4();
+    let (st, doc) = browse(&browser, &format!("{cited}&from=ai:{run}"), None).await;
+    assert_eq!(st, StatusCode::OK);
+    assert_eq!(attr(&doc, "a.back-to-answer", "href"), format!("/ai/runs/{run}"));
+    assert_eq!(text(one(&doc, "a.back-to-answer")), "← Assistant");
+    assert!(!has(&doc, "a.back-to-results"));
+    assert!(attr(&doc, ".pager a[rel=next]", "href").contains(&format!("from=ai%3A{run}")), "kept while paging");
+    assert_eq!(attr(&doc, ".page-jump input[name=from]", "value"), format!("ai:{run}"));
+    for bad in ["ai:nope", "javascript:alert(1)", "%22%3E%3Cscript%3E"] {
+        let (st, doc) = browse(&browser, &format!("{cited}&from={bad}"), None).await;
+        assert_eq!(st, StatusCode::OK);
+        assert!(!has(&doc, "a.back-to-answer") && !has(&doc, "input[name=from]"), "{bad}");
+        assert!(!doc.html().contains("alert(1)") && !doc.html().contains("<script>"), "{bad} reflected");
+        assert_eq!(attr(&doc, "a.back-to-results", "href"), "/search");
+    }
+
     // Find in document: every page's matches, linking to the word on its page.
     let (_, doc) = browse(&browser, &format!("/sources/{pdf}/view?evidence={}&page=2&find={word}", row.0), None).await;
     let hits: Vec<String> = doc.select(&sel(".find-list a")).map(|a| a.value().attr("href").unwrap().to_string()).collect();

@@ -138,6 +138,15 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
             if width == 420 {
                 check_narrow(&b, lang).await;
             }
+            // A mistyped path comes back on the register form, its message next to the field.
+            color_scheme(&b, "light").await;
+            b.goto(&format!("/kbs/{kb}")).await;
+            b.loaded().await;
+            let sent = "const f = document.querySelector('form[action$=\"/sources\"]'); \
+                        f.querySelector('input[name=path]').value = 'gide.md'; f.submit(); return true;";
+            b.js(sent, vec![]).await;
+            b.wait_for("#path-error").await;
+            b.screenshot(&format!("{lang}-{width}-light-kb-register-typo")).await;
         }
     }
     assert_eq!(saved, 2 * 2 * 2 * pages.len());

@@ -63,7 +63,7 @@ async fn chat_only_answers_and_each_agent_says_what_it_is() {
         let chat_about = if lang == "en" {
             "Chat only — chats with a language model only"
         } else {
-            "Chat only — 只与语言模型对话"
+            "仅对话 — 只与语言模型对话"
         };
         assert!(options[2].starts_with(chat_about), "{tag}: {options:?}");
         assert!(

@@ -85,10 +85,6 @@ impl Label {
             }
         }
     }
-
-    pub(super) fn same(s: &str) -> Label {
-        Label::Text { en: s.to_string(), zh: s.to_string() }
-    }
 }
 
 /// `min`/`max` (numbers: the value; strings: the length in characters), `pattern` (strings).
@@ -198,12 +194,18 @@ pub const RAG_MODES: [(&str, &str); 6] = [
 ];
 pub const UI_LANGUAGES: [&str; 3] = ["auto", "en", "zh-CN"];
 
+/// An agent's name in both languages (`agents.name.<id>`, e.g. "Chat only", "仅对话").
+fn agent_label(a: AgentId) -> Label {
+    let name = |lang: Lang| lang.agent_name(a.as_str(), a.display_name());
+    Label::Text { en: name(Lang::En), zh: name(Lang::ZhCn) }
+}
+
 /// The `ai.common.*` fields.
 pub fn common_fields() -> Vec<FieldSpec> {
     use FieldKind::*;
     vec![
         FieldSpec::user("ai.common.default_agent", "agents.field.default_agent", Select, json!("hermes"))
-            .options(AgentId::ALL.iter().map(|a| (a.as_str().to_string(), Label::same(a.display_name()))).collect())
+            .options(AgentId::ALL.iter().map(|a| (a.as_str().to_string(), agent_label(*a))).collect())
             .help("agents.help.default_agent"),
         FieldSpec::user("ai.common.default_kbs", "agents.field.default_kbs", Multiselect, json!([]))
             .source(OptionsSource::VisibleKbs)

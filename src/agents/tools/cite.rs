@@ -8,6 +8,7 @@ use crate::{
     agents::citations::{self, Found},
     error::AppError,
     evidence::tools::ReadRequest,
+    search::open,
 };
 
 impl ToolBox {
@@ -48,6 +49,16 @@ impl ToolBox {
         }
     }
 
+    /// `markdown` (a `[label](url)` citation) with `from=ai:<run>` on its viewer URL, so the
+    /// viewer opened from the answer leads back to it; as it was outside a run.
+    fn marked_as_answers(&self, markdown: &str) -> String {
+        let Some(run) = self.events.as_ref().and_then(|e| e.run_id()) else { return markdown.to_string() };
+        match citations::split_link(markdown) {
+            Some((label, url)) => format!("[{label}]({})", open::with_from(url, open::OpenedFrom::Answer(run))),
+            None => markdown.to_string(),
+        }
+    }
+
     /// `text` with every `[evidence:<uuid>]` marker a model or agent wrote replaced by that
     /// evidence's `citationMarkdown` link (markers naming evidence the actor cannot see stay
     /// as they are, so verification flags them).
@@ -59,7 +70,7 @@ impl ToolBox {
             let mut linked = Vec::with_capacity(ids.len());
             for (id, part) in ids.iter().zip(&parts) {
                 let link = match id {
-                    Some(id) => self.citation(*id).await,
+                    Some(id) => self.citation(*id).await.map(|c| self.marked_as_answers(&c)),
                     None => None,
                 };
                 linked.push(link.ok_or_else(|| format!("[evidence:{part}]")));
