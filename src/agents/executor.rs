@@ -22,7 +22,6 @@ use crate::{
     auth::{Auth, Via, tokens},
     config::SecretString,
     db::{Scope, TenantTx},
-    evidence::KbScope,
     journal::{
         sink::{EventSink, retrying},
         store::{self, Beat, Ending, RunRow},
@@ -103,8 +102,6 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         crate::journal::sink::Limits::of(&state.config.agents),
     );
     let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
-    // The receipt checks citations inside the run's knowledge bases, as its tools read.
-    let scope = KbScope::of(&run.context().kb_ids);
     let tools = Arc::new(tools.restrict(&allowed));
     // An ACP agent may take our tools over MCP: a token for this run only, while it runs.
     let mcp = if resolved.runtime.provider() == Provider::Acp && !tools.offered().is_empty() {
@@ -173,10 +170,10 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                 tx.commit().await?;
             }
             if stopped == Some(Stop::Cancelled) {
-                let receipt = verify::check(state, &actor, &scope, &out.answer, calls.clone()).await;
+                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone()).await;
                 return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
             }
-            let receipt = verify::check(state, &actor, &scope, &out.answer, calls.clone()).await;
+            let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone()).await;
             let receipt_json = serde_json::to_value(&receipt)?;
             retrying(|| async {
                 let mut tx = system_tx(state, tenant).await?;
@@ -198,12 +195,12 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
         Err(AgentError::Cancelled) => {
             let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, &scope, &partial, calls.clone()).await;
+            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone()).await;
             finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
         }
         Err(e) => {
             let partial = events.streamed().await;
-            let receipt = serde_json::to_value(verify::check(state, &actor, &scope, &partial, calls.clone()).await)?;
+            let receipt = serde_json::to_value(verify::check(state, &actor, tools.scope(), &partial, calls.clone()).await)?;
             let (code, message) = (e.code(), e.to_string());
             tracing::warn!(run = %run_id, code, "run failed: {message}");
             retrying(|| async {

@@ -44,6 +44,19 @@ async fn setup() -> Ctx {
     Ctx { tenant: s.tenant_id, owner: s.user_id, app, client, kb }
 }
 
+/// Chat only connected to the scripted mock model (a model is connected).
+async fn connect_chat_only(c: &Ctx) {
+    let (st, v) = c
+        .client
+        .send_json(
+            "PUT",
+            "/api/page-ai/agents/chat_only/config",
+            json!({"endpointUrl": mock_root(), "model": "scripted", "apiKey": KEY}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+}
+
 /// Start a run in `session`; its id.
 async fn start(client: &Client, kb: &str, session: &str, agent: &str, prompt: &str) -> String {
     let (st, run) = client
@@ -269,15 +282,7 @@ async fn a_topic_change_is_searched_alone_and_a_dependent_follow_up_with_the_pre
 #[tokio::test]
 async fn a_follow_up_sends_the_earlier_turns_to_the_model_and_a_live_conversation_is_not_deleted() {
     let c = setup().await;
-    let (st, v) = c
-        .client
-        .send_json(
-            "PUT",
-            "/api/page-ai/agents/chat_only/config",
-            json!({"endpointUrl": mock_root(), "model": "scripted", "apiKey": KEY}),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{v}");
+    connect_chat_only(&c).await;
     let chat = |session: &'static str, prompt: &'static str| {
         let c = &c;
         async move {
@@ -350,15 +355,7 @@ async fn the_navigation_starts_a_new_conversation_and_an_admin_without_a_model_i
     assert!(html.contains("The built-in offline agent answers"), "{html}");
 
     // A model connected: no line for anyone.
-    let (st, v) = c
-        .client
-        .send_json(
-            "PUT",
-            "/api/page-ai/agents/chat_only/config",
-            json!({"endpointUrl": mock_root(), "model": "scripted", "apiKey": KEY}),
-        )
-        .await;
-    assert_eq!(st, StatusCode::OK, "{v}");
+    connect_chat_only(&c).await;
     let (_, html) = owner.page("/ai").await;
     assert!(!html.contains("ai-no-model") && !html.contains("连接模型服务"), "{html}");
     let (_, html) = member.page("/ai").await;

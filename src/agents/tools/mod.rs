@@ -26,6 +26,7 @@ use uuid::Uuid;
 
 use crate::{
     auth::Auth,
+    evidence::KbScope,
     journal::{ContextRefs, ErrorBody, Event, EventSource, ToolCompleted, ToolStarted, sink::EventSink},
     state::AppState,
 };
@@ -178,6 +179,11 @@ impl ToolBox {
 
     pub fn context(&self) -> &ContextRefs {
         self.env.context()
+    }
+
+    /// The knowledge bases every tool of the run is bound to (the receipt checks inside them too).
+    pub fn scope(&self) -> &KbScope {
+        self.env.scope()
     }
 
     /// The tools this run may call.
