@@ -77,11 +77,12 @@ pub enum SourceKind {
     Docx,
     Image,
     Text,
+    Html,
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 5] =
-        [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text];
+    pub const ALL: [SourceKind; 6] =
+        [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text, SourceKind::Html];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -90,6 +91,7 @@ impl SourceKind {
             SourceKind::Docx => "docx",
             SourceKind::Image => "image",
             SourceKind::Text => "text",
+            SourceKind::Html => "html",
         }
     }
 
@@ -101,6 +103,7 @@ impl SourceKind {
             "docx" => SourceKind::Docx,
             "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
             "txt" => SourceKind::Text,
+            "html" | "htm" | "xhtml" => SourceKind::Html,
             _ => return None,
         })
     }
@@ -195,7 +198,8 @@ pub struct Locator {
     /// DOCX: `w14:paraId` of the last/first paragraph (only Word writes them).
     pub para_id_end: Option<String>,
     pub para_id_start: Option<String>,
-    /// DOCX: 1-based index of the (first) paragraph among the body's paragraphs.
+    /// DOCX: 1-based index of the (first) paragraph among the body's paragraphs. HTML: 1-based
+    /// index of the block's element among all elements in document order (XPath `(//*)[n]`).
     pub paragraph_ordinal: Option<u32>,
     pub quality: Quality,
     pub resource_kind: SourceKind,

@@ -111,7 +111,8 @@ pub struct Block {
     pub para_id_start: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub para_id_end: Option<String>,
-    /// DOCX: 1-based index of the (first) paragraph among the body's paragraphs.
+    /// DOCX: 1-based index of the (first) paragraph among the body's paragraphs. HTML: 1-based
+    /// index of the block's element among all elements in document order (XPath `(//*)[n]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paragraph_ordinal: Option<u32>,
     /// [`fingerprint`] of the block text.

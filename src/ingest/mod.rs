@@ -5,6 +5,7 @@ pub mod artifact;
 pub mod bench;
 pub mod corpus;
 pub mod docx;
+pub mod html;
 pub mod image;
 pub mod index;
 pub mod jobs;
@@ -41,7 +42,7 @@ pub struct ParseInput<'a> {
     pub bytes: &'a [u8],
     /// File name (for messages and extension checks), e.g. `report.pdf`.
     pub file_name: &'a str,
-    /// `markdown|pdf|docx|image|text`
+    /// `markdown|pdf|docx|image|text|html`
     pub kind: &'a str,
 }
 
