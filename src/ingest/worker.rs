@@ -202,6 +202,8 @@ fn leak_code(code: &str) -> &'static str {
         "pdf_engine_missing",
         "docx_malformed",
         "docx_encrypted",
+        "html_malformed",
+        "html_too_large",
         "image_unreadable",
         "ocr_engine_missing",
         "unsupported_kind",

@@ -69,12 +69,13 @@ fn hint_params(place: &Place<'_>) -> Vec<String> {
     if let Some(l) = place.first_line {
         params.push(format!("line={l}"));
     }
-    // DOCX: the viewer tries paraId, then the text fingerprint, then the paragraph ordinal.
+    // DOCX (and HTML, without paraIds): the viewer tries paraId, then the text fingerprint, then
+    // the paragraph (HTML: element) ordinal.
     let token = |v: Option<&str>| v.filter(|v| !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric())).map(str::to_string);
     if let Some(p) = token(place.para_id) {
         params.push(format!("para={p}"));
     }
-    if matches!(place.kind, None | Some("docx"))
+    if matches!(place.kind, None | Some("docx") | Some("html"))
         && let Some(f) = token(place.fingerprint)
     {
         params.push(format!("fp={f}"));

@@ -157,6 +157,8 @@ pub const FAILURE_CODES: &[&str] = &[
     "pdf_engine_missing",
     "docx_malformed",
     "docx_encrypted",
+    "html_malformed",
+    "html_too_large",
     "image_unreadable",
     "ocr_engine_missing",
     "ocr_failed",

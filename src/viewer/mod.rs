@@ -310,6 +310,8 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             (_, BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), escape(&b.text)),
             (_, BlockType::ListItem) => ("li", escape(&b.text)),
             (_, BlockType::TableRow) => ("tr", b.text.split(" | ").map(|c| format!("<td>{}</td>", escape(c))).collect()),
+            (_, BlockType::Code) => ("pre", escape(&b.text)),
+            (_, BlockType::Quote) => ("blockquote", escape(&b.text)),
             _ => ("p", escape(&b.text)),
         };
         let anchors = match b.line_range {

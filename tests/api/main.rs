@@ -56,3 +56,4 @@ mod symlink_race;
 mod tenant_roots;
 mod vectors;
 mod viewer;
+mod web_pages;
