@@ -281,6 +281,23 @@ fn type_name(t: BlockType) -> &'static str {
     }
 }
 
+/// A table row's cells as `<td>`s. Rows that carry their column names (`City: Beijing`, as
+/// web pages' rows do under a header row) show the bare values under that header row.
+fn row_cells<'a>(text: &'a str, header: &mut Option<Vec<&'a str>>) -> String {
+    let cells: Vec<&str> = text.split(" | ").collect();
+    let shown: Vec<&str> = match header.as_ref() {
+        None => {
+            *header = Some(cells.clone());
+            cells
+        }
+        Some(names) => cells
+            .iter()
+            .map(|c| names.iter().find_map(|n| c.strip_prefix(n).and_then(|r| r.strip_prefix(": "))).unwrap_or(c))
+            .collect(),
+    };
+    shown.iter().map(|c| format!("<td>{}</td>", escape(c))).collect()
+}
+
 /// Heading level of each heading block: the level of the section it opens.
 fn heading_levels(art: &ParsedArtifact) -> std::collections::HashMap<&str, u8> {
     let mut m = std::collections::HashMap::new();
@@ -299,7 +316,12 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
     let span = span_ids(art, target);
     let mut out: Vec<FlowBlock> = Vec::with_capacity(blocks.len());
     let mut last_line = 0u32;
+    // The first row of a run of table rows: its cells name the columns the later rows carry.
+    let mut header: Option<Vec<&str>> = None;
     for b in blocks {
+        if b.block_type != BlockType::TableRow {
+            header = None;
+        }
         let hl =
             target.filter(|t| t.block_id.as_deref() == Some(b.id.as_str())).map(|t| if t.exact { "hl" } else { "hl-approx" });
         let (tag, html) = match (kind, b.block_type) {
@@ -309,6 +331,7 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             ("markdown", _) => ("div", markdown::block_html(&b.text)),
             (_, BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), escape(&b.text)),
             (_, BlockType::ListItem) => ("li", escape(&b.text)),
+            ("html", BlockType::TableRow) => ("tr", row_cells(&b.text, &mut header)),
             (_, BlockType::TableRow) => ("tr", b.text.split(" | ").map(|c| format!("<td>{}</td>", escape(c))).collect()),
             (_, BlockType::Code) => ("pre", escape(&b.text)),
             (_, BlockType::Quote) => ("blockquote", escape(&b.text)),

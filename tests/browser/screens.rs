@@ -77,6 +77,15 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("MNOTE_FIXTURES_DIR (run through ./dev test)"))
             .join("known_words.pdf");
     std::fs::copy(&pdf, app.docs.join("team/known_words.pdf")).unwrap();
+    // A saved intranet page: navigation and a script around the content, a table of limits.
+    app.write_doc(
+        "team/travel.html",
+        "<!DOCTYPE html><html><head><meta charset=utf-8><title>Travel policy</title><script>track()</script></head>\
+         <body><nav><a href=/>Intranet home</a></nav><main><h1>Travel policy</h1><p>Book hotels through the travel \
+         desk; 出差住宿由差旅服务台统一预订。</p><h2>Nightly caps</h2><table><tr><th>City</th><th>Cap per night</th></tr>\
+         <tr><td>Beijing 北京</td><td>650 CNY</td></tr><tr><td>Shanghai 上海</td><td>700 CNY</td></tr></table>\
+         <h2>Receipts</h2><ul><li>Within 30 days of return</li><li>Scans are accepted</li></ul></main></body></html>",
+    );
     let (st, g) = api
         .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
         .await;
@@ -102,6 +111,8 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         .as_str()
         .map(|u| u.split('#').next().unwrap().to_string())
         .unwrap_or_else(|| format!("/sources/{pdf_id}/view?page=2"));
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "Shanghai cap", "mode": "lexical"})).await;
+    let viewer_html = hits["results"][0]["openAction"]["url"].as_str().expect("the web page's row").split('#').next().unwrap().to_string();
 
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
@@ -109,6 +120,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("kb-private-of-another", format!("/kbs/{private}")),
         ("search", "/search?q=thread&mode=lexical".into()),
         ("viewer-pdf", viewer),
+        ("viewer-html", viewer_html),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),
