@@ -78,11 +78,19 @@ pub enum SourceKind {
     Image,
     Text,
     Html,
+    Email,
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 6] =
-        [SourceKind::Markdown, SourceKind::Pdf, SourceKind::Docx, SourceKind::Image, SourceKind::Text, SourceKind::Html];
+    pub const ALL: [SourceKind; 7] = [
+        SourceKind::Markdown,
+        SourceKind::Pdf,
+        SourceKind::Docx,
+        SourceKind::Image,
+        SourceKind::Text,
+        SourceKind::Html,
+        SourceKind::Email,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -92,6 +100,7 @@ impl SourceKind {
             SourceKind::Image => "image",
             SourceKind::Text => "text",
             SourceKind::Html => "html",
+            SourceKind::Email => "email",
         }
     }
 
@@ -104,6 +113,7 @@ impl SourceKind {
             "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
             "txt" => SourceKind::Text,
             "html" | "htm" | "xhtml" => SourceKind::Html,
+            "eml" => SourceKind::Email,
             _ => return None,
         })
     }

@@ -5,6 +5,7 @@ pub mod artifact;
 pub mod bench;
 pub mod corpus;
 pub mod docx;
+pub mod email;
 pub mod html;
 pub mod image;
 pub mod index;

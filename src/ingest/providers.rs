@@ -1,6 +1,6 @@
 //! Which provider parses which kind.
 
-use super::{ParseError, ParseProvider, docx::DocxProvider, html::HtmlProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider};
+use super::{ParseError, ParseProvider, docx::DocxProvider, email::EmailProvider, html::HtmlProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider};
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
     let all: Vec<Box<dyn ParseProvider>> =
@@ -10,6 +10,7 @@ pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
         Box::new(PdfProvider),
         Box::new(ImageProvider),
         Box::new(HtmlProvider),
+        Box::new(EmailProvider),
     ];
     all.into_iter()
         .find(|p| p.can_parse(kind))

@@ -24,7 +24,7 @@ use super::artifact::{
     TextBuilder,
 };
 use super::{ParseError, ParseInput, ParseProvider};
-use content::{RawBlock, RawKind};
+pub use content::{RawBlock, RawKind};
 
 const VERSION: &str = "mnote-html/1";
 /// Blocks one page may give; past it the page is refused (a generated page, not a document).
@@ -53,17 +53,35 @@ pub fn parse_blocks(bytes: &[u8]) -> Result<Vec<RawBlock>, ParseError> {
     if text.contains('\0') {
         return Err(ParseError::new("html_malformed", "the file holds NUL characters: not an HTML page"));
     }
-    let doc = scraper::Html::parse_document(&text);
+    let blocks = parse_str_blocks(&text);
+    if blocks.len() > MAX_BLOCKS {
+        return Err(ParseError::new("html_too_large", format!("the page gives more than {MAX_BLOCKS} blocks")));
+    }
+    Ok(blocks)
+}
+
+/// The blocks of a page already decoded (an HTML mail body: the mail's charset decided).
+pub fn parse_str_blocks(text: &str) -> Vec<RawBlock> {
+    let doc = scraper::Html::parse_document(text);
     let walk = content::walk(&doc);
     let mut blocks = Vec::with_capacity(walk.blocks.len() + 1);
     if let Some((title, element)) = walk.title.filter(|(t, _)| !t.is_empty() && !walk.has_h1) {
         blocks.push(RawBlock { kind: RawKind::Heading(1), text: title, element, links: Vec::new() });
     }
     blocks.extend(walk.blocks);
-    if blocks.len() > MAX_BLOCKS {
-        return Err(ParseError::new("html_too_large", format!("the page gives more than {MAX_BLOCKS} blocks")));
+    blocks
+}
+
+/// The source-map type of a raw block, and its heading level when it is one.
+pub fn block_type(kind: RawKind) -> (BlockType, Option<u8>) {
+    match kind {
+        RawKind::Heading(l) => (BlockType::Heading, Some(l)),
+        RawKind::Paragraph => (BlockType::Paragraph, None),
+        RawKind::ListItem => (BlockType::ListItem, None),
+        RawKind::Quote => (BlockType::Quote, None),
+        RawKind::Code => (BlockType::Code, None),
+        RawKind::Row => (BlockType::TableRow, None),
     }
-    Ok(blocks)
 }
 
 fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
@@ -79,14 +97,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
             let label = (!label.is_empty()).then_some(label);
             references.push(Reference { kind: ReferenceKind::Link, source_block_id: id.clone(), target: href, label });
         }
-        let block_type = match rb.kind {
-            RawKind::Heading(_) => BlockType::Heading,
-            RawKind::Paragraph => BlockType::Paragraph,
-            RawKind::ListItem => BlockType::ListItem,
-            RawKind::Quote => BlockType::Quote,
-            RawKind::Code => BlockType::Code,
-            RawKind::Row => BlockType::TableRow,
-        };
+        let (block_type, _) = block_type(rb.kind);
         blocks.push(Block {
             id,
             block_type,
