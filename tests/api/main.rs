@@ -29,6 +29,7 @@ mod knowledge_rag;
 mod lightrag;
 mod llm_connect;
 mod login_limits;
+mod mail;
 mod malformed_json;
 mod mcp;
 mod mcp_clients;
