@@ -98,7 +98,7 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "sourceId": {"type": "string", "format": "uuid"},
             "kbId": {"type": "string", "format": "uuid"},
             "resourcePath": {"type": "string", "description": "relative to the grant root"},
-            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "html"]},
+            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "html", "email"]},
             "blockId": {"type": "string"},
             "sourceHash": {"type": "string"},
             "sectionPath": {"type": "array", "items": {"type": "string"}},
