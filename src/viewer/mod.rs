@@ -326,6 +326,14 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             target.filter(|t| t.block_id.as_deref() == Some(b.id.as_str())).map(|t| if t.exact { "hl" } else { "hl-approx" });
         let (tag, html) = match (kind, b.block_type) {
             ("text", _) => ("p", escape(&b.text)),
+            // A message's lines (its header block, a quoted reply) stay lines; an attachment's
+            // heading (`a{n}_h`) is marked as one.
+            ("email", BlockType::Heading) if is_attachment_heading(&b.id) => {
+                (heading_tag(levels.get(b.id.as_str()).copied()), format!("{PAPERCLIP} {}", escape(&b.text)))
+            }
+            ("email", BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), escape(&b.text)),
+            ("email", BlockType::Quote) => ("blockquote", escape(&b.text).replace('\n', "<br>")),
+            ("email", _) => ("p", escape(&b.text).replace('\n', "<br>")),
             ("markdown", BlockType::Heading) => (heading_tag(levels.get(b.id.as_str()).copied()), markdown::inline_html(&b.text)),
             ("markdown", BlockType::ListItem) => ("li", markdown::inline_html(&b.text)),
             ("markdown", _) => ("div", markdown::block_html(&b.text)),
@@ -383,6 +391,17 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
     out
 }
 
+/// A paperclip drawn inline (no icon font needed), before an e-mail attachment's name.
+const PAPERCLIP: &str = "<svg class=\"clip\" viewBox=\"0 0 24 24\" width=\"16\" height=\"16\" aria-hidden=\"true\"><path d=\"M21.44 11.05l-9.19 9.19a6 6 0 0 1-8.49-8.49l9.19-9.19a4 4 0 0 1 5.66 5.66l-9.2 9.19a2 2 0 0 1-2.83-2.83l8.49-8.48\" fill=\"none\" stroke=\"currentColor\" stroke-width=\"2\" stroke-linecap=\"round\"/></svg>";
+
+/// An e-mail attachment's heading block: `a1_h`, `a2_a1_h` (see `ingest::email`).
+fn is_attachment_heading(id: &str) -> bool {
+    id.strip_suffix('h').is_some_and(|p| {
+        p.split_terminator('_').all(|seg| seg.strip_prefix('a').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())))
+            && !p.is_empty()
+    })
+}
+
 fn heading_tag(level: Option<u8>) -> &'static str {
     // The page title is the h1: document levels start at h2.
     match level.unwrap_or(1) {
@@ -431,6 +450,13 @@ pub fn content_disposition(disposition: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_attachment_headings_of_a_message_are_marked() {
+        assert!(is_attachment_heading("a1_h") && is_attachment_heading("a2_a10_h"));
+        assert!(!is_attachment_heading("b1") && !is_attachment_heading("h") && !is_attachment_heading("a1_b2h"));
+        assert!(!is_attachment_heading("a_h") && !is_attachment_heading("ax_h"));
+    }
     use crate::ingest::artifact::{SourceMap, fingerprint};
 
     fn block(id: &str, text: &str) -> Block {

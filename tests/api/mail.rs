@@ -95,6 +95,6 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     assert!(hl.text().collect::<String>().contains("Zephyr"));
     let headings: Vec<String> = doc.select(&Selector::parse("[data-type=heading]").unwrap()).map(|h| h.text().collect()).collect();
     for name in ["known_words.pdf", "plan.md", "venue.eml"] {
-        assert!(headings.iter().any(|h| h == name), "{name} not listed: {headings:?}");
+        assert!(headings.iter().any(|h| h.trim() == name), "{name} not listed: {headings:?}");
     }
 }

@@ -77,6 +77,15 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("MNOTE_FIXTURES_DIR (run through ./dev test)"))
             .join("known_words.pdf");
     std::fs::copy(&pdf, app.docs.join("team/known_words.pdf")).unwrap();
+    // A decision by mail, with a Markdown attachment whose passage is cited.
+    app.write_doc(
+        "team/decision.eml",
+        "From: Zhang San <zhang@example.com>\r\nTo: Ann <ann@example.com>\r\nDate: Mon, 1 Dec 2026 10:00:00 +0800\r\n\
+         Subject: Venue decision 场地决定\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=B\r\n\r\n\
+         --B\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nWe take the harbour hall; 预算已批准。\r\n\r\n\
+         On Fri, Ann wrote:\r\n> Which venue?\r\n--B\r\nContent-Type: text/markdown\r\n\
+         Content-Disposition: attachment; filename=plan.md\r\n\r\n# Plan\n\nBook the harbour hall for 300 guests.\n\r\n--B--\r\n",
+    );
     // A saved intranet page: navigation and a script around the content, a table of limits.
     app.write_doc(
         "team/travel.html",
@@ -111,6 +120,8 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         .as_str()
         .map(|u| u.split('#').next().unwrap().to_string())
         .unwrap_or_else(|| format!("/sources/{pdf_id}/view?page=2"));
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "300 guests", "mode": "lexical"})).await;
+    let viewer_mail = hits["results"][0]["openAction"]["url"].as_str().expect("the attachment's passage").split('#').next().unwrap().to_string();
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "Shanghai cap", "mode": "lexical"})).await;
     let viewer_html = hits["results"][0]["openAction"]["url"].as_str().expect("the web page's row").split('#').next().unwrap().to_string();
 
@@ -121,6 +132,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("search", "/search?q=thread&mode=lexical".into()),
         ("viewer-pdf", viewer),
         ("viewer-html", viewer_html),
+        ("viewer-mail", viewer_mail),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),
