@@ -113,7 +113,7 @@ impl SourceKind {
             "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
             "txt" => SourceKind::Text,
             "html" | "htm" | "xhtml" => SourceKind::Html,
-            "eml" => SourceKind::Email,
+            "eml" | "mbox" => SourceKind::Email,
             _ => return None,
         })
     }

@@ -122,7 +122,7 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 /// The file extensions uploads and registration accept (what [`kind_of`] knows); the upload
 /// form's `accept` and its client-side check use this list.
 pub const ACCEPTED_EXTENSIONS: &[&str] =
-    &["md", "markdown", "pdf", "docx", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt", "html", "htm", "xhtml", "eml"];
+    &["md", "markdown", "pdf", "docx", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox"];
 
 /// Elapsed time in coarse words ("under a minute", "3 min", "2 h 5 min").
 pub fn human_elapsed(ctx: &crate::web::PageCtx, secs: &i64) -> String {

@@ -1,4 +1,4 @@
-//! E-mail provider (`.eml`): a message → its header block, its body and its attachments, every
+//! E-mail provider (`.eml`, and `.mbox` as a sequence of messages): a message → its header block, its body and its attachments, every
 //! block located in the message.
 //!
 //! Rules a viewer or client can reproduce:
@@ -16,6 +16,9 @@
 //! - An attachment of an unsupported kind, too large, or that its provider refuses is listed
 //!   with the reason; the message itself still indexes. Inline parts (`Content-Disposition:
 //!   inline`, e.g. a signature logo) are not attachments.
+//! - An mbox file: its messages in order, each as above under its own subject, block ids
+//!   prefixed `m{n}_` (n = 1-based position in the file); a message in it that cannot be read
+//!   is listed as `#n (code)`.
 //! - Refused: an encrypted message (S/MIME or PGP: `encrypted`), messages nested deeper than
 //!   [`MAX_DEPTH`] (`email_too_deep`), bytes that are not a message — none of `From`, `To`, `Date`, `Subject`,
 //!   `Message-ID` — (`email_malformed`).
@@ -39,6 +42,8 @@ const VERSION: &str = "mnote-email/1";
 pub const MAX_DEPTH: usize = 3;
 /// An attachment larger than this (decoded) is listed, not read.
 const MAX_ATTACHMENT: usize = 64 << 20;
+/// Messages read from one mbox file; more is refused (`file_too_large`).
+const MAX_MBOX_MESSAGES: usize = 50_000;
 /// Attachments read per message (the rest are listed).
 const MAX_ATTACHMENTS: usize = 100;
 
@@ -55,9 +60,12 @@ impl ParseProvider for EmailProvider {
         kind == "email"
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
-        let message = parse_message(input.bytes)?;
         let mut out = Out::default();
-        out.message(&message, "", 1, 0)?;
+        if input.file_name.to_ascii_lowercase().ends_with(".mbox") {
+            out.mailbox(input.bytes)?;
+        } else {
+            out.message(&parse_message(input.bytes)?, "", 1, 0)?;
+        }
         Ok(out.finish(input.bytes))
     }
 }
@@ -102,6 +110,29 @@ impl Out {
     fn heading(&mut self, id: String, text: String, level: u8) {
         self.tree.open(text.split_whitespace().collect::<Vec<_>>().join(" "), level, |_| {});
         self.push(id, BlockType::Heading, text, None);
+    }
+
+    /// An mbox file: every message in turn, each under its own subject, ids prefixed `m{n}_`.
+    /// A message that cannot be read is listed with its code; the others still index.
+    fn mailbox(&mut self, bytes: &[u8]) -> Result<(), ParseError> {
+        let messages = mail_parser::mailbox::mbox::MessageIterator::new(std::io::Cursor::new(bytes));
+        let mut n = 0;
+        for m in messages {
+            let m = m.map_err(|e| ParseError::new("email_malformed", format!("mbox: {e}")))?;
+            n += 1;
+            if n > MAX_MBOX_MESSAGES {
+                return Err(ParseError::new("file_too_large", format!("more than {MAX_MBOX_MESSAGES} messages in one mbox")));
+            }
+            let prefix = format!("m{n}_");
+            match parse_message(m.contents()) {
+                Ok(message) => self.message(&message, &prefix, 1, 0)?,
+                Err(e) => self.heading(format!("{prefix}h"), format!("#{n} ({})", e.code), 1),
+            }
+        }
+        if n == 0 {
+            return Err(ParseError::new("email_malformed", "no message in the mbox (no \"From \" line)"));
+        }
+        Ok(())
     }
 
     /// A message (the file itself at depth 0, or a nested one) under `prefix`, its subject a

@@ -103,3 +103,19 @@ fn encrypted_deeply_nested_and_non_mail_bytes_end_with_their_codes() {
     }
     assert_eq!(code(raw.as_bytes()), "email_too_deep");
 }
+
+#[test]
+fn an_mbox_is_its_messages_in_order_each_under_its_subject() {
+    let mbox = "From ann@example.com Mon Dec  1 10:00:00 2026\nFrom: ann@example.com\nSubject: First\n\nAlpha needle.\n\n\
+                From bob@example.com Mon Dec  1 11:00:00 2026\nFrom: bob@example.com\nSubject: Second\n\n>From the start.\n";
+    let art = EmailProvider.parse(&ParseInput { bytes: mbox.as_bytes(), file_name: "team.mbox", kind: "email" }).unwrap();
+    art.validate().unwrap();
+    let blocks = &art.source_map.blocks;
+    let alpha = blocks.iter().find(|b| b.text == "Alpha needle.").unwrap();
+    assert_eq!(alpha.id, "m1_b3");
+    let second = art.source_map.sections.iter().find(|s| s.title == "Second").unwrap();
+    assert_eq!(second.path, ["Second"]);
+    assert!(blocks.iter().any(|b| b.id.starts_with("m2_")));
+    let err = EmailProvider.parse(&ParseInput { bytes: b"no messages", file_name: "x.mbox", kind: "email" }).unwrap_err();
+    assert_eq!(err.code, "email_malformed");
+}
