@@ -1,10 +1,20 @@
 //! Which provider parses which kind.
 
-use super::{ParseError, ParseProvider, docx::DocxProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider};
+use super::{
+    ParseError, ParseProvider, docx::DocxProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider,
+    sheet::{CsvProvider, SpreadsheetProvider},
+};
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
     let all: Vec<Box<dyn ParseProvider>> =
-        vec![Box::new(MarkdownProvider), Box::new(DocxProvider), Box::new(PdfProvider), Box::new(ImageProvider)];
+        vec![
+        Box::new(MarkdownProvider),
+        Box::new(DocxProvider),
+        Box::new(PdfProvider),
+        Box::new(ImageProvider),
+        Box::new(SpreadsheetProvider),
+        Box::new(CsvProvider),
+    ];
     all.into_iter()
         .find(|p| p.can_parse(kind))
         .ok_or_else(|| ParseError::new("unsupported_kind", format!("no parser for {kind} files")))

@@ -207,6 +207,7 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
             }
             PlacePart::Line(a) => (ctx.t("search.loc_line").replace("{n}", &a.to_string()), false),
             PlacePart::Paragraph(o) => (ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false),
+            PlacePart::Cells(c) => (c, false),
         })
         .collect()
 }

@@ -122,7 +122,20 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 /// The file extensions uploads and registration accept (what [`kind_of`] knows); the upload
 /// form's `accept` and its client-side check use this list.
 pub const ACCEPTED_EXTENSIONS: &[&str] =
-    &["md", "markdown", "pdf", "docx", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt"];
+    &["md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt"];
+
+/// `200000` → `200,000` (the row cap as the KB page says it).
+pub fn group_digits(n: i32) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
 
 /// Elapsed time in coarse words ("under a minute", "3 min", "2 h 5 min").
 pub fn human_elapsed(ctx: &crate::web::PageCtx, secs: &i64) -> String {
@@ -157,6 +170,10 @@ pub const FAILURE_CODES: &[&str] = &[
     "pdf_engine_missing",
     "docx_malformed",
     "docx_encrypted",
+    "encrypted",
+    "malformed_spreadsheet",
+    "container_too_large",
+    "container_ratio_exceeded",
     "image_unreadable",
     "ocr_engine_missing",
     "ocr_failed",
