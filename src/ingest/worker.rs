@@ -234,6 +234,10 @@ fn leak_code(code: &str) -> &'static str {
         "artifact_invalid",
         "ocr_failed",
         "too_many_pages",
+        "encrypted",
+        "malformed_spreadsheet",
+        "container_too_large",
+        "container_ratio_exceeded",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

@@ -10,7 +10,7 @@ use crate::fixtures::{copy_fixtures, fixtures, kb_with_grant, register, rows, so
 use crate::helpers::*;
 
 async fn search(c: &Client, query: &str, mode: &str) -> Vec<Value> {
-    let (st, v) = c.post_json("/api/evidence/search", json!({"query": query, "mode": mode, "limit": 10})).await;
+    let (st, v) = c.post_json("/api/evidence/search", json!({"query": query, "mode": mode, "topK": 10})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     v["results"].as_array().unwrap().clone()
 }
@@ -87,7 +87,7 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     let other = app.bootstrap("other", "owner@other.test").await;
     let stranger = app.api(other.tenant_id, other.user_id).await;
     assert_eq!(stranger.get(&format!("/sources/{id}/sheet-rows?sheet=Archive")).await.status(), StatusCode::NOT_FOUND);
-    assert_eq!(k.client.get(&format!("/sources/{id}/sheet-rows?from=x")).await.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(k.client.get(&format!("/sources/{id}/sheet-rows?from=x")).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
     // CSV in GBK: no sheet, the record's physical lines and its row's cells.
     for n in sheets["csv"]["needles"].as_array().unwrap() {

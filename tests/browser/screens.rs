@@ -77,6 +77,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("MNOTE_FIXTURES_DIR (run through ./dev test)"))
             .join("known_words.pdf");
     std::fs::copy(&pdf, app.docs.join("team/known_words.pdf")).unwrap();
+    std::fs::copy(pdf.with_file_name("needles.xlsx"), app.docs.join("team/needles.xlsx")).unwrap();
     let (st, g) = api
         .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
         .await;
@@ -103,12 +104,17 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         .map(|u| u.split('#').next().unwrap().to_string())
         .unwrap_or_else(|| format!("/sources/{pdf_id}/view?page=2"));
 
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "aurora", "mode": "lexical"})).await;
+    let sheet = hits["results"][0]["openAction"]["url"].as_str().expect("the spreadsheet needle is found");
+    let sheet = sheet.split('#').next().unwrap().to_string();
+
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
         ("kb", format!("/kbs/{kb}")),
         ("kb-private-of-another", format!("/kbs/{private}")),
         ("search", "/search?q=thread&mode=lexical".into()),
         ("viewer-pdf", viewer),
+        ("viewer-sheet", sheet),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),
