@@ -441,6 +441,22 @@ async fn docx_paragraphs_are_highlighted_with_and_without_para_ids() {
     b.finish().await;
 }
 
+/// The cited cell is inside the grid's scroll box and below its frozen header rows (not under
+/// them): what the reader sees, beyond being in the viewport.
+async fn cell_in_grid(b: &Browser, what: &str) {
+    let seen = b
+        .js(
+            "const x = document.getElementById('hl').getBoundingClientRect();
+             const s = document.querySelector('.sheet-scroll').getBoundingClientRect();
+             const h = document.querySelector('.sheet-grid thead tr:last-child th').getBoundingClientRect();
+             return {inside: x.top >= s.top - 1 && x.bottom <= s.bottom + 1 && x.left >= s.left - 1 && x.right <= s.right + 1,
+                     belowHeader: x.top >= h.bottom - 1};",
+            vec![],
+        )
+        .await;
+    assert_eq!(seen, json!({"inside": true, "belowHeader": true}), "{what}: the cited cell is hidden in the grid");
+}
+
 /// Spreadsheets: openpyxl's workbook and a 3,000-row CSV. The cited row's first cell is `#hl`
 /// inside the grid and on screen (also far down a sheet, where the grid opens at a window
 /// around it), every cell of the row is highlighted, and scrolling the grid loads more rows.
@@ -466,11 +482,13 @@ async fn spreadsheet_cells_are_highlighted_and_scrolled_into_view() {
         assert_eq!(row, json!(["finance", "700,000", "2027-03-31", "needle aurora budget"]), "sheet: the cited cells");
         let tab = b.js("return document.querySelector('.sheet-tab.current').innerText.trim();", vec![]).await;
         assert_eq!(tab, json!("Forecast 2027"));
+        cell_in_grid(&b, "xlsx").await;
         b.screenshot(&format!("xlsx-{width}")).await;
 
         let opened = search_and_open(&b, "lantern", "needle lantern cell").await;
         let l = visible_highlight(&b, &opened).await;
         assert_eq!(l.hl.as_ref().unwrap().text.trim(), "item 1500", "csv: #hl is the cited record's first cell");
+        cell_in_grid(&b, "csv").await;
         b.screenshot(&format!("csv-{width}")).await;
         // The grid holds a window around row 1501; scrolling it to the end loads the next one.
         let before = b
