@@ -51,7 +51,12 @@ pub struct CellView {
     /// A merged region's top-left cell names its range; covered cells are `covered`.
     pub merged: Option<String>,
     pub covered: bool,
+    /// Long or multi-line text wraps; other values stay on one line (the grid scrolls sideways).
+    pub wrap: bool,
 }
+
+/// Values longer than this wrap in the grid.
+const WRAP_AFTER: usize = 40;
 
 pub struct RowView {
     /// 1-based, as the sheet numbers it.
@@ -298,7 +303,8 @@ fn row_view(sheet: &SheetGrid, r: u32, width: u32, ranges: &Ranges, may_anchor: 
             anchored |= anchor;
             let merged = sheet.merge_at(r, c).map(|((a, b), (y, z))| crate::evidence::cells::range_ref((a, b), (y, z)));
             let covered = merged.is_none() && sheet.merges.iter().any(|((a, b), (y, z))| (*a..=*y).contains(&r) && (*b..=*z).contains(&c));
-            CellView { text, class, anchor, merged, covered }
+            let wrap = text.contains('\n') || text.chars().count() > WRAP_AFTER;
+            CellView { text, class, anchor, merged, covered, wrap }
         })
         .collect();
     RowView { number: r + 1, cells }
