@@ -40,7 +40,7 @@ pub fn parse_cell(s: &str) -> Option<(u32, u32)> {
     }
     let col = letters.bytes().fold(0u32, |acc, b| acc * 26 + u32::from(b - b'A' + 1)) - 1;
     let row: u32 = digits.parse().ok()?;
-    (row >= 1).then_some((row - 1, col))
+    (row >= 1).then(|| (row - 1, col))
 }
 
 /// `A5:C5` or `C7` → inclusive 0-based corners (first ≤ last).

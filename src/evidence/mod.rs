@@ -441,7 +441,7 @@ mod tests {
             "resourceKind": "pdf", "blockId": "p3_b2", "page": 3, "bbox": [10.5, 20.0, 100.25, 40.0],
             "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
             "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
-            "sourceHash": "sha256:00", "quality": "exact"
+            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null
         })
     }
 
@@ -453,6 +453,28 @@ mod tests {
         let loc: Locator = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
         assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
+        // Rows stored before the spreadsheet fields existed read the same (absent = null).
+        let mut old = stored();
+        for k in ["sheet", "sheetHidden", "cellRange"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        assert_eq!(serde_json::from_value::<Locator>(old).unwrap(), loc);
+    }
+
+    #[test]
+    fn a_spreadsheet_locator_cites_its_sheet_and_cells() {
+        let mut v = stored();
+        v["resourceKind"] = json!("spreadsheet");
+        v["page"] = json!(null);
+        v["sheet"] = json!("Forecast 2027");
+        v["cellRange"] = json!("A5:C5");
+        v["sectionPath"] = json!(["Forecast 2027"]);
+        let loc: Locator = serde_json::from_value(v).unwrap();
+        assert_eq!(loc.place().citation_label().as_deref(), Some("'Forecast 2027'!A5:C5"));
+        assert_eq!(loc.place().parts(), vec![PlacePart::Cells("'Forecast 2027'!A5:C5".into())]);
+        let r = LocatorRef::from_value(&json!({"sheet": "预算", "cellRange": "B2", "lineRange": [4, 4]}));
+        assert_eq!(r.place().citation_label().as_deref(), Some("预算!B2"));
+        assert_eq!(r.place().parts(), vec![PlacePart::Cells("预算!B2".into()), PlacePart::Line(4)]);
     }
 
     #[test]
@@ -470,6 +492,8 @@ mod tests {
             assert_eq!(k.as_str().parse::<SourceKind>().unwrap(), k);
         }
         assert_eq!(SourceKind::of_extension("JPEG"), Some(SourceKind::Image));
+        assert_eq!(SourceKind::of_extension("XLSM"), Some(SourceKind::Spreadsheet));
+        assert_eq!(SourceKind::of_extension("tsv"), Some(SourceKind::Csv));
         assert!("exe".parse::<SourceKind>().is_err());
     }
 }
