@@ -205,8 +205,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         queue::set_progress(&mut tx, source.id, Some(progress(queue::Phase::Parsing))).await?;
         tx.commit().await?;
     }
-    let limits =
-        worker::Limits::of(cfg);
+    let limits = worker::Limits::of(cfg);
     let (pages_tx, pages_rx) = tokio::sync::mpsc::unbounded_channel();
     let recorder = tokio::spawn(record_pages(pool.clone(), tenant, source.id, job.attempts, pages_rx));
     let parsed = parse(pool, cfg, tenant, &source, &file, &limits, pages_tx).await;

@@ -1,13 +1,16 @@
 //! Which provider parses which kind.
 
 use super::{
-    ParseError, ParseProvider, docx::DocxProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider,
+    ParseError, ParseProvider,
+    docx::DocxProvider,
+    image::ImageProvider,
+    markdown::MarkdownProvider,
+    pdf::PdfProvider,
     sheet::{CsvProvider, SpreadsheetProvider},
 };
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
-    let all: Vec<Box<dyn ParseProvider>> =
-        vec![
+    let all: Vec<Box<dyn ParseProvider>> = vec![
         Box::new(MarkdownProvider),
         Box::new(DocxProvider),
         Box::new(PdfProvider),

@@ -121,15 +121,17 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 
 /// The file extensions uploads and registration accept (what [`kind_of`] knows); the upload
 /// form's `accept` and its client-side check use this list.
-pub const ACCEPTED_EXTENSIONS: &[&str] =
-    &["md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt"];
+pub const ACCEPTED_EXTENSIONS: &[&str] = &[
+    "md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff",
+    "bmp", "txt",
+];
 
 /// `200000` → `200,000` (the row cap as the KB page says it).
 pub fn group_digits(n: i32) -> String {
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

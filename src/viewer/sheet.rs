@@ -129,14 +129,20 @@ impl GridView {
 }
 
 /// Recently read originals by content hash (a grid's windows read the same workbook again).
-fn cache() -> &'static Mutex<Vec<(String, Arc<Workbook>)>> {
-    static CACHE: OnceLock<Mutex<Vec<(String, Arc<Workbook>)>>> = OnceLock::new();
+type Cached = Mutex<Vec<(String, Arc<Workbook>)>>;
+
+fn cache() -> &'static Cached {
+    static CACHE: OnceLock<Cached> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(Vec::new()))
 }
 const CACHED: usize = 4;
 
 /// The original's cells when it is the indexed version (`None`: changed or unreadable now).
-async fn load(file: &std::fs::File, source: &crate::sources::Source, cfg: &crate::config::Config) -> AppResult<Option<Arc<Workbook>>> {
+async fn load(
+    file: &std::fs::File,
+    source: &crate::sources::Source,
+    cfg: &crate::config::Config,
+) -> AppResult<Option<Arc<Workbook>>> {
     let (max_bytes, max_rows) = (cfg.parse_max_bytes, cfg.parse_max_rows);
     let Some(indexed) = source.indexed_hash.clone() else { return Ok(None) };
     if let Some(wb) = cache().lock().ok().and_then(|c| c.iter().find(|(h, _)| *h == indexed).map(|(_, w)| w.clone())) {
@@ -172,7 +178,7 @@ async fn load(file: &std::fs::File, source: &crate::sources::Source, cfg: &crate
 /// The cells a citation names: `(sheet, first, last, class)`.
 struct Cited {
     sheet: Option<String>,
-    ranges: Vec<((u32, u32), (u32, u32), &'static str)>,
+    ranges: Vec<CitedRange>,
 }
 
 fn cited(i: &ViewInput<'_>) -> Cited {
@@ -260,7 +266,9 @@ fn grid_view(i: &ViewInput<'_>, wb: &Workbook) -> GridView {
         columns: (0..width).map(col_letters).collect(),
         header: header.map(|h| row_view(sheet, h, width, &[], false)),
         rows: RowsFragment { rows },
-        more_url: more.map(|_| format!("/sources/{}/sheet-rows?{}", i.source.id, serde_urlencoded::to_string(&sheet_q).unwrap_or_default())),
+        more_url: more.map(|_| {
+            format!("/sources/{}/sheet-rows?{}", i.source.id, serde_urlencoded::to_string(&sheet_q).unwrap_or_default())
+        }),
         more_href: more.map(|m| link(tab, Some(m + 1))),
         prev_href: (first > 0).then(|| link(tab, Some(first.saturating_sub(WINDOW) + 1))),
         first_row: first + 1,
@@ -270,10 +278,20 @@ fn grid_view(i: &ViewInput<'_>, wb: &Workbook) -> GridView {
     }
 }
 
-type Ranges = [((u32, u32), (u32, u32), &'static str)];
+/// Cited cells: inclusive corners and the highlight class.
+type CitedRange = ((u32, u32), (u32, u32), &'static str);
+type Ranges = [CitedRange];
 
 /// Rows `first..last` (0-based, empty rows included; the header row is left to the `thead`).
-fn window(sheet: &SheetGrid, first: u32, last: u32, width: u32, header: Option<u32>, ranges: &Ranges, anchor: bool) -> Vec<RowView> {
+fn window(
+    sheet: &SheetGrid,
+    first: u32,
+    last: u32,
+    width: u32,
+    header: Option<u32>,
+    ranges: &Ranges,
+    anchor: bool,
+) -> Vec<RowView> {
     let mut anchored = !anchor;
     (first..last)
         .filter(|r| Some(*r) != header)
@@ -302,7 +320,8 @@ fn row_view(sheet: &SheetGrid, r: u32, width: u32, ranges: &Ranges, may_anchor: 
             let anchor = !anchored && (class == "hl" || class == "hl-approx");
             anchored |= anchor;
             let merged = sheet.merge_at(r, c).map(|((a, b), (y, z))| crate::evidence::cells::range_ref((a, b), (y, z)));
-            let covered = merged.is_none() && sheet.merges.iter().any(|((a, b), (y, z))| (*a..=*y).contains(&r) && (*b..=*z).contains(&c));
+            let covered =
+                merged.is_none() && sheet.merges.iter().any(|((a, b), (y, z))| (*a..=*y).contains(&r) && (*b..=*z).contains(&c));
             let wrap = text.contains('\n') || text.chars().count() > WRAP_AFTER;
             CellView { text, class, anchor, merged, covered, wrap }
         })
@@ -322,7 +341,12 @@ pub struct RowsParams {
 
 /// `GET /sources/{id}/sheet-rows?sheet=&from=&cells=`: the next window of a sheet as HTML
 /// table rows (`X-Mnote-Next-Row`: where the one after starts, absent at the end).
-pub async fn rows(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>, Query(p): Query<RowsParams>) -> AppResult<Response> {
+pub async fn rows(
+    State(state): State<AppState>,
+    auth: Auth,
+    Path(id): Path<Uuid>,
+    Query(p): Query<RowsParams>,
+) -> AppResult<Response> {
     let from: u32 = match p.from.as_deref() {
         Some(f) => f.trim().parse().map_err(|_| AppError::invalid("from", "a row number"))?,
         None => 0,
@@ -344,7 +368,8 @@ pub async fn rows(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid
     let total = sheet.rows.last().map(|r| r.row + 1).unwrap_or(0);
     let last = from.saturating_add(WINDOW).min(total);
     let width = sheet.width().clamp(1, MAX_COLUMNS);
-    let fragment = RowsFragment { rows: window(sheet, from.min(total), last, width, sheet::blocks::header_row(sheet), &ranges, false) };
+    let fragment =
+        RowsFragment { rows: window(sheet, from.min(total), last, width, sheet::blocks::header_row(sheet), &ranges, false) };
     let html = fragment.render().map_err(|e| AppError::Internal(e.into()))?;
     let mut resp = ([(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"))], html).into_response();
     if last < total {

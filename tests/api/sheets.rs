@@ -43,7 +43,8 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     // The rows as blocks: header names carried, values as displayed, the formula's cached value.
     let blocks = rows(&app, k.tenant, sx).await;
     for (range, text) in sheets["xlsx"]["rowTexts"].as_object().unwrap() {
-        let b = blocks.iter().find(|b| b.locator["cellRange"] == range.as_str()).unwrap_or_else(|| panic!("{range}: {blocks:#?}"));
+        let b =
+            blocks.iter().find(|b| b.locator["cellRange"] == range.as_str()).unwrap_or_else(|| panic!("{range}: {blocks:#?}"));
         assert_eq!(b.text, text.as_str().unwrap());
         assert_eq!(b.block_type, "table_row");
     }
@@ -55,7 +56,11 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
             let h = hit(&results, needle);
             let loc = &h["source"];
             assert_eq!(loc["resourceKind"], "spreadsheet", "{mode}: {loc}");
-            assert_eq!((&loc["sheet"], &loc["cellRange"], &loc["sheetHidden"]), (&n["sheet"], &n["cellRange"], &n["sheetHidden"]), "{mode} {needle}: {loc}");
+            assert_eq!(
+                (&loc["sheet"], &loc["cellRange"], &loc["sheetHidden"]),
+                (&n["sheet"], &n["cellRange"], &n["sheetHidden"]),
+                "{mode} {needle}: {loc}"
+            );
             assert_eq!(loc["lineRange"], Value::Null);
         }
     }
@@ -95,7 +100,11 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
         let results = search(&k.client, needle, "lexical").await;
         let loc = &hit(&results, needle)["source"];
         assert_eq!(loc["resourceKind"], "csv");
-        assert_eq!((&loc["sheet"], &loc["cellRange"], &loc["lineRange"]), (&Value::Null, &n["cellRange"], &n["lineRange"]), "{needle}: {loc}");
+        assert_eq!(
+            (&loc["sheet"], &loc["cellRange"], &loc["lineRange"]),
+            (&Value::Null, &n["cellRange"], &n["lineRange"]),
+            "{needle}: {loc}"
+        );
     }
 }
 

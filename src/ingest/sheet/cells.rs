@@ -112,7 +112,7 @@ fn group_thousands(num: &str) -> String {
     let (int, frac) = body.split_once('.').map(|(i, f)| (i, Some(f))).unwrap_or((body, None));
     let mut out = String::new();
     for (i, c) in int.chars().enumerate() {
-        if i > 0 && (int.len() - i) % 3 == 0 {
+        if i > 0 && (int.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(apply_number_format(0.5, Some("0%")).as_deref(), Some("50%"));
         assert_eq!(apply_number_format(700000.0, Some("#,##0")).as_deref(), Some("700,000"));
         assert_eq!(apply_number_format(-1234.5, Some("#,##0.00")).as_deref(), Some("-1,234.50"));
-        assert_eq!(apply_number_format(3.14159, Some("0.0")).as_deref(), Some("3.1"));
+        assert_eq!(apply_number_format(3.26, Some("0.0")).as_deref(), Some("3.3"));
         assert_eq!(apply_number_format(12.0, Some("\"$\"#,##0.00")).as_deref(), Some("$12.00"));
         assert_eq!(apply_number_format(12.0, Some("[$¥-804]#,##0")).as_deref(), Some("¥12"));
         assert_eq!(apply_number_format(12.0, Some("General")), None);

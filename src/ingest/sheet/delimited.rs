@@ -84,11 +84,8 @@ pub fn read_delimited(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<
     let (text, _) = decode(bytes)?;
     let tsv = file_name.to_ascii_lowercase().ends_with(".tsv");
     let delimiter = sniff_delimiter(&text, if tsv { b'\t' } else { b',' });
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .delimiter(delimiter)
-        .from_reader(text.as_bytes());
+    let mut reader =
+        csv::ReaderBuilder::new().has_headers(false).flexible(true).delimiter(delimiter).from_reader(text.as_bytes());
     let mut rows = Vec::new();
     let mut truncated = false;
     let mut record = csv::StringRecord::new();

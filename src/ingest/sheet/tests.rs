@@ -60,7 +60,10 @@ pub fn xlsx(sheets: &[TestSheet<'_>]) -> Vec<u8> {
             let m: String = sh.merges.iter().map(|r| format!(r#"<mergeCell ref="{r}"/>"#)).collect();
             format!(r#"<mergeCells count="{}">{m}</mergeCells>"#, sh.merges.len())
         };
-        let xml = format!(r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{NS}"><sheetData>{}</sheetData>{merges}</worksheet>"#, sh.rows);
+        let xml = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><worksheet xmlns="{NS}"><sheetData>{}</sheetData>{merges}</worksheet>"#,
+            sh.rows
+        );
         entries.push((format!("xl/worksheets/sheet{k}.xml"), xml.into_bytes()));
     }
     let n = sheets.len() + 1;
@@ -71,7 +74,9 @@ pub fn xlsx(sheets: &[TestSheet<'_>]) -> Vec<u8> {
     let root_rels = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships"><Relationship Id="rId1" Type="{NS_R}/officeDocument" Target="xl/workbook.xml"/></Relationships>"#
     );
-    let workbook = format!(r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{NS}" xmlns:r="{NS_R}"><sheets>{list}</sheets></workbook>"#);
+    let workbook = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><workbook xmlns="{NS}" xmlns:r="{NS_R}"><sheets>{list}</sheets></workbook>"#
+    );
     let wb_rels = format!(
         r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">{rels}</Relationships>"#
     );
@@ -138,7 +143,10 @@ fn rows_carry_their_header_names_and_sheet_cells() {
     let b = block(&art, "finance");
     assert_eq!(b.text, "Owner: finance | Amount: 700,000 | Due: 2027-03-31 | Share: 12.50%");
     assert_eq!(b.block_type, BlockType::TableRow);
-    assert_eq!((b.sheet.as_deref(), b.cell_range.as_deref(), b.sheet_hidden), (Some("Forecast 2027"), Some("A2:D2"), Some(false)));
+    assert_eq!(
+        (b.sheet.as_deref(), b.cell_range.as_deref(), b.sheet_hidden),
+        (Some("Forecast 2027"), Some("A2:D2"), Some(false))
+    );
     let header = block(&art, "Owner |");
     assert_eq!((header.text.as_str(), header.cell_range.as_deref()), ("Owner | Amount | Due | Share", Some("A1:D1")));
     // The formula's cached value, never evaluated; the empty row 3 gives no block.
@@ -167,8 +175,12 @@ fn merged_and_long_cells_get_their_own_ranges() {
     let bytes = xlsx(&[TestSheet {
         name: "Notes",
         state: None,
-        rows: [row(1, &[s("A1", "Topic"), s("B1", "Detail")]), row(2, &[s("A2", "scope"), s("B2", &long)]), row(4, &[s("B4", "wide")])]
-            .concat(),
+        rows: [
+            row(1, &[s("A1", "Topic"), s("B1", "Detail")]),
+            row(2, &[s("A2", "scope"), s("B2", &long)]),
+            row(4, &[s("B4", "wide")]),
+        ]
+        .concat(),
         merges: &["B4:D4"],
     }]);
     let art = parse_sheet(&bytes, "notes.xlsx").unwrap();
@@ -266,8 +278,10 @@ fn csv_rows_have_lines_and_cells() {
 
 #[test]
 fn csv_encodings_are_detected() {
-    let simplified = "负责人,金额,备注\n财务部,七十万,明年第一季度的预算需要重新审批\n研发中心,五十万,服务器采购与机房扩容的费用\n";
-    let traditional = "負責人,金額,備註\n財務部,七十萬,明年第一季度的預算需要重新審批\n研發中心,五十萬,伺服器採購與機房擴容的費用\n";
+    let simplified =
+        "负责人,金额,备注\n财务部,七十万,明年第一季度的预算需要重新审批\n研发中心,五十万,服务器采购与机房扩容的费用\n";
+    let traditional =
+        "負責人,金額,備註\n財務部,七十萬,明年第一季度的預算需要重新審批\n研發中心,五十萬,伺服器採購與機房擴容的費用\n";
     for (enc, text, needle) in [(encoding_rs::GBK, simplified, "七十万"), (encoding_rs::BIG5, traditional, "七十萬")] {
         let (bytes, _, bad) = enc.encode(text);
         assert!(!bad, "{}", enc.name());
