@@ -308,3 +308,20 @@ fn delimiters_are_sniffed() {
     let art = parse_csv("Owner;Amount\nfinance;700000\n".as_bytes(), "s.csv").unwrap();
     assert_eq!(block(&art, "finance").text, "Owner: finance | Amount: 700000");
 }
+
+const MANIFEST: &str = r#"<?xml version="1.0" encoding="UTF-8"?><manifest:manifest xmlns:manifest="urn:oasis:names:tc:opendocument:xmlns:manifest:1.0" manifest:version="1.2"><manifest:file-entry manifest:full-path="/" manifest:media-type="application/vnd.oasis.opendocument.spreadsheet"/><manifest:file-entry manifest:full-path="content.xml" manifest:media-type="text/xml"/></manifest:manifest>"#;
+
+#[test]
+fn an_ods_spreadsheet_reads_like_a_workbook() {
+    let content = r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2"><office:body><office:spreadsheet><table:table table:name="Plan 2027"><table:table-row><table:table-cell office:value-type="string"><text:p>Owner</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Amount</text:p></table:table-cell></table:table-row><table:table-row table:number-rows-repeated="2"><table:table-cell table:number-columns-repeated="2"/></table:table-row><table:table-row><table:table-cell office:value-type="string"><text:p>运维</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="1200"><text:p>1200</text:p></table:table-cell></table:table-row></table:table></office:spreadsheet></office:body></office:document-content>"#;
+    let bytes = zip_of(&[
+        ("mimetype", b"application/vnd.oasis.opendocument.spreadsheet".to_vec()),
+        ("META-INF/manifest.xml", MANIFEST.as_bytes().to_vec()),
+        ("content.xml", content.as_bytes().to_vec()),
+    ]);
+    let art = parse_sheet(&bytes, "plan.ods").unwrap();
+    let b = block(&art, "运维");
+    assert_eq!(b.text, "Owner: 运维 | Amount: 1200");
+    assert_eq!((b.sheet.as_deref(), b.cell_range.as_deref()), (Some("Plan 2027"), Some("A4:B4")));
+    assert_eq!(crate::evidence::cells::citation(b.sheet.as_deref(), "A4:B4"), "'Plan 2027'!A4:B4");
+}
