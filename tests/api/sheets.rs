@@ -94,6 +94,12 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     assert_eq!(stranger.get(&format!("/sources/{id}/sheet-rows?sheet=Archive")).await.status(), StatusCode::NOT_FOUND);
     assert_eq!(k.client.get(&format!("/sources/{id}/sheet-rows?from=x")).await.status(), StatusCode::UNPROCESSABLE_ENTITY);
 
+    // The search page names the cells and says the sheet is hidden.
+    let mut browser = app.login("owner@acme.test").await;
+    let (st, page) = browser.page("/search?q=quartz&mode=lexical").await;
+    assert_eq!(st, StatusCode::OK);
+    assert!(page.contains("Archive!A3:B3") && page.contains("hidden sheet"), "{page}");
+
     // CSV in GBK: no sheet, the record's physical lines and its row's cells.
     for n in sheets["csv"]["needles"].as_array().unwrap() {
         let needle = n["text"].as_str().unwrap();
