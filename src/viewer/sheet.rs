@@ -138,6 +138,7 @@ fn cache() -> &'static Cached {
 const CACHED: usize = 4;
 
 /// The original's cells when it is the indexed version (`None`: changed or unreadable now).
+/// The file is read and hashed on every call; only the parse is cached, by that hash.
 async fn load(
     file: &std::fs::File,
     source: &crate::sources::Source,
@@ -145,34 +146,31 @@ async fn load(
 ) -> AppResult<Option<Arc<Workbook>>> {
     let (max_bytes, max_rows) = (cfg.parse_max_bytes, cfg.parse_max_rows);
     let Some(indexed) = source.indexed_hash.clone() else { return Ok(None) };
-    if let Some(wb) = cache().lock().ok().and_then(|c| c.iter().find(|(h, _)| *h == indexed).map(|(_, w)| w.clone())) {
-        // Same hash as the registered file: the file was hashed when it was registered.
-        if source.sha256 == indexed {
-            return Ok(Some(wb));
-        }
-    }
     let file = file.try_clone().map_err(|e| AppError::Internal(e.into()))?;
     let (kind, name) = (source.kind.as_str().to_string(), source.file_name().to_string());
-    let read = tokio::task::spawn_blocking(move || -> Option<Workbook> {
+    let read = tokio::task::spawn_blocking(move || -> Option<Arc<Workbook>> {
         use std::io::Read;
         let mut bytes = Vec::new();
         file.take(max_bytes + 1).read_to_end(&mut bytes).ok()?;
         if bytes.len() as u64 > max_bytes || crate::ingest::artifact::source_hash(&bytes) != indexed {
             return None;
         }
-        sheet::read_original(&kind, &bytes, &name, max_rows).ok()
+        if let Some(wb) = cache().lock().ok().and_then(|c| c.iter().find(|(h, _)| *h == indexed).map(|(_, w)| w.clone())) {
+            return Some(wb);
+        }
+        let wb = Arc::new(sheet::read_original(&kind, &bytes, &name, max_rows).ok()?);
+        if let Ok(mut c) = cache().lock() {
+            c.retain(|(k, _)| *k != indexed);
+            c.push((indexed, wb.clone()));
+            if c.len() > CACHED {
+                c.remove(0);
+            }
+        }
+        Some(wb)
     })
     .await
     .map_err(|e| AppError::Internal(e.into()))?;
-    let Some(wb) = read.map(Arc::new) else { return Ok(None) };
-    if let (Ok(mut c), Some(h)) = (cache().lock(), source.indexed_hash.clone()) {
-        c.retain(|(k, _)| *k != h);
-        c.push((h, wb.clone()));
-        if c.len() > CACHED {
-            c.remove(0);
-        }
-    }
-    Ok(Some(wb))
+    Ok(read)
 }
 
 /// The cells a citation names: `(sheet, first, last, class)`.

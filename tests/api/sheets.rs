@@ -100,6 +100,15 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     assert_eq!(st, StatusCode::OK);
     assert!(page.contains("Archive!A3:B3") && page.contains("hidden sheet"), "{page}");
 
+    // The original changed after indexing: no grid from a file that is not the indexed one; the
+    // rows as indexed, the cited one highlighted.
+    std::fs::write(app.docs.join(format!("team/sheets/{xlsx}")), b"changed").unwrap();
+    let html = k.client.get(url.trim_end_matches("#hl")).await.text().await.unwrap();
+    assert!(html.contains("sheet-fallback-notice") && !html.contains("sheet-grid"), "{html}");
+    assert!(html.contains(r#"id="hl""#) && html.contains("needle aurora budget"), "{html}");
+    let r = k.client.get(&format!("/sources/{id}/sheet-rows?sheet=Archive")).await;
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+
     // CSV in GBK: no sheet, the record's physical lines and its row's cells.
     for n in sheets["csv"]["needles"].as_array().unwrap() {
         let needle = n["text"].as_str().unwrap();
