@@ -57,6 +57,9 @@ pub struct Config {
     pub parse_max_bytes: u64,
     /// Documents with more pages are not parsed (`too_many_pages`).
     pub parse_max_pages: u64,
+    /// Spreadsheet and CSV rows indexed per file; the rest is left out and the source says
+    /// `truncatedRows` (MNOTE_PARSE_MAX_ROWS, default 200,000).
+    pub parse_max_rows: u64,
     /// The `mnote` binary run as the supervised parser child (default: this executable).
     pub parser_exe: PathBuf,
     /// Fallback rescan of registered files (the watcher catches most changes sooner).
@@ -540,6 +543,7 @@ impl Config {
             parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
             parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
+            parse_max_rows: parse("MNOTE_PARSE_MAX_ROWS", 200_000u64)?.max(1),
             parser_exe: std::env::current_exe().context("locating the mnote executable")?,
             rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
             mineru_token: var("MNOTE_MINERU_TOKEN").map(|t| SecretString::new(t.trim())),
@@ -591,6 +595,7 @@ impl Config {
             parse_memory_bytes: 4 << 30,
             parse_max_bytes: 64 << 20,
             parse_max_pages: 500,
+            parse_max_rows: 200_000,
             parser_exe: std::env::current_exe().unwrap_or_default(),
             rescan_interval: Duration::from_secs(300),
             mineru_token: None,

@@ -54,6 +54,31 @@
     if (img && !img.complete) img.addEventListener("load", zoomToHighlight, { once: true });
     else zoomToHighlight();
   }
+  // A sheet grid: the next window of rows comes in as the reader scrolls near the end (the
+  // "more rows" link does the same without script).
+  var grid = document.querySelector("table.sheet-grid[data-more]");
+  var sentinel = document.querySelector(".sheet-sentinel");
+  if (grid && sentinel && "IntersectionObserver" in window && window.fetch) {
+    var moreLink = document.querySelector(".sheet-more .more-rows");
+    if (moreLink) moreLink.hidden = true;
+    var loading = false;
+    var io = new IntersectionObserver(function (entries) {
+      var url = grid.getAttribute("data-more");
+      if (loading || !url || !entries.some(function (e) { return e.isIntersecting; })) return;
+      loading = true;
+      fetch(url, { credentials: "same-origin" }).then(function (r) {
+        if (!r.ok) throw new Error("rows " + r.status);
+        var next = r.headers.get("X-Mnote-Next-Row");
+        return r.text().then(function (html) {
+          grid.tBodies[0].insertAdjacentHTML("beforeend", html);
+          if (next) grid.setAttribute("data-more", url.replace(/([?&]from=)\d+/, "$1" + next));
+          else { grid.removeAttribute("data-more"); io.disconnect(); }
+          loading = false;
+        });
+      }).catch(function () { io.disconnect(); if (moreLink) moreLink.hidden = false; });
+    }, { root: sentinel.parentElement, rootMargin: "300px" });
+    io.observe(sentinel);
+  }
   document.addEventListener("keydown", function (ev) {
     if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
     var t = ev.target;

@@ -61,7 +61,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             })
             .await
         }
-        BenchCommand::Ingest { docs, rounds } => crate::ingest::bench::ingest_command(&docs, rounds),
+        BenchCommand::Ingest { docs, rounds, only } => crate::ingest::bench::ingest_command(&docs, rounds, &only),
         BenchCommand::Index { tenant, rounds } => crate::ingest::bench::index_command(&tenant, rounds).await,
         BenchCommand::Embed { tenant, limit } => crate::search::bench::embed_command(&tenant, limit).await,
         BenchCommand::Search { tenant, kb, corpus, queries, clients, requests, mode, read_replica: true, .. } => {

@@ -263,6 +263,9 @@ pub enum BenchCommand {
         docs: std::path::PathBuf,
         #[arg(long, default_value_t = 3)]
         rounds: usize,
+        /// Only these parts (comma-separated; default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        only: Vec<crate::ingest::bench::Part>,
     },
     /// The generated 8,400-paragraph DOCX parsed and indexed (no embeddings) into the tenant's
     /// database, rolled back afterwards.

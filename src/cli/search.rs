@@ -90,6 +90,7 @@ fn cli_locator(loc: &Locator) -> String {
             PlacePart::Lines(a, b) => format!("L{a}–{b}"),
             PlacePart::Line(a) => format!("L{a}"),
             PlacePart::Paragraph(o) => format!("¶{o}"),
+            PlacePart::Cells(c) => c,
         })
         .collect();
     parts.join(" · ")

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod cells;
 pub mod origin;
 pub mod tools;
 
@@ -77,17 +78,23 @@ pub enum SourceKind {
     Docx,
     Image,
     Text,
+    /// XLSX, XLSM (macros never run), ODS, XLS: located by sheet and cell range.
+    Spreadsheet,
+    /// CSV and TSV: rows located by line numbers and cell range, no sheet.
+    Csv,
     Html,
     Email,
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 7] = [
+    pub const ALL: [SourceKind; 9] = [
         SourceKind::Markdown,
         SourceKind::Pdf,
         SourceKind::Docx,
         SourceKind::Image,
         SourceKind::Text,
+        SourceKind::Spreadsheet,
+        SourceKind::Csv,
         SourceKind::Html,
         SourceKind::Email,
     ];
@@ -99,6 +106,8 @@ impl SourceKind {
             SourceKind::Docx => "docx",
             SourceKind::Image => "image",
             SourceKind::Text => "text",
+            SourceKind::Spreadsheet => "spreadsheet",
+            SourceKind::Csv => "csv",
             SourceKind::Html => "html",
             SourceKind::Email => "email",
         }
@@ -112,6 +121,8 @@ impl SourceKind {
             "docx" => SourceKind::Docx,
             "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
             "txt" => SourceKind::Text,
+            "xlsx" | "xlsm" | "ods" | "xls" => SourceKind::Spreadsheet,
+            "csv" | "tsv" => SourceKind::Csv,
             "html" | "htm" | "xhtml" => SourceKind::Html,
             "eml" | "mbox" => SourceKind::Email,
             _ => return None,
@@ -196,6 +207,9 @@ pub struct Locator {
     pub bbox: Option<[f64; 4]>,
     /// The parser's block id (`b{n}`, `p{page}_b{n}`).
     pub block_id: String,
+    /// Spreadsheets and CSV: the block's cells in A1 notation (`A5:C5`, `C7`).
+    #[serde(default)]
+    pub cell_range: Option<String>,
     /// `[start, end)` into the artifact text, in Unicode scalar values.
     pub char_range: [u32; 2],
     pub kb_id: Uuid,
@@ -218,6 +232,12 @@ pub struct Locator {
     /// Always [`LOCATOR_SCHEMA`].
     pub schema: String,
     pub section_path: Vec<String>,
+    /// Spreadsheets: the sheet's name (CSV: none).
+    #[serde(default)]
+    pub sheet: Option<String>,
+    /// Spreadsheets: the sheet is hidden in the workbook (its rows are indexed all the same).
+    #[serde(default)]
+    pub sheet_hidden: Option<bool>,
     /// `sha256:<hex>` of the file version the block was parsed from.
     pub source_hash: String,
     pub source_id: Uuid,
@@ -237,6 +257,8 @@ impl Locator {
             para_id: self.para_id_start.as_deref(),
             fingerprint: Some(self.text_fingerprint.as_str()),
             ordinal: self.paragraph_ordinal,
+            sheet: self.sheet.as_deref(),
+            cell_range: self.cell_range.as_deref(),
         }
     }
 }
@@ -256,6 +278,8 @@ pub struct LocatorRef {
     pub section_path: Option<Vec<String>>,
     pub para_id_start: Option<String>,
     pub paragraph_ordinal: Option<u64>,
+    pub sheet: Option<String>,
+    pub cell_range: Option<String>,
 }
 
 impl LocatorRef {
@@ -278,6 +302,8 @@ impl LocatorRef {
                 .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()),
             para_id_start: s("paraIdStart"),
             paragraph_ordinal: n("paragraphOrdinal"),
+            sheet: s("sheet"),
+            cell_range: s("cellRange"),
         }
     }
 
@@ -296,6 +322,8 @@ impl LocatorRef {
             para_id: self.para_id_start.as_deref(),
             fingerprint: self.text_fingerprint.as_deref(),
             ordinal: self.paragraph_ordinal.map(|o| o as u32),
+            sheet: self.sheet.as_deref(),
+            cell_range: self.cell_range.as_deref(),
         }
     }
 }
@@ -315,6 +343,10 @@ pub struct Place<'a> {
     pub para_id: Option<&'a str>,
     pub fingerprint: Option<&'a str>,
     pub ordinal: Option<u32>,
+    /// Spreadsheets: the sheet's name.
+    pub sheet: Option<&'a str>,
+    /// Spreadsheets and CSV: `A5:C5`, `C7`.
+    pub cell_range: Option<&'a str>,
 }
 
 /// One part of a place as a person reads it ("Page 3 · A › B · Lines 4–6"), for the search
@@ -327,6 +359,8 @@ pub enum PlacePart<'a> {
     Lines(u32, u32),
     Line(u32),
     Paragraph(u32),
+    /// Spreadsheets: the cells, with their sheet as a formula names it (`'Forecast 2027'!A5:C5`).
+    Cells(String),
 }
 
 impl<'a> Place<'a> {
@@ -335,6 +369,14 @@ impl<'a> Place<'a> {
         let mut parts = Vec::new();
         if let Some(p) = self.page {
             parts.push(PlacePart::Page(p));
+        }
+        if let Some(cells) = self.cells_label() {
+            // A sheet is its section: the cells name it already.
+            parts.push(PlacePart::Cells(cells));
+            if let Some([a, b]) = self.line_range {
+                parts.push(if a == b { PlacePart::Line(a) } else { PlacePart::Lines(a, b) });
+            }
+            return parts;
         }
         let names: Vec<&'a str> = self.section_path.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
         if !names.is_empty() {
@@ -356,6 +398,9 @@ impl<'a> Place<'a> {
 impl Place<'_> {
     /// The short place of a citation: `p.3`, `§Heading`, `L3–4` (or `L3`), `¶7`.
     pub fn citation_label(&self) -> Option<String> {
+        if let Some(c) = self.cells_label() {
+            return Some(c);
+        }
         if let Some(p) = self.page {
             return Some(format!("p.{p}"));
         }
@@ -369,6 +414,14 @@ impl Place<'_> {
             return Some(format!("L{a}"));
         }
         self.ordinal.map(|o| format!("¶{o}"))
+    }
+}
+
+impl Place<'_> {
+    /// Spreadsheets and CSV: `'Forecast 2027'!A5:C5`, `Sheet1!C7`, `A12:D12` (no sheet).
+    pub fn cells_label(&self) -> Option<String> {
+        let range = self.cell_range?;
+        Some(cells::citation(self.sheet, range))
     }
 }
 
@@ -397,7 +450,7 @@ mod tests {
             "resourceKind": "pdf", "blockId": "p3_b2", "page": 3, "bbox": [10.5, 20.0, 100.25, 40.0],
             "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
             "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
-            "sourceHash": "sha256:00", "quality": "exact"
+            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null
         })
     }
 
@@ -409,6 +462,28 @@ mod tests {
         let loc: Locator = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
         assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
+        // Rows stored before the spreadsheet fields existed read the same (absent = null).
+        let mut old = stored();
+        for k in ["sheet", "sheetHidden", "cellRange"] {
+            old.as_object_mut().unwrap().remove(k);
+        }
+        assert_eq!(serde_json::from_value::<Locator>(old).unwrap(), loc);
+    }
+
+    #[test]
+    fn a_spreadsheet_locator_cites_its_sheet_and_cells() {
+        let mut v = stored();
+        v["resourceKind"] = json!("spreadsheet");
+        v["page"] = json!(null);
+        v["sheet"] = json!("Forecast 2027");
+        v["cellRange"] = json!("A5:C5");
+        v["sectionPath"] = json!(["Forecast 2027"]);
+        let loc: Locator = serde_json::from_value(v).unwrap();
+        assert_eq!(loc.place().citation_label().as_deref(), Some("'Forecast 2027'!A5:C5"));
+        assert_eq!(loc.place().parts(), vec![PlacePart::Cells("'Forecast 2027'!A5:C5".into())]);
+        let r = LocatorRef::from_value(&json!({"sheet": "预算", "cellRange": "B2", "lineRange": [4, 4]}));
+        assert_eq!(r.place().citation_label().as_deref(), Some("预算!B2"));
+        assert_eq!(r.place().parts(), vec![PlacePart::Cells("预算!B2".into()), PlacePart::Line(4)]);
     }
 
     #[test]
@@ -426,6 +501,8 @@ mod tests {
             assert_eq!(k.as_str().parse::<SourceKind>().unwrap(), k);
         }
         assert_eq!(SourceKind::of_extension("JPEG"), Some(SourceKind::Image));
+        assert_eq!(SourceKind::of_extension("XLSM"), Some(SourceKind::Spreadsheet));
+        assert_eq!(SourceKind::of_extension("tsv"), Some(SourceKind::Csv));
         assert!("exe".parse::<SourceKind>().is_err());
     }
 }

@@ -48,6 +48,25 @@ pub struct SourceMap {
     /// Deterministic references found while parsing (links, wikilinks, image refs, @mentions).
     #[serde(default)]
     pub references: Vec<Reference>,
+    /// The parse stopped at a limit and left the rest of the file out (the source says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub truncated: Option<Truncated>,
+}
+
+/// What a parse left out at a limit.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Truncated {
+    /// `row_cap`: a spreadsheet's rows beyond the per-file row limit.
+    pub reason: TruncatedReason,
+    /// The limit that was reached (rows).
+    pub limit: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TruncatedReason {
+    RowCap,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -115,6 +134,15 @@ pub struct Block {
     /// index of the block's element among all elements in document order (XPath `(//*)[n]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paragraph_ordinal: Option<u32>,
+    /// Spreadsheets: the sheet's name (CSV: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheet: Option<String>,
+    /// Spreadsheets: the sheet is hidden (its rows are indexed all the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sheet_hidden: Option<bool>,
+    /// Spreadsheets and CSV: the cells of the block in A1 notation (`A5:C5`, `C7`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell_range: Option<String>,
     /// [`fingerprint`] of the block text.
     pub text_fingerprint: String,
     pub quality: Quality,
@@ -304,6 +332,7 @@ impl ParsedArtifact {
                 blocks: Vec::new(),
                 sections,
                 references: Vec::new(),
+                truncated: None,
             },
         }
     }

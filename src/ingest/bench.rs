@@ -8,6 +8,7 @@
 //!    pipeline's default worker count) vs the sequential
 //!    `tesseract <img> stdout -l chi_sim+eng tsv` CLI (with `OMP_THREAD_LIMIT=1`).
 //! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
+//! 4. Spreadsheet: a generated 100,000-row XLSX, ours vs openpyxl ([`super::bench_sheet`]).
 //!
 //! Besides wall-clock time every row reports the CPU time it used (this process and its
 //! children, `getrusage`), which other load on the machine disturbs much less.
@@ -30,13 +31,22 @@ const IMAGE_EXTS: &[&str] = &["png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp"
 const SCAN_DPI: u32 = 300;
 
 /// One row of the result table.
-struct Row {
-    name: &'static str,
-    unit: &'static str,
-    items: f64,
-    secs: f64,
+pub(super) struct Row {
+    pub(super) name: &'static str,
+    pub(super) unit: &'static str,
+    pub(super) items: f64,
+    pub(super) secs: f64,
     /// CPU seconds (user + system) of this process and its children.
-    cpu: f64,
+    pub(super) cpu: f64,
+}
+
+/// The parts of `mnote bench ingest` (`--only`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    Pdf,
+    Ocr,
+    Docx,
+    Spreadsheet,
 }
 
 /// User + system CPU seconds used so far by this process and by its waited-for children.
@@ -54,7 +64,7 @@ fn cpu_now() -> f64 {
 }
 
 /// Wall-clock and CPU time of `f`.
-fn timed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Duration, f64)> {
+pub(super) fn timed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Duration, f64)> {
     let (cpu, t) = (cpu_now(), Instant::now());
     let out = f()?;
     Ok((out, t.elapsed(), cpu_now() - cpu))
@@ -62,7 +72,7 @@ fn timed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<(T, Duratio
 
 /// `mnote parse-file --kind <kind> <path>` with the environment the pipeline's supervisor
 /// gives its parser children (`worker::parse_supervised`), output to /dev/null.
-fn parse_file_child(exe: &Path, kind: &str, path: &Path) -> anyhow::Result<()> {
+pub(super) fn parse_file_child(exe: &Path, kind: &str, path: &Path) -> anyhow::Result<()> {
     let mut cmd = Command::new(exe);
     cmd.args(["parse-file", "--kind", kind]).arg(path).env("OMP_THREAD_LIMIT", "1").env("RUST_LOG", "error");
     if kind == "pdf" {
@@ -87,8 +97,9 @@ impl Row {
     }
 }
 
-pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
+pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Result<()> {
     let rounds = rounds.max(1);
+    let runs = |p: Part| only.is_empty() || only.contains(&p);
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     println!("mnote bench ingest: docs={} rounds={rounds} cores={cores}", docs.display());
     println!("build: {}", if cfg!(debug_assertions) { "debug (dependencies opt-level 2)" } else { "release" });
@@ -101,21 +112,28 @@ pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
     let started = Instant::now();
 
     let exe = std::env::current_exe().context("locating the mnote binary")?;
-    let [pdf_ours, pdf_inproc, pdf_base] = bench_pdf(&exe, &docs.join("pdf"), rounds)?;
-    let (ocr_ours, ocr_base) = bench_ocr(&exe, docs, rounds, cores)?;
-    let docx = bench_docx(rounds)?;
+    let pdf = if runs(Part::Pdf) { Some(bench_pdf(&exe, &docs.join("pdf"), rounds)?) } else { None };
+    let ocr = if runs(Part::Ocr) { Some(bench_ocr(&exe, docs, rounds, cores)?) } else { None };
+    let docx = if runs(Part::Docx) { Some(bench_docx(rounds)?) } else { None };
+    let sheet = if runs(Part::Spreadsheet) { Some(super::bench_sheet::bench_spreadsheet(&exe, rounds)?) } else { None };
 
-    let pdf_ratio = ratio(&pdf_ours, &pdf_base);
-    let pdf_inproc_ratio = ratio(&pdf_inproc, &pdf_base);
-    let ocr_ratio = ratio(&ocr_ours, &ocr_base);
-    // Items per CPU second, ours against the baseline: the work each side does per item.
-    let cpu_ratio = |ours: &Row, base: &Row| if ours.cpu > 0.0 { base.cpu / ours.cpu } else { 0.0 };
     println!();
     println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
     println!();
     println!("| {:<62} | {:>11} | {:>9} | {:>12} | {:>9} |", "benchmark", "items", "seconds", "rate", "CPU s");
     println!("|{:-<64}|{:->13}|{:->11}|{:->14}|{:->11}|", "", "", "", "", "");
-    for row in [&pdf_ours, &pdf_inproc, &pdf_base, &ocr_ours, &ocr_base, &docx] {
+    let mut all: Vec<&Row> = Vec::new();
+    if let Some(p) = &pdf {
+        all.extend(p.iter());
+    }
+    if let Some((a, b)) = &ocr {
+        all.extend([a, b]);
+    }
+    all.extend(docx.iter());
+    if let Some(s) = &sheet {
+        all.extend(s.iter());
+    }
+    for row in all {
         println!(
             "| {:<62} | {:>11} | {:>9.3} | {:>12} | {:>9.3} |",
             row.name,
@@ -126,26 +144,38 @@ pub fn ingest_command(docs: &Path, rounds: usize) -> anyhow::Result<()> {
         );
     }
     println!();
-    println!(
-        "pdf ours/pdftotext: {pdf_ratio:.2}x (in-process {pdf_inproc_ratio:.2}x)   ocr ours/tesseract-cli: {ocr_ratio:.2}x   \
-         docx: {:.1} ms per parse of {} paragraphs",
-        docx.secs * 1000.0 / rounds as f64,
-        DOCX_PARAGRAPHS
-    );
-    println!();
-    println!("pdf_pages_per_s: {:.1}", pdf_ours.rate());
-    println!("pdf_in_process_pages_per_s: {:.1}", pdf_inproc.rate());
-    println!("pdftotext_pages_per_s: {:.1}", pdf_base.rate());
-    println!("pdf_ratio_vs_pdftotext: {pdf_ratio:.2}");
-    println!("pdf_in_process_ratio_vs_pdftotext: {pdf_inproc_ratio:.2}");
-    println!("pdf_cpu_ratio_vs_pdftotext: {:.2}", cpu_ratio(&pdf_ours, &pdf_base));
-    println!("ocr_images_per_s: {:.3}", ocr_ours.rate());
-    println!("tesseract_cli_images_per_s: {:.3}", ocr_base.rate());
-    println!("ocr_ratio_vs_tesseract_cli: {ocr_ratio:.2}");
-    println!("ocr_cpu_ratio_vs_tesseract_cli: {:.2}", cpu_ratio(&ocr_ours, &ocr_base));
-    println!("docx_paragraphs_per_s: {:.0}", docx.rate());
-    println!("docx_ms_per_parse: {:.1}", docx.secs * 1000.0 / rounds as f64);
+    if let Some([ours, inproc, base]) = &pdf {
+        println!("pdf_pages_per_s: {:.1}", ours.rate());
+        println!("pdf_in_process_pages_per_s: {:.1}", inproc.rate());
+        println!("pdftotext_pages_per_s: {:.1}", base.rate());
+        println!("pdf_ratio_vs_pdftotext: {:.2}", ratio(ours, base));
+        println!("pdf_in_process_ratio_vs_pdftotext: {:.2}", ratio(inproc, base));
+        println!("pdf_cpu_ratio_vs_pdftotext: {:.2}", cpu_ratio(ours, base));
+    }
+    if let Some((ours, base)) = &ocr {
+        println!("ocr_images_per_s: {:.3}", ours.rate());
+        println!("tesseract_cli_images_per_s: {:.3}", base.rate());
+        println!("ocr_ratio_vs_tesseract_cli: {:.2}", ratio(ours, base));
+        println!("ocr_cpu_ratio_vs_tesseract_cli: {:.2}", cpu_ratio(ours, base));
+    }
+    if let Some(docx) = &docx {
+        println!("docx_paragraphs_per_s: {:.0}", docx.rate());
+        println!("docx_ms_per_parse: {:.1} ({DOCX_PARAGRAPHS} paragraphs)", docx.secs * 1000.0 / rounds as f64);
+    }
+    if let Some([ours, inproc, base]) = &sheet {
+        println!("xlsx_rows_per_s: {:.0}", ours.rate());
+        println!("xlsx_in_process_rows_per_s: {:.0}", inproc.rate());
+        println!("openpyxl_rows_per_s: {:.0}", base.rate());
+        println!("xlsx_ratio_vs_openpyxl: {:.2}", ratio(ours, base));
+        println!("xlsx_in_process_ratio_vs_openpyxl: {:.2}", ratio(inproc, base));
+        println!("xlsx_cpu_ratio_vs_openpyxl: {:.2}", cpu_ratio(ours, base));
+    }
     Ok(())
+}
+
+/// Items per CPU second, ours against the baseline: the work each side does per item.
+fn cpu_ratio(ours: &Row, base: &Row) -> f64 {
+    if ours.cpu > 0.0 { base.cpu / ours.cpu } else { 0.0 }
 }
 
 fn ratio(ours: &Row, base: &Row) -> f64 {
@@ -171,7 +201,7 @@ fn files_with_ext(dir: &Path, exts: &[&str]) -> anyhow::Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
+pub(super) fn run_quiet(cmd: &mut Command) -> anyhow::Result<()> {
     let what = format!("{cmd:?}");
     let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("running {what}"))?;
     if !out.status.success() {
@@ -233,7 +263,7 @@ fn bench_pdf(exe: &Path, dir: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> 
 // ---- 2. OCR --------------------------------------------------------------------------------
 
 /// Temp directory removed on drop.
-struct TempDir(PathBuf);
+pub(super) struct TempDir(pub(super) PathBuf);
 
 impl Drop for TempDir {
     fn drop(&mut self) {

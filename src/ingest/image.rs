@@ -60,6 +60,9 @@ impl ParseProvider for ImageProvider {
                 para_id_start: None,
                 para_id_end: None,
                 paragraph_ordinal: None,
+                sheet: None,
+                sheet_hidden: None,
+                cell_range: None,
                 quality: ocr::quality_for(para.confidence),
                 confidence: Some(round1(para.confidence)),
             });

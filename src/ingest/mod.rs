@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod bench;
+pub mod bench_sheet;
 pub mod corpus;
 pub mod docx;
 pub mod email;
@@ -17,6 +18,7 @@ pub mod pdf;
 pub mod pipeline;
 pub mod progress;
 pub mod providers;
+pub mod sheet;
 #[cfg(test)]
 pub(crate) mod testdata;
 pub mod watch;
@@ -43,7 +45,7 @@ pub struct ParseInput<'a> {
     pub bytes: &'a [u8],
     /// File name (for messages and extension checks), e.g. `report.pdf`.
     pub file_name: &'a str,
-    /// `markdown|pdf|docx|image|text|html`
+    /// `markdown|pdf|docx|image|text|spreadsheet|csv|html|email`
     pub kind: &'a str,
 }
 

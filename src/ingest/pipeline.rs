@@ -205,8 +205,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
         queue::set_progress(&mut tx, source.id, Some(progress(queue::Phase::Parsing))).await?;
         tx.commit().await?;
     }
-    let limits =
-        worker::Limits { timeout: cfg.parse_timeout, memory_bytes: cfg.parse_memory_bytes, max_pages: cfg.parse_max_pages };
+    let limits = worker::Limits::of(cfg);
     let (pages_tx, pages_rx) = tokio::sync::mpsc::unbounded_channel();
     let recorder = tokio::spawn(record_pages(pool.clone(), tenant, source.id, job.attempts, pages_rx));
     let parsed = parse(pool, cfg, tenant, &source, &file, &limits, pages_tx).await;
@@ -234,7 +233,8 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
             let blocks = index::write(&mut tx, tenant, &source, &art).await?;
             sqlx::query!(
                 "update source set status = 'indexed', error_code = null, error_message = null,
-                     indexed_hash = $2, sha256 = $2, size_bytes = $3, mtime = $4, provider = $5, pages = $6
+                     indexed_hash = $2, sha256 = $2, size_bytes = $3, mtime = $4, provider = $5, pages = $6,
+                     truncated_rows = $8
                  where tenant_id = $7 and id = $1",
                 source.id,
                 &art.source_hash,
@@ -244,6 +244,7 @@ async fn process_claimed(pool: &PgPool, cfg: &Config, tenant: Uuid, job: &jobs::
                 format!("{} {}", art.provider, art.provider_version),
                 art.source_map.page_count.map(|p| p as i32),
                 tenant,
+                art.source_map.truncated.as_ref().map(|t| i32::try_from(t.limit).unwrap_or(i32::MAX)),
             )
             .execute(&mut *tx)
             .await?;

@@ -1,14 +1,24 @@
 //! Which provider parses which kind.
 
-use super::{ParseError, ParseProvider, docx::DocxProvider, email::EmailProvider, html::HtmlProvider, image::ImageProvider, markdown::MarkdownProvider, pdf::PdfProvider};
+use super::{
+    ParseError, ParseProvider,
+    docx::DocxProvider,
+    email::EmailProvider,
+    html::HtmlProvider,
+    image::ImageProvider,
+    markdown::MarkdownProvider,
+    pdf::PdfProvider,
+    sheet::{CsvProvider, SpreadsheetProvider},
+};
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
-    let all: Vec<Box<dyn ParseProvider>> =
-        vec![
+    let all: Vec<Box<dyn ParseProvider>> = vec![
         Box::new(MarkdownProvider),
         Box::new(DocxProvider),
         Box::new(PdfProvider),
         Box::new(ImageProvider),
+        Box::new(SpreadsheetProvider),
+        Box::new(CsvProvider),
         Box::new(HtmlProvider),
         Box::new(EmailProvider),
     ];

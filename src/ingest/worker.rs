@@ -17,9 +17,24 @@ pub struct Limits {
     pub memory_bytes: u64,
     /// Documents with more pages are refused (`too_many_pages`).
     pub max_pages: u64,
+    /// Spreadsheet/CSV rows kept per file (the rest is left out, the artifact says `truncated`).
+    pub max_rows: u64,
+}
+
+impl Limits {
+    /// The configured limits of one parse.
+    pub fn of(cfg: &crate::config::Config) -> Limits {
+        Limits {
+            timeout: cfg.parse_timeout,
+            memory_bytes: cfg.parse_memory_bytes,
+            max_pages: cfg.parse_max_pages,
+            max_rows: cfg.parse_max_rows,
+        }
+    }
 }
 
 const MAX_PAGES_ENV: &str = "MNOTE_PARSE_MAX_PAGES";
+const MAX_ROWS_ENV: &str = "MNOTE_PARSE_MAX_ROWS";
 /// The original file name, for a child that reads the file from an inherited descriptor
 /// ([`crate::grants::paths::CHILD_FILE`]), whose own path says nothing.
 const FILE_NAME_ENV: &str = "MNOTE_PARSE_FILE_NAME";
@@ -44,6 +59,11 @@ pub type PageReports = tokio::sync::mpsc::UnboundedSender<(u32, u32)>;
 /// The page limit inside the parser child (passed down by the supervisor).
 pub fn max_pages() -> u64 {
     std::env::var(MAX_PAGES_ENV).ok().and_then(|v| v.parse().ok()).unwrap_or(5000)
+}
+
+/// The row limit inside the parser child (passed down by the supervisor).
+pub fn max_rows() -> u64 {
+    std::env::var(MAX_ROWS_ENV).ok().and_then(|v| v.parse().ok()).filter(|n| *n > 0).unwrap_or(200_000)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -151,6 +171,7 @@ async fn run_child(
         .arg(path)
         .env("OMP_THREAD_LIMIT", "1")
         .env(MAX_PAGES_ENV, limits.max_pages.to_string())
+        .env(MAX_ROWS_ENV, limits.max_rows.to_string())
         .env(FILE_NAME_ENV, name)
         .env("RUST_LOG", "error")
         // The pdfium build name, so the child need not hash the library (see `pdf::child_env`).
@@ -218,6 +239,10 @@ fn leak_code(code: &str) -> &'static str {
         "artifact_invalid",
         "ocr_failed",
         "too_many_pages",
+        "encrypted",
+        "malformed_spreadsheet",
+        "container_too_large",
+        "container_ratio_exceeded",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

@@ -60,7 +60,8 @@ pub fn open_span_action(locator: &Locator, evidence_id: Uuid, through: Option<Uu
     with_public(a.url, public_url)
 }
 
-/// `page=`, `line=`, `para=`, `fp=`, `ordinal=` from a locator's place (URL-safe values only).
+/// `page=`, `line=`, `para=`, `fp=`, `ordinal=`, `sheet=`, `cells=` from a locator's place
+/// (URL-safe values only; a sheet name percent-encoded).
 fn hint_params(place: &Place<'_>) -> Vec<String> {
     let mut params = Vec::new();
     if let Some(p) = place.page {
@@ -82,6 +83,13 @@ fn hint_params(place: &Place<'_>) -> Vec<String> {
     }
     if let Some(o) = place.ordinal {
         params.push(format!("ordinal={o}"));
+    }
+    // Spreadsheets: the sheet (any text, encoded) and the cells (A1 notation only).
+    if let Some(s) = place.sheet.filter(|s| !s.is_empty()) {
+        params.push(serde_urlencoded::to_string([("sheet", s)]).unwrap_or_default());
+    }
+    if let Some(c) = place.cell_range.filter(|c| crate::evidence::cells::parse_range(c).is_some()) {
+        params.push(format!("cells={c}"));
     }
     params
 }

@@ -196,6 +196,7 @@ fn markup_mask(chars: &[char]) -> Vec<bool> {
 /// The parts of "Page 3 · Heading › Sub · Lines 4–6 · Paragraph 7" from a locator, in the UI
 /// language, each with whether it may wrap (only the section path does).
 pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
+    let hidden = (loc.sheet_hidden == Some(true)).then(|| (ctx.t("search.loc_hidden_sheet"), false));
     loc.place()
         .parts()
         .into_iter()
@@ -207,7 +208,9 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
             }
             PlacePart::Line(a) => (ctx.t("search.loc_line").replace("{n}", &a.to_string()), false),
             PlacePart::Paragraph(o) => (ctx.t("search.loc_paragraph").replace("{n}", &o.to_string()), false),
+            PlacePart::Cells(c) => (c, false),
         })
+        .chain(hidden)
         .collect()
 }
 

@@ -121,8 +121,23 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 
 /// The file extensions uploads and registration accept (what [`kind_of`] knows); the upload
 /// form's `accept` and its client-side check use this list.
-pub const ACCEPTED_EXTENSIONS: &[&str] =
-    &["md", "markdown", "pdf", "docx", "png", "jpg", "jpeg", "webp", "tif", "tiff", "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox"];
+pub const ACCEPTED_EXTENSIONS: &[&str] = &[
+    "md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff",
+    "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox",
+];
+
+/// `200000` → `200,000` (the row cap as the KB page says it).
+pub fn group_digits(n: i32) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
 
 /// Elapsed time in coarse words ("under a minute", "3 min", "2 h 5 min").
 pub fn human_elapsed(ctx: &crate::web::PageCtx, secs: &i64) -> String {
@@ -162,6 +177,9 @@ pub const FAILURE_CODES: &[&str] = &[
     "email_malformed",
     "email_too_deep",
     "encrypted",
+    "malformed_spreadsheet",
+    "container_too_large",
+    "container_ratio_exceeded",
     "image_unreadable",
     "ocr_engine_missing",
     "ocr_failed",
@@ -320,7 +338,7 @@ pub async fn register(
                 return Err(AppError::invalid("path", "not a regular file"));
             }
             let kind = kind_of(&abs)
-                .ok_or_else(|| AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, images, text)"))?;
+                .ok_or_else(|| AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, spreadsheets, CSV, images, text)"))?;
             (vec![(abs.clone(), rel.clone(), kind)], 0)
         };
         let facts = files
@@ -387,7 +405,7 @@ mod tests {
         for e in ACCEPTED_EXTENSIONS {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_some(), "{e}");
         }
-        for e in ["exe", "doc", "xlsx", "zip", "html"] {
+        for e in ["exe", "doc", "ppt", "zip", "html"] {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_none(), "{e}");
             assert!(!ACCEPTED_EXTENSIONS.contains(&e));
         }

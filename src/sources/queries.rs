@@ -26,6 +26,8 @@ pub struct Source {
     /// sha256 of the version whose evidence is in the index (None before the first parse).
     pub indexed_hash: Option<String>,
     pub pages: Option<i32>,
+    /// The parse stopped at the row cap: the rows kept (the rest of the file is not indexed).
+    pub truncated_rows: Option<i32>,
     pub created_at: chrono::DateTime<chrono::Utc>,
     pub updated_at: chrono::DateTime<chrono::Utc>,
     /// The open job's phase (`queued`, `reading`, `parsing`, `indexing`), None without one.
@@ -71,6 +73,9 @@ struct SourceView<'a> {
     provider: Option<&'a str>,
     indexed_hash: Option<&'a str>,
     pages: Option<i32>,
+    /// The parse stopped at the per-file row cap (spreadsheets, CSV): the rows kept; the
+    /// rest of the file is not in the index.
+    truncated_rows: Option<i32>,
     created_at: chrono::DateTime<chrono::Utc>,
     updated_at: chrono::DateTime<chrono::Utc>,
     progress: Option<ProgressView>,
@@ -101,6 +106,7 @@ impl Serialize for Source {
             provider: self.provider.as_deref(),
             indexed_hash: self.indexed_hash.as_deref(),
             pages: self.pages,
+            truncated_rows: self.truncated_rows,
             created_at: self.created_at,
             updated_at: self.updated_at,
             progress: self.progress(),
@@ -176,7 +182,7 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
          values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
          on conflict (tenant_id, kb_id, grant_id, resource_path) do nothing
          returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
         tenant,
@@ -199,7 +205,7 @@ pub async fn upsert(conn: &mut PgConnection, tenant: Uuid, by: Uuid, n: &NewSour
     let existing = sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $4 and kb_id = $1 and grant_id is not distinct from $2 and resource_path = $3"#,
@@ -270,7 +276,7 @@ async fn restore_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
         Source,
         r#"update source set deleted_at = null, deleted_by = null where tenant_id = $2 and id = $1 and deleted_at is not null
          returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
         id,
@@ -289,7 +295,7 @@ pub async fn get_removed(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Sou
     let r = sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source s where s.tenant_id = $2 and s.id = $1 and s.deleted_at is not null
@@ -310,7 +316,7 @@ pub async fn removed(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     let r = sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $2 and kb_id = $1 and deleted_at is not null order by deleted_at desc"#,
@@ -329,7 +335,7 @@ pub async fn same_content(tx: &mut TenantTx, kb: Uuid, sha256: &str) -> sqlx::Re
     sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $3 and kb_id = $1 and sha256 = $2 order by created_at limit 1"#,
@@ -349,7 +355,7 @@ pub async fn reset_for_retry(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option
         r#"update source set error_code = null, error_message = null,
              status = case when indexed_hash is null and status <> 'stale' then 'pending' else status end
          where tenant_id = $2 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
         id,
@@ -396,7 +402,7 @@ pub async fn replace_upload_content(tx: &mut TenantTx, id: Uuid, size: i64, sha2
         r#"update source set size_bytes = $2, sha256 = $3, mtime = now(),
              status = case when sha256 = $3 then status else 'pending' end
          where tenant_id = $4 and id = $1 returning id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _""#,
         id,
@@ -413,7 +419,7 @@ pub async fn list(tx: &mut TenantTx, kb: Uuid) -> sqlx::Result<Vec<Source>> {
     sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $2 and kb_id = $1 order by resource_path"#,
@@ -431,7 +437,7 @@ pub async fn recent(tx: &mut TenantTx, limit: i64) -> sqlx::Result<Vec<(Source, 
     let sources = sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $2 order by updated_at desc limit $1"#,
@@ -465,7 +471,7 @@ pub async fn readable(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source
         Source,
         r#"select id as "id!", kb_id as "kb_id!", origin as "origin!", grant_id, resource_path as "resource_path!",
              kind as "kind!: _", size_bytes as "size_bytes!", mtime as "mtime: _", sha256 as "sha256!", status as "status!: _",
-             error_code, error_message, provider, indexed_hash, pages,
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows,
              created_at as "created_at!: _", updated_at as "updated_at!: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
@@ -482,7 +488,7 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<Source>> {
     sqlx::query_as!(
         Source,
         r#"select id, kb_id, origin, grant_id, resource_path, kind as "kind: _", size_bytes, mtime as "mtime: _", sha256, status as "status: _",
-             error_code, error_message, provider, indexed_hash, pages, created_at as "created_at: _", updated_at as "updated_at: _",
+             error_code, error_message, provider, indexed_hash, pages, truncated_rows, created_at as "created_at: _", updated_at as "updated_at: _",
              progress_phase, progress_done, progress_total, progress_started_at as "progress_started_at: _", progress_attempt,
              deleted_at as "deleted_at: _"
          from source where tenant_id = $2 and id = $1"#,

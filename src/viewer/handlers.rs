@@ -11,7 +11,7 @@ use axum::{
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{FlowBlock, Hints, Target, aids, render};
+use super::{FlowBlock, Hints, Target, aids, kinds, render};
 use crate::{
     auth::{Auth, Via},
     error::{AppError, AppResult},
@@ -48,6 +48,15 @@ pub struct ViewParams {
     fp: Option<String>,
     #[serde(default)]
     ordinal: Option<String>,
+    /// Spreadsheets: the cited sheet and cells (`cells=A5:C5`), the sheet tab and first row shown.
+    #[serde(default)]
+    sheet: Option<String>,
+    #[serde(default)]
+    cells: Option<String>,
+    #[serde(default)]
+    tab: Option<String>,
+    #[serde(default)]
+    row: Option<String>,
     /// A citation spanning several blocks: the evidence id of its last block.
     #[serde(default)]
     through: Option<String>,
@@ -91,16 +100,16 @@ fn back_target(param: Option<&str>, headers: &HeaderMap) -> Option<String> {
 }
 
 /// What every link inside the viewer keeps: the citation and the way back to the results.
-struct Carry {
+pub struct Carry {
     id: Uuid,
-    evidence: Option<String>,
+    pub evidence: Option<String>,
     through: Option<String>,
     back: Option<String>,
     from: Option<OpenedFrom>,
 }
 
 impl Carry {
-    fn url(&self, page: Option<u32>, find: Option<&str>) -> String {
+    pub fn url(&self, page: Option<u32>, find: Option<&str>) -> String {
         let mut q: Vec<(&str, String)> = Vec::new();
         if let Some(e) = &self.evidence {
             q.push(("evidence", e.clone()));
@@ -191,6 +200,7 @@ struct ViewerPage {
     keep: Vec<(&'static str, String)>,
     paged: Option<PagedView>,
     flow: Vec<FlowBlock>,
+    grid: Option<super::sheet::GridView>,
     /// A citation whose block cannot be found: the document itself is the `#hl` target.
     doc_hl: bool,
     outline: Vec<OutlineLink>,
@@ -235,6 +245,10 @@ pub async fn view(
         para: p.para.clone(),
         fingerprint: p.fp.clone(),
         ordinal: num_param(&p.ordinal),
+        sheet: p.sheet.clone().filter(|s| !s.is_empty()),
+        cells: p.cells.clone().filter(|c| crate::evidence::cells::parse_range(c).is_some()),
+        tab: p.tab.clone().filter(|s| !s.is_empty()),
+        row: num_param(&p.row),
     };
     // An evidence id this document does not have, and nothing else to locate it by: the
     // citation is wrong, not approximate.
@@ -291,6 +305,7 @@ pub async fn view(
         keep,
         paged: None,
         flow: Vec::new(),
+        grid: None,
         doc_hl: false,
         outline: Vec::new(),
         find: find.clone(),
@@ -325,62 +340,31 @@ pub async fn view(
     });
     let (found, found_total) = aids::find(&art, &find);
     view.found_total = found_total;
-    let found_ids: Vec<String> = found.iter().map(|f| f.block_id.clone()).collect();
-    let target_block = target.as_ref().and_then(|t| t.block_id.clone());
-    let anchor = |b: &str| if target_block.as_deref() == Some(b) { "#hl".to_string() } else { format!("#b-{b}") };
-    match source.kind.as_str() {
-        "pdf" | "image" => {
-            let pv = paged_view(&state, &source, &art, target.as_ref(), &hints, file.is_some(), &carry, &found_ids, &view.ctx);
-            if target.as_ref().and_then(|t| t.page).is_some_and(|tp| tp != pv.page) {
-                view.cited_url = carry.evidence.as_ref().map(|_| format!("{}#hl", carry.url(None, None)));
-            }
-            view.outline = aids::outline(&art, pv.page_count)
-                .into_iter()
-                .filter_map(|o| {
-                    let page = o.page?;
-                    Some(OutlineLink { title: o.title, level: o.level, href: carry.url(Some(page), None) })
-                })
-                .collect();
-            view.found = found
-                .into_iter()
-                .map(|f| {
-                    let href = match f.page {
-                        Some(n) if n == pv.page && pv.img_src.is_some() => format!("#t-{}", f.block_id),
-                        Some(n) => format!("{}#t-{}", carry.url(Some(n), Some(&find)), f.block_id),
-                        None => carry.url(None, Some(&find)),
-                    };
-                    FoundLink { snippet_html: f.snippet_html, page: f.page, href }
-                })
-                .collect();
-            view.paged = Some(pv);
-        }
-        kind => {
-            let blocks: Vec<&Block> = art.all_blocks().collect();
-            view.flow = super::flow_blocks(&art, &blocks, kind, target.as_ref());
-            for b in view.flow.iter_mut() {
-                if found_ids.contains(&b.block_id) {
-                    b.found = true;
-                }
-            }
-            view.doc_hl = target.as_ref().is_some_and(|t| t.block_id.is_none());
-            view.outline = aids::outline(&art, 0)
-                .into_iter()
-                .filter_map(|o| {
-                    let b = o.block_id?;
-                    Some(OutlineLink { title: o.title, level: o.level, href: anchor(&b) })
-                })
-                .collect();
-            view.found = found
-                .into_iter()
-                .map(|f| FoundLink { href: anchor(&f.block_id), snippet_html: f.snippet_html, page: None })
-                .collect();
-        }
-    }
+    let input = kinds::ViewInput {
+        state: &state,
+        source: &source,
+        art: &art,
+        target: target.as_ref(),
+        hints: &hints,
+        file,
+        carry: &carry,
+        found,
+        find: &find,
+        ctx: &view.ctx,
+    };
+    let body = kinds::for_kind(source.kind).render(input).await?;
+    view.paged = body.paged;
+    view.flow = body.flow;
+    view.grid = body.grid;
+    view.doc_hl = body.doc_hl;
+    view.outline = body.outline;
+    view.found = body.found;
+    view.cited_url = body.cited_url;
     with_status(render_page(view))
 }
 
 #[allow(clippy::too_many_arguments)]
-fn paged_view(
+pub(super) fn paged_view(
     state: &AppState,
     source: &Source,
     art: &ParsedArtifact,

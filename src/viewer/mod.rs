@@ -7,8 +7,10 @@
 
 pub mod aids;
 pub mod handlers;
+pub mod kinds;
 pub mod markdown;
 pub mod render;
+pub mod sheet;
 
 use std::{fs::File, path::PathBuf};
 
@@ -44,6 +46,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/sources/{id}/view", get(handlers::view))
         .route("/sources/{id}/download", get(handlers::download))
         .route("/sources/{id}/pages/{page}", get(handlers::page_png))
+        .route("/sources/{id}/sheet-rows", get(sheet::rows))
 }
 
 /// A source the caller may see (RLS) whose grant, if any, is still active; else 404.
@@ -109,12 +112,18 @@ pub struct Hints {
     pub para: Option<String>,
     pub fingerprint: Option<String>,
     pub ordinal: Option<u32>,
+    /// Spreadsheets: the cited sheet and cells (A1 notation).
+    pub sheet: Option<String>,
+    pub cells: Option<String>,
+    /// Spreadsheets: the sheet tab and the first row (1-based) to show (navigation).
+    pub tab: Option<String>,
+    pub row: Option<u32>,
 }
 
 impl Hints {
     /// Nothing but (maybe) a page: page navigation, not a citation.
     pub fn is_navigation(&self) -> bool {
-        self.line.is_none() && self.para.is_none() && self.fingerprint.is_none() && self.ordinal.is_none()
+        self.line.is_none() && self.para.is_none() && self.fingerprint.is_none() && self.ordinal.is_none() && self.cells.is_none()
     }
 }
 
@@ -183,6 +192,17 @@ pub fn locate(art: &ParsedArtifact, block: Option<&str>, missing: bool, hints: &
     if let Some(o) = hints.ordinal {
         let best = blocks.iter().filter(|b| b.paragraph_ordinal.is_some_and(|x| x <= o)).max_by_key(|b| b.paragraph_ordinal);
         if let Some(b) = best.or_else(|| blocks.first()) {
+            return Some(found(b, false));
+        }
+    }
+    // Spreadsheets: the block of the same sheet whose cells hold the cited cell's row.
+    if let Some((first, _)) = hints.cells.as_deref().and_then(crate::evidence::cells::parse_range) {
+        let row_of = |b: &Block| b.cell_range.as_deref().and_then(crate::evidence::cells::parse_range);
+        let b = blocks
+            .iter()
+            .filter(|b| b.sheet == hints.sheet && b.cell_range.is_some())
+            .find(|b| row_of(b).is_some_and(|(a, z)| a.0 <= first.0 && first.0 <= z.0));
+        if let Some(b) = b {
             return Some(found(b, false));
         }
     }
@@ -472,6 +492,9 @@ mod tests {
             para_id_start: None,
             para_id_end: None,
             paragraph_ordinal: None,
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
             text_fingerprint: fingerprint(text),
             quality: Quality::Exact,
             confidence: None,
@@ -495,6 +518,7 @@ mod tests {
                 blocks,
                 sections: vec![],
                 references: vec![],
+                truncated: None,
             },
         }
     }

@@ -261,10 +261,11 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     let k = kb_with_grant(&app).await;
     copy_fixtures(&app, &dir, "mixed", &names);
     // Good files of the same kinds sit between the broken ones (sorted by name).
-    copy_fixtures(&app, &dir, "mixed", &["known_words.pdf", "plain.docx", "scope_zh.png"]);
+    let good_files = ["known_words.pdf", "plain.docx", "scope_zh.png", "needles.xlsx", "zh_gbk.csv"];
+    copy_fixtures(&app, &dir, "mixed", &good_files);
     app.write_doc("team/mixed/notes.md", "# Notes\n\nstill indexed\n");
     let r = register(&k, &app, "team/mixed").await;
-    assert_eq!(r["createdCount"], names.len() + 4, "{r}");
+    assert_eq!(r["createdCount"], names.len() + good_files.len() + 1, "{r}");
     app.run_jobs().await;
     let sources = sources_by_path(&k).await;
     for b in broken {
@@ -278,10 +279,19 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
         );
         assert!(rows(&app, k.tenant, s).await.is_empty());
     }
-    for good in ["known_words.pdf", "plain.docx", "scope_zh.png", "notes.md"] {
+    for good in good_files.into_iter().chain(["notes.md"]) {
         let s = &sources[&format!("mixed/{good}")];
         assert_eq!((s["status"].as_str(), s["error"].is_null()), (Some("indexed"), true), "{good}: {s}");
         assert!(!rows(&app, k.tenant, s).await.is_empty(), "{good}");
+    }
+    // The KB page shows each kind with its status (and a failure's code).
+    let mut page = app.login("owner@acme.test").await;
+    let (_, html) = page.page(&format!("/kbs/{}", k.kb)).await;
+    for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown"] {
+        assert!(html.contains(&format!(">{kind}<")), "the KB page shows the kind {kind}");
+    }
+    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet"] {
+        assert!(html.contains(&format!(">{code}</code>")), "the KB page shows {code}");
     }
 }
 

@@ -235,7 +235,7 @@ async fn a_hanging_crashing_or_bloated_parser_only_fails_its_own_job() {
     let d = tempfile::tempdir().unwrap();
     let file = d.path().join("x.md");
     std::fs::write(&file, "# x").unwrap();
-    let limits = Limits { timeout: Duration::from_secs(2), memory_bytes: 256 << 20, max_pages: 100 };
+    let limits = Limits { timeout: Duration::from_secs(2), memory_bytes: 256 << 20, max_pages: 100, max_rows: 1000 };
     let hang = script(d.path(), "hang", "sleep 60");
     let e = parse_supervised(&hang, &file, "markdown", &limits).await.unwrap_err();
     assert_eq!(e.code, "parse_timeout");
@@ -494,7 +494,7 @@ async fn limits_and_special_files() {
     // Page limit, enforced inside the parser child.
     let pdf = shared("pdf/kz_bmc_infect_dis_2011_11_124.pdf"); // 7 pages
     let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
-    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 5 };
+    let limits = Limits { timeout: Duration::from_secs(120), memory_bytes: 4 << 30, max_pages: 5, max_rows: 1000 };
     let e = parse_supervised(&real, &pdf, "pdf", &limits).await.unwrap_err();
     assert_eq!(e.code, "too_many_pages", "{e}");
     let _ = d;

@@ -51,6 +51,7 @@ mod search;
 mod search_page;
 mod security;
 mod session_expiry;
+mod sheets;
 mod soft_delete;
 mod standby;
 mod symlink_race;

@@ -95,6 +95,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
          <tr><td>Beijing 北京</td><td>650 CNY</td></tr><tr><td>Shanghai 上海</td><td>700 CNY</td></tr></table>\
          <h2>Receipts</h2><ul><li>Within 30 days of return</li><li>Scans are accepted</li></ul></main></body></html>",
     );
+    std::fs::copy(pdf.with_file_name("needles.xlsx"), app.docs.join("team/needles.xlsx")).unwrap();
     let (st, g) = api
         .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
         .await;
@@ -125,12 +126,17 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "Shanghai cap", "mode": "lexical"})).await;
     let viewer_html = hits["results"][0]["openAction"]["url"].as_str().expect("the web page's row").split('#').next().unwrap().to_string();
 
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "aurora", "mode": "lexical"})).await;
+    let sheet = hits["results"][0]["openAction"]["url"].as_str().expect("the spreadsheet needle is found");
+    let sheet = sheet.split('#').next().unwrap().to_string();
+
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
         ("kb", format!("/kbs/{kb}")),
         ("kb-private-of-another", format!("/kbs/{private}")),
         ("search", "/search?q=thread&mode=lexical".into()),
         ("viewer-pdf", viewer),
+        ("viewer-sheet", sheet),
         ("viewer-html", viewer_html),
         ("viewer-mail", viewer_mail),
         ("members", "/admin/members".into()),

@@ -441,6 +441,74 @@ async fn docx_paragraphs_are_highlighted_with_and_without_para_ids() {
     b.finish().await;
 }
 
+/// The cited cell is inside the grid's scroll box and below its frozen header rows (not under
+/// them): what the reader sees, beyond being in the viewport.
+async fn cell_in_grid(b: &Browser, what: &str) {
+    let seen = b
+        .js(
+            "const x = document.getElementById('hl').getBoundingClientRect();
+             const s = document.querySelector('.sheet-scroll').getBoundingClientRect();
+             const h = document.querySelector('.sheet-grid thead tr:last-child th').getBoundingClientRect();
+             return {inside: x.top >= s.top - 1 && x.bottom <= s.bottom + 1 && x.left >= s.left - 1 && x.right <= s.right + 1,
+                     belowHeader: x.top >= h.bottom - 1};",
+            vec![],
+        )
+        .await;
+    assert_eq!(seen, json!({"inside": true, "belowHeader": true}), "{what}: the cited cell is hidden in the grid");
+}
+
+/// Spreadsheets: openpyxl's workbook and a 3,000-row CSV. The cited row's first cell is `#hl`
+/// inside the grid and on screen (also far down a sheet, where the grid opens at a window
+/// around it), every cell of the row is highlighted, and scrolling the grid loads more rows.
+#[tokio::test]
+async fn spreadsheet_cells_are_highlighted_and_scrolled_into_view() {
+    let (dir, _) = fixtures();
+    let big = std::env::temp_dir().join(format!("mnote-browser-ledger-{}.csv", std::process::id()));
+    let mut csv = String::from("Item,Amount,Note\n");
+    for i in 1..=3000 {
+        let note = if i == 1500 { "needle lantern cell".to_string() } else { format!("routine entry {i}") };
+        csv.push_str(&format!("item {i},{},{note}\n", i * 10));
+    }
+    std::fs::write(&big, csv).unwrap();
+    let app = indexed(&[(dir.join("needles.xlsx"), "needles.xlsx"), (big.clone(), "ledger.csv")]).await;
+    let _ = std::fs::remove_file(&big);
+    let b = browser_for(&app, "sheet").await;
+    for width in [1280u32, 420] {
+        b.resize(width, 900).await;
+        let opened = search_and_open(&b, "aurora", "needle aurora budget").await;
+        let l = visible_highlight(&b, &opened).await;
+        assert_eq!(l.hl.as_ref().unwrap().text.trim(), "finance", "sheet: #hl is the cited row's first cell");
+        let row = b.js("return Array.from(document.querySelectorAll('td.hl')).map(td => td.innerText.trim());", vec![]).await;
+        assert_eq!(row, json!(["finance", "700,000", "2027-03-31", "needle aurora budget"]), "sheet: the cited cells");
+        let tab = b.js("return document.querySelector('.sheet-tab.current').innerText.trim();", vec![]).await;
+        assert_eq!(tab, json!("Forecast 2027"));
+        cell_in_grid(&b, "xlsx").await;
+        b.screenshot(&format!("xlsx-{width}")).await;
+
+        let opened = search_and_open(&b, "lantern", "needle lantern cell").await;
+        let l = visible_highlight(&b, &opened).await;
+        assert_eq!(l.hl.as_ref().unwrap().text.trim(), "item 1500", "csv: #hl is the cited record's first cell");
+        cell_in_grid(&b, "csv").await;
+        b.screenshot(&format!("csv-{width}")).await;
+        // The grid holds a window around row 1501; scrolling it to the end loads the next one.
+        let before = b
+            .js(
+                "const s = document.querySelector('.sheet-scroll'); const n = s.querySelectorAll('tbody tr').length;
+                 s.scrollTop = s.scrollHeight; return n;",
+                vec![],
+            )
+            .await;
+        assert!(before.as_u64().unwrap() <= 100, "csv: the grid renders a window, not {before} rows");
+        b.poll(
+            "the next window of rows",
+            "return document.querySelectorAll('.sheet-scroll tbody tr').length > arguments[0] || null",
+            vec![before],
+        )
+        .await;
+    }
+    b.finish().await;
+}
+
 fn long_guide(extra_at_top: &str) -> String {
     let mut md = format!("# Field guide\n\nAn introduction that is short.\n\n{extra_at_top}");
     for i in 1..=60 {

@@ -98,7 +98,7 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "sourceId": {"type": "string", "format": "uuid"},
             "kbId": {"type": "string", "format": "uuid"},
             "resourcePath": {"type": "string", "description": "relative to the grant root"},
-            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "html", "email"]},
+            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "spreadsheet", "csv", "html", "email"]},
             "blockId": {"type": "string"},
             "sourceHash": {"type": "string"},
             "sectionPath": {"type": "array", "items": {"type": "string"}},
@@ -110,6 +110,9 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "paraIdStart": {"type": ["string", "null"]},
             "paraIdEnd": {"type": ["string", "null"]},
             "paragraphOrdinal": {"type": ["integer", "null"]},
+            "sheet": {"type": ["string", "null"], "description": "spreadsheets: the sheet's name"},
+            "sheetHidden": {"type": ["boolean", "null"], "description": "spreadsheets: the sheet is hidden in the workbook"},
+            "cellRange": {"type": ["string", "null"], "description": "spreadsheets and CSV: cells in A1 notation, e.g. A5:C5"},
             "quality": {"type": "string"},
             "textFingerprint": {"type": "string"}
         },

@@ -118,6 +118,9 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
             para_id_start: rb.para_ids.0,
             para_id_end: rb.para_ids.1,
             paragraph_ordinal: (rb.ordinal > 0).then_some(rb.ordinal),
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
             quality: Quality::Exact,
             confidence: None,
@@ -141,6 +144,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
             blocks,
             sections: tree.sections,
             references,
+            truncated: None,
         },
     }
 }

@@ -251,6 +251,7 @@ impl Out {
                 blocks: self.blocks,
                 sections: self.tree.sections,
                 references: Vec::new(),
+                truncated: None,
             },
         }
     }
@@ -269,6 +270,9 @@ fn plain_block(text: &str) -> Block {
         para_id_start: None,
         para_id_end: None,
         paragraph_ordinal: None,
+        sheet: None,
+        sheet_hidden: None,
+        cell_range: None,
         text_fingerprint: String::new(),
         quality: Quality::Exact,
         confidence: None,

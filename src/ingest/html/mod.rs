@@ -109,6 +109,9 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
             para_id_start: None,
             para_id_end: None,
             paragraph_ordinal: (rb.element > 0).then_some(rb.element),
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
             quality: Quality::Exact,
             confidence: None,
@@ -132,6 +135,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
             blocks,
             sections: tree.sections,
             references,
+            truncated: None,
         },
     }
 }

@@ -90,6 +90,7 @@ impl ParseProvider for MarkdownProvider {
                 blocks: out.blocks,
                 sections: out.sections.sections,
                 references: out.references,
+                truncated: None,
             },
         })
     }
@@ -190,6 +191,9 @@ impl<'t> Output<'t> {
             para_id_start: None,
             para_id_end: None,
             paragraph_ordinal: None,
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
             text_fingerprint: artifact::fingerprint(trimmed),
             quality: Quality::Exact,
             confidence: None,

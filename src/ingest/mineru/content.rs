@@ -208,6 +208,9 @@ pub fn content_list_to_artifact(
             para_id_start: None,
             para_id_end: None,
             paragraph_ordinal: None,
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
             confidence: None,
         });
     }

@@ -1,0 +1,102 @@
+//! The spreadsheet row of `mnote bench ingest`: a large XLSX written by openpyxl (write-only
+//! mode, once per run), read by our provider — as the pipeline runs it (`mnote parse-file`,
+//! one process) and in-process — against openpyxl reading the same file in the same run
+//! (`load_workbook(read_only=True, data_only=True)`, every row iterated). Our side does more:
+//! it also builds the blocks (header names carried into every row) and validates the artifact.
+//!
+//! openpyxl comes from the fixture generator's packages that `./dev` provisions
+//! (`MNOTE_FIXTURE_PYTHONPATH`); the Python is `python3`.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+
+use super::bench::{Row, TempDir, parse_file_child, run_quiet, timed};
+use super::worker::parse_in_process;
+
+pub const SHEET_ROWS: usize = 100_000;
+const COLUMNS: usize = 8;
+
+const WRITE_PY: &str = r#"
+import datetime, sys
+from openpyxl import Workbook
+rows, path = int(sys.argv[1]), sys.argv[2]
+wb = Workbook(write_only=True)
+ws = wb.create_sheet("Ledger 2027")
+ws.append(["Owner", "Account", "Amount", "Share", "Due", "Region", "Note", "Code"])
+base = datetime.date(2027, 1, 1)
+for i in range(rows):
+    ws.append([
+        "team %d" % (i % 97), "acct-%06d" % i, i * 13.5, (i % 100) / 100.0,
+        base + datetime.timedelta(days=i % 365), ["north", "south", "东部", "西部"][i % 4],
+        "invoice %d for the quarterly review 第%d行" % (i, i), i,
+    ])
+wb.save(path)
+"#;
+
+const READ_PY: &str = r#"
+import sys
+from openpyxl import load_workbook
+wb = load_workbook(sys.argv[1], read_only=True, data_only=True)
+n = 0
+for ws in wb.worksheets:
+    for row in ws.iter_rows(values_only=True):
+        if any(v is not None for v in row):
+            n += 1
+wb.close()
+print(n)
+"#;
+
+fn python(script: &str) -> anyhow::Result<Command> {
+    let path = std::env::var_os("MNOTE_FIXTURE_PYTHONPATH")
+        .context("MNOTE_FIXTURE_PYTHONPATH is not set: run through `./dev` (eval \"$(./dev env)\"), which provisions openpyxl")?;
+    let mut cmd = Command::new("python3");
+    cmd.arg("-c").arg(script).env("PYTHONPATH", path).env("PYTHONDONTWRITEBYTECODE", "1");
+    Ok(cmd)
+}
+
+/// Ours through the parser child, ours in-process, and openpyxl, on the same generated XLSX.
+pub(super) fn bench_spreadsheet(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> {
+    let tmp = TempDir(std::env::temp_dir().join(format!("mnote-bench-sheet-{}", std::process::id())));
+    std::fs::create_dir_all(&tmp.0)?;
+    let path = tmp.0.join("bench-ledger.xlsx");
+    run_quiet(python(WRITE_PY)?.arg(SHEET_ROWS.to_string()).arg(&path)).context("openpyxl writing the benchmark workbook")?;
+    let size = std::fs::metadata(&path)?.len();
+    println!("  spreadsheet: openpyxl wrote {} rows x {COLUMNS} columns + a header, {} KiB", SHEET_ROWS, size / 1024);
+    // Warm-up and the row count both sides must agree on.
+    let art = parse_in_process(&path, "spreadsheet").map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let ours_rows = art.source_map.blocks.len();
+    let out = python(READ_PY)?.arg(&path).output().context("openpyxl reading the benchmark workbook")?;
+    if !out.status.success() {
+        bail!("openpyxl failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let theirs: usize = String::from_utf8_lossy(&out.stdout).trim().parse().context("openpyxl's row count")?;
+    if theirs != ours_rows || ours_rows != SHEET_ROWS + 1 {
+        bail!("rows differ: ours {ours_rows}, openpyxl {theirs}, written {}", SHEET_ROWS + 1);
+    }
+    let mut total = [(Duration::ZERO, 0.0); 3];
+    for round in 1..=rounds {
+        let ((), a, a_cpu) = timed(|| parse_file_child(exe, "spreadsheet", &path))?;
+        let ((), b, b_cpu) = timed(|| parse_in_process(&path, "spreadsheet").map(drop).map_err(|e| anyhow::anyhow!("{e}")))?;
+        let ((), c, c_cpu) = timed(|| run_quiet(python(READ_PY)?.arg(&path)))?;
+        println!(
+            "  spreadsheet round {round}: ours {:.3} s (in-process {:.3} s), openpyxl {:.3} s",
+            a.as_secs_f64(),
+            b.as_secs_f64(),
+            c.as_secs_f64()
+        );
+        for (t, (d, cpu)) in total.iter_mut().zip([(a, a_cpu), (b, b_cpu), (c, c_cpu)]) {
+            t.0 += d;
+            t.1 += cpu;
+        }
+    }
+    let items = (ours_rows * rounds) as f64;
+    let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "rows", items, secs: secs.as_secs_f64(), cpu };
+    Ok([
+        row("XLSX: mnote parse-file --kind spreadsheet (as the pipeline)", total[0]),
+        row("XLSX: mnote spreadsheet provider in-process (reference)", total[1]),
+        row("XLSX: openpyxl read_only+data_only, every row", total[2]),
+    ])
+}
