@@ -9,6 +9,7 @@
 //!    `tesseract <img> stdout -l chi_sim+eng tsv` CLI (with `OMP_THREAD_LIMIT=1`).
 //! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
 //! 4. Spreadsheet: a generated 100,000-row XLSX, ours vs openpyxl ([`super::bench_sheet`]).
+//! 5. HTML pages and e-mail messages, ours vs Python's standard library ([`super::bench_web`]).
 //!
 //! Besides wall-clock time every row reports the CPU time it used (this process and its
 //! children, `getrusage`), which other load on the machine disturbs much less.
@@ -47,6 +48,8 @@ pub enum Part {
     Ocr,
     Docx,
     Spreadsheet,
+    Html,
+    Email,
 }
 
 /// User + system CPU seconds used so far by this process and by its waited-for children.
@@ -116,6 +119,8 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
     let ocr = if runs(Part::Ocr) { Some(bench_ocr(&exe, docs, rounds, cores)?) } else { None };
     let docx = if runs(Part::Docx) { Some(bench_docx(rounds)?) } else { None };
     let sheet = if runs(Part::Spreadsheet) { Some(super::bench_sheet::bench_spreadsheet(&exe, rounds)?) } else { None };
+    let html = if runs(Part::Html) { Some(super::bench_web::bench_html(&exe, rounds)?) } else { None };
+    let email = if runs(Part::Email) { Some(super::bench_web::bench_email(&exe, rounds)?) } else { None };
 
     println!();
     println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
@@ -130,8 +135,8 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         all.extend([a, b]);
     }
     all.extend(docx.iter());
-    if let Some(s) = &sheet {
-        all.extend(s.iter());
+    for rows in [&sheet, &html, &email].into_iter().flatten() {
+        all.extend(rows.iter());
     }
     for row in all {
         println!(
@@ -169,6 +174,14 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         println!("xlsx_ratio_vs_openpyxl: {:.2}", ratio(ours, base));
         println!("xlsx_in_process_ratio_vs_openpyxl: {:.2}", ratio(inproc, base));
         println!("xlsx_cpu_ratio_vs_openpyxl: {:.2}", cpu_ratio(ours, base));
+    }
+    for (name, rows) in [("html", &html), ("email", &email)] {
+        if let Some([ours, inproc, base]) = rows {
+            println!("{name}_{}_per_s: {:.1}", ours.unit, ours.rate());
+            println!("{name}_ratio_vs_python: {:.2}", ratio(ours, base));
+            println!("{name}_in_process_ratio_vs_python: {:.2}", ratio(inproc, base));
+            println!("{name}_cpu_ratio_vs_python: {:.2}", cpu_ratio(ours, base));
+        }
     }
     Ok(())
 }

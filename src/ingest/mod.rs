@@ -4,6 +4,7 @@
 pub mod artifact;
 pub mod bench;
 pub mod bench_sheet;
+pub mod bench_web;
 pub mod corpus;
 pub mod docx;
 pub mod email;

@@ -417,7 +417,8 @@ const PAPERCLIP: &str = "<svg class=\"clip\" viewBox=\"0 0 24 24\" width=\"16\" 
 /// An e-mail attachment's heading block: `a1_h`, `a2_a1_h` (see `ingest::email`).
 fn is_attachment_heading(id: &str) -> bool {
     id.strip_suffix('h').is_some_and(|p| {
-        p.split_terminator('_').all(|seg| seg.strip_prefix('a').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())))
+        p.split_terminator('_')
+            .all(|seg| seg.strip_prefix('a').is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit())))
             && !p.is_empty()
     })
 }

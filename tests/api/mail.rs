@@ -47,7 +47,8 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     let k = kb_with_grant(&app).await;
     let dir = app.docs.join("team/mail");
     std::fs::create_dir_all(&dir).unwrap();
-    let pdf = std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("run through ./dev test")).join("known_words.pdf");
+    let pdf =
+        std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("run through ./dev test")).join("known_words.pdf");
     let st = Command::new("python3").arg("-c").arg(WRITE_EML).arg(dir.join("decision.eml")).arg(&pdf).status().unwrap();
     assert!(st.success());
     let smime = "From: a@example.com\r\nSubject: secret\r\nContent-Type: application/pkcs7-mime; smime-type=enveloped-data\r\n\r\nMIAGCSqG\r\n";
@@ -93,7 +94,8 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     let doc = Html::parse_document(&html);
     let hl = doc.select(&Selector::parse("#hl").unwrap()).next().expect("a highlighted block");
     assert!(hl.text().collect::<String>().contains("Zephyr"));
-    let headings: Vec<String> = doc.select(&Selector::parse("[data-type=heading]").unwrap()).map(|h| h.text().collect()).collect();
+    let headings: Vec<String> =
+        doc.select(&Selector::parse("[data-type=heading]").unwrap()).map(|h| h.text().collect()).collect();
     for name in ["known_words.pdf", "plan.md", "venue.eml"] {
         assert!(headings.iter().any(|h| h.trim() == name), "{name} not listed: {headings:?}");
     }

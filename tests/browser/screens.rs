@@ -122,9 +122,16 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         .map(|u| u.split('#').next().unwrap().to_string())
         .unwrap_or_else(|| format!("/sources/{pdf_id}/view?page=2"));
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "300 guests", "mode": "lexical"})).await;
-    let viewer_mail = hits["results"][0]["openAction"]["url"].as_str().expect("the attachment's passage").split('#').next().unwrap().to_string();
+    let viewer_mail = hits["results"][0]["openAction"]["url"]
+        .as_str()
+        .expect("the attachment's passage")
+        .split('#')
+        .next()
+        .unwrap()
+        .to_string();
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "Shanghai cap", "mode": "lexical"})).await;
-    let viewer_html = hits["results"][0]["openAction"]["url"].as_str().expect("the web page's row").split('#').next().unwrap().to_string();
+    let viewer_html =
+        hits["results"][0]["openAction"]["url"].as_str().expect("the web page's row").split('#').next().unwrap().to_string();
 
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "aurora", "mode": "lexical"})).await;
     let sheet = hits["results"][0]["openAction"]["url"].as_str().expect("the spreadsheet needle is found");

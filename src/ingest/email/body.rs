@@ -69,7 +69,10 @@ mod tests {
             [
                 Para { block_type: BlockType::Paragraph, text: "Hi all,".into() },
                 Para { block_type: BlockType::Paragraph, text: "The budget is approved:\n700,000 CNY.".into() },
-                Para { block_type: BlockType::Quote, text: "On Mon, 1 Dec 2026, Ann wrote:\nIs the budget\napproved?\nAnn".into() },
+                Para {
+                    block_type: BlockType::Quote,
+                    text: "On Mon, 1 Dec 2026, Ann wrote:\nIs the budget\napproved?\nAnn".into()
+                },
             ]
         );
     }

@@ -31,9 +31,7 @@ use std::collections::HashMap;
 
 use mail_parser::{Address, Message, MessageParser, MimeHeaders, PartType};
 
-use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder,
-};
+use super::artifact::{self, Block, BlockType, ParsedArtifact, Quality, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder};
 use super::{ParseError, ParseInput, ParseProvider, html, providers};
 use crate::evidence::SourceKind;
 
@@ -73,7 +71,9 @@ impl ParseProvider for EmailProvider {
 fn parse_message(bytes: &[u8]) -> Result<Message<'_>, ParseError> {
     let message = MessageParser::default()
         .parse(bytes)
-        .filter(|m| m.from().is_some() || m.to().is_some() || m.date().is_some() || m.subject().is_some() || m.message_id().is_some())
+        .filter(|m| {
+            m.from().is_some() || m.to().is_some() || m.date().is_some() || m.subject().is_some() || m.message_id().is_some()
+        })
         .ok_or_else(|| ParseError::new("email_malformed", "not an e-mail message (no From, To, Date, Subject or Message-ID)"))?;
     let encrypted = message.content_type().is_some_and(|ct| {
         let sub = ct.subtype().unwrap_or("").to_ascii_lowercase();

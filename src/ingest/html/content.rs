@@ -41,16 +41,53 @@ pub struct RawBlock {
 
 /// Elements whose whole subtree is never content.
 const DROPPED: &[&str] = &[
-    "head", "script", "style", "noscript", "template", "form", "button", "select", "textarea", "input", "option",
-    "iframe", "object", "embed", "svg", "math", "canvas", "audio", "video", "map", "dialog",
+    "head", "script", "style", "noscript", "template", "form", "button", "select", "textarea", "input", "option", "iframe",
+    "object", "embed", "svg", "math", "canvas", "audio", "video", "map", "dialog",
 ];
 /// Page chrome, dropped outside `<main>` / `<article>`.
 const CHROME: &[&str] = &["nav", "header", "footer", "aside"];
 /// Elements that end the text before them and start their own.
 const BLOCKS: &[&str] = &[
-    "address", "article", "aside", "blockquote", "body", "center", "dd", "details", "div", "dl", "dt", "fieldset",
-    "figcaption", "figure", "footer", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "html", "li", "main",
-    "menu", "nav", "ol", "p", "pre", "section", "summary", "table", "tbody", "thead", "tfoot", "tr", "caption", "ul",
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "body",
+    "center",
+    "dd",
+    "details",
+    "div",
+    "dl",
+    "dt",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hr",
+    "html",
+    "li",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "tbody",
+    "thead",
+    "tfoot",
+    "tr",
+    "caption",
+    "ul",
 ];
 
 /// An open block element.
@@ -236,7 +273,14 @@ impl State {
             }
             "tr" => {
                 self.flush_to_top();
-                self.rows.push(Row { id: node.id(), element: index, cells: Vec::new(), cell_start: None, all_header: true, inner: 0 });
+                self.rows.push(Row {
+                    id: node.id(),
+                    element: index,
+                    cells: Vec::new(),
+                    cell_start: None,
+                    all_header: true,
+                    inner: 0,
+                });
             }
             "td" | "th" if !self.rows.is_empty() => {
                 let row = self.rows.last_mut().expect("checked");
