@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::bench::{Row, TempDir, parse_file_child, run_quiet, timed};
+use super::bench_common::{Row, TempDir, parse_file_child, run_quiet, timed};
 use super::worker::parse_in_process;
 
 pub const SHEET_ROWS: usize = 100_000;

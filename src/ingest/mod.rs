@@ -3,6 +3,7 @@
 
 pub mod artifact;
 pub mod bench;
+pub mod bench_common;
 pub mod bench_sheet;
 pub mod bench_web;
 pub mod corpus;
