@@ -330,7 +330,7 @@ async fn fabricated_citations_are_not_verified() {
          The moon is made of green cheese. [evidence:{real}]\n\
          Volcanoes erupt in Iceland every spring [evidence:{fake}]."
     );
-    let r = verify::check(&state, &actor, &KbScope::Readable, &answer, Vec::new()).await;
+    let r = verify::check(&state, &actor, &KbScope::Readable, &answer, Vec::new(), None).await;
     let got: Vec<(bool, &str)> = r.citations.iter().map(|c| (c.verified, c.reason.as_str())).collect();
     assert_eq!(got, [(true, "quote_found"), (true, "key_terms"), (false, "unsupported"), (false, "evidence_not_found")], "{r:?}");
     assert_eq!((r.total, r.verified), (4, 2));
@@ -339,15 +339,15 @@ async fn fabricated_citations_are_not_verified() {
 
     // A run bound to another KB: its citations of this one are not found, as its tools say.
     let elsewhere = KbScope::of(&[Uuid::new_v4()]);
-    let r = verify::check(&state, &actor, &elsewhere, &answer, Vec::new()).await;
+    let r = verify::check(&state, &actor, &elsewhere, &answer, Vec::new(), None).await;
     assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
     let inside = KbScope::of(&[t.kb.parse().unwrap()]);
-    assert_eq!(verify::check(&state, &actor, &inside, &answer, Vec::new()).await.verified, 2);
+    assert_eq!(verify::check(&state, &actor, &inside, &answer, Vec::new(), None).await.verified, 2);
 
     // Another tenant's actor cannot see the evidence at all.
     let _other = team(&app, "other", &[("x.md", "# X\n\nnothing\n")]).await;
     let stranger = mnote::context::act_as(&app.pool, "other", None).await.unwrap();
-    let r = verify::check(&state, &stranger, &KbScope::Readable, &answer, Vec::new()).await;
+    let r = verify::check(&state, &stranger, &KbScope::Readable, &answer, Vec::new(), None).await;
     assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
     let _ = (t.tenant, t.user);
 }
