@@ -84,9 +84,13 @@ fn cue(question: &str) -> Option<(AnswerKind, usize, usize)> {
         while let Some(i) = q[from..].find(c).map(|i| i + from) {
             let end = i + c.len();
             let ascii = c.is_ascii();
-            let bounded = !ascii
-                || (q[..i].chars().next_back().is_none_or(|p| !p.is_alphanumeric())
-                    && q[end..].chars().next().is_none_or(|n| !n.is_alphanumeric()));
+            let next = q[end..].chars().next();
+            // 几乎 (almost) and 几何 (geometry) ask for no number.
+            let word = *c == "几" && next.is_some_and(|n| "乎何".contains(n));
+            let bounded = !word
+                && (!ascii
+                    || (q[..i].chars().next_back().is_none_or(|p| !p.is_alphanumeric())
+                        && next.is_none_or(|n| !n.is_alphanumeric())));
             if bounded {
                 if best.is_none_or(|b| i < b.1) {
                     best = Some((*kind, i, end));
@@ -110,12 +114,24 @@ fn numeral(c: char) -> bool {
     c.is_ascii_digit() || "零一二三四五六七八九十百千万亿两〇".contains(c)
 }
 
+/// Digits, or Chinese numerals other than a lone 一 (一种, 一条, 一直 say no amount).
+fn has_number(text: &str) -> bool {
+    let chars: Vec<char> = text.chars().collect();
+    chars.iter().enumerate().any(|(i, &c)| {
+        c.is_ascii_digit()
+            || (numeral(c)
+                && (c != '一'
+                    || chars.get(i + 1).is_some_and(|n| numeral(*n))
+                    || i > 0 && numeral(chars[i - 1])))
+    })
+}
+
 /// Whether `text` holds what `kind` asks for: digits or Chinese numerals; for a date, a year,
 /// month or day (or four digits); for a person, a name: a capitalised word inside an English
 /// sentence (Chinese names cannot be told from text: any Chinese sentence may hold one).
 pub fn holds(kind: AnswerKind, text: &str) -> bool {
     match kind {
-        AnswerKind::Number => text.chars().any(numeral),
+        AnswerKind::Number => has_number(text),
         AnswerKind::Date => {
             let chars: Vec<char> = text.chars().collect();
             chars.windows(2).any(|w| numeral(w[0]) && "年月日世代".contains(w[1]))
@@ -190,6 +206,8 @@ pub struct Measures {
     pub best_score: f64,
     /// A quoted sentence holds the kind of thing asked for (`None`: the question asks no kind).
     pub kind_held: Option<bool>,
+    /// No sentence shared enough of the question's terms: the closest passages were quoted.
+    pub closest: bool,
 }
 
 /// The surface text of the question's terms (as written), for `missingTerms`.
@@ -209,7 +227,8 @@ fn surface(question: &str, terms: &[String]) -> Vec<String> {
 
 /// Whether the quoted sentences `picked` (of `hits`, chosen as `fit`) answer `question`.
 pub fn judge(question: &str, hits: &[EvidenceHit], picked: &[(usize, String)], fit: Fit) -> (Assessment, Measures) {
-    let mut m = Measures { best_score: hits.iter().map(|h| h.score).fold(0.0, f64::max), ..Default::default() };
+    let best_score = hits.iter().map(|h| h.score).fold(0.0, f64::max);
+    let mut m = Measures { best_score, closest: fit == Fit::Closest, ..Default::default() };
     if hits.is_empty() || picked.is_empty() {
         return (Assessment::new(Verdict::NotFound, VerdictReason::NoPassages), m);
     }
@@ -283,6 +302,8 @@ mod tests {
         assert!(f.contains("engin"), "{f:?}");
         assert!(holds(AnswerKind::Number, "预算金额（元）：700000"));
         assert!(!holds(AnswerKind::Number, "农贸市场经营管理权项目招标公告"));
+        assert!(!holds(AnswerKind::Number, "广茂铁路是中国广东省一条铁路"), "a lone 一 is no amount");
+        assert!(holds(AnswerKind::Number, "全长三十一公里") && holds(AnswerKind::Number, "一百人"));
         assert!(holds(AnswerKind::Date, "广三铁路于1903年筑成"));
         assert!(holds(AnswerKind::Person, "The pager is carried by Alice Smith."));
         assert!(!holds(AnswerKind::Person, "the pager is carried by the team."));
@@ -296,9 +317,9 @@ mod tests {
         assert_eq!((a.verdict, a.reason), (Verdict::Answered, VerdictReason::AnswerInPassages), "{m:?}");
 
         // On topic, but no amount where one is asked for: partial, saying what is missing.
-        let hits = vec![hit(1, "广茂铁路是中国广东省一条起自广州市广州西站的铁路，由三茂铁路股份有限公司管理运营。")];
+        let hits = vec![hit(1, "广茂铁路是广东省的铁路，起自广州西站，由铁路公司管理运营。")];
         let picked = vec![(0, hits[0].quote.clone())];
-        let (a, _) = judge("广茂铁路的管理公司有多少员工？", &hits, &picked, Fit::Answer);
+        let (a, _) = judge("广茂铁路由多少家公司管理运营？", &hits, &picked, Fit::Answer);
         assert_eq!((a.verdict, a.missing), (Verdict::Partial, Some(AnswerKind::Number)), "{a:?}");
 
         // The question's subject is in no passage: not found, the missing terms named.
