@@ -17,7 +17,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::extract::{Fit, content_words, question_terms};
+use super::extract::{Fit, content_words, question_terms, written_in};
 use crate::{
     agents::{
         tools::EvidenceHit,
@@ -187,11 +187,14 @@ fn weights(q: &HashSet<String>, passages: &[HashSet<String>]) -> HashMap<String,
         .collect()
 }
 
-/// The terms of a hit: its quote and the heading it sits under.
-fn passage_terms(h: &EvidenceHit) -> HashSet<String> {
+/// The terms of a hit: its quote and the heading it sits under, and the question's Chinese
+/// terms written in them (however the segmenter cut them).
+fn passage_terms(q: &HashSet<String>, h: &EvidenceHit) -> HashSet<String> {
     let mut t: HashSet<String> = analyze::analyze(&h.quote).into_iter().map(|t| t.term).collect();
+    t.extend(written_in(q, &h.quote));
     if let Some(s) = &h.section {
         t.extend(analyze::analyze(s).into_iter().map(|t| t.term));
+        t.extend(written_in(q, s));
     }
     t
 }
@@ -200,8 +203,10 @@ fn passage_terms(h: &EvidenceHit) -> HashSet<String> {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Measures {
-    /// Weighted share of the key terms the quoted passages hold.
+    /// Weighted share of the key terms the best quoted passage holds.
     pub coverage: f64,
+    /// Weighted share of the key terms the quoted passages hold together.
+    pub union_coverage: f64,
     /// The searches' best fused score.
     pub best_score: f64,
     /// A quoted sentence holds the kind of thing asked for (`None`: the question asks no kind).
@@ -233,15 +238,21 @@ pub fn judge(question: &str, hits: &[EvidenceHit], picked: &[(usize, String)], f
         return (Assessment::new(Verdict::NotFound, VerdictReason::NoPassages), m);
     }
     let q = question_terms(question);
-    let passages: Vec<HashSet<String>> = hits.iter().map(passage_terms).collect();
+    let passages: Vec<HashSet<String>> = hits.iter().map(|h| passage_terms(&q, h)).collect();
     let w = weights(&q, &passages);
     let total: f64 = w.values().sum();
+    let share = |terms: &HashSet<&String>| {
+        let held: f64 = q.iter().filter(|t| terms.contains(t)).map(|t| w[t]).sum();
+        if total > 0.0 { held / total } else { 0.0 }
+    };
+    // One passage must hold the question's key terms (the answer comes from one place); all
+    // the quoted ones together say whether every part of the question is covered.
     let mut quoted: HashSet<&String> = HashSet::new();
     for (i, _) in picked {
+        m.coverage = m.coverage.max(share(&passages[*i].iter().collect()));
         quoted.extend(passages[*i].iter());
     }
-    let held: f64 = q.iter().filter(|t| quoted.contains(t)).map(|t| w[t]).sum();
-    m.coverage = if total > 0.0 { held / total } else { 0.0 };
+    m.union_coverage = share(&quoted);
     let mut missing: Vec<String> = q.iter().filter(|t| !quoted.contains(t)).cloned().collect();
     missing.sort_by(|a, b| w[b].total_cmp(&w[a]).then(a.cmp(b)));
     let kind = asked_kind(question);
@@ -259,7 +270,7 @@ pub fn judge(question: &str, hits: &[EvidenceHit], picked: &[(usize, String)], f
         a.missing = kind;
         return (a, m);
     }
-    if m.coverage < ANSWERED_FLOOR {
+    if m.union_coverage < ANSWERED_FLOOR {
         return (verdict(Verdict::Partial, VerdictReason::PartOfQuestion), m);
     }
     (Assessment { missing_terms: Vec::new(), ..verdict(Verdict::Answered, VerdictReason::AnswerInPassages) }, m)

@@ -213,6 +213,7 @@ struct Line<'a> {
     gold_in_evidence: bool,
     verdict: Verdict,
     reason: VerdictReason,
+    missing_terms: &'a [String],
     measures: &'a Measures,
     answer: &'a str,
     /// The passages the answer was chosen from (search order; read whole where the agent read
@@ -402,6 +403,7 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
                 gold_in_evidence: gold_in,
                 verdict: verdict.verdict,
                 reason: verdict.reason,
+                missing_terms: &built.assessment.missing_terms,
                 measures: &built.measures,
                 answer,
                 evidence: hits

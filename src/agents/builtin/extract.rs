@@ -293,6 +293,13 @@ fn sentence_pieces(text: &str) -> Vec<&str> {
     out
 }
 
+/// The Chinese terms of `q` written in `text` as they are, however the segmenter cut `text`
+/// (苏镜宇 in 苏镜宇原名苏博: jieba cuts a name differently in another context).
+pub(super) fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item = String> + 'a {
+    let text = text.to_string();
+    q.iter().filter(move |t| t.chars().any(is_cjk) && text.contains(t.as_str())).cloned()
+}
+
 /// A sentence of a passage that may go into the answer.
 struct Sentence {
     hit: usize,
@@ -363,7 +370,10 @@ pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, Str
     let code = about_code(question);
     let kind = answerable::asked_kind(question);
     let focus = answerable::focus_terms(question);
-    let sentences: Vec<Sentence> = hits.iter().enumerate().flat_map(|(i, h)| sentences_of(i, h, code)).collect();
+    let mut sentences: Vec<Sentence> = hits.iter().enumerate().flat_map(|(i, h)| sentences_of(i, h, code)).collect();
+    for s in &mut sentences {
+        s.terms.extend(written_in(&q, &s.text));
+    }
     let w = weights(&q, &sentences);
     let total: f64 = w.values().sum();
     let need = ((q.len() as f64 * 0.34).ceil() as usize).clamp(1, 3);
@@ -427,6 +437,10 @@ pub fn closest_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, St
         }
         let best = sentences_of(i, h, code)
             .into_iter()
+            .map(|mut s| {
+                s.terms.extend(written_in(&q, &s.text));
+                s
+            })
             .enumerate()
             .map(|(j, s)| {
                 let overlap = s.terms.intersection(&q).count() as f64;
