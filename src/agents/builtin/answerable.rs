@@ -307,6 +307,12 @@ mod tests {
         assert!(f.contains("预算") || f.contains("预算金额"), "{f:?}");
         assert!(f.contains("金额") || f.contains("预算金额"), "{f:?}");
         assert!(!f.contains("农贸"), "{f:?}");
+        // The segmenter's glued words: the name without its 是, the asking words left out.
+        let q = question_terms("潘淑是哪里人？大沙东站共设有几个出入口？");
+        assert!(!q.iter().any(|t| t.contains("几") || t.contains("哪")), "{q:?}");
+        assert!(written_in(&["潘淑是".to_string()].into(), "潘淑，会稽句章人").count() == 1);
+        assert!(written_in(&["公司总部".to_string()].into(), "魏斯可金融公司是一家总部位于帕萨迪纳的企业").count() == 1);
+        assert!(written_in(&["广茂铁路".to_string()].into(), "京广铁路全长2294公里").count() == 0);
         let f = focus_terms("广茂铁路全长多少公里？");
         assert!(f.contains("全长") && f.contains("公里"), "{f:?}");
         let f = focus_terms("How many engineers are on call?");

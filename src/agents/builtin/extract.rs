@@ -137,9 +137,13 @@ const QUESTION_WORDS: &[&str] = &[
     "被",
 ];
 
+/// Asking words the segmenter glues to a neighbour (几座, 哪朝, 什么样, 哪几个): a word holding
+/// one asks too.
+const ASKING_PARTS: &[&str] = &["几", "哪", "什么", "多少", "怎么", "怎样", "为何"];
+
 fn is_question_word(w: &str) -> bool {
     let w = w.to_lowercase();
-    QUESTION_WORDS.contains(&w.as_str())
+    QUESTION_WORDS.contains(&w.as_str()) || (w.chars().any(is_cjk) && ASKING_PARTS.iter().any(|p| w.contains(p)))
 }
 
 /// The question's content terms (as the search analyses them).
@@ -297,7 +301,31 @@ fn sentence_pieces(text: &str) -> Vec<&str> {
 /// (苏镜宇 in 苏镜宇原名苏博: jieba cuts a name differently in another context).
 pub(super) fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item = String> + 'a {
     let text = text.to_string();
-    q.iter().filter(move |t| t.chars().any(is_cjk) && text.contains(t.as_str())).cloned()
+    q.iter().filter(move |t| t.chars().any(is_cjk) && written(t, &text)).cloned()
+}
+
+/// Characters the segmenter glues to a question's word (潘淑是, 海在, 成苏镜宇).
+const GLUED: &str = "是在成的了于和与及为把被将从向对";
+
+/// Whether the Chinese word `t` is written in `text`: as it is, without a function character
+/// the question's segmentation glued to it, or as two words of two characters or more each
+/// (公司总部 in 公司是一家总部位于…).
+fn written(t: &str, text: &str) -> bool {
+    if text.contains(t) {
+        return true;
+    }
+    let chars: Vec<char> = t.chars().collect();
+    if chars.len() < 3 {
+        return false;
+    }
+    let core: String = t.trim_matches(|c| GLUED.contains(c)).to_string();
+    if core.chars().count() >= 2 && core != t && text.contains(&core) {
+        return true;
+    }
+    (2..=chars.len() - 2).any(|i| {
+        let (a, b): (String, String) = (chars[..i].iter().collect(), chars[i..].iter().collect());
+        text.contains(&a) && text.contains(&b)
+    })
 }
 
 /// A sentence of a passage that may go into the answer.
