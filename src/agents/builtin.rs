@@ -381,7 +381,9 @@ mod tests {
         ];
         let q = "What is the on-call rotation?";
         assert!(select_sentences(q, &hits).is_empty(), "no sentence shares the question's words");
-        for (lang, intro) in [(Lang::En, "Nothing in these knowledge bases answers this."), (Lang::Zh, "这些知识库里没有能回答这个问题的内容。")] {
+        for (lang, intro) in
+            [(Lang::En, "Nothing in these knowledge bases answers this."), (Lang::Zh, "这些知识库里没有能回答这个问题的内容。")]
+        {
             let a = answer_from(q, lang, &hits);
             assert_eq!(a.assessment.verdict, Verdict::NotFound, "closest passages are no answer");
             let answer = a.text;
@@ -472,7 +474,8 @@ mod tests {
             assert_eq!(support(&c.sentence, &h.quote, &[]), Support::QuoteFound, "{c:?}");
         }
         let en =
-            answer_from("How do scoped threads borrow data?", Lang::En, &[hit(1, 10, "a.md", "Scoped threads borrow data.")]).text;
+            answer_from("How do scoped threads borrow data?", Lang::En, &[hit(1, 10, "a.md", "Scoped threads borrow data.")])
+                .text;
         assert!(
             en.starts_with("From your documents (quoted word for word):\n\n### a.md\n\n- “Scoped threads borrow data.” [1 · "),
             "{en}"
@@ -494,7 +497,8 @@ mod tests {
         let a = answer_from(q, Lang::Zh, &hits);
         assert_eq!(a.assessment.verdict, Verdict::Answered, "{a:?}");
         // Two sentences of one passage: each quote gets its own chip number.
-        let two = vec![hit(1, 10, "a.md", "Scoped threads borrow data from the stack. Scoped threads end before the scope returns.")];
+        let two =
+            vec![hit(1, 10, "a.md", "Scoped threads borrow data from the stack. Scoped threads end before the scope returns.")];
         let picked = select_sentences("What do scoped threads do with the stack and the scope?", &two);
         assert_eq!(picked.len(), 2, "{picked:?}");
         let text = compose(Lang::En, &two, &picked, &answered());

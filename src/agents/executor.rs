@@ -175,8 +175,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                 tx.commit().await?;
             }
             if stopped == Some(Stop::Cancelled) {
-                let receipt =
-                    verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(Claim::None)).await;
+                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(Claim::None)).await;
                 return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
             }
             let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(out.claim)).await;

@@ -229,7 +229,10 @@ mod tests {
         assert_eq!(decide(judged(Verdict::Partial), 3, 3).basis, Basis::Evidence);
 
         let m = decide(Claim::Model(ModelSaid::Answer), 2, 0);
-        assert_eq!((m.basis, m.assessment.verdict, m.assessment.reason), (Basis::Model, Verdict::NotFound, VerdictReason::NoVerifiedQuote));
+        assert_eq!(
+            (m.basis, m.assessment.verdict, m.assessment.reason),
+            (Basis::Model, Verdict::NotFound, VerdictReason::NoVerifiedQuote)
+        );
         let m = decide(Claim::Model(ModelSaid::Answer), 0, 0);
         assert_eq!((m.assessment.verdict, m.assessment.reason), (Verdict::NotFound, VerdictReason::NoCitation));
         let m = decide(Claim::Model(ModelSaid::NotFound), 2, 2);
@@ -244,10 +247,19 @@ mod tests {
 
     #[test]
     fn a_models_marker_is_read_and_left_out_of_the_answer() {
-        assert_eq!(model_marker("[not-found] The documents do not say."), ("The documents do not say.".into(), ModelSaid::NotFound));
+        assert_eq!(
+            model_marker("[not-found] The documents do not say."),
+            ("The documents do not say.".into(), ModelSaid::NotFound)
+        );
         assert_eq!(model_marker("  [NOT_FOUND]\n\nNothing here."), ("Nothing here.".into(), ModelSaid::NotFound));
-        assert_eq!(model_marker("[Partial]: Only the price is given [evidence:x]."), ("Only the price is given [evidence:x].".into(), ModelSaid::Partial));
-        assert_eq!(model_marker("The rotation is weekly [evidence:x]."), ("The rotation is weekly [evidence:x].".into(), ModelSaid::Answer));
+        assert_eq!(
+            model_marker("[Partial]: Only the price is given [evidence:x]."),
+            ("Only the price is given [evidence:x].".into(), ModelSaid::Partial)
+        );
+        assert_eq!(
+            model_marker("The rotation is weekly [evidence:x]."),
+            ("The rotation is weekly [evidence:x].".into(), ModelSaid::Answer)
+        );
         // Alone on a later line it still counts; inside a sentence it is text.
         assert_eq!(model_marker("I searched.\n[not-found]\n").1, ModelSaid::NotFound);
         assert_eq!(model_marker("The tag [not-found] appears in logs.").1, ModelSaid::Answer);

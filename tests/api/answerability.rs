@@ -108,7 +108,13 @@ async fn the_receipt_says_whether_the_documents_answer_and_the_page_shows_it() {
     let r = &run["receipt"];
     assert_eq!((r["verdict"].as_str(), r["verdictReason"].as_str()), (Some("partial"), Some("asked_kind_missing")), "{r}");
     assert_eq!(r["missing"], "number", "{r}");
-    assert!(run["answer"].as_str().unwrap().starts_with("Partly answered: these passages are on topic, but none of them states the amount or number asked for"), "{run}");
+    assert!(
+        run["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("Partly answered: these passages are on topic, but none of them states the amount or number asked for"),
+        "{run}"
+    );
     let page = result_block(&t, &run).await;
     assert!(page.contains("ai-verdict ai-verdict-partial"), "{page}");
     assert!(page.contains("none states the amount or number asked for"), "{page}");

@@ -119,10 +119,7 @@ fn has_number(text: &str) -> bool {
     let chars: Vec<char> = text.chars().collect();
     chars.iter().enumerate().any(|(i, &c)| {
         c.is_ascii_digit()
-            || (numeral(c)
-                && (c != '一'
-                    || chars.get(i + 1).is_some_and(|n| numeral(*n))
-                    || i > 0 && numeral(chars[i - 1])))
+            || (numeral(c) && (c != '一' || chars.get(i + 1).is_some_and(|n| numeral(*n)) || i > 0 && numeral(chars[i - 1])))
     })
 }
 
@@ -136,16 +133,27 @@ pub fn holds(kind: AnswerKind, text: &str) -> bool {
             let chars: Vec<char> = text.chars().collect();
             chars.windows(2).any(|w| numeral(w[0]) && "年月日世代".contains(w[1]))
                 || chars.windows(4).any(|w| w.iter().all(char::is_ascii_digit))
-                || ["january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december"]
-                    .iter()
-                    .any(|m| text.to_lowercase().contains(m))
+                || [
+                    "january",
+                    "february",
+                    "march",
+                    "april",
+                    "june",
+                    "july",
+                    "august",
+                    "september",
+                    "october",
+                    "november",
+                    "december",
+                ]
+                .iter()
+                .any(|m| text.to_lowercase().contains(m))
         }
         AnswerKind::Person => {
             text.chars().any(is_cjk)
-                || text
-                    .split_whitespace()
-                    .skip(1)
-                    .any(|w| w.chars().next().is_some_and(char::is_uppercase) && w.chars().filter(|c| c.is_alphabetic()).count() > 1)
+                || text.split_whitespace().skip(1).any(|w| {
+                    w.chars().next().is_some_and(char::is_uppercase) && w.chars().filter(|c| c.is_alphabetic()).count() > 1
+                })
         }
     }
 }
@@ -161,8 +169,7 @@ pub fn focus_terms(question: &str) -> HashSet<String> {
     let words = content_words(question);
     let clause_break = |s: &str| s.chars().any(|c| "，,。；;：:？?！!".contains(c));
     let mut out = HashSet::new();
-    let before: Vec<&(usize, usize)> =
-        words.iter().filter(|w| w.1 <= start && !clause_break(&question[w.1..start])).collect();
+    let before: Vec<&(usize, usize)> = words.iter().filter(|w| w.1 <= start && !clause_break(&question[w.1..start])).collect();
     for w in before.iter().rev().take(2) {
         out.extend(question_terms(&question[w.0..w.1]));
     }
@@ -173,7 +180,9 @@ pub fn focus_terms(question: &str) -> HashSet<String> {
 }
 
 /// Each question term's weight among the passages `hits`: rarer weighs more (a term in no
-/// passage most), a Chinese word by its length (one character says little).
+/// passage most), a Chinese word by its length (one character says little) and by how
+/// uncommon it is in general text (a missing 特点 or 名字 is the question's frame, a missing
+/// name is its subject).
 fn weights(q: &HashSet<String>, passages: &[HashSet<String>]) -> HashMap<String, f64> {
     let n = passages.len() as f64;
     q.iter()
@@ -181,11 +190,26 @@ fn weights(q: &HashSet<String>, passages: &[HashSet<String>]) -> HashMap<String,
             let df = passages.iter().filter(|p| p.contains(t)).count() as f64;
             let idf = ((n + 1.0) / (df + 0.5)).ln().max(0.2);
             let chars = t.chars().count();
-            let len = if t.chars().any(is_cjk) { (chars as f64).min(4.0) / 2.0 } else { 1.0 };
-            (t.clone(), idf * len)
+            let cjk = t.chars().any(is_cjk);
+            let len = if cjk { (chars as f64).min(4.0) / 2.0 } else { 1.0 };
+            let rare = if cjk { uncommon(analyze::word_frequency(t)) } else { 1.0 };
+            (t.clone(), idf * len * rare)
         })
         .collect()
 }
+
+/// 1 for a word general text rarely has (a name: jieba suggests a count of a few), down to
+/// [`COMMON_WEIGHT`] for an everyday word (a count in the thousands).
+fn uncommon(freq: usize) -> f64 {
+    let ln = (freq as f64 + 1.0).ln();
+    (1.0 - (ln - RARE_LN) / (COMMON_LN - RARE_LN)).clamp(COMMON_WEIGHT, 1.0)
+}
+
+/// A dictionary count of about e^4 ≈ 55 and under: a rare word; e^8.5 ≈ 5,000 and over: an
+/// everyday one.
+const RARE_LN: f64 = 4.0;
+const COMMON_LN: f64 = 8.5;
+const COMMON_WEIGHT: f64 = 0.25;
 
 /// The terms of a hit: its quote and the heading it sits under, and the question's Chinese
 /// terms written in them (however the segmenter cut them).
@@ -313,6 +337,9 @@ mod tests {
         assert!(written_in(&["潘淑是".to_string()].into(), "潘淑，会稽句章人").count() == 1);
         assert!(written_in(&["公司总部".to_string()].into(), "魏斯可金融公司是一家总部位于帕萨迪纳的企业").count() == 1);
         assert!(written_in(&["广茂铁路".to_string()].into(), "京广铁路全长2294公里").count() == 0);
+        // An everyday word weighs less than a name when missing.
+        assert!(uncommon(analyze::word_frequency("特点")) < 0.6, "{}", analyze::word_frequency("特点"));
+        assert!(uncommon(analyze::word_frequency("陈荣捷")) > 0.9, "{}", analyze::word_frequency("陈荣捷"));
         let f = focus_terms("广茂铁路全长多少公里？");
         assert!(f.contains("全长") && f.contains("公里"), "{f:?}");
         let f = focus_terms("How many engineers are on call?");

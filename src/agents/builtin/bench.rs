@@ -263,6 +263,9 @@ impl Tally {
     }
 }
 
+/// A question to ask, and whether its passage is held out (not indexed).
+type Asked = (Question, bool);
+
 /// The questions to ask and the passages to index: every passage of the corpus and the
 /// questions whose passage it holds; with `held_out`, the passages of the indexed half of the
 /// articles and every question (held out: its article is in the other half). `limit` applies
@@ -272,7 +275,7 @@ fn split(
     mut questions: Vec<Question>,
     held_out: bool,
     limit: Option<usize>,
-) -> anyhow::Result<(Vec<Doc>, Vec<(Question, bool)>)> {
+) -> anyhow::Result<(Vec<Doc>, Vec<Asked>)> {
     let known: HashSet<String> = docs.iter().map(|d| d.id.clone()).collect();
     let total = questions.len();
     questions.retain(|q| known.contains(&q.passage));
@@ -281,7 +284,7 @@ fn split(
     }
     anyhow::ensure!(!questions.is_empty(), "no question's passage is in the corpus");
     if !held_out {
-        let mut qs: Vec<(Question, bool)> = questions.into_iter().map(|q| (q, false)).collect();
+        let mut qs: Vec<Asked> = questions.into_iter().map(|q| (q, false)).collect();
         if let Some(n) = limit {
             qs.truncate(n);
         }
@@ -289,10 +292,8 @@ fn split(
     }
     // The articles of the indexed half; a passage is indexed when one of its questions'
     // articles is (a passage belongs to one article).
-    let indexed: HashSet<String> =
-        questions.iter().filter(|q| indexed_half(&q.article)).map(|q| q.passage.clone()).collect();
-    let held: HashSet<String> =
-        questions.iter().filter(|q| !indexed_half(&q.article)).map(|q| q.passage.clone()).collect();
+    let indexed: HashSet<String> = questions.iter().filter(|q| indexed_half(&q.article)).map(|q| q.passage.clone()).collect();
+    let held: HashSet<String> = questions.iter().filter(|q| !indexed_half(&q.article)).map(|q| q.passage.clone()).collect();
     let docs: Vec<Doc> = docs.into_iter().filter(|d| indexed.contains(&d.id) && !held.contains(&d.id)).collect();
     let n = limit.unwrap_or(usize::MAX);
     let (mut ins, mut outs): (Vec<Question>, Vec<Question>) = questions.into_iter().partition(|q| indexed_half(&q.article));
@@ -408,7 +409,11 @@ pub async fn answers_command(a: BenchArgs<'_>) -> anyhow::Result<()> {
                 answer,
                 evidence: hits
                     .iter()
-                    .map(|h| Evidence { passage: passage_of.get(&h.source_id).map(String::as_str), score: h.score, quote: &h.quote })
+                    .map(|h| Evidence {
+                        passage: passage_of.get(&h.source_id).map(String::as_str),
+                        score: h.score,
+                        quote: &h.quote,
+                    })
                     .collect(),
             };
             writeln!(w, "{}", serde_json::to_string(&line)?)?;

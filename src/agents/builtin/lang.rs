@@ -66,7 +66,9 @@ impl Lang {
     /// `not_found`): the closest passages, said to be no answer.
     pub fn closest_intro(self) -> &'static str {
         match self {
-            Lang::En => "Nothing in these knowledge bases answers this. The closest passages (not an answer, quoted word for word):",
+            Lang::En => {
+                "Nothing in these knowledge bases answers this. The closest passages (not an answer, quoted word for word):"
+            }
             Lang::Zh => "这些知识库里没有能回答这个问题的内容。以下是最接近的段落（并非答案，原文引用）：",
         }
     }

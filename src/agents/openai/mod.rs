@@ -120,7 +120,8 @@ pub fn tool_specs<'a>(offered: &[&'a super::tools::ToolDef]) -> Vec<ToolSpec<'a>
 }
 
 fn initial_messages(input: &RunInput, with_tools: bool) -> Vec<Message> {
-    let mut system = if with_tools { format!("{SYSTEM_WITH_TOOLS} {}", verdict_instruction()) } else { SYSTEM_CHAT_ONLY.to_string() };
+    let mut system =
+        if with_tools { format!("{SYSTEM_WITH_TOOLS} {}", verdict_instruction()) } else { SYSTEM_CHAT_ONLY.to_string() };
     if input.transcript.last().is_some_and(|t| t.role == TurnRole::Assistant) {
         system.push_str("\n\n");
         system.push_str(RESUME_NOTE);

@@ -9,12 +9,12 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::marker::MarkerGate;
 use super::{
     accumulate::{Accumulator, Turn},
     upstream::{self, BAD_RESPONSE, STREAM_ERROR},
     wire::{ChatRequest, Chunk, Completion},
 };
-use super::marker::MarkerGate;
 use crate::{
     agents::{AgentError, verdict::ModelSaid},
     journal::sink::{EventSink, JournalError},
