@@ -36,6 +36,12 @@ tests): streamed tool calls and cited answers, with directives in the last user 
   [[read]] / [[open]] / [[outline]]  the one tool call is `mnote_evidence_read` / `_open`
                  (`{"evidenceId": <the question>}`) / `_outline` (`{"sourceId": <the question>}`);
                  after its tool message the answer is "<function>: <the error code, or ok>"
+  [[notfound]]   after the search, the answer says the evidence does not answer, starting with the
+                 marker the system prompt tells the model to start such an answer with (the first
+                 `[...]` token after "start your answer with"), on its own line, as instructed;
+                 no marker in the system prompt: the plain sentence
+  [[misquote]]   after the search, every line cites a real result beside a sentence its passage
+                 does not hold (citations whose quotes do not check)
   [[history]]    no tool call: the answer lists the earlier user/assistant messages the request
                  carried before the last user message (role and text, oldest first), so a test
                  sees what a follow-up sent
@@ -135,7 +141,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history|read|open|outline)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history|read|open|outline|notfound|misquote)\]\]")
 
 # `[[read]]`, `[[open]]`, `[[outline]]`: the function called instead of the search, and its argument.
 BY_ID = {"read": ("mnote_evidence_read", "evidenceId"), "open": ("mnote_evidence_open", "evidenceId"),
@@ -199,6 +205,14 @@ def script_for(body):
         results = [r for r in (data.get("results") or []) if isinstance(r, dict) and r.get("evidenceId")] \
             if isinstance(data, dict) else []
         lines = [f"{first_sentence(r.get('quote', ''))} [evidence:{r['evidenceId']}]" for r in results[:3]]
+        if "notfound" in flags:
+            system = " ".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+            m = re.search(r"start your answer with (\[[^\]\s]+\])", system)
+            said = "The knowledge bases do not answer this question: the passages found are about other things."
+            return ("text", f"{m.group(1)}\n\n{said}" if m else said), flags
+        if "misquote" in flags:
+            lines = [f"Penguins supervise the night shift in sector {i + 1}. [evidence:{r['evidenceId']}]"
+                     for i, r in enumerate(results[:2])]
         if "fabricate" in flags:
             lines = lines[:1]
             if results:

@@ -33,6 +33,9 @@ pub struct ApiDoc {
     paths: BTreeMap<String, Map<String, Value>>,
     /// The error answers (`components/responses`), one per status and set of codes.
     errors: Map<String, Value>,
+    /// Properties described by a feature above the one that owns the type (a run's `receipt`,
+    /// stored as JSON by the journal, typed by the agents): (schema, property, its schema).
+    properties: Vec<(String, String, Value)>,
 }
 
 impl Default for ApiDoc {
@@ -55,7 +58,15 @@ impl ApiDoc {
             input: settings().for_deserialize().into_generator(),
             paths: BTreeMap::new(),
             errors: Map::new(),
+            properties: Vec::new(),
         }
+    }
+
+    /// Describe `property` of the response schema `schema` as a `T` (a field its owner keeps
+    /// as free JSON because the type belongs to a feature it may not import).
+    pub fn property<T: JsonSchema>(&mut self, schema: &str, property: &str) {
+        let s = self.out.subschema_for::<T>().to_value();
+        self.properties.push((schema.to_string(), property.to_string(), s));
     }
 
     /// One operation: `method` (`get`, `post`, …) on `path` as axum routes it (`/api/kbs/{id}`).
@@ -86,6 +97,11 @@ impl ApiDoc {
     /// The OpenAPI 3.1 document.
     pub fn finish(mut self) -> Value {
         let mut schemas = self.out.take_definitions(true);
+        for (schema, property, s) in std::mem::take(&mut self.properties) {
+            if let Some(p) = schemas.get_mut(&schema).and_then(|v| v.pointer_mut(&format!("/properties/{property}"))) {
+                *p = s;
+            }
+        }
         let input = self.input.take_definitions(true);
         // A type read and written alike is one schema; one whose input form differs (fields
         // with defaults, say) is `<Name>Input`, and the input references follow it.

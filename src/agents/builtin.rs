@@ -13,13 +13,15 @@
 //!    on), asks LightRAG (`rag`, mode chosen automatically) and streams its answer first, its
 //!    references cited at our evidence and added to the passages the answer may quote;
 //! 5. answers extractively (`extract`): the whole sentences that answer the question, scored
-//!    by the question's weighted terms and what an answer adds (no code lines unless the
+//!    by the question's weighted terms, the kind of value asked for next to the question's
+//!    focus, the search's own scores and what an answer adds (no code lines unless the
 //!    question is about code, no heading-only passages, no duplicates), grouped by document
-//!    under its title, each in quotation marks with a numbered citation
-//!    (`[1 · notes.md · L3–5](…)`), after a lead line saying they are quotations, in the
-//!    question's language; when the searches returned passages but no sentence shares enough
-//!    words, the closest passages, said as such; "nothing relevant" only when nothing was
-//!    found (no citations);
+//!    under its title, each in quotation marks with its own numbered citation
+//!    (`[1 · notes.md · L3–5](…)`), after a lead line saying what they are, in the question's
+//!    language; whether they answer is judged from the evidence (`answerable`: the receipt's
+//!    verdict `answered`, `partial` saying what is missing, or `not_found` with the closest
+//!    passages, said to be no answer); "nothing relevant" only when nothing was found (no
+//!    citations);
 //! 6. streams the answer in small pieces and stops promptly when cancelled.
 //!
 //! Offered no search tool (`chat_only`, or the evidence capability switched off) it plans and
@@ -27,6 +29,7 @@
 //!
 //! `bench` measures the answers on CMRC 2018 (`mnote bench answers`, docs/BENCHMARKS.md).
 
+mod answerable;
 pub mod bench;
 mod extract;
 pub mod followup;
@@ -37,15 +40,17 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
+    answerable::{Measures, asked_kind, focus_terms, judge},
     extract::{
-        Fit, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries, question_terms,
-        select_sentences,
+        BuiltinAnswer, Fit, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
+        question_terms, select_sentences,
     },
     lang::Lang,
 };
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,
     tools::{EvidenceHit, Read, ReadArgs, Search, SearchArgs, ToolBox},
+    verdict::Claim,
 };
 use crate::journal::{Event, PlanEntry};
 
@@ -185,7 +190,7 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     if !env.tools.offers::<Search>() {
         let answer = continuing(input, lang.without_tools().to_string());
         stream(env, &answer).await?;
-        return Ok(RunOutput { answer, provider_run_id: None });
+        return Ok(RunOutput { answer, provider_run_id: None, claim: Claim::None });
     }
     // A follow-up that depends on the previous turn ("and its length?", "它的上限呢？") is searched
     // and answered with the previous question; a new topic on its own (`followup`). The plan
@@ -216,7 +221,7 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     plan.last_mut().expect("the answer step").1 = "in_progress";
     publish(env, &plan).await?;
 
-    let extractive = answer_from(question, lang, &hits);
+    let BuiltinAnswer { text: extractive, assessment, .. } = answer_from(question, lang, &hits);
     // LightRAG's part is already streamed: the answer goes on after it (a resumed run
     // continues its parent only when there was no LightRAG part, which differs every time).
     let (answer, rest) = if consulted.text.is_empty() {
@@ -228,7 +233,7 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     stream(env, &rest).await?;
     plan.last_mut().expect("the answer step").1 = "completed";
     publish(env, &plan).await?;
-    Ok(RunOutput { answer, provider_run_id: None })
+    Ok(RunOutput { answer, provider_run_id: None, claim: Claim::Judged(assessment) })
 }
 
 impl AgentRuntime for BuiltinRuntime {
@@ -249,7 +254,14 @@ mod tests {
         extract::{is_cut, looks_like_code},
         *,
     };
-    use crate::agents::verify::{Support, citations_of, support};
+    use crate::agents::{
+        verdict::{Assessment, Verdict, VerdictReason},
+        verify::{Support, citations_of, support},
+    };
+
+    fn answered() -> Assessment {
+        Assessment::new(Verdict::Answered, VerdictReason::AnswerInPassages)
+    }
 
     fn hit(n: u128, source: u128, title: &str, quote: &str) -> EvidenceHit {
         EvidenceHit {
@@ -307,7 +319,7 @@ mod tests {
         let mut heading = hit(4, 10, "en.md", "Scoped threads");
         heading.section = Some("Scoped threads".into());
         assert!(select_sentences(q, &[heading]).is_empty(), "a heading alone is not an answer");
-        let answer = compose(Lang::En, &hits, &picked, Fit::Answer);
+        let answer = compose(Lang::En, &hits, &picked, &answered());
         assert!(answer.starts_with("From your documents (quoted word for word):"), "{answer}");
         assert!(answer.contains("\n\n### en.md\n"), "{answer}");
         assert!(answer.contains(&format!(
@@ -329,12 +341,12 @@ mod tests {
         let picked = select_sentences("线程作用域怎么借用数据？", &hits);
         assert_eq!(picked.len(), 1, "{picked:?}");
         assert_eq!(picked[0].1, "在 Rust 中，使用线程作用域可以借用栈上的数据。");
-        let answer = compose(Lang::Zh, &hits, &picked, Fit::Answer);
+        let answer = compose(Lang::Zh, &hits, &picked, &answered());
         assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
         assert!(answer.contains("[1 · zh.md · L1]("));
         assert!(select_sentences("番茄怎么种？", &hits).is_empty());
-        assert_eq!(compose(Lang::Zh, &hits, &[], Fit::Answer), "在知识库中没有找到与这个问题相关的内容。");
-        assert!(citations_of(&compose(Lang::En, &hits, &[], Fit::Answer)).is_empty());
+        assert_eq!(compose(Lang::Zh, &hits, &[], &answered()), "在知识库中没有找到与这个问题相关的内容。");
+        assert!(citations_of(&compose(Lang::En, &hits, &[], &answered())).is_empty());
     }
 
     #[test]
@@ -346,7 +358,7 @@ mod tests {
             "See [the guide](/sources/x/view?evidence=00000000-0000-0000-0000-000000000009) for borrowing rules.",
         )];
         let picked = select_sentences("borrowing rules", &hits);
-        let answer = compose(Lang::En, &hits, &picked, Fit::Answer);
+        let answer = compose(Lang::En, &hits, &picked, &answered());
         let cited = citations_of(&answer);
         assert_eq!(cited.len(), 1, "{answer}");
         assert_eq!(cited[0].evidence_id, Some(Uuid::from_u128(1)));
@@ -369,8 +381,12 @@ mod tests {
         ];
         let q = "What is the on-call rotation?";
         assert!(select_sentences(q, &hits).is_empty(), "no sentence shares the question's words");
-        for (lang, intro) in [(Lang::En, "No passage answers"), (Lang::Zh, "没有找到逐字回答")] {
-            let answer = answer_from(q, lang, &hits);
+        for (lang, intro) in
+            [(Lang::En, "Nothing in these knowledge bases answers this."), (Lang::Zh, "这些知识库里没有能回答这个问题的内容。")]
+        {
+            let a = answer_from(q, lang, &hits);
+            assert_eq!(a.assessment.verdict, Verdict::NotFound, "closest passages are no answer");
+            let answer = a.text;
             assert!(answer.starts_with(intro), "{answer}");
             assert!(!answer.contains(lang.nothing_found()), "{answer}");
             let cited = citations_of(&answer);
@@ -382,7 +398,7 @@ mod tests {
             assert_eq!(answer.matches("The pager moves").count(), 1, "no sentence twice: {answer}");
         }
         // Nothing quotable at all: then, and only then, nothing relevant.
-        assert_eq!(answer_from(q, Lang::En, &[]), Lang::En.nothing_found());
+        assert_eq!(answer_from(q, Lang::En, &[]).text, Lang::En.nothing_found());
     }
 
     #[test]
@@ -448,6 +464,8 @@ mod tests {
         assert_eq!(picked[0].1, "广三铁路于1903年筑成，全长49公里。", "a year for a when-question: {picked:?}");
 
         let answer = answer_from("广茂铁路全长多少公里？", Lang::Zh, &hits);
+        assert_eq!(answer.assessment.verdict, Verdict::Answered, "{answer:?}");
+        let answer = answer.text;
         assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
         assert!(answer.contains("\n- “广茂铁路是中国广东省"), "each quotation in quotation marks: {answer}");
         assert!(answer.contains("管理运营。” [1 · guangmao.md · L1]("), "{answer}");
@@ -456,11 +474,35 @@ mod tests {
             assert_eq!(support(&c.sentence, &h.quote, &[]), Support::QuoteFound, "{c:?}");
         }
         let en =
-            answer_from("How do scoped threads borrow data?", Lang::En, &[hit(1, 10, "a.md", "Scoped threads borrow data.")]);
+            answer_from("How do scoped threads borrow data?", Lang::En, &[hit(1, 10, "a.md", "Scoped threads borrow data.")])
+                .text;
         assert!(
             en.starts_with("From your documents (quoted word for word):\n\n### a.md\n\n- “Scoped threads borrow data.” [1 · "),
             "{en}"
         );
+    }
+
+    #[test]
+    fn the_sentence_holding_the_amount_asked_for_is_quoted_first_each_quote_with_its_own_number() {
+        // Issue 41: 预算金额是多少 quoted the title and «35万元/年», not the budget line.
+        let doc = "公告.docx";
+        let hits = vec![
+            hit(1, 10, doc, "某县农贸市场经营管理权项目招标公告"),
+            hit(2, 10, doc, "农贸市场经营管理权项目经营期限三年，承包费不低于35万元/年。中标人负责农贸市场的日常经营管理。"),
+            hit(3, 10, doc, "预算金额（元）：700000"),
+        ];
+        let q = "农贸市场经营管理权项目的预算金额是多少？";
+        let picked = select_sentences(q, &hits);
+        assert_eq!(picked[0].1, "预算金额（元）：700000", "{picked:?}");
+        let a = answer_from(q, Lang::Zh, &hits);
+        assert_eq!(a.assessment.verdict, Verdict::Answered, "{a:?}");
+        // Two sentences of one passage: each quote gets its own chip number.
+        let two =
+            vec![hit(1, 10, "a.md", "Scoped threads borrow data from the stack. Scoped threads end before the scope returns.")];
+        let picked = select_sentences("What do scoped threads do with the stack and the scope?", &two);
+        assert_eq!(picked.len(), 2, "{picked:?}");
+        let text = compose(Lang::En, &two, &picked, &answered());
+        assert!(text.contains("[1 · a.md · L1](") && text.contains("[2 · a.md · L1]("), "{text}");
     }
 
     #[test]

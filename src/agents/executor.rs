@@ -16,6 +16,7 @@ use super::{
     config, descriptors,
     preferences::RunPreferences,
     tools::{ToolBox, ToolCallRecord},
+    verdict::Claim,
     verify,
 };
 use crate::{
@@ -162,6 +163,10 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     }
     let _ = events.flush().await;
     let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
+    // A verdict only for a run that could search the evidence (a chat without documents is
+    // neither answered nor not found); a run that did not complete claims nothing.
+    let searched = tools.offers::<super::tools::Search>();
+    let claim = |c: Claim| searched.then_some(c);
     match outcome {
         Ok(out) => {
             if let Some(p) = &out.provider_run_id {
@@ -170,10 +175,10 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                 tx.commit().await?;
             }
             if stopped == Some(Stop::Cancelled) {
-                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone()).await;
+                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(Claim::None)).await;
                 return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
             }
-            let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone()).await;
+            let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(out.claim)).await;
             let receipt_json = serde_json::to_value(&receipt)?;
             retrying(|| async {
                 let mut tx = system_tx(state, tenant).await?;
@@ -195,12 +200,14 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
         Err(AgentError::Cancelled) => {
             let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone()).await;
+            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await;
             finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
         }
         Err(e) => {
             let partial = events.streamed().await;
-            let receipt = serde_json::to_value(verify::check(state, &actor, tools.scope(), &partial, calls.clone()).await)?;
+            let receipt = serde_json::to_value(
+                verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await,
+            )?;
             let (code, message) = (e.code(), e.to_string());
             tracing::warn!(run = %run_id, code, "run failed: {message}");
             retrying(|| async {

@@ -27,6 +27,7 @@ pub mod preferences;
 pub mod queries;
 pub mod selftest;
 pub mod tools;
+pub mod verdict;
 pub mod verify;
 
 use futures_util::future::BoxFuture;
@@ -172,11 +173,13 @@ pub struct McpAccess {
 }
 
 /// A finished answer.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RunOutput {
     /// Markdown; citations are `citationMarkdown` links (`[label](/sources/…/view?evidence=…#hl)`).
     pub answer: String,
     pub provider_run_id: Option<String>,
+    /// What the agent says of its answer (the receipt's verdict starts from it).
+    pub claim: verdict::Claim,
 }
 
 /// Why a run did not produce an answer. `code()` is the stable error code of `run.failed`.

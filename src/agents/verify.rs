@@ -17,6 +17,7 @@ use uuid::Uuid;
 use super::{
     citations::{self, Found},
     tools::ToolCallRecord,
+    verdict::{self, AnswerKind, Basis, Claim, Verdict, VerdictReason},
 };
 use crate::{auth::Auth, evidence::KbScope, search::analyze, state::AppState};
 
@@ -26,7 +27,7 @@ pub const RECEIPT_SCHEMA: &str = "mnote.agent_run_receipt.v1";
 pub const KEY_TERM_SHARE: f64 = 0.6;
 
 /// One citation of the answer and whether it holds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CitationCheck {
     /// 1-based, in order of appearance.
@@ -43,7 +44,7 @@ pub struct CitationCheck {
 }
 
 /// `mnote.agent_run_receipt.v1`
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Receipt {
     pub schema: &'static str,
@@ -53,6 +54,25 @@ pub struct Receipt {
     pub citations: Vec<CitationCheck>,
     pub total: usize,
     pub verified: usize,
+    /// Of `verified`, the citations whose quoted text was found word for word in their passage.
+    pub quotes_found: usize,
+    /// Whether the evidence answers the question; `null` for a run offered no evidence tools
+    /// (a chat without documents is neither).
+    pub verdict: Option<Verdict>,
+    /// Who judged the verdict: `evidence` (the built-in agent, from its passages), `model`, or
+    /// `quotes` (the quote check alone); capped by the quote check in every case.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict_basis: Option<Basis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict_reason: Option<VerdictReason>,
+    /// `partial`: the kind of thing the question asks for that no passage states.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<AnswerKind>,
+    /// Key terms of the question that no quoted passage holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_terms: Vec<String>,
+    /// What was checked, in words (English): "2 of 2 quotes found in their passages; …".
+    pub checked: String,
 }
 
 /// How a sentence relates to the text of the block it cites.
@@ -211,8 +231,16 @@ async fn blocks(state: &AppState, actor: &Auth, scope: &KbScope, ids: &[Uuid]) -
 }
 
 /// Check `answer`'s citations as `actor` sees the evidence inside the run's `scope` (a block
-/// outside it counts as not found, as it does for the run's tools).
-pub async fn check(state: &AppState, actor: &Auth, scope: &KbScope, answer: &str, tool_calls: Vec<ToolCallRecord>) -> Receipt {
+/// outside it counts as not found, as it does for the run's tools), and decide the verdict
+/// from what the agent `claim`ed (`None`: the run had no evidence tools, no verdict).
+pub async fn check(
+    state: &AppState,
+    actor: &Auth,
+    scope: &KbScope,
+    answer: &str,
+    tool_calls: Vec<ToolCallRecord>,
+    claim: Option<Claim>,
+) -> Receipt {
     let mut evidence_ids: Vec<Uuid> = Vec::new();
     for c in &tool_calls {
         for id in &c.evidence_ids {
@@ -254,8 +282,64 @@ pub async fn check(state: &AppState, actor: &Auth, scope: &KbScope, answer: &str
             }
         })
         .collect();
+    receipt(tool_calls, evidence_ids, citations, claim)
+}
+
+/// The receipt of checked `citations`, its verdict decided from `claim`.
+pub fn receipt(
+    tool_calls: Vec<ToolCallRecord>,
+    evidence_ids: Vec<Uuid>,
+    citations: Vec<CitationCheck>,
+    claim: Option<Claim>,
+) -> Receipt {
+    let total = citations.len();
     let verified = citations.iter().filter(|c| c.verified).count();
-    Receipt { schema: RECEIPT_SCHEMA, tool_calls, evidence_ids, total: citations.len(), verified, citations }
+    let quotes_found = citations.iter().filter(|c| c.reason == "quote_found").count();
+    let decision = claim.map(|c| verdict::decide(c, total, verified));
+    let checked = checked_words(total, verified, quotes_found, decision.as_ref());
+    let (basis, a) = match decision {
+        Some(d) => (Some(d.basis), Some(d.assessment)),
+        None => (None, None),
+    };
+    Receipt {
+        schema: RECEIPT_SCHEMA,
+        tool_calls,
+        evidence_ids,
+        total,
+        verified,
+        quotes_found,
+        verdict: a.as_ref().map(|a| a.verdict),
+        verdict_basis: basis,
+        verdict_reason: a.as_ref().map(|a| a.reason),
+        missing: a.as_ref().and_then(|a| a.missing),
+        missing_terms: a.map(|a| a.missing_terms).unwrap_or_default(),
+        checked,
+        citations,
+    }
+}
+
+/// The receipt's `checked`: what the quote check found and who judged the verdict.
+fn checked_words(total: usize, verified: usize, quotes_found: usize, d: Option<&verdict::Decision>) -> String {
+    let quotes = match total {
+        0 => "the answer cites no passage".to_string(),
+        _ => {
+            let by_terms = verified - quotes_found.min(verified);
+            let mut s = format!("{verified} of {total} citations found in their passages");
+            if by_terms > 0 {
+                s.push_str(&format!(" ({quotes_found} word for word, {by_terms} by their key terms)"));
+            }
+            s
+        }
+    };
+    let who = match d.map(|d| d.basis) {
+        None => return format!("{quotes}; no verdict: the run had no evidence tools"),
+        Some(Basis::Evidence) => {
+            "the built-in agent judged from its passages whether they hold the question's key terms and what it asks for"
+        }
+        Some(Basis::Model) => "the model said whether the evidence answers, and its citations were checked",
+        Some(Basis::Quotes) => "the agent gives no verdict of its own: the verdict follows the citation check",
+    };
+    format!("{quotes}; {who}")
 }
 
 #[cfg(test)]

@@ -49,11 +49,12 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
             })
             .await
         }
-        BenchCommand::Answers { tenant, kb, corpus, cmrc, limit, dump } => {
+        BenchCommand::Answers { tenant, kb, corpus, cmrc, held_out, limit, dump } => {
             crate::agents::builtin::bench::answers_command(crate::agents::builtin::bench::BenchArgs {
                 tenant: &tenant,
                 kb: &kb,
-                corpus: &corpus,
+                corpus: corpus.as_deref(),
+                held_out,
                 cmrc: &cmrc,
                 limit,
                 dump: dump.as_deref(),

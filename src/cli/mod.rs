@@ -243,12 +243,18 @@ pub enum BenchCommand {
         tenant: String,
         #[arg(long, default_value = "cmrc-answers")]
         kb: String,
-        /// The passages: `corpus.jsonl` of `scripts/eval/convert_cmrc.py`.
+        /// The passages: `corpus.jsonl` of `scripts/eval/convert_cmrc.py` (default: the
+        /// contexts of the gold file).
         #[arg(long)]
-        corpus: std::path::PathBuf,
-        /// The CMRC 2018 file with the gold answers (`cmrc2018_dev.json`, either shape).
+        corpus: Option<std::path::PathBuf>,
+        /// The file with the gold answers: CMRC 2018 (`cmrc2018_dev.json`, either shape) or
+        /// any SQuAD-style file (XQuAD `xquad.zh.json`).
         #[arg(long)]
         cmrc: std::path::PathBuf,
+        /// Index the passages of half of the articles only (split by article) and ask every
+        /// question: the held-out ones should be answered `not_found`.
+        #[arg(long)]
+        held_out: bool,
         /// Only the first N questions.
         #[arg(long)]
         limit: Option<usize>,

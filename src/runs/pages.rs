@@ -14,6 +14,7 @@
 
 mod answer;
 pub mod conversations;
+mod receipt;
 
 use askama::Template;
 use axum::{
@@ -75,33 +76,6 @@ fn short(s: &str, max: usize) -> String {
 
 // ---------- the result of an ended run ----------
 
-/// The receipt as stored (`mnote.agent_run_receipt.v1`), the parts the page shows.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReceiptDoc {
-    #[serde(default)]
-    citations: Vec<CitationDoc>,
-    #[serde(default)]
-    total: usize,
-    #[serde(default)]
-    verified: usize,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CitationDoc {
-    #[serde(default)]
-    evidence_id: Option<Uuid>,
-    #[serde(default)]
-    label: String,
-    #[serde(default)]
-    sentence: String,
-    #[serde(default)]
-    verified: bool,
-    #[serde(default)]
-    reason: String,
-}
-
 /// A citation that did not verify, listed below the answer.
 pub struct UnverifiedRow {
     label: String,
@@ -116,9 +90,8 @@ pub struct ResultView {
     answer_html: Option<String>,
     /// The answer of a run that did not complete (what it had written).
     partial: bool,
-    verified_line: Option<String>,
-    /// `all` (every citation verified), `some` (not every one), `none` (no citations).
-    verified_class: &'static str,
+    /// Whether the evidence answers, and what was checked.
+    verdict: receipt::VerdictView,
     unverified: Vec<UnverifiedRow>,
     error: Option<ErrorBody>,
     /// Why the run failed, in the reader's words.
@@ -144,7 +117,7 @@ fn reason_words(ctx: &PageCtx, code: &str) -> String {
 
 fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let status = run.status;
-    let receipt: Option<ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
+    let receipt: Option<receipt::ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
     let checks: Vec<answer::Check> = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -157,14 +130,7 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let mark = ctx.t("assist.unsupported_mark");
     let rendered =
         run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render_marked(a, &checks, &tooltip, Some(&mark)));
-    let (total, verified) = receipt.as_ref().map(|r| (r.total, r.verified)).unwrap_or_default();
-    let verified_line = rendered.as_ref().map(|_| {
-        if total == 0 {
-            ctx.t("ai.no_citations")
-        } else {
-            ctx.t("ai.verified").replace("{n}", &verified.to_string()).replace("{m}", &total.to_string())
-        }
-    });
+    let verdict = receipt::verdict_view(ctx, receipt.as_ref());
     let unverified = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -186,13 +152,8 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
         run_id: run.id,
         status: status.as_str(),
         partial: rendered.is_some() && status != RunStatus::Completed,
-        verified_class: match (total, verified == total) {
-            (0, _) => "none",
-            (_, true) => "all",
-            (_, false) => "some",
-        },
         answer_html: rendered.map(|r| r.html),
-        verified_line,
+        verdict,
         unverified,
         error_words: error.as_ref().map(|e| run_error_words(ctx.lang, &e.code)).unwrap_or_default(),
         error_detail: ctx.user.as_ref().is_some_and(|u| u.is_admin),

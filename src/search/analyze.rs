@@ -36,6 +36,14 @@ fn jieba() -> &'static Jieba {
     J.get_or_init(Jieba::new)
 }
 
+/// How common a Chinese word is in general text: its count in jieba's dictionary, or for a
+/// word it does not know (a name, a rare term) the count its characters suggest (small).
+/// The built-in agent's verdict weighs a missing common word (特点, 名字) less than a missing
+/// name.
+pub fn word_frequency(word: &str) -> usize {
+    jieba().suggest_freq(word)
+}
+
 fn stemmer() -> &'static Stemmer {
     static S: OnceLock<Stemmer> = OnceLock::new();
     S.get_or_init(|| Stemmer::create(Algorithm::English))

@@ -7,6 +7,7 @@ mod helpers;
 
 mod account_takeover;
 mod accounts;
+mod answerability;
 mod assistant;
 mod cli;
 mod clients;

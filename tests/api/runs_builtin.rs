@@ -229,15 +229,16 @@ async fn a_question_with_nothing_relevant_gets_the_plain_answer_without_citation
 
 /// Item 4 of issue 26: a run whose searches returned passages never answers "nothing relevant".
 /// Here no sentence shares enough of the question's words to be picked as an answer (only
-/// "pager"), so the closest passages are quoted, said as such, with checked citations.
+/// "pager"), so the closest passages are quoted, said to be no answer (issue 41's `not_found`),
+/// with checked citations.
 #[tokio::test]
 async fn searches_that_returned_passages_never_end_in_nothing_relevant() {
     let app = spawn_app().await;
     let ops = "# Operations\n\nThe pager goes to the next engineer every Monday at ten.\n\nBackups run nightly.\n";
     let t = team(&app, "acme", &[("ops.md", ops)]).await;
     for (q, intro) in [
-        ("Who carries the pager during the weekend shift rotation?", "No passage answers this question word for word."),
-        ("周末轮班时谁拿着 pager？", "没有找到逐字回答这个问题的段落。"),
+        ("Who carries the pager during the weekend shift rotation?", "Nothing in these knowledge bases answers this."),
+        ("周末轮班时谁拿着 pager？", "这些知识库里没有能回答这个问题的内容。"),
     ] {
         let run = ask(&t.client, q, json!({"kbIds": [t.kb]})).await;
         assert_eq!(run["status"], "completed", "{run}");
@@ -250,6 +251,8 @@ async fn searches_that_returned_passages_never_end_in_nothing_relevant() {
         assert!(answer.starts_with(intro), "{answer}");
         assert!(answer.contains("The pager goes to the next engineer every Monday at ten."), "{answer}");
         assert_all_verified(&run);
+        // Quoted and checked, but no answer: the verdict says so (issue 41).
+        assert_eq!(run["receipt"]["verdict"], "not_found", "{run}");
     }
 }
 
@@ -330,7 +333,7 @@ async fn fabricated_citations_are_not_verified() {
          The moon is made of green cheese. [evidence:{real}]\n\
          Volcanoes erupt in Iceland every spring [evidence:{fake}]."
     );
-    let r = verify::check(&state, &actor, &KbScope::Readable, &answer, Vec::new()).await;
+    let r = verify::check(&state, &actor, &KbScope::Readable, &answer, Vec::new(), None).await;
     let got: Vec<(bool, &str)> = r.citations.iter().map(|c| (c.verified, c.reason.as_str())).collect();
     assert_eq!(got, [(true, "quote_found"), (true, "key_terms"), (false, "unsupported"), (false, "evidence_not_found")], "{r:?}");
     assert_eq!((r.total, r.verified), (4, 2));
@@ -339,15 +342,15 @@ async fn fabricated_citations_are_not_verified() {
 
     // A run bound to another KB: its citations of this one are not found, as its tools say.
     let elsewhere = KbScope::of(&[Uuid::new_v4()]);
-    let r = verify::check(&state, &actor, &elsewhere, &answer, Vec::new()).await;
+    let r = verify::check(&state, &actor, &elsewhere, &answer, Vec::new(), None).await;
     assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
     let inside = KbScope::of(&[t.kb.parse().unwrap()]);
-    assert_eq!(verify::check(&state, &actor, &inside, &answer, Vec::new()).await.verified, 2);
+    assert_eq!(verify::check(&state, &actor, &inside, &answer, Vec::new(), None).await.verified, 2);
 
     // Another tenant's actor cannot see the evidence at all.
     let _other = team(&app, "other", &[("x.md", "# X\n\nnothing\n")]).await;
     let stranger = mnote::context::act_as(&app.pool, "other", None).await.unwrap();
-    let r = verify::check(&state, &stranger, &KbScope::Readable, &answer, Vec::new()).await;
+    let r = verify::check(&state, &stranger, &KbScope::Readable, &answer, Vec::new(), None).await;
     assert!(r.citations.iter().all(|c| !c.verified && c.reason == "evidence_not_found"), "{r:?}");
     let _ = (t.tenant, t.user);
 }

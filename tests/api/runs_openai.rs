@@ -477,3 +477,55 @@ async fn function_calls_by_id_stay_inside_the_runs_knowledge_bases() {
         assert!(evs.iter().any(|e| e["kind"] == "tool.completed"), "{prompt}: {:?}", kinds(&evs));
     }
 }
+
+/// Issue 41: the model's own verdict, capped by our check of its quotes. A model that cites
+/// quotes its passages hold answered; one that says (with the marker the system prompt asks
+/// for) the evidence does not answer is `not_found`, the marker neither streamed nor in the
+/// answer; one whose quotes do not hold is not `answered`, however sure it sounds.
+#[tokio::test]
+async fn the_models_verdict_and_our_quote_check_decide_the_receipts_verdict() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "hermes", mock_llm(), KEY).await;
+
+    let id = start(&c, "hermes", "Where do the robots charge?").await;
+    let (run, _) = ended(&c, &id, "completed", KEY).await;
+    let r = &run["receipt"];
+    assert_eq!(r["verdict"], "answered", "{r}");
+    assert_eq!(r["verdictBasis"], "model", "{r}");
+    assert_eq!(r["verified"], r["total"], "{r}");
+    assert!(r["checked"].as_str().unwrap().starts_with(&format!("{} of {} citations found", r["total"], r["total"])), "{r}");
+
+    let id = start(&c, "hermes", "What is our on-call rotation? [[notfound]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let r = &run["receipt"];
+    assert_eq!((r["verdict"].as_str(), r["verdictReason"].as_str()), (Some("not_found"), Some("model_said_not_found")), "{r}");
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.starts_with("The knowledge bases do not answer this question"), "{answer}");
+    assert!(!answer.contains("[not-found]") && !streamed(&evs).contains("[not-found]"), "{answer}");
+    assert!(kinds(&evs).contains(&"tool.completed"), "it searched first: {:?}", kinds(&evs));
+
+    let id = start(&c, "hermes", "Where do the robots charge? [[misquote]]").await;
+    let (run, _) = ended(&c, &id, "completed", KEY).await;
+    let r = &run["receipt"];
+    assert!(r["total"].as_u64().unwrap() >= 1, "{r}");
+    assert_eq!(r["verified"], 0, "{r}");
+    assert_eq!((r["verdict"].as_str(), r["verdictReason"].as_str()), (Some("not_found"), Some("no_verified_quote")), "{r}");
+
+    // The run page: no green check for an answer whose quotes did not hold.
+    let mut browser = c._app.login("owner@acme.test").await;
+    let (st, page) = browser.page(&format!("/ai/runs/{id}/result")).await;
+    assert_eq!(st, StatusCode::OK, "{page}");
+    assert!(!page.contains("class=\"ai-verified all\""), "{page}");
+    assert!(page.contains("Nothing in these knowledge bases answers this."), "{page}");
+}
+
+/// A chat without evidence tools is neither answered nor not found: no verdict.
+#[tokio::test]
+async fn a_chat_without_evidence_tools_gets_no_verdict() {
+    let c = setup(|_| {}, &[]).await;
+    configure(&c, "chat_only", mock_llm(), KEY).await;
+    let id = start(&c, "chat_only", "What do the robots do at night?").await;
+    let (run, _) = ended(&c, &id, "completed", KEY).await;
+    assert_eq!(run["receipt"]["verdict"], Value::Null, "{run}");
+    assert!(run["receipt"]["checked"].as_str().unwrap().contains("no verdict"), "{run}");
+}

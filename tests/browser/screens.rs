@@ -224,3 +224,83 @@ async fn check_narrow(b: &Browser, lang: &str) {
         assert_eq!(c, &json!({"block": true, "status": true, "inside": true}), "{lang}: a grant row as a card");
     }
 }
+
+/// Issue 41: an answer the documents do not hold reads "Nothing in these knowledge bases answers
+/// this", the closest passages folded below as no answer, and no green check; screenshots in
+/// both languages at 1280 and 420 px (`screens-<lang>-<width>-light-ai-not-found[-open]`).
+#[tokio::test]
+async fn the_not_found_answer_in_both_languages_and_widths() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    app.write_doc(
+        "team/contacts.md",
+        "# Contacts\n\nThe call center of the regional office answers on weekdays.\n\n\
+         ## 行政\n\n会议室的预订由行政部统一安排。\n",
+    );
+    let (st, g) = api
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Team"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
+    assert!(st.is_success());
+    app.run_jobs().await;
+    let mut runs = Vec::new();
+    for (lang, q) in [("en", "What is our on-call rotation?"), ("zh-CN", "我们的值班轮换是怎样安排的？")] {
+        let body = json!({"requestId": format!("req-{lang}"), "sessionId": format!("s-{lang}"), "agentId": "hermes", "prompt": q,
+                          "contextRefs": {"kbIds": [kb]}});
+        let (st, run) = api.post_json("/api/page-ai/runs", body).await;
+        assert_eq!(st, StatusCode::CREATED, "{run}");
+        let id = run["hostRunId"].as_str().unwrap().to_string();
+        let mut done = Value::Null;
+        for _ in 0..600 {
+            let (_, r) = api.get_json(&format!("/api/page-ai/runs/{id}")).await;
+            if r["status"] == "completed" {
+                done = r;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(done["receipt"]["verdict"], "not_found", "{done}");
+        assert!(done["receipt"]["total"].as_u64().unwrap() >= 1, "closest passages cited: {done}");
+        runs.push((lang, id));
+    }
+    let b = Browser::start("screens-not-found", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    color_scheme(&b, "light").await;
+    for (lang, id) in &runs {
+        set_language(&b, lang).await;
+        let (headline, closest) = match *lang {
+            "en" => ("Nothing in these knowledge bases answers this.", "Closest passages (not an answer)"),
+            _ => ("这些知识库里没有能回答这个问题的内容。", "最接近的段落（并非答案）"),
+        };
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            b.goto(&format!("/ai/runs/{id}")).await;
+            b.loaded().await;
+            let v = b
+                .js(
+                    "const v = document.querySelector('.ai-verdict-not-found'); const d = document.querySelector('details.ai-closest');
+                     v.scrollIntoView({block: 'center'});
+                     return [v.textContent.trim(), d.querySelector('summary').textContent.trim(), d.open,
+                             !!document.querySelector('.ai-verified.all')];",
+                    vec![],
+                )
+                .await;
+            assert_eq!(v, json!([headline, closest, false, false]), "{lang} at {width} px");
+            b.screenshot(&format!("{lang}-{width}-light-ai-not-found")).await;
+            b.find("details.ai-closest > summary").await.click().await.unwrap();
+            b.poll("the closest passages to unfold", "return document.querySelector('details.ai-closest').open || null", vec![])
+                .await;
+            b.js("document.querySelector('.ai-verdict-not-found').scrollIntoView({block: 'start'})", vec![]).await;
+            b.screenshot(&format!("{lang}-{width}-light-ai-not-found-open")).await;
+            if width == 420 {
+                let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
+                assert!(over.as_f64().unwrap() <= 1.0, "{lang}: the not-found answer at 420 px scrolls sideways by {over} px");
+            }
+        }
+    }
+    b.finish().await;
+}

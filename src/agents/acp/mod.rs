@@ -388,7 +388,7 @@ impl AgentRuntime for AcpRuntime {
             if let Some(note) = done.note {
                 answer.push_str(&format!("\n\n_({note})_"));
             }
-            Ok(RunOutput { answer, provider_run_id: Some(done.session_id) })
+            Ok(RunOutput { answer, provider_run_id: Some(done.session_id), claim: super::verdict::Claim::None })
         })
     }
 }

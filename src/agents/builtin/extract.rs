@@ -14,9 +14,13 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::lang::Lang;
+use super::{answerable, lang::Lang};
 use crate::{
-    agents::{citations, tools::EvidenceHit},
+    agents::{
+        citations,
+        tools::EvidenceHit,
+        verdict::{Assessment, Verdict},
+    },
     search::analyze,
 };
 
@@ -133,9 +137,13 @@ const QUESTION_WORDS: &[&str] = &[
     "被",
 ];
 
+/// Asking words the segmenter glues to a neighbour (几座, 哪朝, 什么样, 哪几个): a word holding
+/// one asks too.
+const ASKING_PARTS: &[&str] = &["几", "哪", "什么", "多少", "怎么", "怎样", "为何"];
+
 fn is_question_word(w: &str) -> bool {
     let w = w.to_lowercase();
-    QUESTION_WORDS.contains(&w.as_str())
+    QUESTION_WORDS.contains(&w.as_str()) || (w.chars().any(is_cjk) && ASKING_PARTS.iter().any(|p| w.contains(p)))
 }
 
 /// The question's content terms (as the search analyses them).
@@ -289,6 +297,37 @@ fn sentence_pieces(text: &str) -> Vec<&str> {
     out
 }
 
+/// The Chinese terms of `q` written in `text` as they are, however the segmenter cut `text`
+/// (苏镜宇 in 苏镜宇原名苏博: jieba cuts a name differently in another context).
+pub(super) fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item = String> + 'a {
+    let text = text.to_string();
+    q.iter().filter(move |t| t.chars().any(is_cjk) && written(t, &text)).cloned()
+}
+
+/// Characters the segmenter glues to a question's word (潘淑是, 海在, 成苏镜宇).
+const GLUED: &str = "是在成的了于和与及为把被将从向对";
+
+/// Whether the Chinese word `t` is written in `text`: as it is, without a function character
+/// the question's segmentation glued to it, or as two words of two characters or more each
+/// (公司总部 in 公司是一家总部位于…).
+fn written(t: &str, text: &str) -> bool {
+    if text.contains(t) {
+        return true;
+    }
+    let chars: Vec<char> = t.chars().collect();
+    if chars.len() < 3 {
+        return false;
+    }
+    let core: String = t.trim_matches(|c| GLUED.contains(c)).to_string();
+    if core.chars().count() >= 2 && core != t && text.contains(&core) {
+        return true;
+    }
+    (2..=chars.len() - 2).any(|i| {
+        let (a, b): (String, String) = (chars[..i].iter().collect(), chars[i..].iter().collect());
+        text.contains(&a) && text.contains(&b)
+    })
+}
+
 /// A sentence of a passage that may go into the answer.
 struct Sentence {
     hit: usize,
@@ -321,43 +360,6 @@ fn sentences_of(i: usize, h: &EvidenceHit, code: bool) -> Vec<Sentence> {
     out
 }
 
-/// What kind of thing the question asks for, when it is one a sentence visibly holds.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Asks {
-    Number,
-    Time,
-    Other,
-}
-
-fn asks(question: &str) -> Asks {
-    let q = question.to_lowercase();
-    let time =
-        ["哪年", "哪一年", "何时", "什么时候", "哪天", "哪一天", "几月", "何年", "when ", "what year", "which year", "what date"];
-    let number = ["多少", "几", "多大", "多长", "多高", "多重", "多远", "多久", "how many", "how much", "how long", "how old"];
-    if time.iter().any(|w| q.contains(w)) || q.starts_with("when") {
-        Asks::Time
-    } else if number.iter().any(|w| q.contains(w)) {
-        Asks::Number
-    } else {
-        Asks::Other
-    }
-}
-
-/// Whether `text` holds what `kind` asks for: digits or Chinese numerals; for a time, a year,
-/// month or day.
-fn holds(kind: Asks, text: &str) -> bool {
-    let numeral = |c: char| c.is_ascii_digit() || "零一二三四五六七八九十百千万亿两".contains(c);
-    match kind {
-        Asks::Number => text.chars().any(numeral),
-        Asks::Time => {
-            let chars: Vec<char> = text.chars().collect();
-            chars.windows(2).any(|w| numeral(w[0]) && "年月日世代".contains(w[1]))
-                || chars.windows(4).any(|w| w.iter().all(char::is_ascii_digit))
-        }
-        Asks::Other => false,
-    }
-}
-
 /// The weight of each question term among `sentences`: rarer terms weigh more (a word every
 /// passage has does not pick a sentence); a Chinese word by its length (one character says
 /// little, a long name much).
@@ -382,34 +384,65 @@ struct Scored {
 
 /// The best sentences of `hits` for `question`: `(hit index, sentence)` in answer order —
 /// grouped by document (documents in order of their best sentence), best first within one.
+///
+/// A sentence must share enough of the question's terms, or hold the kind of value asked for
+/// next to the question's focus (`预算金额（元）：700000` for 预算金额是多少) in a passage that
+/// shares them. Its score: the terms it covers (and, less, those its passage covers), what it
+/// adds, the value asked for (most when it names the focus), the search's own score of its
+/// passage (relative to the best), a lead bonus, minus a penalty for a piece cut short.
 pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, String)> {
     let q = question_terms(question);
     if q.is_empty() {
         return Vec::new();
     }
     let code = about_code(question);
-    let kind = asks(question);
-    let sentences: Vec<Sentence> = hits.iter().enumerate().flat_map(|(i, h)| sentences_of(i, h, code)).collect();
+    let kind = answerable::asked_kind(question);
+    let focus = answerable::focus_terms(question);
+    let mut sentences: Vec<Sentence> = hits.iter().enumerate().flat_map(|(i, h)| sentences_of(i, h, code)).collect();
+    for s in &mut sentences {
+        s.terms.extend(written_in(&q, &s.text));
+    }
     let w = weights(&q, &sentences);
     let total: f64 = w.values().sum();
     let need = ((q.len() as f64 * 0.34).ceil() as usize).clamp(1, 3);
+    let best_score = hits.iter().map(|h| h.score).fold(0.0, f64::max);
+    // The question's terms each document holds (its passages found, and their headings): a
+    // sentence holding the value sits in a document about the rest of the question.
+    let mut doc: HashMap<Uuid, HashSet<&String>> = HashMap::new();
+    for s in &sentences {
+        doc.entry(hits[s.hit].source_id).or_default().extend(s.terms.iter().filter_map(|t| q.get(t)));
+    }
+    for h in hits {
+        if let Some(sec) = &h.section {
+            let d = doc.entry(h.source_id).or_default();
+            d.extend(analyze::analyze(sec).into_iter().filter_map(|t| q.get(&t.term)));
+        }
+    }
     let mut scored = Vec::new();
     for s in sentences {
         let shared: Vec<&String> = s.terms.intersection(&q).collect();
-        if shared.len() < need {
+        let value = kind.is_some_and(|k| answerable::holds(k, &s.text));
+        let names_focus = value && shared.iter().any(|t| focus.contains(*t));
+        let in_doc = doc.get(&hits[s.hit].source_id);
+        if shared.len() < need && !(names_focus && in_doc.is_some_and(|d| d.len() >= need)) {
             continue;
         }
         let coverage = shared.iter().map(|t| w[*t]).sum::<f64>() / total;
+        let around = in_doc.map(|d| d.iter().map(|t| w[*t]).sum::<f64>()).unwrap_or(0.0) / total;
         // What the sentence says beyond the question's words: an answer adds something.
         let new = s.terms.iter().filter(|t| !q.contains(*t)).count() as f64;
         let novelty = (new / 8.0).min(1.0);
-        let fits = if kind != Asks::Other && holds(kind, &s.text) { 0.1 } else { 0.0 };
-        let rank = 1.0 / (s.hit as f64 + 1.0);
+        let fits = match (value, names_focus) {
+            (_, true) => 0.6,
+            (true, false) => 0.1,
+            _ => 0.0,
+        };
+        let rank = if best_score > 0.0 { hits[s.hit].score / best_score } else { 1.0 / (s.hit as f64 + 1.0) };
         // A sentence the search cut short ranks below whole ones of the same worth.
         let cut = if s.whole { 0.0 } else { 0.15 };
         // A passage's first sentences tend to say what it is about (who, what, where).
         let lead = 0.05 / (s.pos as f64 + 1.0);
-        let score = coverage + 0.1 * novelty + fits + 0.05 * rank + lead - cut;
+        let score = 0.8 * coverage + 0.2 * around + 0.1 * novelty + fits + 0.1 * rank + lead - cut;
         scored.push(Scored { hit: s.hit, text: s.text, score });
     }
     scored.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.hit.cmp(&b.hit)));
@@ -432,6 +465,10 @@ pub fn closest_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, St
         }
         let best = sentences_of(i, h, code)
             .into_iter()
+            .map(|mut s| {
+                s.terms.extend(written_in(&q, &s.text));
+                s
+            })
             .enumerate()
             .map(|(j, s)| {
                 let overlap = s.terms.intersection(&q).count() as f64;
@@ -506,32 +543,27 @@ pub enum Fit {
     Closest,
 }
 
-/// The answer: a lead line saying that what follows is quoted, then the sentences under
-/// their document's title, each in quotation marks with its numbered citation.
-pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)], fit: Fit) -> String {
+/// The answer: a lead line saying what follows (quotations that answer, that answer part of
+/// it, or the closest passages, not an answer), then the sentences under their document's
+/// title, each in quotation marks with its own numbered citation (two quotes never share a
+/// number, even from one passage).
+pub fn compose(lang: Lang, hits: &[EvidenceHit], picked: &[(usize, String)], a: &Assessment) -> String {
     if picked.is_empty() {
         return lang.nothing_found().to_string();
     }
-    let mut out = String::from(match fit {
-        Fit::Answer => lang.intro(),
-        Fit::Closest => lang.closest_intro(),
-    });
-    let mut numbers: Vec<Uuid> = Vec::new();
+    let mut out = match a.verdict {
+        Verdict::Answered => lang.intro().to_string(),
+        Verdict::Partial => lang.partial_intro(a.missing, &a.missing_terms),
+        Verdict::NotFound => lang.closest_intro().to_string(),
+    };
     let mut current: Option<Uuid> = None;
-    for (i, sentence) in picked {
+    for (n, (i, sentence)) in picked.iter().enumerate() {
         let h = &hits[*i];
         if current != Some(h.source_id) {
             out.push_str(&format!("\n\n### {}\n", escape(&h.source_title)));
             current = Some(h.source_id);
         }
-        let n = match numbers.iter().position(|x| *x == h.evidence_id) {
-            Some(p) => p + 1,
-            None => {
-                numbers.push(h.evidence_id);
-                numbers.len()
-            }
-        };
-        out.push_str(&format!("\n- “{}” {}", escape(sentence), citations::numbered(&h.citation_markdown, n)));
+        out.push_str(&format!("\n- “{}” {}", escape(sentence), citations::numbered(&h.citation_markdown, n + 1)));
     }
     out.push('\n');
     out
@@ -565,13 +597,25 @@ pub fn cut_passages(question: &str, hits: &[EvidenceHit]) -> Vec<usize> {
     out
 }
 
+/// The built-in answer: its text, whether the passages answer (the receipt's claim), and what
+/// was measured to decide it.
+#[derive(Debug, Clone)]
+pub struct BuiltinAnswer {
+    pub text: String,
+    pub assessment: Assessment,
+    pub measures: answerable::Measures,
+}
+
 /// The built-in answer to `question` from the searches' `hits`: the sentences that answer it,
 /// else (the searches found passages) the closest ones, said as such; "nothing relevant" only
-/// when the searches found nothing quotable.
-pub fn answer_from(question: &str, lang: Lang, hits: &[EvidenceHit]) -> String {
-    let picked = select_sentences(question, hits);
-    if !picked.is_empty() {
-        return compose(lang, hits, &picked, Fit::Answer);
+/// when the searches found nothing quotable. Whether they answer is [`answerable::judge`]d.
+pub fn answer_from(question: &str, lang: Lang, hits: &[EvidenceHit]) -> BuiltinAnswer {
+    let mut picked = select_sentences(question, hits);
+    let mut fit = Fit::Answer;
+    if picked.is_empty() {
+        picked = closest_sentences(question, hits);
+        fit = Fit::Closest;
     }
-    compose(lang, hits, &closest_sentences(question, hits), Fit::Closest)
+    let (assessment, measures) = answerable::judge(question, hits, &picked, fit);
+    BuiltinAnswer { text: compose(lang, hits, &picked, &assessment), assessment, measures }
 }

@@ -1,6 +1,6 @@
 //! The built-in agent's words, in the question's language.
 
-use crate::search::analyze;
+use crate::{agents::verdict::AnswerKind, search::analyze};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Lang {
@@ -62,14 +62,35 @@ impl Lang {
         }
     }
 
-    /// The searches returned passages, but no sentence of them shares enough of the question's
-    /// words: the closest passages, said as such.
+    /// The searches returned passages, but none answers the question (the verdict
+    /// `not_found`): the closest passages, said to be no answer.
     pub fn closest_intro(self) -> &'static str {
         match self {
             Lang::En => {
-                "No passage answers this question word for word. The closest passages in your documents (quoted word for word):"
+                "Nothing in these knowledge bases answers this. The closest passages (not an answer, quoted word for word):"
             }
-            Lang::Zh => "没有找到逐字回答这个问题的段落。以下是您的文档中最接近的段落（原文引用）：",
+            Lang::Zh => "这些知识库里没有能回答这个问题的内容。以下是最接近的段落（并非答案，原文引用）：",
+        }
+    }
+
+    /// The passages are on topic but answer only part of the question (the verdict
+    /// `partial`): what is missing, then the quotations.
+    pub fn partial_intro(self, missing: Option<AnswerKind>, terms: &[String]) -> String {
+        let what = match (self, missing) {
+            (Lang::En, Some(AnswerKind::Number)) => "none of them states the amount or number asked for".to_string(),
+            (Lang::En, Some(AnswerKind::Date)) => "none of them states the date asked for".to_string(),
+            (Lang::En, Some(AnswerKind::Person)) => "none of them names the person asked about".to_string(),
+            (Lang::Zh, Some(AnswerKind::Number)) => "但都没有给出所问的数量或金额".to_string(),
+            (Lang::Zh, Some(AnswerKind::Date)) => "但都没有给出所问的时间".to_string(),
+            (Lang::Zh, Some(AnswerKind::Person)) => "但都没有指出所问的人".to_string(),
+            (Lang::En, None) if !terms.is_empty() => format!("they do not cover “{}”", terms.join("”, “")),
+            (Lang::Zh, None) if !terms.is_empty() => format!("但没有涉及“{}”", terms.join("”“")),
+            (Lang::En, None) => "they cover only part of the question".to_string(),
+            (Lang::Zh, None) => "但只涉及问题的一部分".to_string(),
+        };
+        match self {
+            Lang::En => format!("Partly answered: these passages are on topic, but {what} (quoted word for word):"),
+            Lang::Zh => format!("只能部分回答：以下段落与问题相关，{what}（原文引用）："),
         }
     }
 

@@ -14,6 +14,7 @@
 //! - `upstream`: the endpoint URL, error codes, safe messages.
 
 mod accumulate;
+mod marker;
 mod stream;
 pub(crate) mod upstream;
 pub(crate) mod wire;
@@ -27,7 +28,10 @@ use self::{
     stream::{Endpoint, Streamed},
     wire::{ChatRequest, FunctionCallOut, FunctionSpec, Message, ToolCallOut, ToolSpec},
 };
-use super::{AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole};
+use super::{
+    AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,
+    verdict::{self, Claim, ModelSaid, NOT_FOUND_MARKER, PARTIAL_MARKER},
+};
 use crate::platform::{SecretString, http};
 
 /// How long connecting to the endpoint may take (the stream itself has no overall limit: only
@@ -80,8 +84,17 @@ knowledge bases, which you reach only through the tools you are given (they alre
 chose). Search before you answer, and base every statement on what the tools returned. Cite every claim: write \
 [evidence:<evidenceId>] right after the sentence it supports, with the evidenceId exactly as a tool result gave it (one \
 marker per piece of evidence). Never invent, shorten or alter an evidence id, and never cite evidence the tools did not \
-return. If the tools find nothing relevant, say plainly that the knowledge bases contain nothing on it instead of \
-guessing. Answer in the language of the question, in Markdown.";
+return. Answer in the language of the question, in Markdown.";
+
+/// The verdict instruction: how the model says the evidence does not (fully) answer.
+fn verdict_instruction() -> String {
+    format!(
+        "If the evidence the tools returned does not answer the question (it is about something else, or lacks what is \
+         asked for), do not guess: start your answer with {NOT_FOUND_MARKER} on its own line, then say plainly that the \
+         knowledge bases do not answer it. If it answers only part of the question, start with {PARTIAL_MARKER} on its \
+         own line and say which part is missing. Otherwise start directly with the answer."
+    )
+}
 
 const SYSTEM_CHAT_ONLY: &str = "You are a helpful assistant in MNote. In this conversation you have no access to the \
 user's documents or knowledge bases: do not claim to have read them and do not write citations. Answer in the language \
@@ -91,7 +104,7 @@ const RESUME_NOTE: &str = "Your previous answer in this conversation was cut off
 without repeating what you already wrote.";
 
 const LAST_ROUND: &str = "You have made all the tool calls you may make for this question. Answer now from the evidence \
-you already have, citing it as instructed; if it does not answer the question, say so.";
+you already have, citing it as instructed; if it does not answer the question, start with the marker as instructed.";
 
 /// The conversation a run starts with: instructions, earlier turns, the question.
 /// The function-calling mapping of registry tools: what the model is offered (`tools` of the
@@ -107,7 +120,8 @@ pub fn tool_specs<'a>(offered: &[&'a super::tools::ToolDef]) -> Vec<ToolSpec<'a>
 }
 
 fn initial_messages(input: &RunInput, with_tools: bool) -> Vec<Message> {
-    let mut system = if with_tools { SYSTEM_WITH_TOOLS } else { SYSTEM_CHAT_ONLY }.to_string();
+    let mut system =
+        if with_tools { format!("{SYSTEM_WITH_TOOLS} {}", verdict_instruction()) } else { SYSTEM_CHAT_ONLY.to_string() };
     if input.transcript.last().is_some_and(|t| t.role == TurnRole::Assistant) {
         system.push_str("\n\n");
         system.push_str(RESUME_NOTE);
@@ -192,13 +206,25 @@ impl OpenAiRuntime {
                 };
                 messages.push(Message::Tool { tool_call_id: call.id, content });
             }
-            out.next_round();
+            out.next_round().await.map_err(AgentError::Journal)?;
         };
+        out.end_response().await.map_err(AgentError::Journal)?;
         if !answered {
             return Err(AgentError::upstream(upstream::BAD_RESPONSE, format!("{shown} returned an empty answer")));
         }
-        let answer = env.tools.link_citations(out.text()).await;
-        Ok(RunOutput { answer, provider_run_id })
+        // The model's verdict marker: at the start of a response (never streamed), or at the
+        // start of a later line of its text (left out of the answer).
+        let (text, later) = verdict::model_marker(out.text());
+        let said = [out.said(), later]
+            .into_iter()
+            .min_by_key(|s| match s {
+                ModelSaid::NotFound => 0,
+                ModelSaid::Partial => 1,
+                ModelSaid::Answer => 2,
+            })
+            .unwrap_or(ModelSaid::Answer);
+        let answer = env.tools.link_citations(&text).await;
+        Ok(RunOutput { answer, provider_run_id, claim: Claim::Model(said) })
     }
 }
 
@@ -227,6 +253,7 @@ mod tests {
         assert_eq!(m.len(), 2);
         let Message::System { content } = &m[0] else { panic!("{m:?}") };
         assert!(content.contains("[evidence:<evidenceId>]") && content.contains("Never invent"), "{content}");
+        assert!(content.contains("start your answer with [not-found] on its own line"), "{content}");
         assert_eq!(m[1], Message::User { content: "Where do the robots charge?".into() });
 
         let m = initial_messages(&input(Vec::new()), false);

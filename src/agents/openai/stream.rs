@@ -9,13 +9,14 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use super::marker::MarkerGate;
 use super::{
     accumulate::{Accumulator, Turn},
     upstream::{self, BAD_RESPONSE, STREAM_ERROR},
     wire::{ChatRequest, Chunk, Completion},
 };
 use crate::{
-    agents::AgentError,
+    agents::{AgentError, verdict::ModelSaid},
     journal::sink::{EventSink, JournalError},
     platform::{SecretString, http},
 };
@@ -73,23 +74,49 @@ fn limit_lines<B: AsRef<[u8]>>(
 
 /// The answer as streamed across rounds. A round after tool calls starts on a new paragraph
 /// when earlier rounds wrote text, so the streamed text and the final answer stay the same.
+/// A response's leading verdict marker (`[not-found]`, `[partial]`) is held back and left out
+/// ([`MarkerGate`]).
 pub struct Streamed<'a> {
     events: &'a EventSink,
     text: String,
     new_round: bool,
+    gate: MarkerGate,
+    said: ModelSaid,
 }
 
 impl<'a> Streamed<'a> {
     pub fn new(events: &'a EventSink) -> Self {
-        Streamed { events, text: String::new(), new_round: false }
+        Streamed { events, text: String::new(), new_round: false, gate: MarkerGate::default(), said: ModelSaid::Answer }
     }
 
     /// The next text belongs to a new response.
-    pub fn next_round(&mut self) {
+    pub async fn next_round(&mut self) -> Result<(), JournalError> {
+        self.end_response().await?;
         self.new_round = true;
+        Ok(())
+    }
+
+    /// The response ended: what its start held back is streamed, its marker remembered.
+    pub async fn end_response(&mut self) -> Result<(), JournalError> {
+        let rest = self.gate.flush();
+        if self.gate.said() == ModelSaid::NotFound || self.said == ModelSaid::Answer {
+            self.said = self.gate.said();
+        }
+        self.gate = MarkerGate::default();
+        self.emit(&rest).await
+    }
+
+    /// What the model's markers said.
+    pub fn said(&self) -> ModelSaid {
+        self.said
     }
 
     async fn push(&mut self, delta: &str) -> Result<(), JournalError> {
+        let passed = self.gate.pass(delta);
+        self.emit(&passed).await
+    }
+
+    async fn emit(&mut self, delta: &str) -> Result<(), JournalError> {
         if delta.is_empty() {
             return Ok(());
         }
@@ -254,15 +281,31 @@ mod tests {
     async fn a_new_round_starts_a_new_paragraph_in_both_the_stream_and_the_text() {
         let sink = EventSink::memory(EventSource::Hermes);
         let mut s = Streamed::new(&sink);
-        s.next_round(); // the first round never gets a break
+        s.next_round().await.unwrap(); // the first round never gets a break
         s.push("Let me look.").await.unwrap();
-        s.next_round();
+        s.next_round().await.unwrap();
         s.push("Found it").await.unwrap();
         s.push(".").await.unwrap();
+        s.end_response().await.unwrap();
         assert_eq!(s.text(), "Let me look.\n\nFound it.");
         assert_eq!(sink.streamed().await, s.text());
         let deltas: Vec<_> = sink.recorded().into_iter().map(|(_, e)| e).collect();
         assert_eq!(deltas[1], Event::MessageDelta { text: "\n\n".into() });
+    }
+
+    #[tokio::test]
+    async fn a_responses_verdict_marker_is_remembered_and_never_streamed() {
+        let sink = EventSink::memory(EventSource::Hermes);
+        let mut s = Streamed::new(&sink);
+        s.push("Let me look.").await.unwrap();
+        s.next_round().await.unwrap();
+        for d in ["[not-", "found]", " The knowledge bases", " do not say."] {
+            s.push(d).await.unwrap();
+        }
+        s.end_response().await.unwrap();
+        assert_eq!(s.text(), "Let me look.\n\nThe knowledge bases do not say.");
+        assert_eq!(sink.streamed().await, s.text());
+        assert_eq!(s.said(), ModelSaid::NotFound);
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub use tool::{
 const MAX_ARGUMENT_BYTES: usize = 2048;
 
 /// What one call returned, compactly (for the receipt and `tool.completed`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCallRecord {
     pub call_id: String,
