@@ -333,8 +333,9 @@ pub async fn register(
             if !abs.is_file() {
                 return Err(AppError::invalid("path", "not a regular file"));
             }
-            let kind = kind_of(&abs)
-                .ok_or_else(|| AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, spreadsheets, CSV, images, text)"))?;
+            let kind = kind_of(&abs).ok_or_else(|| {
+                AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, spreadsheets, CSV, images, text)")
+            })?;
             (vec![(abs.clone(), rel.clone(), kind)], 0)
         };
         let facts = files
