@@ -23,7 +23,7 @@ use crate::{
     evidence::cells::{col_letters, parse_range},
     ingest::sheet::{
         self,
-        grid::{SheetGrid, Workbook},
+        grid::{Merge, SheetGrid, Workbook},
     },
     state::AppState,
 };
@@ -262,7 +262,7 @@ fn grid_view(i: &ViewInput<'_>, wb: &Workbook) -> GridView {
     GridView {
         tabs,
         columns: (0..width).map(col_letters).collect(),
-        header: header.map(|h| row_view(sheet, h, width, &[], false)),
+        header: header.map(|h| row_view(sheet, h, width, &[], &merges_in(sheet, h, h + 1), false)),
         rows: RowsFragment { rows },
         more_url: more.map(|_| {
             format!("/sources/{}/sheet-rows?{}", i.source.id, serde_urlencoded::to_string(&sheet_q).unwrap_or_default())
@@ -291,10 +291,11 @@ fn window(
     anchor: bool,
 ) -> Vec<RowView> {
     let mut anchored = !anchor;
+    let merges = merges_in(sheet, first, last);
     (first..last)
         .filter(|r| Some(*r) != header)
         .map(|r| {
-            let mut v = row_view(sheet, r, width, ranges, !anchored);
+            let mut v = row_view(sheet, r, width, ranges, &merges, !anchored);
             if v.cells.iter().any(|c| c.anchor) {
                 anchored = true;
             }
@@ -304,7 +305,15 @@ fn window(
         .collect()
 }
 
-fn row_view(sheet: &SheetGrid, r: u32, width: u32, ranges: &Ranges, may_anchor: bool) -> RowView {
+/// Merged regions shown on a window (at most this many are marked).
+const WINDOW_MERGES: usize = 1_000;
+
+/// The merged regions over rows `first..last`.
+fn merges_in(sheet: &SheetGrid, first: u32, last: u32) -> Vec<Merge> {
+    sheet.merges.iter().filter(|((a, _), (y, _))| *a < last && *y >= first).map(|(a, z)| (*a, *z)).take(WINDOW_MERGES).collect()
+}
+
+fn row_view(sheet: &SheetGrid, r: u32, width: u32, ranges: &Ranges, merges: &[Merge], may_anchor: bool) -> RowView {
     let grid_row = sheet.rows.binary_search_by_key(&r, |x| x.row).ok().map(|i| &sheet.rows[i]);
     let mut anchored = !may_anchor;
     let cells = (0..width)
@@ -317,9 +326,9 @@ fn row_view(sheet: &SheetGrid, r: u32, width: u32, ranges: &Ranges, may_anchor: 
                 .unwrap_or("");
             let anchor = !anchored && (class == "hl" || class == "hl-approx");
             anchored |= anchor;
-            let merged = sheet.merge_at(r, c).map(|((a, b), (y, z))| crate::evidence::cells::range_ref((a, b), (y, z)));
+            let merged = sheet.merge_at(r, c).map(|(a, z)| crate::evidence::cells::range_ref(a, z));
             let covered =
-                merged.is_none() && sheet.merges.iter().any(|((a, b), (y, z))| (*a..=*y).contains(&r) && (*b..=*z).contains(&c));
+                merged.is_none() && merges.iter().any(|((a, b), (y, z))| (*a..=*y).contains(&r) && (*b..=*z).contains(&c));
             let wrap = text.contains('\n') || text.chars().count() > WRAP_AFTER;
             CellView { text, class, anchor, merged, covered, wrap }
         })

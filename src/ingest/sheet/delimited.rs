@@ -117,5 +117,5 @@ pub fn read_delimited(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<
         }
         rows.push(GridRow { row, lines: Some([first_line, first_line + newlines as u32]), cells });
     }
-    Ok(Workbook { sheets: vec![SheetGrid { name: None, hidden: false, rows, merges: Vec::new() }], truncated })
+    Ok(Workbook { sheets: vec![SheetGrid { name: None, hidden: false, rows, merges: Default::default() }], truncated })
 }

@@ -6,6 +6,7 @@
 //! whose two cells lie a million rows apart costs two cells); ODS and XLS through calamine's
 //! ranges. Values are the cached ones: no formula is evaluated, no macro is read.
 
+use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use calamine::{Dimensions, Ods, Reader, SheetType, SheetVisible, Xls, Xlsx};
@@ -53,19 +54,27 @@ pub struct SheetGrid {
     pub name: Option<String>,
     pub hidden: bool,
     pub rows: Vec<GridRow>,
-    pub merges: Vec<Merge>,
+    /// Merged regions by their top-left cell (at most [`MAX_MERGES`]; more are ignored).
+    pub merges: BTreeMap<(u32, u32), (u32, u32)>,
+}
+
+/// Merged regions read per sheet; a file with more only loses the region marks beyond.
+pub const MAX_MERGES: usize = 50_000;
+
+fn merge_map(d: &[Dimensions]) -> BTreeMap<(u32, u32), (u32, u32)> {
+    d.iter().take(MAX_MERGES).map(|d| (d.start, d.end)).collect()
 }
 
 impl SheetGrid {
     /// One past the last used column (merges included).
     pub fn width(&self) -> u32 {
         let cells = self.rows.iter().filter_map(|r| r.cells.last()).map(|c| c.col + 1).max().unwrap_or(0);
-        cells.max(self.merges.iter().map(|m| m.1.1 + 1).max().unwrap_or(0))
+        cells.max(self.merges.values().map(|end| end.1 + 1).max().unwrap_or(0))
     }
 
     /// The merged region whose top-left cell is `(row, col)`.
     pub fn merge_at(&self, row: u32, col: u32) -> Option<Merge> {
-        self.merges.iter().copied().find(|m| m.0 == (row, col))
+        self.merges.get(&(row, col)).map(|end| ((row, col), *end))
     }
 }
 
@@ -169,7 +178,7 @@ fn read_xlsx(bytes: &[u8], limits: &Limits) -> Result<Workbook, ParseError> {
         if budget.truncated {
             break;
         }
-        let merges = wb.merge_cells_by_sheet_name(&m.name).map_err(xerr)?.iter().map(corners).collect();
+        let merges = merge_map(&wb.merge_cells_by_sheet_name(&m.name).map_err(xerr)?);
         let rows = xlsx_rows(&mut wb, &m.name, &mut budget).map_err(xerr)?;
         sheets.push(SheetGrid { name: Some(m.name), hidden: !visible(m.visible), rows, merges });
     }
@@ -207,10 +216,6 @@ fn push_cell(rows: &mut Vec<GridRow>, row: u32, col: u32, text: String, budget: 
     true
 }
 
-fn corners(d: &Dimensions) -> Merge {
-    (d.start, d.end)
-}
-
 /// ODS and XLS: each sheet's range (calamine reads them whole), its used cells in row order.
 fn read_ranges<'b, R>(mut wb: R, limits: &Limits, merges: impl Fn(&R, &str) -> Vec<Dimensions>) -> Result<Workbook, ParseError>
 where
@@ -233,7 +238,7 @@ where
                 break;
             }
         }
-        let merges = merges(&wb, &m.name).iter().map(corners).collect();
+        let merges = merge_map(&merges(&wb, &m.name));
         sheets.push(SheetGrid { name: Some(m.name), hidden: !visible(m.visible), rows, merges });
     }
     Ok(Workbook { sheets, truncated: budget.truncated })

@@ -325,3 +325,14 @@ fn an_ods_spreadsheet_reads_like_a_workbook() {
     assert_eq!((b.sheet.as_deref(), b.cell_range.as_deref()), (Some("Plan 2027"), Some("A4:B4")));
     assert_eq!(crate::evidence::cells::citation(b.sheet.as_deref(), "A4:B4"), "'Plan 2027'!A4:B4");
 }
+
+#[test]
+fn many_merged_regions_are_looked_up_by_their_corner() {
+    let rows: String = (1..=3000).map(|r| row(r, &[s(&format!("A{r}"), &format!("item {r}"))])).collect();
+    let merges: Vec<String> = (1..=3000).map(|r| format!("A{r}:C{r}")).collect();
+    let merges: Vec<&str> = merges.iter().map(String::as_str).collect();
+    let bytes = xlsx(&[TestSheet { name: "Wide", state: None, rows, merges: &merges }]);
+    let art = parse_sheet(&bytes, "wide.xlsx").unwrap();
+    assert_eq!(art.source_map.blocks.len(), 3000);
+    assert_eq!(block(&art, "item 2999").cell_range.as_deref(), Some("A2999:C2999"));
+}
