@@ -35,6 +35,7 @@ mod extract;
 pub mod followup;
 mod lang;
 mod rag;
+mod terms;
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
@@ -42,10 +43,11 @@ use tokio_util::sync::CancellationToken;
 pub use self::{
     answerable::{Measures, asked_kind, focus_terms, judge},
     extract::{
-        BuiltinAnswer, Fit, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
-        question_terms, select_sentences,
+        BuiltinAnswer, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
+        select_sentences,
     },
     lang::Lang,
+    terms::{Fit, question_terms},
 };
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,

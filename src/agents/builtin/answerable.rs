@@ -18,8 +18,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::{
-    extract::{Fit, content_words, question_terms, written_in},
     lang::Lang,
+    terms::{Fit, content_words, question_terms, written_in},
 };
 use crate::{
     agents::{

@@ -45,14 +45,14 @@ pub fn is_ods(bytes: &[u8]) -> bool {
 /// Refuse a container that would inflate past the caps (`container_too_large`,
 /// `container_ratio_exceeded`) or is no zip at all (`malformed_spreadsheet`).
 pub fn check_zip(bytes: &[u8], caps: &Caps) -> Result<(), ParseError> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes))
-        .map_err(|e| super::grid::malformed(format!("not a readable zip container: {e}")))?;
+    let mut zip =
+        zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| malformed(format!("not a readable zip container: {e}")))?;
     if zip.len() > caps.max_entries {
         return Err(too_large(format!("{} entries in the container (at most {})", zip.len(), caps.max_entries)));
     }
     let mut total: u64 = 0;
     for i in 0..zip.len() {
-        let f = zip.by_index_raw(i).map_err(|e| super::grid::malformed(format!("zip entry {i}: {e}")))?;
+        let f = zip.by_index_raw(i).map_err(|e| malformed(format!("zip entry {i}: {e}")))?;
         let (size, packed) = (f.size(), f.compressed_size().max(1));
         total = total.saturating_add(size);
         if total > caps.max_unpacked {
@@ -66,14 +66,19 @@ pub fn check_zip(bytes: &[u8], caps: &Caps) -> Result<(), ParseError> {
         }
     }
     for i in 0..zip.len() {
-        let mut f = zip.by_index(i).map_err(|e| super::grid::malformed(format!("zip entry {i}: {e}")))?;
+        let mut f = zip.by_index(i).map_err(|e| malformed(format!("zip entry {i}: {e}")))?;
         let declared = f.size();
         let name = entry_name(&f);
         let n = std::io::copy(&mut f.by_ref().take(declared.saturating_add(1)), &mut std::io::sink())
-            .map_err(|e| super::grid::malformed(format!("{name}: {e}")))?;
+            .map_err(|e| malformed(format!("{name}: {e}")))?;
         if n > declared {
             return Err(too_large(format!("{name} inflates past its declared {declared} bytes")));
         }
     }
     Ok(())
+}
+
+/// A workbook (or CSV) that cannot be read: `malformed_spreadsheet`.
+pub fn malformed(msg: impl Into<String>) -> ParseError {
+    ParseError::new("malformed_spreadsheet", msg)
 }

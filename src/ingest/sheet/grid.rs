@@ -107,9 +107,7 @@ pub fn format_of(bytes: &[u8], file_name: &str) -> Result<Format, ParseError> {
     Ok(if ext == "ods" || container::is_ods(bytes) { Format::Ods } else { Format::Xlsx })
 }
 
-pub fn malformed(msg: impl Into<String>) -> ParseError {
-    ParseError::new("malformed_spreadsheet", msg)
-}
+pub use super::container::malformed;
 
 fn encrypted() -> ParseError {
     ParseError::new("encrypted", "the workbook is password-protected (encrypted): it cannot be read without its password")
