@@ -11,28 +11,17 @@ use axum::{
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{FlowBlock, Hints, Target, aids, kinds, render};
+use super::parts::{Carry, FoundLink, OutlineLink, PagedView};
+use super::{FlowBlock, Hints, aids, kinds, paged::mime_of, parts, render};
 use crate::{
     auth::{Auth, Via},
     error::{AppError, AppResult},
     evidence::{SourceKind, SourceStatus, origin::OpenedFrom},
-    ingest::{
-        artifact::{Block, Page as ArtPage, ParsedArtifact},
-        index,
-    },
+    ingest::index,
     sources::Source,
     state::AppState,
     web::{Page, PageCtx, render as render_page, safe_next},
 };
-
-/// Image types every browser shows inline; others (TIFF) are converted to PNG.
-fn browser_image(mime: &str) -> bool {
-    matches!(mime, "image/png" | "image/jpeg" | "image/gif" | "image/webp" | "image/bmp")
-}
-
-fn mime_of(s: &Source) -> String {
-    mime_guess::from_path(s.file_name()).first_raw().unwrap_or("application/octet-stream").to_string()
-}
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ViewParams {
@@ -99,83 +88,6 @@ fn back_target(param: Option<&str>, headers: &HeaderMap) -> Option<String> {
     })
 }
 
-/// What every link inside the viewer keeps: the citation and the way back to the results.
-pub struct Carry {
-    id: Uuid,
-    pub evidence: Option<String>,
-    through: Option<String>,
-    back: Option<String>,
-    from: Option<OpenedFrom>,
-}
-
-impl Carry {
-    pub fn url(&self, page: Option<u32>, find: Option<&str>) -> String {
-        let mut q: Vec<(&str, String)> = Vec::new();
-        if let Some(e) = &self.evidence {
-            q.push(("evidence", e.clone()));
-        }
-        if let Some(t) = &self.through {
-            q.push(("through", t.clone()));
-        }
-        if let Some(p) = page {
-            q.push(("page", p.to_string()));
-        }
-        if let Some(f) = find.filter(|f| !f.is_empty()) {
-            q.push(("find", f.to_string()));
-        }
-        if let Some(b) = &self.back {
-            q.push(("back", b.clone()));
-        }
-        if let Some(f) = self.from {
-            q.push(("from", f.param()));
-        }
-        let query = serde_urlencoded::to_string(&q).unwrap_or_default();
-        if query.is_empty() { format!("/sources/{}/view", self.id) } else { format!("/sources/{}/view?{query}", self.id) }
-    }
-}
-
-pub struct HlBox {
-    pub bbox: String,
-    pub size: String,
-    pub style: String,
-    pub class: &'static str,
-}
-
-pub struct PagedView {
-    pub page: u32,
-    pub page_count: u32,
-    pub page_label: String,
-    pub img_src: Option<String>,
-    pub px_w: u32,
-    pub px_h: u32,
-    pub size: String,
-    pub hl: Option<HlBox>,
-    /// The later blocks of a citation spanning several blocks, on this page.
-    pub more_hl: Vec<HlBox>,
-    /// No box to draw (page-only fallback): the frame itself is the `#hl` target.
-    pub frame_hl: bool,
-    pub prev_url: Option<String>,
-    pub next_url: Option<String>,
-    /// The file is gone and no rendering is cached: the page's text instead.
-    pub text: Vec<FlowBlock>,
-    /// The page's words as selectable (transparent) text over the image.
-    pub text_layer: Vec<aids::TextSpan>,
-}
-
-/// An outline entry with its link.
-pub struct OutlineLink {
-    pub title: String,
-    pub level: u8,
-    pub href: String,
-}
-
-/// A find result with its link.
-pub struct FoundLink {
-    pub snippet_html: String,
-    pub page: Option<u32>,
-    pub href: String,
-}
-
 #[derive(Template)]
 #[template(path = "viewer/view.html")]
 struct ViewerPage {
@@ -200,7 +112,7 @@ struct ViewerPage {
     keep: Vec<(&'static str, String)>,
     paged: Option<PagedView>,
     flow: Vec<FlowBlock>,
-    grid: Option<super::sheet::GridView>,
+    grid: Option<parts::GridView>,
     /// A citation whose block cannot be found: the document itself is the `#hl` target.
     doc_hl: bool,
     outline: Vec<OutlineLink>,
@@ -340,7 +252,7 @@ pub async fn view(
     });
     let (found, found_total) = aids::find(&art, &find);
     view.found_total = found_total;
-    let input = kinds::ViewInput {
+    let input = parts::ViewInput {
         state: &state,
         source: &source,
         art: &art,
@@ -361,98 +273,6 @@ pub async fn view(
     view.found = body.found;
     view.cited_url = body.cited_url;
     with_status(render_page(view))
-}
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn paged_view(
-    state: &AppState,
-    source: &Source,
-    art: &ParsedArtifact,
-    target: Option<&Target>,
-    hints: &Hints,
-    file_ok: bool,
-    carry: &Carry,
-    found: &[String],
-    ctx: &PageCtx,
-) -> PagedView {
-    let pages = &art.source_map.pages;
-    let count = pages.len().max(art.source_map.page_count.unwrap_or(0) as usize).max(1) as u32;
-    let wanted = hints.page.or(target.and_then(|t| t.page)).unwrap_or(1).clamp(1, count);
-    let ap: Option<&ArtPage> = pages.iter().find(|p| p.page == wanted);
-    let (w, h) = ap.map(|p| (p.width, p.height)).unwrap_or((612.0, 792.0));
-    let scale = render::DEFAULT_SCALE;
-    let hash = source.indexed_hash.clone().unwrap_or_else(|| source.sha256.clone());
-    let v = hash.trim_start_matches("sha256:").get(..12).unwrap_or("0").to_string();
-    let id = source.id;
-    let (px_w, px_h, img_src) = if source.kind == SourceKind::Image {
-        let (pw, ph) = (w.round().max(1.0) as u32, h.round().max(1.0) as u32);
-        let src = if browser_image(&mime_of(source)) {
-            format!("/sources/{id}/download?inline=1&v={v}")
-        } else {
-            format!("/sources/{id}/pages/1.png?v={v}")
-        };
-        (pw, ph, src)
-    } else {
-        let (pw, ph) = render::pixel_size(w, h, scale);
-        (pw, ph, format!("/sources/{id}/pages/{wanted}.png?scale={scale}&v={v}"))
-    };
-    let cached =
-        render::cache_path(&state.config.data_dir, &hash, wanted, if source.kind == SourceKind::Image { 1.0 } else { scale })
-            .is_file();
-    let img_src = (file_ok || cached).then_some(img_src);
-    let block = target.and_then(|t| t.block_id.as_deref()).and_then(|b| ap.and_then(|p| p.blocks.iter().find(|x| x.id == b)));
-    let hl = block.and_then(|b| b.bbox).map(|bb| HlBox {
-        bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
-        size: format!("{},{}", super::num(w), super::num(h)),
-        style: super::percent_style(bb, w, h),
-        class: if target.is_some_and(|t| t.exact) { "hl-box" } else { "hl-box hl-approx" },
-    });
-    // The later blocks of a spanning citation on this page.
-    let span = super::span_ids(art, target);
-    let more_hl: Vec<HlBox> = ap
-        .map(|p| {
-            p.blocks
-                .iter()
-                .filter(|b| span.contains(&b.id))
-                .filter_map(|b| b.bbox)
-                .map(|bb| HlBox {
-                    bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
-                    size: format!("{},{}", super::num(w), super::num(h)),
-                    style: super::percent_style(bb, w, h),
-                    class: if target.is_some_and(|t| t.exact) { "hl-box hl-span" } else { "hl-box hl-approx hl-span" },
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let frame_hl = hl.is_none()
-        && more_hl.is_empty()
-        && target.is_some_and(|t| t.page == Some(wanted) || (t.block_id.is_none() && t.page.is_none()));
-    let text = if img_src.is_none() {
-        let blocks: Vec<&Block> = ap.map(|p| p.blocks.iter().collect()).unwrap_or_default();
-        super::flow_blocks(art, &blocks, "pdf", target)
-    } else {
-        Vec::new()
-    };
-    let text_layer = match (ap, img_src.is_some()) {
-        (Some(p), true) => aids::text_layer(&p.blocks, w, h, found),
-        _ => Vec::new(),
-    };
-    PagedView {
-        page: wanted,
-        page_count: count,
-        page_label: ctx.t("viewer.page_of").replace("{n}", &wanted.to_string()).replace("{total}", &count.to_string()),
-        img_src,
-        px_w,
-        px_h,
-        size: format!("{},{}", super::num(w), super::num(h)),
-        hl,
-        more_hl,
-        frame_hl,
-        prev_url: (wanted > 1).then(|| carry.url(Some(wanted - 1), None)),
-        next_url: (wanted < count).then(|| carry.url(Some(wanted + 1), None)),
-        text,
-        text_layer,
-    }
 }
 
 /// A `410 Gone` with code `file_missing` (JSON for API clients, an error page for browsers).

@@ -9,6 +9,8 @@ pub mod aids;
 pub mod handlers;
 pub mod kinds;
 pub mod markdown;
+pub mod paged;
+pub mod parts;
 pub mod render;
 pub mod sheet;
 

@@ -16,7 +16,7 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::kinds::{KindView, ViewBody, ViewInput, flow_body};
+use super::parts::{CellView, GridView, KindView, RowView, RowsFragment, SheetTab, ViewBody, ViewInput, flow_body};
 use crate::{
     auth::Auth,
     error::{AppError, AppResult},
@@ -35,56 +35,8 @@ const CONTEXT_ABOVE: u32 = 10;
 /// Columns shown at most.
 const MAX_COLUMNS: u32 = 200;
 
-pub struct SheetTab {
-    pub name: String,
-    pub href: String,
-    pub current: bool,
-    pub hidden: bool,
-}
-
-pub struct CellView {
-    pub text: String,
-    /// `hl` (the cited cells), `hl-approx`, `hl-span` (a spanning citation's later cells).
-    pub class: &'static str,
-    /// The first cited cell is the page's `#hl`.
-    pub anchor: bool,
-    /// A merged region's top-left cell names its range; covered cells are `covered`.
-    pub merged: Option<String>,
-    pub covered: bool,
-    /// Long or multi-line text wraps; other values stay on one line (the grid scrolls sideways).
-    pub wrap: bool,
-}
-
 /// Values longer than this wrap in the grid.
 const WRAP_AFTER: usize = 40;
-
-pub struct RowView {
-    /// 1-based, as the sheet numbers it.
-    pub number: u32,
-    pub cells: Vec<CellView>,
-}
-
-#[derive(Template)]
-#[template(path = "viewer/_grid_rows.html")]
-pub struct RowsFragment {
-    pub rows: Vec<RowView>,
-}
-
-pub struct GridView {
-    pub tabs: Vec<SheetTab>,
-    pub columns: Vec<String>,
-    pub header: Option<RowView>,
-    pub rows: RowsFragment,
-    /// The next window as HTML rows (for the script) and as a page (without it).
-    pub more_url: Option<String>,
-    pub more_href: Option<String>,
-    pub prev_href: Option<String>,
-    pub first_row: u32,
-    pub last_row: u32,
-    pub total_rows: u32,
-    /// The original is gone or changed: the rows as indexed, as text.
-    pub fallback: bool,
-}
 
 /// The grid view.
 pub struct Grid;
@@ -107,24 +59,6 @@ impl KindView for Grid {
             body.grid = Some(grid_view(&i, &wb));
             Ok(body)
         })
-    }
-}
-
-impl GridView {
-    fn fallback() -> GridView {
-        GridView {
-            tabs: Vec::new(),
-            columns: Vec::new(),
-            header: None,
-            rows: RowsFragment { rows: Vec::new() },
-            more_url: None,
-            more_href: None,
-            prev_href: None,
-            first_row: 0,
-            last_row: 0,
-            total_rows: 0,
-            fallback: true,
-        }
     }
 }
 
