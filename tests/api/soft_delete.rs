@@ -323,7 +323,12 @@ async fn a_duplicate_upload_says_already_in_this_kb_instead_of_a_silent_no_op() 
     let (_, page) = c.page(&format!("/kbs/{}", t.kb)).await;
     assert!(page.contains("Already in this knowledge base: notes.md."), "{page}");
     // The upload input accepts exactly the server's kinds.
-    assert!(page.contains("accept=\".md,.markdown,.pdf,.docx,.xlsx,.xlsm,.ods,.xls,.csv,.tsv,.png,.jpg,.jpeg,.webp,.tif,.tiff,.bmp,.txt\""), "{page}");
+    assert!(
+        page.contains(
+            "accept=\".md,.markdown,.pdf,.docx,.xlsx,.xlsm,.ods,.xls,.csv,.tsv,.png,.jpg,.jpeg,.webp,.tif,.tiff,.bmp,.txt\""
+        ),
+        "{page}"
+    );
     // Indexed rows open the viewer at page 1.
     let alpha = source_id(&t, "alpha.md").await;
     assert!(page.contains(&format!("href=\"/sources/{alpha}/view?page=1\"")), "{page}");
