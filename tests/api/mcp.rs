@@ -500,3 +500,22 @@ async fn knowledge_rag_tools_appear_once_a_kb_is_bound_and_map_references_to_loc
     assert!(highlighted(&app, &token, &url).await.contains("Channels send messages between threads."));
     assert_highlights(&highlighted(&app, &token, &url).await, &r);
 }
+
+/// A spreadsheet hit: its locator names the sheet and cells, and the text an MCP client's model
+/// reads cites them as a formula would (`'Forecast 2027'!A5:D5`).
+#[tokio::test]
+async fn spreadsheet_citations_name_the_sheet_and_cells_in_the_tool_text() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let client = app.api(s.tenant_id, s.user_id).await;
+    let fixtures = std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("MNOTE_FIXTURES_DIR (./dev test)"));
+    std::fs::create_dir_all(app.docs.join("sheets")).unwrap();
+    std::fs::copy(fixtures.join("needles.xlsx"), app.docs.join("sheets/needles.xlsx")).unwrap();
+    app.indexed_folder_kb(&client, "sheets", json!({"name": "sheets"})).await;
+    let token = app.token(s.tenant_id, s.user_id).await;
+    let mcp = connect(&app, &token).await.unwrap();
+    let (v, text) = ok(&call(&mcp, "evidence_search", json!({"query": "aurora", "mode": "lexical"})).await);
+    let source = &v["results"][0]["locator"];
+    assert_eq!((&source["sheet"], &source["cellRange"]), (&json!("Forecast 2027"), &json!("A5:D5")), "{v}");
+    assert!(text.contains("'Forecast 2027'!A5:D5"), "{text}");
+}

@@ -100,6 +100,20 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     assert_eq!(st, StatusCode::OK);
     assert!(page.contains("Archive!A3:B3") && page.contains("hidden sheet"), "{page}");
 
+    // A bare locator (its block id unknown) opens at its sheet and cells, approximately.
+    let (st, open) = k
+        .client
+        .post_json(
+            "/api/evidence/open",
+            json!({"locator": {"sourceId": id, "blockId": "b999", "sheet": "Forecast 2027", "cellRange": "A5:D5"}}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{open}");
+    let bare = open["openAction"]["url"].as_str().unwrap();
+    assert!(bare.contains("sheet=Forecast+2027") && bare.contains("cells=A5:D5") && !bare.contains("evidence="), "{bare}");
+    let html = k.client.get(bare.trim_end_matches("#hl")).await.text().await.unwrap();
+    assert!(html.contains(r#"<td id="hl" class="hl-approx">finance</td>"#) && html.contains("approx-notice"), "{html}");
+
     // The original changed after indexing: no grid from a file that is not the indexed one; the
     // rows as indexed, the cited one highlighted.
     std::fs::write(app.docs.join(format!("team/sheets/{xlsx}")), b"changed").unwrap();

@@ -22,7 +22,7 @@ async fn chromium_downloads_every_kind_byte_for_byte() {
         .expect("MNOTE_FIXTURES_DIR is not set: run the tests through `./dev test`, which generates the fixtures");
     let team = app.docs.join("team");
     std::fs::create_dir_all(&team).unwrap();
-    for name in ["plain.docx", "known_words.pdf", "scope_zh.png"] {
+    for name in ["plain.docx", "known_words.pdf", "scope_zh.png", "needles.xlsx", "zh_gbk.csv"] {
         std::fs::copy(fixtures.join(name), team.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
     let md: String = (0..6000).map(|i| format!("Line {i} of the notes, with words to compress.\n")).collect();
@@ -39,7 +39,7 @@ async fn chromium_downloads_every_kind_byte_for_byte() {
 
     let b = Browser::start("downloads", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
-    for name in ["notes.md", "plain.docx", "known_words.pdf", "scope_zh.png"] {
+    for name in ["notes.md", "plain.docx", "known_words.pdf", "scope_zh.png", "needles.xlsx", "zh_gbk.csv"] {
         let original = std::fs::read(team.join(name)).unwrap();
         let want = hex::encode(sha2::Sha256::digest(&original));
         let id = list["items"].as_array().unwrap().iter().find(|s| s["resourcePath"] == name).unwrap_or_else(|| panic!("{list}"))

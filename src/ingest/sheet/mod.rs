@@ -40,7 +40,7 @@ impl ParseProvider for SpreadsheetProvider {
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
         let limits = child_limits();
-        let wb = grid::read_workbook(input.bytes, input.file_name, &limits)?;
+        let wb = guarded(|| grid::read_workbook(input.bytes, input.file_name, &limits))?;
         Ok(artifact_of(input.bytes, "spreadsheet", SHEET_VERSION, &wb, &limits))
     }
 }
@@ -59,7 +59,7 @@ impl ParseProvider for CsvProvider {
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
         let limits = child_limits();
-        let wb = delimited::read_delimited(input.bytes, input.file_name, &limits)?;
+        let wb = guarded(|| delimited::read_delimited(input.bytes, input.file_name, &limits))?;
         Ok(artifact_of(input.bytes, "csv", CSV_VERSION, &wb, &limits))
     }
 }
@@ -74,10 +74,17 @@ fn child_limits() -> grid::Limits {
 pub fn read_original(kind: &str, bytes: &[u8], file_name: &str, max_rows: u64) -> Result<grid::Workbook, ParseError> {
     let max_rows = usize::try_from(max_rows).unwrap_or(usize::MAX);
     let limits = grid::Limits { max_rows, ..grid::Limits::default() };
-    match kind {
+    guarded(|| match kind {
         "csv" => delimited::read_delimited(bytes, file_name, &limits),
         _ => grid::read_workbook(bytes, file_name, &limits),
-    }
+    })
+}
+
+/// A reader that panics on a hostile file (a bug in a dependency) fails with the file's code
+/// instead: in the viewer it runs inside the server process.
+fn guarded(read: impl FnOnce() -> Result<grid::Workbook, ParseError>) -> Result<grid::Workbook, ParseError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(read))
+        .unwrap_or_else(|_| Err(grid::malformed("the spreadsheet reader failed on this file")))
 }
 
 pub fn artifact_of(bytes: &[u8], kind: &str, version: &str, wb: &grid::Workbook, limits: &grid::Limits) -> ParsedArtifact {
