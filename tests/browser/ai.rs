@@ -203,13 +203,19 @@ pub(crate) async fn to_chinese(b: &Browser) {
     .await;
 }
 
-/// The run's receipt agrees with the page: "verified n/m" and one marked link per unverified citation.
+/// The run's receipt agrees with the page: "n of m quotes found in their passages" (`word`
+/// names the language: "Quotes checked" or "引文核对") and one marked link per unverified citation.
 async fn check_verified_line(b: &Browser, run: &Value, word: &str) {
     let total = run["receipt"]["total"].as_u64().unwrap();
     let verified = run["receipt"]["verified"].as_u64().unwrap();
     assert!(total >= 1, "{run}");
     let line = text(b, "#ai-run .ai-verified").await;
-    assert!(line.contains(word) && line.contains(&format!("{verified}/{total}")), "{line} vs {run}");
+    let said = if word == "引文核对" {
+        format!("{total} 条引文中有 {verified} 条在所引段落中找到")
+    } else {
+        format!("{verified} of {total} quotes found in their passages")
+    };
+    assert!(line.contains(&said), "{line} vs {run}");
     let cites = count(b, "#ai-run .ai-answer .ai-cite").await;
     let unverified = count(b, "#ai-run .ai-answer .ai-cite-unverified").await;
     assert_eq!(cites as u64, total, "one marked citation per receipt entry");
@@ -351,7 +357,7 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     // The run's own page, rendered by the server.
     b.goto(&format!("/ai/runs/{zh}")).await;
     b.wait_for("#ai-run .ai-turn[data-ended=completed] .ai-answer a.ai-cite").await;
-    assert!(text(&b, "#ai-run .ai-verified").await.contains("引文核对"));
+    assert!(text(&b, "#ai-run .ai-verified").await.contains("条在所引段落中找到"));
     shot(&b, "#ai-run", "run-page-zh").await;
     b.finish().await;
 

@@ -63,7 +63,8 @@ async fn a_follow_up_uses_the_first_turn_and_the_list_renames_searches_and_delet
         assert_eq!(count(&b, "#ai-run .ai-thread .ai-past").await, 1);
         assert_eq!(count(&b, &format!("#ai-run .ai-view .ai-turn[data-run-id='{two}']")).await, 1);
         assert_eq!(count(&b, "#ai-run .ai-answer").await, 2);
-        assert!(text(&b, "#ai-run .ai-thread .ai-verified").await.contains("/"));
+        let receipt = text(&b, "#ai-run .ai-thread .ai-verified").await;
+        assert!(receipt.contains("quotes found") || receipt.contains("条在所引段落中找到"), "{receipt}");
         fits(&b, "the conversation").await;
         b.screenshot(&format!("conversation-{lang}-1280")).await;
         b.resize(420, 900).await;
