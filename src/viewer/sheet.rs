@@ -16,7 +16,9 @@ use futures_util::future::BoxFuture;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::parts::{CellView, GridView, KindView, RowView, RowsFragment, SheetTab, ViewBody, ViewInput, flow_body};
+use super::parts::{
+    CellView, FoundLink, GridView, KindView, OutlineLink, RowView, RowsFragment, SheetTab, ViewBody, ViewInput, flow_body,
+};
 use crate::{
     auth::Auth,
     error::{AppError, AppResult},
@@ -53,11 +55,12 @@ impl KindView for Grid {
                 body.grid = Some(GridView::fallback());
                 return Ok(body);
             };
-            let mut body = flow_body(&i, "text");
-            body.flow.clear();
-            body.doc_hl = false;
-            body.grid = Some(grid_view(&i, &wb));
-            Ok(body)
+            Ok(ViewBody {
+                grid: Some(grid_view(&i, &wb)),
+                outline: sheet_outline(&i),
+                found: found_cells(&i),
+                ..ViewBody::default()
+            })
         })
     }
 }
@@ -140,6 +143,49 @@ fn cited(i: &ViewInput<'_>) -> Cited {
     Cited { sheet, ranges }
 }
 
+/// The viewer at a sheet tab and a first row (1-based), keeping the citation.
+fn grid_link(base: &str, tab: Option<&str>, row: Option<u32>) -> String {
+    let mut q: Vec<(&str, String)> = Vec::new();
+    if let Some(t) = tab {
+        q.push(("tab", t.to_string()));
+    }
+    if let Some(r) = row {
+        q.push(("row", r.to_string()));
+    }
+    let sep = if base.contains('?') { '&' } else { '?' };
+    if q.is_empty() { base.to_string() } else { format!("{base}{sep}{}", serde_urlencoded::to_string(&q).unwrap_or_default()) }
+}
+
+/// The outline of a workbook: its sheets, each opening its tab.
+fn sheet_outline(i: &ViewInput<'_>) -> Vec<OutlineLink> {
+    let base = i.carry.url(None, None);
+    let sections = &i.art.source_map.sections;
+    sections
+        .iter()
+        .map(|s| OutlineLink { title: s.title.clone(), level: 1, href: grid_link(&base, Some(&s.title), None) })
+        .collect()
+}
+
+/// The find's results as links to their rows (the window starting at the row, `#r<row>`).
+fn found_cells(i: &ViewInput<'_>) -> Vec<FoundLink> {
+    let base = i.carry.url(None, Some(i.find));
+    let wanted: std::collections::HashSet<&str> = i.found.iter().map(|f| f.block_id.as_str()).collect();
+    let blocks: std::collections::HashMap<&str, &crate::ingest::artifact::Block> =
+        i.art.all_blocks().filter(|b| wanted.contains(b.id.as_str())).map(|b| (b.id.as_str(), b)).collect();
+    i.found
+        .iter()
+        .map(|f| {
+            let block = blocks.get(f.block_id.as_str());
+            let row = block.and_then(|b| b.cell_range.as_deref()).and_then(parse_range).map(|(a, _)| a.0 + 1);
+            let href = match row {
+                Some(r) => format!("{}#r{r}", grid_link(&base, block.and_then(|b| b.sheet.as_deref()), Some(r))),
+                None => base.clone(),
+            };
+            FoundLink { snippet_html: f.snippet_html.clone(), page: None, href }
+        })
+        .collect()
+}
+
 fn grid_view(i: &ViewInput<'_>, wb: &Workbook) -> GridView {
     let cited = cited(i);
     let current = i
@@ -150,17 +196,7 @@ fn grid_view(i: &ViewInput<'_>, wb: &Workbook) -> GridView {
         .or_else(|| cited.sheet.as_deref().and_then(|c| wb.sheets.iter().position(|s| s.name.as_deref() == Some(c))))
         .unwrap_or(0);
     let base = i.carry.url(None, None);
-    let link = |tab: Option<&str>, row: Option<u32>| {
-        let mut q: Vec<(&str, String)> = Vec::new();
-        if let Some(t) = tab {
-            q.push(("tab", t.to_string()));
-        }
-        if let Some(r) = row {
-            q.push(("row", r.to_string()));
-        }
-        let sep = if base.contains('?') { '&' } else { '?' };
-        if q.is_empty() { base.clone() } else { format!("{base}{sep}{}", serde_urlencoded::to_string(&q).unwrap_or_default()) }
-    };
+    let link = |tab: Option<&str>, row: Option<u32>| grid_link(&base, tab, row);
     let tabs = wb
         .sheets
         .iter()

@@ -83,6 +83,10 @@ async fn spreadsheet_and_csv_needles_are_found_at_their_cells_and_open_in_the_gr
     assert!(html.contains("Archive <span class=\"sheet-hidden-mark\">"), "the hidden sheet's tab says so: {html}");
     assert!(html.contains(r#"<tr class="header-row" data-row="1">"#), "{html}");
 
+    // Find in the workbook: each hit links to its sheet's tab at its row.
+    let found = k.client.get(&format!("{}&find=quartz", url.trim_end_matches("#hl"))).await.text().await.unwrap();
+    assert!(found.contains("tab=Archive&#38;row=3#r3"), "{found}");
+
     // The next window of a sheet, under the viewer's access rules.
     let id = sx["id"].as_str().unwrap();
     let r = k.client.get(&format!("/sources/{id}/sheet-rows?sheet=Archive&from=0")).await;
