@@ -35,17 +35,19 @@ mod extract;
 pub mod followup;
 mod lang;
 mod rag;
+mod terms;
 
 use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
-    answerable::{Measures, asked_kind, focus_terms, judge},
+    answerable::{Fit, Measures, asked_kind, focus_terms, judge},
     extract::{
-        BuiltinAnswer, Fit, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
-        question_terms, select_sentences,
+        BuiltinAnswer, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
+        select_sentences,
     },
     lang::Lang,
+    terms::question_terms,
 };
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,

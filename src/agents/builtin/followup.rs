@@ -17,7 +17,7 @@
 //! A wrong "depends" costs what every follow-up cost before (the previous question searched
 //! along); a wrong "new topic" loses the context, so the rule errs towards depending.
 
-use super::extract::content_words;
+use super::terms::content_words;
 
 /// A follow-up with at most this many content words is elliptical.
 pub const MAX_ELLIPTICAL_WORDS: usize = 1;
