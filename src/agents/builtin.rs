@@ -41,13 +41,13 @@ use futures_util::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 pub use self::{
-    answerable::{Measures, asked_kind, focus_terms, judge},
+    answerable::{Fit, Measures, asked_kind, focus_terms, judge},
     extract::{
         BuiltinAnswer, MAX_READS, MAX_SEARCHES, answer_from, closest_sentences, compose, cut_passages, plan_queries,
         select_sentences,
     },
     lang::Lang,
-    terms::{Fit, question_terms},
+    terms::question_terms,
 };
 use super::{
     AgentError, AgentRuntime, Provider, RunEnv, RunInput, RunOutput, TurnRole,

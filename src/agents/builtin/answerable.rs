@@ -5,7 +5,7 @@
 //!   next to its asking word ("预算金额" in 预算金额是多少, "engineers" in how many engineers) —
 //!   is what the sentence holding the value must name ([`focus_terms`]);
 //! - the question's key terms found in one quoted passage (a Chinese term also when written
-//!   there however the segmenter cut it, `extract::written_in`), each weighted by how rare it
+//!   there however the segmenter cut it, `terms::written_in`), each weighted by how rare it
 //!   is among the passages found (a term no passage holds weighs most: the searches would have
 //!   found it if the knowledge bases held it), for Chinese by its length and by how uncommon
 //!   jieba's dictionary says it is (a missing 特点 is the question's frame, a missing name its
@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{
     lang::Lang,
-    terms::{Fit, content_words, question_terms, written_in},
+    terms::{content_words, question_terms, written_in},
 };
 use crate::{
     agents::{
@@ -236,6 +236,15 @@ fn passage_terms(q: &HashSet<String>, h: &EvidenceHit) -> HashSet<String> {
         t.extend(written_in(q, s));
     }
     t
+}
+
+/// How the picked sentences relate to the question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// They share the question's words ([`select_sentences`]).
+    Answer,
+    /// The closest the search found ([`closest_sentences`]).
+    Closest,
 }
 
 /// What [`judge`] measured (the benchmark's dump shows it, for calibrating the floors).

@@ -14,8 +14,11 @@ use std::collections::{HashMap, HashSet};
 
 use uuid::Uuid;
 
-use super::terms::{Fit, content_words, is_cjk, question_terms, written_in};
-use super::{answerable, lang::Lang};
+use super::{
+    answerable::{self, Fit},
+    lang::Lang,
+    terms::{content_words, question_terms, written_in},
+};
 use crate::{
     agents::{
         citations,
@@ -130,6 +133,10 @@ pub(super) fn looks_like_code(raw: &str) -> bool {
 fn is_fragment(raw: &str, first: bool, last: bool) -> bool {
     let t = raw.trim();
     (first && t.starts_with('…')) || (last && t.ends_with('…'))
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
 }
 
 /// `text` cut after its sentence ends ([`citations::split_sentences`]), except inside brackets:

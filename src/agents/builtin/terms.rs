@@ -1,11 +1,14 @@
-//! The words of a question as the built-in agent weighs them: its content terms (the search
-//! analyzer's, question words left out), where its Chinese terms are written in a text, and how
-//! picked sentences relate to it ([`Fit`]). Shared by the extraction ([`super::extract`]) and
-//! the answerability judgement ([`super::answerable`]).
+//! The terms of a question as the built-in agent weighs them: the search analyzer's terms
+//! without the words that ask (question words, and the words the segmenter glued to one), and
+//! whether a Chinese term is written in a passage however the segmenter cut it there.
 
 use std::collections::HashSet;
 
 use crate::search::analyze;
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
+}
 
 /// Words that ask rather than say what is asked about (besides the analyzer's stop words).
 const QUESTION_WORDS: &[&str] = &[
@@ -127,7 +130,7 @@ pub fn question_terms(question: &str) -> HashSet<String> {
 /// The byte ranges of `q`'s outermost content words, in order: the analyzer's terms without
 /// stop and question words (jieba's search mode also emits the sub-words of long words; those
 /// are inside an outer word and left out).
-pub(super) fn content_words(q: &str) -> Vec<(usize, usize)> {
+pub fn content_words(q: &str) -> Vec<(usize, usize)> {
     let mut words: Vec<(usize, usize)> = analyze::analyze(q)
         .into_iter()
         .filter(|t| !is_question_word(&t.term) && !is_question_word(&q[t.start..t.end]))
@@ -145,7 +148,7 @@ pub(super) fn content_words(q: &str) -> Vec<(usize, usize)> {
 
 /// The Chinese terms of `q` written in `text` as they are, however the segmenter cut `text`
 /// (苏镜宇 in 苏镜宇原名苏博: jieba cuts a name differently in another context).
-pub(super) fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item = String> + 'a {
+pub fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item = String> + 'a {
     let text = text.to_string();
     q.iter().filter(move |t| t.chars().any(is_cjk) && written(t, &text)).cloned()
 }
@@ -172,17 +175,4 @@ fn written(t: &str, text: &str) -> bool {
         let (a, b): (String, String) = (chars[..i].iter().collect(), chars[i..].iter().collect());
         text.contains(&a) && text.contains(&b)
     })
-}
-
-/// How the picked sentences relate to the question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fit {
-    /// They share the question's words ([`super::extract::select_sentences`]).
-    Answer,
-    /// The closest the search found ([`super::extract::closest_sentences`]).
-    Closest,
-}
-
-pub(super) fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x3040..=0x30FF | 0xAC00..=0xD7AF)
 }
