@@ -338,7 +338,10 @@ pub async fn register(
                 return Err(AppError::invalid("path", "not a regular file"));
             }
             let kind = kind_of(&abs).ok_or_else(|| {
-                AppError::invalid("path", "unsupported file kind (Markdown, PDF, DOCX, spreadsheets, CSV, web pages, e-mail, images, text)")
+                AppError::invalid(
+                    "path",
+                    "unsupported file kind (Markdown, PDF, DOCX, spreadsheets, CSV, web pages, e-mail, images, text)",
+                )
             })?;
             (vec![(abs.clone(), rel.clone(), kind)], 0)
         };
