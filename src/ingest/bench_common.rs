@@ -83,3 +83,32 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// One side of a row: a timed run over its files.
+pub(super) type Side<'a> = &'a mut dyn FnMut() -> anyhow::Result<()>;
+
+/// The three sides of a row — ours as the pipeline runs it, ours in-process, the baseline —
+/// timed `rounds` times in that order, each round printed; the summed wall-clock and CPU
+/// seconds of each side.
+pub(super) fn time_sides(
+    label: &str,
+    baseline: &str,
+    rounds: usize,
+    mut sides: [Side<'_>; 3],
+) -> anyhow::Result<[(Duration, f64); 3]> {
+    let mut total = [(Duration::ZERO, 0.0); 3];
+    for round in 1..=rounds {
+        let mut took = [(Duration::ZERO, 0.0); 3];
+        for (t, side) in took.iter_mut().zip(sides.iter_mut()) {
+            let ((), d, cpu) = timed(side)?;
+            *t = (d, cpu);
+        }
+        let [a, b, c] = took.map(|(d, _)| d.as_secs_f64());
+        println!("  {label} round {round}: ours {a:.3} s (in-process {b:.3} s), {baseline} {c:.3} s");
+        for (t, (d, cpu)) in total.iter_mut().zip(took) {
+            t.0 += d;
+            t.1 += cpu;
+        }
+    }
+    Ok(total)
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::bench_common::{Row, TempDir, parse_file_child, run_quiet, timed};
+use super::bench_common::{Row, TempDir, parse_file_child, run_quiet, time_sides};
 use super::worker::parse_in_process;
 
 pub const SHEET_ROWS: usize = 100_000;
@@ -76,22 +76,16 @@ pub(super) fn bench_spreadsheet(exe: &Path, rounds: usize) -> anyhow::Result<[Ro
     if theirs != ours_rows || ours_rows != SHEET_ROWS + 1 {
         bail!("rows differ: ours {ours_rows}, openpyxl {theirs}, written {}", SHEET_ROWS + 1);
     }
-    let mut total = [(Duration::ZERO, 0.0); 3];
-    for round in 1..=rounds {
-        let ((), a, a_cpu) = timed(|| parse_file_child(exe, "spreadsheet", &path))?;
-        let ((), b, b_cpu) = timed(|| parse_in_process(&path, "spreadsheet").map(drop).map_err(|e| anyhow::anyhow!("{e}")))?;
-        let ((), c, c_cpu) = timed(|| run_quiet(python(READ_PY)?.arg(&path)))?;
-        println!(
-            "  spreadsheet round {round}: ours {:.3} s (in-process {:.3} s), openpyxl {:.3} s",
-            a.as_secs_f64(),
-            b.as_secs_f64(),
-            c.as_secs_f64()
-        );
-        for (t, (d, cpu)) in total.iter_mut().zip([(a, a_cpu), (b, b_cpu), (c, c_cpu)]) {
-            t.0 += d;
-            t.1 += cpu;
-        }
-    }
+    let total = time_sides(
+        "spreadsheet",
+        "openpyxl",
+        rounds,
+        [
+            &mut || parse_file_child(exe, "spreadsheet", &path),
+            &mut || parse_in_process(&path, "spreadsheet").map(drop).map_err(|e| anyhow::anyhow!("{e}")),
+            &mut || run_quiet(python(READ_PY)?.arg(&path)),
+        ],
+    )?;
     let items = (ours_rows * rounds) as f64;
     let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "rows", items, secs: secs.as_secs_f64(), cpu };
     Ok([

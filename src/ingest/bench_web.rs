@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 
-use super::bench_common::{Row, TempDir, parse_file_child, run_quiet, timed};
+use super::bench_common::{Row, TempDir, parse_file_child, run_quiet, time_sides};
 use super::worker::parse_in_process;
 
 pub const PAGES: usize = 200;
@@ -113,27 +113,17 @@ fn compare(exe: &Path, kind: &str, files: &[PathBuf], reader: &str, rounds: usiz
     if theirs != files.len() {
         bail!("python read {theirs} of {} {kind} files", files.len());
     }
-    let mut total = [(Duration::ZERO, 0.0); 3];
-    for round in 1..=rounds {
-        let ((), a, a_cpu) = timed(|| files.iter().try_for_each(|f| parse_file_child(exe, kind, f)))?;
-        let ((), b, b_cpu) = timed(|| {
-            files
-                .iter()
-                .try_for_each(|f| parse_in_process(f, kind).map(drop).map_err(|e| anyhow::anyhow!("{}: {e}", f.display())))
-        })?;
-        let ((), c, c_cpu) = timed(|| run_quiet(python(reader).args(files)))?;
-        println!(
-            "  {kind} round {round}: ours {:.3} s (in-process {:.3} s), python {:.3} s",
-            a.as_secs_f64(),
-            b.as_secs_f64(),
-            c.as_secs_f64()
-        );
-        for (t, (d, cpu)) in total.iter_mut().zip([(a, a_cpu), (b, b_cpu), (c, c_cpu)]) {
-            t.0 += d;
-            t.1 += cpu;
-        }
-    }
-    Ok(total)
+    let parse_each = |f: &PathBuf| parse_in_process(f, kind).map(drop).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()));
+    time_sides(
+        kind,
+        "python",
+        rounds,
+        [
+            &mut || files.iter().try_for_each(|f| parse_file_child(exe, kind, f)),
+            &mut || files.iter().try_for_each(parse_each),
+            &mut || run_quiet(python(reader).args(files)),
+        ],
+    )
 }
 
 pub(super) fn bench_html(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> {
