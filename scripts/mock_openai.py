@@ -40,6 +40,9 @@ tests): streamed tool calls and cited answers, with directives in the last user 
                  marker the system prompt tells the model to start such an answer with (the first
                  `[...]` token after "start your answer with"), on its own line, as instructed;
                  no marker in the system prompt: the plain sentence
+  [[partial]]    after the search, the answer starts with the marker the system prompt gives for an
+                 answer to part of the question (the first `[...]` token after "If it answers only
+                 part of the question, start with"), then quotes the results and says what is missing
   [[misquote]]   after the search, every line cites a real result beside a sentence its passage
                  does not hold (citations whose quotes do not check)
   [[history]]    no tool call: the answer lists the earlier user/assistant messages the request
@@ -141,7 +144,7 @@ def reply_for(messages, body):
 
 # ---- the scripted agent (models named scripted*) -------------------------------------------
 
-DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history|read|open|outline|notfound|misquote)\]\]")
+DIRECTIVE = re.compile(r"\[\[(slow|trickle|hang|error|fabricate|loop|hugeline|huge|needchoice|namerepeat|textcall|history|read|open|outline|notfound|partial|misquote)\]\]")
 
 # `[[read]]`, `[[open]]`, `[[outline]]`: the function called instead of the search, and its argument.
 BY_ID = {"read": ("mnote_evidence_read", "evidenceId"), "open": ("mnote_evidence_open", "evidenceId"),
@@ -210,6 +213,11 @@ def script_for(body):
             m = re.search(r"start your answer with (\[[^\]\s]+\])", system)
             said = "The knowledge bases do not answer this question: the passages found are about other things."
             return ("text", f"{m.group(1)}\n\n{said}" if m else said), flags
+        if "partial" in flags:
+            system = " ".join(text_of(m.get("content")) for m in messages if m.get("role") == "system")
+            m = re.search(r"part of the question, start with (\[[^\]\s]+\])", system)
+            body = "\n".join(lines + ["The passages do not say how long a charge takes."])
+            return ("text", f"{m.group(1)}\n\n{body}" if m else body), flags
         if "misquote" in flags:
             lines = [f"Penguins supervise the night shift in sector {i + 1}. [evidence:{r['evidenceId']}]"
                      for i, r in enumerate(results[:2])]

@@ -50,6 +50,11 @@
   }
 
   // The same one-line summary the server renders (keys sorted).
+  // Arguments that name ids (sourceId, kbIds, block_id) stay off the card (as on the server).
+  function isIdArg(k) {
+    return k === "id" || k === "ids" || /(Id|Ids|_id|_ids)$/.test(k);
+  }
+
   function argsSummary(v) {
     function one(x) {
       if (typeof x === "string") return "\"" + short(x, 80) + "\"";
@@ -59,7 +64,7 @@
     }
     var s;
     if (v === null || v === undefined) s = "";
-    else if (typeof v === "object" && !Array.isArray(v)) s = Object.keys(v).sort().map(function (k) { return k + ": " + one(v[k]); }).join(", ");
+    else if (typeof v === "object" && !Array.isArray(v)) s = Object.keys(v).filter(function (k) { return !isIdArg(k); }).sort().map(function (k) { return k + ": " + one(v[k]); }).join(", ");
     else s = one(v);
     return short(s, 200);
   }
@@ -555,7 +560,7 @@
       past.classList.remove("ai-turn");
       past.classList.add("ai-past");
       // Like the server's earlier turns: the question and its result (the live parts go).
-      Array.prototype.forEach.call(past.querySelectorAll(".ai-turn-actions, .ai-plan-box, .ai-tools-box, .ai-changed"), function (x) { x.remove(); });
+      Array.prototype.forEach.call(past.querySelectorAll(".ai-turn-actions, .ai-work, .ai-plan-box, .ai-tools-box, .ai-changed"), function (x) { x.remove(); });
       var streamed = past.querySelector(".ai-stream");
       if (streamed && (streamed.hidden || past.querySelector(".ai-answer"))) streamed.remove();
       else if (streamed) streamed.className = "ai-past-stream";
@@ -632,6 +637,10 @@
     var metaLine = el("p", "ai-meta");
     metaLine.append(el("span", "status ai-status pending", this.t("status.pending")), " ", el("span", "muted small ai-provider"));
     head.append(el("p", "ai-prompt"), metaLine);
+    var work = el("details", "ai-work");
+    work.open = true;
+    work.hidden = true;
+    work.append(el("summary", null, this.t("how_made")));
     var plan = el("section", "ai-plan-box");
     plan.hidden = true;
     plan.append(el("h3", null, this.t("plan")), el("ol", "ai-plan"));
@@ -650,7 +659,8 @@
     b.type = "submit";
     cancel.append(b);
     actions.append(cancel);
-    turn.append(head, plan, tools, changed, stream, el("div", "ai-result"), actions);
+    work.append(plan, tools, changed);
+    turn.append(head, stream, el("div", "ai-result"), work, actions);
     return turn;
   };
 
@@ -670,10 +680,13 @@
     if (!card) {
       card = el("li", "ai-tool running");
       card.setAttribute("data-call-id", callId);
-      card.append(el("span", "ai-tool-name", name || ""), " ", el("span", "ai-tool-args"), " ",
+      var label = el("span", "ai-tool-name", this.L["tool_label." + name] || name || "");
+      label.setAttribute("data-tool", name || "");
+      card.append(label, " ", el("span", "ai-tool-args"), " ",
         el("span", "ai-tool-state", this.t("tool.running")), " ", el("span", "ai-tool-summary"));
       list.append(card);
       this.part(".ai-tools-box").hidden = false;
+      this.part(".ai-work").hidden = false;
     }
     return card;
   };
@@ -718,6 +731,7 @@
         var ol = this.part(".ai-plan");
         ol.replaceChildren.apply(ol, (p.entries || []).map(function (x) { return el("li", "ai-plan-" + x.status, x.content); }));
         this.part(".ai-plan-box").hidden = !ol.children.length;
+        if (ol.children.length) this.part(".ai-work").hidden = false;
         this.setStatus("running");
         break;
       }
@@ -725,6 +739,7 @@
         var ch = this.part(".ai-changed");
         ch.textContent = this.t("changed_files") + ": " + (p.files || []).join(", ");
         ch.hidden = false;
+        this.part(".ai-work").hidden = false;
         break;
       }
       default:
@@ -745,6 +760,9 @@
     this.closeStream();
     this.setStatus(status);
     this.turn.classList.add("ended");
+    // The answer stays first; how it was made folds away once it is there.
+    var work = this.part(".ai-work");
+    if (work) work.open = false;
     var actions = this.part(".ai-turn-actions");
     if (actions) actions.remove();
     var gen = this.gen;
@@ -845,6 +863,7 @@
   function patchOf(form, reset) {
     var body = {};
     var reload = false;
+    var secret = false;
     Array.prototype.forEach.call(form.querySelectorAll(".settings-field[data-key]"), function (f) {
       var key = f.getAttribute("data-key");
       var kind = f.getAttribute("data-kind");
@@ -868,7 +887,7 @@
         var v = f.querySelector("input[type=password]").value.trim();
         var rm = f.querySelector('input[type=checkbox][name$=".remove"]');
         if (v !== "") body[key] = v; else if (rm && rm.checked) body[key] = null;
-        if (key in body) reload = true;
+        if (key in body) { reload = true; secret = v !== ""; }
       } else body[key] = f.querySelector("input").value;
       // A new UI language re-renders the page in it.
       if (/\.ui_language$/.test(key)) {
@@ -876,8 +895,30 @@
         if (sel && sel.value !== sel.getAttribute("data-initial")) reload = true;
       }
     });
-    return { body: body, reload: reload };
+    return { body: body, reload: reload, secret: secret };
   }
+
+  var SAVED = "mnote-settings-saved";
+  function formIndex(form) {
+    return Array.prototype.indexOf.call(root.querySelectorAll("form.settings-form"), form);
+  }
+  function showSaved(form, key) {
+    var status = form.querySelector(".settings-status");
+    form.setAttribute("data-saved", "true");
+    if (!status) return;
+    status.textContent = (key && root.getAttribute("data-saved-key")) || root.getAttribute("data-saved") || "Saved";
+    status.classList.add("ok");
+  }
+  (function savedBeforeReload() {
+    var raw = null;
+    try { raw = sessionStorage.getItem(SAVED); sessionStorage.removeItem(SAVED); } catch (e) { return; }
+    if (!raw) return;
+    try {
+      var s = JSON.parse(raw);
+      var form = root.querySelectorAll("form.settings-form")[s.form];
+      if (form) showSaved(form, !!s.key);
+    } catch (e) { /* ignore */ }
+  })();
 
   function clearErrors(form) {
     Array.prototype.forEach.call(form.querySelectorAll(".field-error"), function (e) { e.hidden = true; e.textContent = ""; });
@@ -895,7 +936,7 @@
       var p = patchOf(form, reset);
       var status = form.querySelector(".settings-status");
       clearErrors(form);
-      if (status) status.textContent = "";
+      if (status) { status.textContent = ""; status.classList.remove("ok"); }
       fetch(caps ? "/api/page-ai/capabilities" : "/api/page-ai/preferences", {
         method: "PATCH",
         credentials: "same-origin",
@@ -906,9 +947,13 @@
       }, function () { return { ok: false, json: null }; }).then(function (r) {
         if (r.ok) {
           // A reset, a secret or the language changes what the page shows: show it as saved.
-          if (reset || caps || p.reload) { location.reload(); return; }
-          form.setAttribute("data-saved", "true");
-          if (status) status.textContent = root.getAttribute("data-saved") || "Saved";
+          if (reset || caps || p.reload) {
+            // The reloaded page says it was saved, in the same form.
+            try { sessionStorage.setItem(SAVED, JSON.stringify({ form: formIndex(form), key: p.secret })); } catch (e) { /* ignore */ }
+            location.reload();
+            return;
+          }
+          showSaved(form, false);
           return;
         }
         var err = r.json && r.json.error;

@@ -222,6 +222,12 @@ async fn run(input: &RunInput, env: &RunEnv) -> Result<RunOutput, AgentError> {
     }
     plan.last_mut().expect("the answer step").1 = "in_progress";
     publish(env, &plan).await?;
+    // Each citation opens the viewer with the way back to this answer.
+    if let Some(run) = env.events.run_id() {
+        for h in &mut hits {
+            h.citation_markdown = crate::agents::tools::cite::from_answer(&h.citation_markdown, run);
+        }
+    }
 
     let BuiltinAnswer { text: extractive, assessment, .. } = answer_from(question, lang, &hits);
     // LightRAG's part is already streamed: the answer goes on after it (a resumed run

@@ -68,6 +68,17 @@ fn aad(tenant: Uuid, agent: AgentId) -> String {
     format!("mnote:tenant:{tenant}:agent:{}:api_key:v1", agent.as_str())
 }
 
+/// Whether any agent of the tenant has a model endpoint saved (the getting-started step).
+pub async fn any_endpoint(tx: &mut TenantTx) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(
+        r#"select exists(select 1 from agent_config where tenant_id = $1 and endpoint_url is not null) as "e!""#,
+        tenant
+    )
+    .fetch_one(&mut **tx)
+    .await
+}
+
 pub async fn load(tx: &mut TenantTx, agent: AgentId) -> sqlx::Result<Option<AgentConfigRow>> {
     let tenant = tx.tenant_id();
     sqlx::query_as!(

@@ -74,6 +74,9 @@ struct AgentTab {
     /// For admins, on the tab of an agent that runs the operator's ACP command: how its file
     /// access is confined here (`(confinement, words)`).
     sandbox: Option<(&'static str, String)>,
+    /// The model "Test connection" uses: the one typed for the last test, else the saved
+    /// default model.
+    test_model: String,
 }
 
 /// The result of a check on the settings page, in the reader's language.
@@ -145,6 +148,8 @@ pub struct TabQuery {
 struct ConnectExtra {
     preset: Option<(AgentId, Preset)>,
     outcome: Option<(AgentId, ConnectOutcome)>,
+    /// The model typed for the test just made, shown again beside the button.
+    tested_model: Option<String>,
 }
 
 fn known_tab(tab: Option<&str>) -> String {
@@ -217,7 +222,12 @@ async fn page_with(
                 _ => None,
             };
             let sandbox = (is_admin && x.runtime_provider == Provider::Acp).then(|| acp_sandbox_words(&page.ctx, &state.config));
-            AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone(), preset, outcome, sandbox }
+            let saved_model = x.field(&format!("ai.agent.{}.default_model", x.agent_id)).map(Field::text).unwrap_or_default();
+            let test_model = match (&extra.tested_model, &outcome) {
+                (Some(m), Some(_)) => m.clone(),
+                _ => saved_model,
+            };
+            AgentTab { runs_on: runs_on_words(&page.ctx, x), d: x.clone(), preset, outcome, sandbox, test_model }
         })
         .collect();
     let resp = render(SettingsPage {
@@ -244,7 +254,8 @@ pub async fn agents_page(State(state): State<AppState>, page: Page, Query(q): Qu
         }
         _ => None,
     };
-    page_with(&state, page, tab, BTreeMap::new(), &BTreeMap::new(), ConnectExtra { preset, outcome: None }).await
+    page_with(&state, page, tab, BTreeMap::new(), &BTreeMap::new(), ConnectExtra { preset, outcome: None, tested_model: None })
+        .await
 }
 
 /// The connect section's buttons.
@@ -289,7 +300,9 @@ pub async fn connect_form(
         _ => return Err(AppError::invalid("step", "one of models, test, use")),
     };
     let checked: AppResult<(Found, String)> = async {
-        let t = connect::target(&state, &page.auth, agent, lang, None, None, None).await?;
+        // "Test connection" tries the model typed beside it (none typed: the saved one).
+        let typed = if listing { None } else { form.model.as_deref() };
+        let t = connect::target(&state, &page.auth, agent, lang, None, None, typed).await?;
         let current = t.model.clone().unwrap_or_default();
         let found = if listing {
             Found::Models(connect::list_models(&t).await?)
@@ -323,7 +336,8 @@ pub async fn connect_form(
         Err(e) => failed_outcome(&page.ctx, listing, &e),
     };
     let status = if outcome.ok { StatusCode::OK } else { StatusCode::UNPROCESSABLE_ENTITY };
-    let extra = ConnectExtra { preset: None, outcome: Some((agent, outcome)) };
+    let tested_model = form.model.filter(|m| !listing && !m.trim().is_empty());
+    let extra = ConnectExtra { preset: None, outcome: Some((agent, outcome)), tested_model };
     let resp = page_with(&state, page, tab, BTreeMap::new(), &BTreeMap::new(), extra).await?;
     Ok((status, resp).into_response())
 }

@@ -180,3 +180,31 @@ pub async fn resolve_for_index(
     }
     Err(refused.unwrap_or(AppError::PathOutsideGrant))
 }
+
+/// How a grant reads in a picker: its folder's name, with as many parent folders as it takes
+/// to tell it apart from the other grants listed (the full server path is for admins' pages).
+pub fn picker_labels(paths: &[&str]) -> Vec<String> {
+    let parts: Vec<Vec<&str>> = paths.iter().map(|p| p.split('/').filter(|s| !s.is_empty()).collect()).collect();
+    let tail = |p: &[&str], n: usize| p[p.len().saturating_sub(n)..].join("/");
+    parts
+        .iter()
+        .map(|p| {
+            let mut n = 1;
+            while n < p.len() && parts.iter().filter(|q| q.len() >= n && tail(q, n) == tail(p, n)).count() > 1 {
+                n += 1;
+            }
+            if p.is_empty() { "/".to_string() } else { tail(p, n) }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod picker_tests {
+    use super::picker_labels;
+
+    #[test]
+    fn a_grant_reads_as_its_folder_with_parents_only_where_two_share_a_name() {
+        let got = picker_labels(&["/srv/share/finance", "/srv/share/team/notes", "/srv/share/legal/notes", "/"]);
+        assert_eq!(got, ["finance", "team/notes", "legal/notes", "/"]);
+    }
+}

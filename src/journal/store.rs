@@ -302,6 +302,14 @@ pub async fn live_runs_of(tx: &mut TenantTx, actor: Uuid, request_id: &str) -> s
     .await
 }
 
+/// Whether `actor` ever started a run in this tenant (the getting-started step).
+pub async fn any_run_of(tx: &mut TenantTx, actor: Uuid) -> sqlx::Result<bool> {
+    let tenant = tx.tenant_id();
+    sqlx::query_scalar!(r#"select exists(select 1 from ai_run where tenant_id = $1 and actor_id = $2) as "e!""#, tenant, actor)
+        .fetch_one(&mut **tx)
+        .await
+}
+
 pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     let tenant = tx.tenant_id();
     get_in(tx, tenant, id).await

@@ -176,13 +176,22 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
 pub struct ToolCard {
     call_id: String,
     name: String,
+    /// The tool in words (`ai.tool_label.<name>`), else its name.
+    label: String,
     args: String,
     /// `running | ok | failed`
     state: &'static str,
     summary: String,
 }
 
-/// `{"query": "robots", "limit": 5}` → `query: "robots", limit: 5` (one line, capped).
+/// Whether an argument names ids (`sourceId`, `kbIds`, `block_id`): left out of the card,
+/// which shows what was asked, not the machinery's ids.
+fn is_id_arg(key: &str) -> bool {
+    ["id", "ids"].contains(&key) || ["Id", "Ids", "_id", "_ids"].iter().any(|end| key.ends_with(end))
+}
+
+/// `{"query": "robots", "limit": 5}` → `limit: 5, query: "robots"` (one line, capped; id
+/// arguments left out).
 fn args_summary(v: &serde_json::Value) -> String {
     use serde_json::Value;
     let one = |v: &Value| match v {
@@ -193,7 +202,7 @@ fn args_summary(v: &serde_json::Value) -> String {
     };
     let s = match v {
         Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
+            let mut keys: Vec<&String> = m.keys().filter(|k| !is_id_arg(k)).collect();
             keys.sort();
             keys.iter().map(|k| format!("{k}: {}", one(&m[k.as_str()]))).collect::<Vec<_>>().join(", ")
         }
@@ -267,6 +276,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                 Some(c) => c.args = args_summary(&t.arguments),
                 None => tools.push(ToolCard {
                     call_id: t.call_id,
+                    label: crate::web::ai_panel::tool_label(ctx.lang, &t.name),
                     name: t.name,
                     args: args_summary(&t.arguments),
                     state: "running",
@@ -281,7 +291,14 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                         c.state = state;
                         c.summary = summary;
                     }
-                    None => tools.push(ToolCard { call_id: t.call_id, name: t.name, args: String::new(), state, summary }),
+                    None => tools.push(ToolCard {
+                        call_id: t.call_id,
+                        label: crate::web::ai_panel::tool_label(ctx.lang, &t.name),
+                        name: t.name,
+                        args: String::new(),
+                        state,
+                        summary,
+                    }),
                 }
             }
             Some(Event::ChangedFiles { files }) => changed_files.extend(files),

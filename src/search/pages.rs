@@ -318,7 +318,12 @@ fn outcome(ctx: &PageCtx, cur: &Current, kb_names: &HashMap<Uuid, String>, page_
 }
 
 /// `GET /search`
-pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Query<SearchParams>) -> AppResult<Response> {
+pub async fn search_page(
+    State(state): State<AppState>,
+    session: tower_sessions::Session,
+    page: Page,
+    Query(p): Query<SearchParams>,
+) -> AppResult<Response> {
     let ctx = page.ctx;
     let q = p.q.unwrap_or_default();
     let mode_s = p.mode.filter(|m| !m.is_empty()).unwrap_or_else(|| "hybrid".into());
@@ -368,6 +373,7 @@ pub async fn search_page(State(state): State<AppState>, page: Page, Query(p): Qu
     let kb_names: HashMap<Uuid, String> = kbs.iter().map(|k| (k.id, k.name.clone())).collect();
     let mut outcome_v = None;
     if error.is_none() && !q.trim().is_empty() {
+        crate::sources::start::mark_searched(&session).await?;
         let mut req = SearchRequest::new(q.clone(), mode.unwrap_or_default());
         req.kb_ids = kb_id.map(|id| vec![id]);
         req.kinds = (!kind_s.is_empty()).then(|| vec![kind_s.clone()]);

@@ -44,6 +44,8 @@ pub struct StatusCell<'a> {
     pub kb: &'a Kb,
     pub s: &'a Source,
     pub stuck_after: Duration,
+    /// The passages the source gave, when the reader may count them.
+    pub passages: Option<i64>,
 }
 
 /// How long a source may wait or parse before the retry button is offered.
@@ -73,11 +75,12 @@ pub async fn snapshot(state: &AppState, auth: &Auth, ctx: &PageCtx, kb: Uuid) ->
     };
     let items = queries::list(&mut tx, kb.id).await?;
     let removed = queries::removed(&mut tx, kb.id).await?;
+    let counts = queries::block_counts(&mut tx, kb.id).await?;
     tx.commit().await?;
     let stuck = stuck_after(&state.config);
     let cells = items
         .iter()
-        .map(|s| StatusCell { ctx, kb: &kb, s, stuck_after: stuck }.render())
+        .map(|s| StatusCell { ctx, kb: &kb, s, stuck_after: stuck, passages: super::passages_of(&kb, &counts, s) }.render())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| AppError::Internal(e.into()))?;
     Ok(Some(Snapshot { ids: items.iter().map(|s| s.id).collect(), cells, removed: removed.iter().map(|s| s.id).collect() }))

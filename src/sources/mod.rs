@@ -9,6 +9,7 @@ pub mod pages;
 pub mod purge;
 pub mod queries;
 pub mod queue;
+pub mod start;
 
 use std::{
     io::Read,
@@ -87,8 +88,8 @@ pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state:
     axum::Router::new()
         .route("/", get(pages::dashboard))
         .route("/kbs/{id}", get(pages::kb_page))
-        .route("/start/search", get(pages::start_search))
-        .route("/start/hide", post(pages::hide_checklist))
+        .route("/start/search", get(start::start_search))
+        .route("/start/hide", post(start::hide_checklist))
         .route("/kbs/{id}/events", get(events::kb_events))
         .route("/kbs/{id}/sources", post(s::register_form))
         .route("/kbs/{id}/uploads", post(s::upload_form).layer(upload_limit(config)))
@@ -207,6 +208,43 @@ pub const FAILURE_CODES: &[&str] = &[
     "mineru_failed",
     "mineru_unauthorized",
 ];
+
+/// Failures that come from the file itself: parsing the same bytes again ends the same way,
+/// so the KB page offers no Retry for them (changing the file reads it again).
+pub const PERMANENT_CODES: &[&str] = &[
+    "pdf_malformed",
+    "pdf_encrypted",
+    "docx_malformed",
+    "docx_encrypted",
+    "html_malformed",
+    "html_too_large",
+    "email_malformed",
+    "email_too_deep",
+    "encrypted",
+    "malformed_spreadsheet",
+    "container_too_large",
+    "container_ratio_exceeded",
+    "image_unreadable",
+    "unsupported_kind",
+    "file_too_large",
+    "too_many_pages",
+    "text_encoding_invalid",
+    "hard_link_refused",
+    "path_outside_grant",
+    "grant_revoked",
+];
+
+/// Whether parsing again can end differently for a source that failed with `code` (a busy or
+/// restarted worker, a tool installed or configured since, a file restored).
+pub fn retry_helps(code: &str) -> bool {
+    !PERMANENT_CODES.contains(&code)
+}
+
+/// The passages a source gave, when the reader may count them (`None` for a private KB an
+/// admin only sees exist).
+pub fn passages_of(kb: &kbs::Kb, counts: &std::collections::HashMap<Uuid, i64>, s: &Source) -> Option<i64> {
+    kb.can_read.then(|| counts.get(&s.id).copied().unwrap_or(0))
+}
 
 /// The resource kind of a file, from its extension.
 pub fn kind_of(path: &Path) -> Option<SourceKind> {
@@ -402,6 +440,18 @@ pub fn upload_name(raw: &str) -> AppResult<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_failures_a_new_attempt_can_mend_offer_retry() {
+        for code in PERMANENT_CODES {
+            assert!(FAILURE_CODES.contains(code), "{code} is not a failure code");
+            assert!(!retry_helps(code));
+        }
+        for code in ["parse_timeout", "worker_crashed", "worker_lost", "ocr_engine_missing", "mineru_unavailable", "file_missing"]
+        {
+            assert!(retry_helps(code), "{code}");
+        }
+    }
+
     use super::*;
 
     #[test]

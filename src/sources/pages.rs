@@ -4,71 +4,20 @@
 use askama::Template;
 use axum::{
     extract::{Path, State},
-    response::{Redirect, Response},
+    response::Response,
 };
-use serde::Deserialize;
 use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{Source, queries};
 use crate::{
-    auth::{
-        Auth,
-        directory::{self as tq, Member},
-    },
+    auth::directory::{self as tq, Member},
     error::AppResult,
     grants::{self, Grant, Permission},
     kbs::{self, Kb},
     state::AppState,
     web::{Page, PageCtx, render},
 };
-
-/// Session keys of the getting-started checklist.
-pub const SEARCHED_KEY: &str = "checklist_searched";
-pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
-
-/// The dashboard's getting-started checklist: grant a folder → create a KB → add
-/// documents → search.
-#[derive(Clone, Debug)]
-pub struct Checklist {
-    pub grant: bool,
-    pub kb: bool,
-    pub documents: bool,
-    pub searched: bool,
-    /// Only admins grant folders; members are told to ask one.
-    pub admin: bool,
-    /// Where "add documents" leads: the first KB the user manages.
-    pub first_kb: Option<Uuid>,
-}
-
-impl Checklist {
-    pub fn done(&self) -> bool {
-        self.grant && self.kb && self.documents && self.searched
-    }
-}
-
-/// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(
-    conn: &mut crate::db::TenantTx,
-    auth: &Auth,
-    session: &tower_sessions::Session,
-) -> AppResult<Option<Checklist>> {
-    let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
-    if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
-        return Ok(None);
-    }
-    let grant = !crate::grants::queries::active_for_user(conn, auth.user_id).await?.is_empty();
-    let visible = kbs::queries::list(conn, auth.user_id, auth.role.is_admin()).await?;
-    let documents = queries::any_indexed(conn).await?;
-    Ok(Some(Checklist {
-        grant,
-        kb: !visible.is_empty(),
-        documents,
-        searched: flag(SEARCHED_KEY).await?.unwrap_or(false),
-        admin: auth.role.is_admin(),
-        first_kb: visible.iter().find(|k| k.can_manage).map(|k| k.id),
-    }))
-}
 
 #[derive(Template)]
 #[template(path = "kbs/dashboard.html")]
@@ -78,7 +27,7 @@ struct DashboardPage {
     recent: Vec<(Source, String)>,
     /// Deleted KBs the user may restore, with their purge time.
     deleted: Vec<(Kb, String)>,
-    checklist: Option<Checklist>,
+    checklist: Option<super::start::Checklist>,
 }
 
 pub async fn dashboard(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
@@ -86,7 +35,7 @@ pub async fn dashboard(State(state): State<AppState>, session: Session, page: Pa
     let visible = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     let recent = queries::recent(&mut tx, 10).await?;
     let deleted = kbs::queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let checklist = checklist(&mut tx, &page.auth, &session).await?;
+    let checklist = super::start::checklist(&mut tx, &page.auth, &session).await?;
     tx.commit().await?;
     let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
     let deleted = deleted
@@ -101,30 +50,6 @@ pub async fn dashboard(State(state): State<AppState>, session: Session, page: Pa
     render(DashboardPage { ctx: page.ctx, kbs: visible, recent, deleted, checklist: checklist.filter(|c| !c.done()) })
 }
 
-#[derive(Deserialize)]
-pub struct StartSearch {
-    #[serde(default)]
-    q: String,
-}
-
-/// `GET /start/search?q=`: the dashboard's search box and the checklist's last step; marks
-/// the step done for this session and goes on to `/search`.
-pub async fn start_search(
-    session: Session,
-    _page: Page,
-    axum::extract::Query(p): axum::extract::Query<StartSearch>,
-) -> AppResult<Redirect> {
-    session.insert(SEARCHED_KEY, true).await.map_err(crate::auth::session_err)?;
-    let q = p.q.trim();
-    Ok(Redirect::to(&if q.is_empty() { "/search".to_string() } else { format!("/search?q={}", crate::web::urlencode(q)) }))
-}
-
-/// `POST /start/hide`: hide the getting-started checklist (for this session).
-pub async fn hide_checklist(session: Session, _page: Page) -> AppResult<Redirect> {
-    session.insert(CHECKLIST_HIDDEN_KEY, true).await.map_err(crate::auth::session_err)?;
-    Ok(Redirect::to("/"))
-}
-
 #[derive(Template)]
 #[template(path = "kbs/show.html")]
 struct KbPage {
@@ -135,7 +60,8 @@ struct KbPage {
     removed: Vec<(Source, String)>,
     /// Evidence blocks per source (what removing it takes out of search).
     block_counts: std::collections::HashMap<Uuid, i64>,
-    grants: Vec<Grant>,
+    /// The grants to register from, each with its picker label.
+    grants: Vec<(Grant, String)>,
     kb_members: Vec<kbs::queries::KbMember>,
     team: Vec<Member>,
     upload_max_mb: u64,
@@ -184,7 +110,9 @@ pub async fn kb_page_for(state: &AppState, page: Page, id: Uuid, register: Regis
         .await?
         .into_iter()
         .filter(|g| g.permission == Permission::ReadIndex)
-        .collect();
+        .collect::<Vec<_>>();
+    let labels = grants::picker_labels(&grants.iter().map(|g| g.root_path.as_str()).collect::<Vec<_>>());
+    let grants = grants.into_iter().zip(labels).collect();
     let kb_members = kbs::queries::members(&mut tx, id).await?;
     let mut team = if kb.can_manage || kb.can_transfer { tq::members(&mut tx).await? } else { Vec::new() };
     // An admin outside a private KB may give it to someone else, never to themselves.

@@ -145,10 +145,14 @@ impl Source {
         })
     }
 
-    /// Whether the retry action applies: a failure (also one that kept the old version), or
-    /// a source waiting or parsing for longer than a parse may take (`stuck_after`).
+    /// Whether the retry action applies: a failure a new attempt can mend (also one that kept
+    /// the old version), or a source waiting or parsing for longer than a parse may take
+    /// (`stuck_after`).
     pub fn retryable(&self, stuck_after: std::time::Duration) -> bool {
-        if self.status == SourceStatus::Failed || self.error_code.is_some() {
+        if let Some(code) = &self.error_code {
+            return super::retry_helps(code);
+        }
+        if self.status == SourceStatus::Failed {
             return true;
         }
         let waited = self.progress_started_at.unwrap_or(self.updated_at);

@@ -38,6 +38,12 @@ pub fn about(lang: Lang, agent: &str) -> String {
     lang.t(&format!("assist.about.{agent}"))
 }
 
+/// A tool's name in words, in the page's language (`ai.tool_label.mnote_evidence_search`);
+/// a tool the catalogue does not know keeps its own name.
+pub fn tool_label(lang: Lang, name: &str) -> String {
+    lang.t_opt(&format!("ai.tool_label.{}", name.replace('.', "_"))).unwrap_or_else(|| name.to_string())
+}
+
 /// The words `ai-run.js` shows, in the page's language (`data-labels` of the component).
 pub fn labels(lang: Lang) -> String {
     const KEYS: &[&str] = &[
@@ -67,6 +73,7 @@ pub fn labels(lang: Lang) -> String {
         "runs_on.acp",
         "no_tools",
         "results",
+        "how_made",
     ];
     let mut map: serde_json::Map<String, serde_json::Value> =
         KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
@@ -80,6 +87,9 @@ pub fn labels(lang: Lang) -> String {
         map.insert(format!("tool_error.{code}"), serde_json::Value::String(tool_error_words(lang, code)));
     }
     map.insert("run_error.other".into(), serde_json::Value::String(lang.t("assist.run_error.other")));
+    for t in crate::agents::tools::registry() {
+        map.insert(format!("tool_label.{}", t.name), serde_json::Value::String(tool_label(lang, t.name)));
+    }
     serde_json::Value::Object(map).to_string()
 }
 

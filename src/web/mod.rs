@@ -223,6 +223,11 @@ impl PageCtx {
         self.lang == Lang::ZhCn
     }
 
+    /// Whether the signed-in user is an admin of the team (what only admins may see).
+    pub fn is_admin(&self) -> bool {
+        self.user.as_ref().is_some_and(|u| u.is_admin)
+    }
+
     /// An agent's name in this language (`agents.name.<id>`), else `fallback` (its own name).
     pub fn agent_name(&self, id: &str, fallback: &str) -> String {
         self.lang.agent_name(id, fallback)

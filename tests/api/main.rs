@@ -17,6 +17,7 @@ mod conversations;
 mod deploy_image;
 mod descriptors;
 mod downloads;
+mod first_hour;
 mod fixtures;
 mod grants;
 mod hardening;

@@ -504,6 +504,17 @@ async fn the_models_verdict_and_our_quote_check_decide_the_receipts_verdict() {
     assert!(!answer.contains("[not-found]") && !streamed(&evs).contains("[not-found]"), "{answer}");
     assert!(kinds(&evs).contains(&"tool.completed"), "it searched first: {:?}", kinds(&evs));
 
+    // "[partial]": the model answers part of the question; its quotes hold, so the receipt says
+    // partial (never the green "answered"), and the marker is neither in the answer nor streamed.
+    let id = start(&c, "hermes", "Where do the robots charge, and how long does a charge take? [[partial]]").await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let r = &run["receipt"];
+    assert_eq!((r["verdict"].as_str(), r["verdictReason"].as_str()), (Some("partial"), Some("model_said_partial")), "{r}");
+    assert!(r["verified"].as_u64().unwrap() >= 1, "its quotes hold: {r}");
+    let answer = run["answer"].as_str().unwrap();
+    assert!(answer.contains("do not say how long"), "{answer}");
+    assert!(!answer.contains("[partial]") && !streamed(&evs).contains("[partial]"), "{answer}");
+
     let id = start(&c, "hermes", "Where do the robots charge? [[misquote]]").await;
     let (run, _) = ended(&c, &id, "completed", KEY).await;
     let r = &run["receipt"];

@@ -334,37 +334,92 @@ async fn a_duplicate_upload_says_already_in_this_kb_instead_of_a_silent_no_op() 
     assert!(page.contains(&format!("href=\"/sources/{alpha}/view?page=1\"")), "{page}");
 }
 
+/// The steps of the dashboard's checklist as `(key, done)`.
+fn steps(html: &str) -> Vec<(String, bool)> {
+    html.split("data-step=\"")
+        .skip(1)
+        .map(|rest| {
+            let key = rest.split('"').next().unwrap().to_string();
+            let done = rest.split("data-done=\"").nth(1).unwrap().starts_with("true");
+            (key, done)
+        })
+        .collect()
+}
+
+fn done_steps(html: &str) -> Vec<String> {
+    steps(html).into_iter().filter(|(_, d)| *d).map(|(k, _)| k).collect()
+}
+
 #[tokio::test]
-async fn the_dashboard_checklist_follows_the_first_steps_and_disappears_when_done() {
-    let app = spawn_app().await;
-    app.bootstrap("acme", "owner@acme.test").await;
+async fn the_dashboard_checklist_follows_each_roles_real_steps_and_disappears_when_done() {
+    let app = spawn_app_with(|c| c.agents.allowed_urls = vec!["https://api.openai.com/v1".into()]).await;
+    let seeded = app.bootstrap("acme", "owner@acme.test").await;
     let mut c = app.login("owner@acme.test").await;
     let (_, html) = c.page("/").await;
     assert!(html.contains("id=\"checklist\""), "{html}");
-    assert!(!html.contains("class=\"done\""), "nothing done yet");
-    app.write_doc("docs/a.md", "# A\n\nwombat\n");
+    let keys: Vec<String> = steps(&html).into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["grant", "kb", "documents", "model", "invite", "ask"], "an admin's steps");
+    assert!(done_steps(&html).is_empty(), "nothing done yet");
+    app.write_doc("docs/a.md", "# A\n\nThe wombat digs a burrow.\n");
     let c2 = app.login("owner@acme.test").await.with_csrf().await;
     let (_, g) =
         c2.post_json("/api/grants", json!({"path": app.docs_path("docs"), "allMembers": true, "permission": "read_index"})).await;
     let (_, kb) = c2.post_json("/api/kbs", json!({"name": "K"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
     let (_, html) = c.page("/").await;
-    assert_eq!(html.matches("class=\"done\"").count(), 2, "grant and KB: {html}");
-    c2.post_json(&format!("/api/kbs/{}/sources", kb["id"].as_str().unwrap()), json!({"grantId": g["id"], "path": ""})).await;
+    assert_eq!(done_steps(&html), ["grant", "kb"]);
+    c2.post_json(&format!("/api/kbs/{kb}/sources"), json!({"grantId": g["id"], "path": ""})).await;
     app.run_jobs().await;
     let (_, html) = c.page("/").await;
-    assert_eq!(html.matches("class=\"done\"").count(), 3);
-    // The dashboard search goes through /start/search, which ticks the last step.
-    let r = c.get("/start/search?q=wombat").await;
+    assert_eq!(done_steps(&html), ["grant", "kb", "documents"]);
+    let (st, v) = c2
+        .send_json(
+            "PUT",
+            "/api/page-ai/agents/hermes/config",
+            json!({"endpointUrl": "https://api.openai.com/v1", "model": "gpt-4o-mini"}),
+        )
+        .await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    // An invitation sent counts as inviting a teammate (before anyone joins).
+    let (st, v) = c2.post_json("/api/members", json!({"email": "zoe@acme.test", "role": "member"})).await;
+    assert!(st.is_success(), "{v}");
+    let (_, html) = c.page("/").await;
+    assert_eq!(done_steps(&html), ["grant", "kb", "documents", "model", "invite"]);
+
+    // A member's own steps: nothing is ticked by the admin's work.
+    app.add_user(seeded.tenant_id, "mia@acme.test", "member").await;
+    let mut m = app.login("mia@acme.test").await;
+    let (_, html) = m.page("/").await;
+    assert_eq!(
+        steps(&html),
+        [("search".into(), false), ("ask".into(), false), ("own_kb".into(), false), ("token".into(), false)],
+        "a member's steps, none done: {html}"
+    );
+    // Searching on the search page ticks the search step.
+    let (st, _) = m.page("/search?q=wombat").await;
+    assert_eq!(st, StatusCode::OK);
+    let (_, html) = m.page("/").await;
+    assert_eq!(done_steps(&html), ["search"]);
+
+    // The admin asks the assistant: the last of the admin's steps, and the list is gone.
+    let body = json!({
+        "requestId": "req-checklist-1", "sessionId": "s-1", "agentId": "hermes",
+        "prompt": "What does the wombat dig?", "contextRefs": {"kbIds": [kb]},
+    });
+    let (st, run) = c2.post_json("/api/page-ai/runs", body).await;
+    assert_eq!(st, StatusCode::CREATED, "{run}");
+    let (_, html) = c.page("/").await;
+    assert!(!html.contains("id=\"checklist\""), "all done: gone: {:?}", steps(&html));
+    // The dashboard search goes through /start/search, which ticks the step too.
+    let r = m.get("/start/search?q=wombat").await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
     assert_eq!(r.headers()["location"], "/search?q=wombat");
-    let (_, html) = c.page("/").await;
-    assert!(!html.contains("id=\"checklist\""), "all done: gone");
     // Another session can hide it by hand.
-    let mut c3 = app.login("owner@acme.test").await;
-    let (_, html) = c3.page("/").await;
+    let mut m2 = app.login("mia@acme.test").await;
+    let (_, html) = m2.page("/").await;
     assert!(html.contains("id=\"checklist\""));
-    let r = c3.post_form("/start/hide", &[]).await;
+    let r = m2.post_form("/start/hide", &[]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);
-    let (_, html) = c3.page("/").await;
+    let (_, html) = m2.page("/").await;
     assert!(!html.contains("id=\"checklist\""));
 }

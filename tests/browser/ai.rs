@@ -274,6 +274,18 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     assert_eq!(count(&b, "#ai-run .ai-tool").await, of_kind(&events, "tool.started").len());
     assert!(count(&b, "#ai-run .ai-tool.ok").await >= 1);
     assert!(!text(&b, "#ai-run .ai-plan").await.is_empty(), "the plan is shown");
+    // The answer first; how it was made (plan, tool cards in words, no ids) folded below it.
+    let layout = b
+        .js(
+            "const t = document.querySelector('#ai-run .ai-turn'); const w = t.querySelector('.ai-work'); \
+             const r = t.querySelector('.ai-result'); \
+             return [!!(r.compareDocumentPosition(w) & Node.DOCUMENT_POSITION_FOLLOWING), w.open, \
+               t.querySelector('.ai-tool-name').textContent, t.querySelector('.ai-tool-name').dataset.tool]",
+            vec![],
+        )
+        .await;
+    assert_eq!(layout, json!([true, false, "Searched the passages", "mnote.evidence.search"]));
+    assert!(!text(&b, "#ai-run .ai-tool-args").await.contains("kbIds"), "no ids on the card");
     check_verified_line(&b, &run, "Quotes checked").await;
     assert!(text(&b, "#ai-run .ai-answer").await.contains("north hall"));
     // The run is in the session's history.
@@ -284,10 +296,13 @@ async fn builtin_answers_with_verified_citations_that_open_the_viewer() {
     let href = b.js("return document.querySelector('#ai-run .ai-answer a.ai-cite').getAttribute('href')", vec![]).await;
     let href = href.as_str().unwrap().to_string();
     assert!(href.starts_with("/sources/") && href.contains("?evidence=") && href.ends_with("#hl"), "{href}");
+    assert!(href.contains(&format!("from=ai:{id}")), "the citation leads back to the answer: {href}");
     b.find("#ai-run .ai-answer a.ai-cite").await.click().await.unwrap();
     b.poll("the viewer", "return location.pathname.endsWith('/view') && !!document.getElementById('hl')", vec![]).await;
     let hl = b.js("return document.getElementById('hl').innerText", vec![]).await;
     assert!(hl.as_str().unwrap().contains("north hall"), "{hl}");
+    let back = b.js("const a = document.querySelector('a.back-to-answer'); return a && a.getAttribute('href')", vec![]).await;
+    assert_eq!(back, json!(format!("/ai/runs/{id}")), "the viewer leads back to the answer");
     b.screenshot("viewer").await;
 
     // Back on /ai the ended run is shown again (the snapshot), in its final state.

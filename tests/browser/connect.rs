@@ -94,8 +94,52 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
     b.poll("the reload", "return !window.__before && document.readyState === 'complete'", vec![]).await;
     b.wait_for("#panel-hermes .settings-secret-state").await;
     assert_eq!(text(&b, "#panel-hermes .settings-secret-state").await, "a key is set");
+    // The reloaded page confirms the save where the Save button is.
+    assert_eq!(
+        text(&b, "#panel-hermes form[data-section=admin] .settings-status.ok").await,
+        "Saved: the key is stored sealed and never shown again."
+    );
     let html = b.js("return document.documentElement.outerHTML", vec![]).await;
     assert!(!html.as_str().unwrap().contains(KEY), "the key is never rendered back");
+    // The order an admin works in: connect (URL, key, check) above what each member picks.
+    let order = b
+        .js(
+            "const p = document.querySelector('#panel-hermes'); \
+             return [p.querySelector('.settings-admin'), p.querySelector('.settings-member')] \
+               .map(e => e ? Array.prototype.indexOf.call(p.querySelectorAll('*'), e) : -1)",
+            vec![],
+        )
+        .await;
+    assert!(order[0].as_i64().unwrap() >= 0 && order[0].as_i64() < order[1].as_i64(), "admin section first: {order}");
+    let admin_keys = b
+        .js(
+            "return Array.from(document.querySelectorAll('#panel-hermes form[data-section=admin] .settings-field')).map(f => f.dataset.key)",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        admin_keys,
+        json!([
+            "ai.agent.hermes.endpoint_url",
+            "ai.agent.hermes.api_key",
+            "ai.agent.hermes.default_model",
+            "ai.agent.hermes.extra_models"
+        ])
+    );
+    b.screenshot("saved-key-en").await;
+
+    // Before any model is saved, "Test connection" tries the model typed beside it.
+    b.find("#panel-hermes .connect-test-model input").await.send_keys("mock-llm").await.unwrap();
+    click_to(&b, "#panel-hermes button.connect-test", "#panel-hermes .connect-result").await;
+    let msg = text(&b, "#panel-hermes .connect-ok .connect-message").await;
+    assert!(msg.starts_with("Connected: mock-llm answered"), "{msg}");
+    assert_eq!(
+        b.js("return document.querySelector('#panel-hermes .connect-test-model input').value", vec![]).await,
+        json!("mock-llm"),
+        "the typed model stays beside the button"
+    );
+    let (_, cfg) = api.get_json("/api/page-ai/agents/hermes/config").await;
+    assert!(cfg["model"].is_null(), "testing a typed model saves nothing: {cfg}");
 
     // The provider's models, listed server-side; pick one.
     click_to(&b, "#panel-hermes button.connect-list", "#panel-hermes .connect-result").await;

@@ -292,6 +292,12 @@ pub fn agent_fields(cfg: &Config, agent: AgentId) -> Vec<FieldSpec> {
                 .validation(None, Some(2000.0), Some("^https?://"))
                 .help("agents.help.endpoint_url"),
         );
+        // The order an admin works in: where, the key, then which model.
+        out.push(FieldSpec::admin(agent, "api_key", "agents.api_key", Secret, ConfigColumn::ApiKey).validation(
+            Some(1.0),
+            Some(4096.0),
+            None,
+        ));
         out.push(
             FieldSpec::admin(agent, "default_model", "agents.field.default_model", String, ConfigColumn::DefaultModel)
                 .validation(None, Some(200.0), None),
@@ -301,11 +307,6 @@ pub fn agent_fields(cfg: &Config, agent: AgentId) -> Vec<FieldSpec> {
                 .validation(None, Some(1000.0), None)
                 .help("agents.help.extra_models"),
         );
-        out.push(FieldSpec::admin(agent, "api_key", "agents.api_key", Secret, ConfigColumn::ApiKey).validation(
-            Some(1.0),
-            Some(4096.0),
-            None,
-        ));
     }
     out
 }

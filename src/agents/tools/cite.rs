@@ -11,6 +11,15 @@ use crate::{
     search::open,
 };
 
+/// A `[label](url)` citation with `from=ai:<run>` on its viewer URL, so the viewer opened
+/// from the answer leads back to it (markdown that is not a link stays as it is).
+pub fn from_answer(markdown: &str, run: Uuid) -> String {
+    match citations::split_link(markdown) {
+        Some((label, url)) => format!("[{label}]({})", open::with_from(url, open::OpenedFrom::Answer(run))),
+        None => markdown.to_string(),
+    }
+}
+
 impl ToolBox {
     /// Remember the citation links of `cited` (what [`ToolBox::citation`] answers first).
     pub(super) fn remember(&self, cited: &[Cited]) {
@@ -52,9 +61,8 @@ impl ToolBox {
     /// `markdown` (a `[label](url)` citation) with `from=ai:<run>` on its viewer URL, so the
     /// viewer opened from the answer leads back to it; as it was outside a run.
     fn marked_as_answers(&self, markdown: &str) -> String {
-        let Some(run) = self.events.as_ref().and_then(|e| e.run_id()) else { return markdown.to_string() };
-        match citations::split_link(markdown) {
-            Some((label, url)) => format!("[{label}]({})", open::with_from(url, open::OpenedFrom::Answer(run))),
+        match self.events.as_ref().and_then(|e| e.run_id()) {
+            Some(run) => from_answer(markdown, run),
             None => markdown.to_string(),
         }
     }

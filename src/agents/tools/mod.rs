@@ -31,7 +31,7 @@ use crate::{
     state::AppState,
 };
 
-mod cite;
+pub mod cite;
 mod env;
 mod failure;
 mod open;

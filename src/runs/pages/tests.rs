@@ -6,7 +6,9 @@ use crate::web::ai_panel::TOOL_ERRORS;
 #[test]
 fn args_are_one_line() {
     let v = serde_json::json!({"query": "where do robots charge", "limit": 5, "kbIds": ["a", "b"]});
-    assert_eq!(args_summary(&v), "kbIds: [2], limit: 5, query: \"where do robots charge\"");
+    assert_eq!(args_summary(&v), "limit: 5, query: \"where do robots charge\"", "ids are left out");
+    let v = serde_json::json!({"sourceId": "3f2a", "block_id": "b9", "id": 1, "valid": true});
+    assert_eq!(args_summary(&v), "valid: true");
     assert_eq!(args_summary(&serde_json::Value::Null), "");
     let long = serde_json::json!({"query": "x".repeat(500)});
     assert!(args_summary(&long).chars().count() <= 201);
@@ -72,4 +74,16 @@ fn labels_exist_in_both_languages() {
             assert!(!w.starts_with("ai.") && !w.starts_with("assist.") && !w.is_empty(), "{lang:?}: ai.{k} is missing");
         }
     }
+}
+
+#[test]
+fn every_tool_has_words_in_both_languages() {
+    use crate::web::{Lang, ai_panel::tool_label};
+    for t in crate::agents::tools::registry() {
+        for lang in [Lang::En, Lang::ZhCn] {
+            let label = tool_label(lang, t.name);
+            assert_ne!(label, t.name, "{} has no words in {lang:?}", t.name);
+        }
+    }
+    assert_eq!(tool_label(Lang::En, "acme.unknown"), "acme.unknown");
 }
