@@ -12,6 +12,7 @@ pub mod db; // pools, migrations, role checks, tenant-scoped transactions
 pub mod error; // AppError: JSON for /api, an HTML page for the browser
 pub mod evidence; // the locator, source kinds and statuses, citation places
 pub mod grants; // directory grants and path confinement
+pub mod home; // the dashboard and its getting-started checklist (reads the features' facts)
 pub mod ingest; // parse providers, the canonical artifact, the job queue and workers, indexing
 pub mod journal; // the run journal: ai_run + ai_run_event, the run read API, SSE, the lease reconciler
 pub mod kbs; // knowledge bases and their members

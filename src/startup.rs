@@ -18,7 +18,7 @@ use crate::{
     config::Config,
     db,
     error::AppError,
-    grants, journal, kbs, mcp, ops, rag, runs, search, signin, sources,
+    grants, home, journal, kbs, mcp, ops, rag, runs, search, signin, sources,
     state::{self, AppState},
     tenants, viewer, web,
 };
@@ -60,6 +60,7 @@ pub fn build_router(state: AppState) -> Router {
         .merge(grants::page_router())
         .merge(kbs::page_router())
         .merge(sources::page_router(cfg))
+        .merge(home::page_router())
         .merge(search::page_router())
         .merge(rag::page_router())
         .merge(runs::page_router())

@@ -267,6 +267,19 @@ mod tests {
         verify::{Support, citations_of, support},
     };
 
+    #[test]
+    fn a_later_sentence_speaks_of_what_its_passage_is_about() {
+        let passage = "棕榈蝮属是蝰蛇科蝮亚科下的一个有毒蛇属，主要分布于墨西哥及中美洲。\
+                       其吻部呈突出状，拥有相当灵活并占其整体长度15%的长尾巴。\
+                       棕榈蝮的颜色主要由偏暗的绿色为基调，斑纹根据品种不同而定。";
+        let hits = vec![hit(1, 10, "palm.md", passage), hit(2, 20, "other.md", "赤尾青竹丝是一种蝮亚科竹叶青属毒蛇。")];
+        let picked = select_sentences("棕榈蝮身体的哪个部位十分灵活？", &hits);
+        assert!(picked[0].1.contains("长尾巴"), "the sentence that answers, though it names the snake only by 其: {picked:?}");
+        // A question about the passage itself still quotes its first sentence first.
+        let picked = select_sentences("棕榈蝮属是什么？", &hits);
+        assert!(picked[0].1.starts_with("棕榈蝮属是蝰蛇科"), "{picked:?}");
+    }
+
     fn answered() -> Assessment {
         Assessment::new(Verdict::Answered, VerdictReason::AnswerInPassages)
     }
@@ -350,7 +363,7 @@ mod tests {
         assert_eq!(picked.len(), 1, "{picked:?}");
         assert_eq!(picked[0].1, "在 Rust 中，使用线程作用域可以借用栈上的数据。");
         let answer = compose(Lang::Zh, &hits, &picked, &answered());
-        assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
+        assert!(answer.starts_with("以下摘自你的文档（原文引用）："), "{answer}");
         assert!(answer.contains("[1 · zh.md · L1]("));
         assert!(select_sentences("番茄怎么种？", &hits).is_empty());
         assert_eq!(compose(Lang::Zh, &hits, &[], &answered()), "在知识库中没有找到与这个问题相关的内容。");
@@ -474,7 +487,7 @@ mod tests {
         let answer = answer_from("广茂铁路全长多少公里？", Lang::Zh, &hits);
         assert_eq!(answer.assessment.verdict, Verdict::Answered, "{answer:?}");
         let answer = answer.text;
-        assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
+        assert!(answer.starts_with("以下摘自你的文档（原文引用）："), "{answer}");
         assert!(answer.contains("\n- “广茂铁路是中国广东省"), "each quotation in quotation marks: {answer}");
         assert!(answer.contains("管理运营。” [1 · guangmao.md · L1]("), "{answer}");
         for c in citations_of(&answer) {

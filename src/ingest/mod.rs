@@ -16,6 +16,7 @@ pub mod jobs;
 pub mod markdown;
 pub mod mineru;
 pub mod ocr;
+pub mod parse_env;
 pub mod pdf;
 pub mod pipeline;
 pub mod progress;

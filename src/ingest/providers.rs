@@ -20,7 +20,7 @@ pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
         Box::new(SpreadsheetProvider),
         Box::new(CsvProvider),
         Box::new(HtmlProvider),
-        Box::new(EmailProvider),
+        Box::new(EmailProvider { attachments: for_kind }),
     ];
     all.into_iter()
         .find(|p| p.can_parse(kind))

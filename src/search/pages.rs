@@ -373,7 +373,7 @@ pub async fn search_page(
     let kb_names: HashMap<Uuid, String> = kbs.iter().map(|k| (k.id, k.name.clone())).collect();
     let mut outcome_v = None;
     if error.is_none() && !q.trim().is_empty() {
-        crate::sources::start::mark_searched(&session).await?;
+        crate::web::onboarding::mark_searched(&session).await?;
         let mut req = SearchRequest::new(q.clone(), mode.unwrap_or_default());
         req.kb_ids = kb_id.map(|id| vec![id]);
         req.kinds = (!kind_s.is_empty()).then(|| vec![kind_s.clone()]);

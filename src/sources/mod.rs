@@ -9,7 +9,6 @@ pub mod pages;
 pub mod purge;
 pub mod queries;
 pub mod queue;
-pub mod start;
 
 use std::{
     io::Read,
@@ -86,10 +85,7 @@ pub fn page_router(config: &crate::config::Config) -> axum::Router<crate::state:
     use axum::routing::{get, post};
     use handlers as s;
     axum::Router::new()
-        .route("/", get(pages::dashboard))
         .route("/kbs/{id}", get(pages::kb_page))
-        .route("/start/search", get(start::start_search))
-        .route("/start/hide", post(start::hide_checklist))
         .route("/kbs/{id}/events", get(events::kb_events))
         .route("/kbs/{id}/sources", post(s::register_form))
         .route("/kbs/{id}/uploads", post(s::upload_form).layer(upload_limit(config)))

@@ -1,12 +1,11 @@
-//! The pages that show a KB's sources: the dashboard (recent sources, the getting-started
-//! checklist, restorable KBs) and the KB page (its sources, uploads, members, grants).
+//! The KB page: its sources, uploads, members, grants.
 
 use askama::Template;
 use axum::{
     extract::{Path, State},
     response::Response,
 };
-use tower_sessions::Session;
+
 use uuid::Uuid;
 
 use super::{Source, queries};
@@ -18,37 +17,6 @@ use crate::{
     state::AppState,
     web::{Page, PageCtx, render},
 };
-
-#[derive(Template)]
-#[template(path = "kbs/dashboard.html")]
-struct DashboardPage {
-    ctx: PageCtx,
-    kbs: Vec<Kb>,
-    recent: Vec<(Source, String)>,
-    /// Deleted KBs the user may restore, with their purge time.
-    deleted: Vec<(Kb, String)>,
-    checklist: Option<super::start::Checklist>,
-}
-
-pub async fn dashboard(State(state): State<AppState>, session: Session, page: Page) -> AppResult<Response> {
-    let mut tx = page.auth.tx(&state).await?;
-    let visible = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let recent = queries::recent(&mut tx, 10).await?;
-    let deleted = kbs::queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let checklist = super::start::checklist(&mut tx, &page.auth, &session).await?;
-    tx.commit().await?;
-    let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
-    let deleted = deleted
-        .into_iter()
-        .filter(|k| k.can_manage)
-        .map(|k| {
-            let purge = k.deleted_at.and_then(|d| d.checked_add_signed(grace));
-            let when = purge.map(|p| p.format("%Y-%m-%d %H:%M UTC").to_string()).unwrap_or_default();
-            (k, when)
-        })
-        .collect();
-    render(DashboardPage { ctx: page.ctx, kbs: visible, recent, deleted, checklist: checklist.filter(|c| !c.done()) })
-}
 
 #[derive(Template)]
 #[template(path = "kbs/show.html")]

@@ -38,6 +38,17 @@ pub fn about(lang: Lang, agent: &str) -> String {
     lang.t(&format!("assist.about.{agent}"))
 }
 
+/// The tools the catalogue has words for (`ai.tool_label.<name with _ for .>`); the agents'
+/// registry test checks it names every registered tool.
+pub const TOOL_LABELS: &[&str] = &[
+    "mnote.evidence.search",
+    "mnote.evidence.open",
+    "mnote.evidence.read",
+    "mnote.evidence.outline",
+    "mnote.knowledge_rag.query",
+    "mnote.knowledge_rag.open_reference",
+];
+
 /// A tool's name in words, in the page's language (`ai.tool_label.mnote_evidence_search`);
 /// a tool the catalogue does not know keeps its own name.
 pub fn tool_label(lang: Lang, name: &str) -> String {
@@ -87,8 +98,8 @@ pub fn labels(lang: Lang) -> String {
         map.insert(format!("tool_error.{code}"), serde_json::Value::String(tool_error_words(lang, code)));
     }
     map.insert("run_error.other".into(), serde_json::Value::String(lang.t("assist.run_error.other")));
-    for t in crate::agents::tools::registry() {
-        map.insert(format!("tool_label.{}", t.name), serde_json::Value::String(tool_label(lang, t.name)));
+    for name in TOOL_LABELS {
+        map.insert(format!("tool_label.{name}"), serde_json::Value::String(tool_label(lang, name)));
     }
     serde_json::Value::Object(map).to_string()
 }

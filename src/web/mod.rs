@@ -3,6 +3,7 @@
 
 pub mod ai_panel;
 pub mod confirm;
+pub mod onboarding;
 pub mod pages;
 
 use askama::Template;
@@ -611,6 +612,9 @@ mod tests {
     fn chinese_uses_one_register_and_plain_words() {
         let zh = include_str!("../../locales/zh-CN.yml");
         assert!(!zh.contains('您'), "the Chinese catalogue says 你, never 您");
+        // The built-in agent's own Chinese words too.
+        let agent = include_str!("../agents/builtin/lang.rs");
+        assert!(!agent.contains('您'), "the built-in agent says 你, never 您");
         assert!(!zh.contains("搜索证据"), "搜索, not 搜索证据");
     }
 

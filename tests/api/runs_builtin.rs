@@ -201,7 +201,7 @@ async fn builtin_answers_english_and_chinese_questions_with_verified_citations()
     let run = ask(&t.client, "线程作用域怎么借用栈上的数据？", json!({"kbIds": [t.kb]})).await;
     assert_eq!(run["status"], "completed", "{run}");
     let answer = run["answer"].as_str().unwrap();
-    assert!(answer.starts_with("以下摘自您的文档（原文引用）："), "{answer}");
+    assert!(answer.starts_with("以下摘自你的文档（原文引用）："), "{answer}");
     assert!(answer.contains("在 Rust 中，使用线程作用域可以借用栈上的数据。"), "{answer}");
     assert!(answer.contains("### zh.md") && answer.contains("[1 · zh.md · §作用域线程](/sources/"), "{answer}");
     assert_journal(&events(&t.client, &run).await);

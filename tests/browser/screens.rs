@@ -142,6 +142,8 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("kb", format!("/kbs/{kb}")),
         ("kb-private-of-another", format!("/kbs/{private}")),
         ("search", "/search?q=thread&mode=lexical".into()),
+        // The sources card: kind, passages per file, status.
+        ("kb-sources", format!("/kbs/{kb}#sources-card")),
         ("viewer-pdf", viewer),
         ("viewer-sheet", sheet),
         ("viewer-html", viewer_html),

@@ -475,7 +475,7 @@ mod tests {
         assert_eq!(a[0].passage, passage_id("广茂铁路全长364.6公里。"));
         assert!(read_cmrc("[]").is_err());
 
-        let answer = "以下摘自您的文档（原文引用）：\n\n### a.md\n\n- “广茂铁路全长３６４.６ 公里。” \
+        let answer = "以下摘自你的文档（原文引用）：\n\n### a.md\n\n- “广茂铁路全长３６４.６ 公里。” \
                       [1 · a.md · L1](/sources/00000000-0000-0000-0000-000000000001/view?evidence=00000000-0000-0000-0000-000000000002&line=1#hl)\n";
         assert!(holds_gold(answer, &["364.6公里".into()]), "full-width digits and spaces are folded");
         assert!(!holds_gold(answer, &["a.md · L1".into()]), "the citation label is not the answer");

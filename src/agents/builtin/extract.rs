@@ -41,6 +41,9 @@ const MAX_SENTENCE_CHARS: usize = 320;
 pub const MAX_READS: usize = 3;
 /// A sentence is kept when it scores at least this share of the best one.
 const MARGIN: f64 = 0.5;
+/// The weight of a question term a sentence does not name but its passage's first sentence
+/// (or heading) does: the sentence speaks of what the passage is about.
+const CARRIED: f64 = 0.7;
 
 /// The searches for `question`: the question itself, then up to two key phrases (runs of
 /// adjacent content words as written), longest first; none that would search the same terms
@@ -255,16 +258,35 @@ pub fn select_sentences(question: &str, hits: &[EvidenceHit]) -> Vec<(usize, Str
             d.extend(analyze::analyze(sec).into_iter().filter_map(|t| q.get(&t.term)));
         }
     }
+    // What a passage is about: the question's terms its first sentence (and its heading)
+    // name. A later sentence of the passage speaks of it by a pronoun or not at all
+    // (其吻部…, 本鱼…, 雌鱼及幼鱼为…), so it carries those terms at [`CARRIED`] weight.
+    let mut lead: HashMap<usize, HashSet<&String>> = HashMap::new();
+    for s in sentences.iter().filter(|s| s.pos == 0) {
+        lead.entry(s.hit).or_default().extend(s.terms.iter().filter_map(|t| q.get(t)));
+    }
+    for (i, h) in hits.iter().enumerate() {
+        if let Some(sec) = &h.section {
+            lead.entry(i).or_default().extend(analyze::analyze(sec).into_iter().filter_map(|t| q.get(&t.term)));
+        }
+    }
     let mut scored = Vec::new();
     for s in sentences {
         let shared: Vec<&String> = s.terms.intersection(&q).collect();
+        let carried: Vec<&String> = match lead.get(&s.hit) {
+            Some(l) if s.pos > 0 => l.iter().copied().filter(|t| !s.terms.contains(*t)).collect(),
+            _ => Vec::new(),
+        };
         let value = kind.is_some_and(|k| answerable::holds(k, &s.text));
         let names_focus = value && shared.iter().any(|t| focus.contains(*t));
         let in_doc = doc.get(&hits[s.hit].source_id);
-        if shared.len() < need && !(names_focus && in_doc.is_some_and(|d| d.len() >= need)) {
+        // A carried term counts toward what the sentence must share only beside one of its own.
+        let held = shared.len() + if shared.is_empty() { 0 } else { carried.len() };
+        if held < need && !(names_focus && in_doc.is_some_and(|d| d.len() >= need)) {
             continue;
         }
-        let coverage = shared.iter().map(|t| w[*t]).sum::<f64>() / total;
+        let own = shared.iter().map(|t| w[*t]).sum::<f64>();
+        let coverage = (own + CARRIED * carried.iter().map(|t| w[*t]).sum::<f64>()) / total;
         let around = in_doc.map(|d| d.iter().map(|t| w[*t]).sum::<f64>()).unwrap_or(0.0) / total;
         // What the sentence says beyond the question's words: an answer adds something.
         let new = s.terms.iter().filter(|t| !q.contains(*t)).count() as f64;

@@ -51,7 +51,7 @@ impl Lang {
     pub fn intro(self) -> &'static str {
         match self {
             Lang::En => "From your documents (quoted word for word):",
-            Lang::Zh => "以下摘自您的文档（原文引用）：",
+            Lang::Zh => "以下摘自你的文档（原文引用）：",
         }
     }
 

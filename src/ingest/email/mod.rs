@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use mail_parser::{Address, Message, MessageParser, MimeHeaders, PartType};
 
 use super::artifact::{self, Block, BlockType, ParsedArtifact, Quality, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder};
-use super::{ParseError, ParseInput, ParseProvider, html, providers};
+use super::{ParseError, ParseInput, ParseProvider, html};
 use crate::evidence::SourceKind;
 
 const VERSION: &str = "mnote-email/1";
@@ -45,7 +45,13 @@ const MAX_MBOX_MESSAGES: usize = 50_000;
 /// Attachments read per message (the rest are listed).
 const MAX_ATTACHMENTS: usize = 100;
 
-pub struct EmailProvider;
+/// The provider that reads an attachment of a kind (`providers::for_kind`): handed in, so
+/// e-mail does not import the provider list that includes it.
+pub type AttachmentReader = fn(&str) -> Result<Box<dyn ParseProvider>, ParseError>;
+
+pub struct EmailProvider {
+    pub attachments: AttachmentReader,
+}
 
 impl ParseProvider for EmailProvider {
     fn provider_id(&self) -> &'static str {
@@ -58,7 +64,7 @@ impl ParseProvider for EmailProvider {
         kind == "email"
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
-        let mut out = Out::default();
+        let mut out = Out::new(self.attachments);
         if input.file_name.to_ascii_lowercase().ends_with(".mbox") {
             out.mailbox(input.bytes)?;
         } else {
@@ -87,14 +93,18 @@ fn parse_message(bytes: &[u8]) -> Result<Message<'_>, ParseError> {
 }
 
 /// The message's blocks as they are appended.
-#[derive(Default)]
 struct Out {
     tb: TextBuilder,
     blocks: Vec<Block>,
     tree: SectionTree,
+    attachments: AttachmentReader,
 }
 
 impl Out {
+    fn new(attachments: AttachmentReader) -> Self {
+        Out { tb: TextBuilder::default(), blocks: Vec::new(), tree: SectionTree::default(), attachments }
+    }
+
     fn push(&mut self, id: String, block_type: BlockType, text: String, from: Option<&Block>) {
         let section_id = self.tree.add_block(&id);
         let mut b = from.cloned().unwrap_or_else(|| plain_block(&text));
@@ -201,7 +211,7 @@ impl Out {
                 }
                 Err(e) => Err(e.code.to_string()),
             },
-            Some(k) => providers::for_kind(k.as_str())
+            Some(k) => (self.attachments)(k.as_str())
                 .and_then(|p| p.parse(&ParseInput { bytes, file_name: &name, kind: k.as_str() }))
                 .map_err(|e| e.code.to_string()),
             None => Err("unsupported_kind".to_string()),

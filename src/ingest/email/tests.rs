@@ -1,7 +1,8 @@
 use super::*;
+const EMAIL: EmailProvider = EmailProvider { attachments: crate::ingest::providers::for_kind };
 
 fn parse(raw: &[u8]) -> ParsedArtifact {
-    let art = EmailProvider.parse(&ParseInput { bytes: raw, file_name: "m.eml", kind: "email" }).unwrap();
+    let art = EMAIL.parse(&ParseInput { bytes: raw, file_name: "m.eml", kind: "email" }).unwrap();
     art.validate().unwrap();
     art
 }
@@ -86,7 +87,7 @@ fn an_html_only_body_is_read_as_a_web_page() {
 #[test]
 fn encrypted_deeply_nested_and_non_mail_bytes_end_with_their_codes() {
     let smime = "From: a@example.com\r\nContent-Type: application/pkcs7-mime; smime-type=enveloped-data\r\n\r\nMIAGCSqG\r\n";
-    let code = |raw: &[u8]| match EmailProvider.parse(&ParseInput { bytes: raw, file_name: "x.eml", kind: "email" }) {
+    let code = |raw: &[u8]| match EMAIL.parse(&ParseInput { bytes: raw, file_name: "x.eml", kind: "email" }) {
         Ok(a) => panic!("parsed: {:?}", a.source_map.blocks.iter().map(|b| &b.text).collect::<Vec<_>>()),
         Err(e) => e.code,
     };
@@ -108,7 +109,7 @@ fn encrypted_deeply_nested_and_non_mail_bytes_end_with_their_codes() {
 fn an_mbox_is_its_messages_in_order_each_under_its_subject() {
     let mbox = "From ann@example.com Mon Dec  1 10:00:00 2026\nFrom: ann@example.com\nSubject: First\n\nAlpha needle.\n\n\
                 From bob@example.com Mon Dec  1 11:00:00 2026\nFrom: bob@example.com\nSubject: Second\n\n>From the start.\n";
-    let art = EmailProvider.parse(&ParseInput { bytes: mbox.as_bytes(), file_name: "team.mbox", kind: "email" }).unwrap();
+    let art = EMAIL.parse(&ParseInput { bytes: mbox.as_bytes(), file_name: "team.mbox", kind: "email" }).unwrap();
     art.validate().unwrap();
     let blocks = &art.source_map.blocks;
     let alpha = blocks.iter().find(|b| b.text == "Alpha needle.").unwrap();
@@ -116,6 +117,6 @@ fn an_mbox_is_its_messages_in_order_each_under_its_subject() {
     let second = art.source_map.sections.iter().find(|s| s.title == "Second").unwrap();
     assert_eq!(second.path, ["Second"]);
     assert!(blocks.iter().any(|b| b.id.starts_with("m2_")));
-    let err = EmailProvider.parse(&ParseInput { bytes: b"no messages", file_name: "x.mbox", kind: "email" }).unwrap_err();
+    let err = EMAIL.parse(&ParseInput { bytes: b"no messages", file_name: "x.mbox", kind: "email" }).unwrap_err();
     assert_eq!(err.code, "email_malformed");
 }

@@ -205,7 +205,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
     if page_count == 0 {
         return Err(ParseError::new("pdf_malformed", format!("{} has no pages", input.file_name)));
     }
-    let max_pages = super::worker::max_pages();
+    let max_pages = super::parse_env::max_pages();
     if page_count as u64 > max_pages {
         return Err(ParseError::new(
             "too_many_pages",
@@ -272,7 +272,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
             ocr: ocr_here,
             blocks,
         });
-        super::worker::report_pages(number, page_count as u32);
+        super::parse_env::report_pages(number, page_count as u32);
     }
 
     assign_body_sizes(&pages, &mut infos, &body_samples);

@@ -4,7 +4,7 @@ use super::engine::engine;
 use super::ocr_pages::{OCR_MIN_CHARS, has_images};
 use super::words::extract_glyphs;
 use super::{load_error, page_geom, round2};
-use crate::ingest::{ParseError, mineru, worker};
+use crate::ingest::{ParseError, mineru, parse_env};
 
 /// Displayed size, rotation and "would be OCR'd" of every page, without parsing text or
 /// rendering anything: routing decides with it whether a PDF is scanned (MinerU), and the
@@ -13,7 +13,7 @@ pub fn probe_pages(bytes: &[u8], file_name: &str) -> Result<Vec<mineru::ProbePag
     let engine = engine()?;
     let doc = engine.pdfium.load_pdf_from_byte_slice(bytes, None).map_err(|e| load_error(e, file_name))?;
     let page_count = doc.pages().len().max(0);
-    if page_count as u64 > worker::max_pages() {
+    if page_count as u64 > parse_env::max_pages() {
         return Err(ParseError::new("too_many_pages", format!("{file_name} has {page_count} pages (MNOTE_PARSE_MAX_PAGES)")));
     }
     let mut out = Vec::with_capacity(page_count as usize);

@@ -66,7 +66,7 @@ impl ParseProvider for CsvProvider {
 
 /// The limits of a parse in this process (the parser child: the row cap its supervisor set).
 fn child_limits() -> grid::Limits {
-    let max_rows = usize::try_from(super::worker::max_rows()).unwrap_or(usize::MAX);
+    let max_rows = usize::try_from(super::parse_env::max_rows()).unwrap_or(usize::MAX);
     grid::Limits { max_rows, ..grid::Limits::default() }
 }
 

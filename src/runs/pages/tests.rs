@@ -79,6 +79,11 @@ fn labels_exist_in_both_languages() {
 #[test]
 fn every_tool_has_words_in_both_languages() {
     use crate::web::{Lang, ai_panel::tool_label};
+    let mut names: Vec<&str> = crate::agents::tools::registry().iter().map(|t| t.name).collect();
+    let mut listed = crate::web::ai_panel::TOOL_LABELS.to_vec();
+    names.sort();
+    listed.sort();
+    assert_eq!(names, listed, "web::ai_panel::TOOL_LABELS names every registered tool");
     for t in crate::agents::tools::registry() {
         for lang in [Lang::En, Lang::ZhCn] {
             let label = tool_label(lang, t.name);

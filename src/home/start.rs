@@ -10,21 +10,19 @@ use axum::response::Redirect;
 use serde::Deserialize;
 use tower_sessions::Session;
 
-use super::queries;
 use crate::{
     agents::config as agent_config,
     auth::{Auth, directory, tokens},
     db::TenantTx,
     error::AppResult,
     journal::store as runs,
-    kbs,
+    kbs, sources,
     tenants::invitations,
-    web::Page,
+    web::{
+        Page,
+        onboarding::{CHECKLIST_HIDDEN_KEY, SEARCHED_KEY, mark_searched},
+    },
 };
-
-/// Session keys of the getting-started checklist.
-pub const SEARCHED_KEY: &str = "checklist_searched";
-pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
 
 /// One step: its words (`kbpage.step_<key>`), where it leads, whether it is done.
 #[derive(Clone, Debug)]
@@ -65,7 +63,7 @@ async fn admin_steps(tx: &mut TenantTx, auth: &Auth) -> AppResult<Vec<Step>> {
     let granted = !crate::grants::queries::active_for_user(tx, auth.user_id).await?.is_empty();
     let visible = kbs::queries::list(tx, auth.user_id, true).await?;
     let first_kb = visible.iter().find(|k| k.can_manage).map(|k| format!("/kbs/{}#sources-card", k.id));
-    let documents = queries::any_indexed(tx).await?;
+    let documents = sources::queries::any_indexed(tx).await?;
     let model = agent_config::any_endpoint(tx).await?;
     let teammates = directory::members(tx).await?.len() > 1 || !invitations::pending_for_team(tx).await?.is_empty();
     let asked = runs::any_run_of(tx, auth.user_id).await?;
@@ -97,11 +95,6 @@ async fn member_steps(tx: &mut TenantTx, auth: &Auth, searched: bool) -> AppResu
     }
     steps.push(step("token", Some("/settings/tokens".into()), token));
     Ok(steps)
-}
-
-/// Marks the search step done for this session (the dashboard's box, the search page).
-pub async fn mark_searched(session: &Session) -> AppResult<()> {
-    session.insert(SEARCHED_KEY, true).await.map_err(crate::auth::session_err)
 }
 
 #[derive(Deserialize)]
