@@ -127,6 +127,17 @@ pub fn question_terms(question: &str) -> HashSet<String> {
         .collect()
 }
 
+/// The question's terms that are the segmenter's cut across two words (路沿 of 铁路沿线 beside
+/// 铁路 and 沿线): a term whose span in `question` overlaps another term's span without either
+/// holding the other. The words it straddles carry the meaning; a passage need not hold it.
+pub fn straddling_terms(question: &str) -> HashSet<String> {
+    let toks = analyze::analyze(question);
+    // `t` begins inside one word and ends inside the next.
+    let begins_inside = |t: &analyze::Token| toks.iter().any(|a| a.start < t.start && t.start < a.end && a.end < t.end);
+    let ends_inside = |t: &analyze::Token| toks.iter().any(|b| t.start < b.start && b.start < t.end && t.end < b.end);
+    toks.iter().filter(|t| begins_inside(t) && ends_inside(t)).map(|t| t.term.clone()).collect()
+}
+
 /// The byte ranges of `q`'s outermost content words, in order: the analyzer's terms without
 /// stop and question words (jieba's search mode also emits the sub-words of long words; those
 /// are inside an outer word and left out).
@@ -157,13 +168,22 @@ pub fn written_in<'a>(q: &'a HashSet<String>, text: &str) -> impl Iterator<Item 
 const GLUED: &str = "是在成的了于和与及为把被将从向对";
 
 /// Whether the Chinese word `t` is written in `text`: as it is, without a function character
-/// the question's segmentation glued to it, or as two words of two characters or more each
-/// (公司总部 in 公司是一家总部位于…).
+/// the question's segmentation glued to it, or as two pieces, the longer of two characters or
+/// more (公司总部 in 公司是一家总部位于…, 鱼雌鱼 in …的雌鱼…).
 fn written(t: &str, text: &str) -> bool {
     if text.contains(t) {
         return true;
     }
     let chars: Vec<char> = t.chars().collect();
+    // Two characters, one of them a particle the segmenter glued on (海在 of 阴阳海在哪里): the
+    // other character is what the question wrote.
+    if chars.len() == 2 {
+        return match (GLUED.contains(chars[0]), GLUED.contains(chars[1])) {
+            (true, false) => text.contains(chars[1]),
+            (false, true) => text.contains(chars[0]),
+            _ => false,
+        };
+    }
     if chars.len() < 3 {
         return false;
     }
@@ -171,8 +191,9 @@ fn written(t: &str, text: &str) -> bool {
     if core.chars().count() >= 2 && core != t && text.contains(&core) {
         return true;
     }
-    (2..=chars.len() - 2).any(|i| {
+    // Two pieces, the longer of two characters or more (鱼雌鱼 as 鱼 + 雌鱼).
+    (1..chars.len()).any(|i| {
         let (a, b): (String, String) = (chars[..i].iter().collect(), chars[i..].iter().collect());
-        text.contains(&a) && text.contains(&b)
+        i.max(chars.len() - i) >= 2 && text.contains(&a) && text.contains(&b)
     })
 }
