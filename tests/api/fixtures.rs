@@ -261,7 +261,7 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     let k = kb_with_grant(&app).await;
     copy_fixtures(&app, &dir, "mixed", &names);
     // Good files of the same kinds sit between the broken ones (sorted by name).
-    let good_files = ["known_words.pdf", "plain.docx", "scope_zh.png", "needles.xlsx", "zh_gbk.csv"];
+    let good_files = ["known_words.pdf", "plain.docx", "scope_zh.png", "needles.xlsx", "zh_gbk.csv", "deck.pptx"];
     copy_fixtures(&app, &dir, "mixed", &good_files);
     app.write_doc("team/mixed/notes.md", "# Notes\n\nstill indexed\n");
     let r = register(&k, &app, "team/mixed").await;
@@ -287,10 +287,10 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     // The KB page shows each kind with its status (and a failure's code).
     let mut page = app.login("owner@acme.test").await;
     let (_, html) = page.page(&format!("/kbs/{}", k.kb)).await;
-    for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown"] {
+    for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown", "Slides"] {
         assert!(html.contains(&format!(">{kind}<")), "the KB page shows the kind {kind}");
     }
-    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet"] {
+    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet", "xml_dtd_refused", "unsupported_legacy_format"] {
         assert!(html.contains(&format!(">{code}</code>")), "the KB page shows {code}");
     }
 }

@@ -53,6 +53,7 @@ mod search_page;
 mod security;
 mod session_expiry;
 mod sheets;
+mod slides;
 mod soft_delete;
 mod standby;
 mod symlink_race;

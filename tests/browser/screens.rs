@@ -96,6 +96,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
          <h2>Receipts</h2><ul><li>Within 30 days of return</li><li>Scans are accepted</li></ul></main></body></html>",
     );
     std::fs::copy(pdf.with_file_name("needles.xlsx"), app.docs.join("team/needles.xlsx")).unwrap();
+    std::fs::copy(pdf.with_file_name("deck.pptx"), app.docs.join("team/deck.pptx")).unwrap();
     let (st, g) = api
         .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
         .await;
@@ -137,6 +138,10 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     let sheet = hits["results"][0]["openAction"]["url"].as_str().expect("the spreadsheet needle is found");
     let sheet = sheet.split('#').next().unwrap().to_string();
 
+    // A deck's body paragraph: its slide drawn (LibreOffice) or laid out, the shape highlighted.
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "nebula", "mode": "lexical"})).await;
+    let slides = hits["results"][0]["openAction"]["url"].as_str().expect("the deck's needle").split('#').next().unwrap().to_string();
+
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
         ("kb", format!("/kbs/{kb}")),
@@ -146,6 +151,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("viewer-sheet", sheet),
         ("viewer-html", viewer_html),
         ("viewer-mail", viewer_mail),
+        ("viewer-slides", slides),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),

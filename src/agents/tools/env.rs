@@ -98,7 +98,7 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "sourceId": {"type": "string", "format": "uuid"},
             "kbId": {"type": "string", "format": "uuid"},
             "resourcePath": {"type": "string", "description": "relative to the grant root"},
-            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "spreadsheet", "csv", "html", "email"]},
+            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "spreadsheet", "csv", "html", "email", "slides"]},
             "blockId": {"type": "string"},
             "sourceHash": {"type": "string"},
             "sectionPath": {"type": "array", "items": {"type": "string"}},
