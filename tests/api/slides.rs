@@ -130,3 +130,65 @@ async fn with_libreoffice_the_slide_is_drawn_and_the_shape_box_lies_over_it() {
     // A 10 × 7.5 inch slide at one pixel per point.
     assert_eq!((img.width(), img.height()), (720, 540));
 }
+
+#[tokio::test]
+async fn legacy_doc_and_ppt_written_by_libreoffice_are_converted_and_indexed() {
+    let Some(soffice) = mnote::config::soffice_from(None) else {
+        eprintln!("skipped: LibreOffice (soffice) is not installed");
+        return;
+    };
+    let (dir, _exp) = fixtures();
+    let app = spawn_app_with(|c| c.soffice = Some(soffice.clone())).await;
+    let k = kb_with_grant(&app).await;
+    let target = app.docs.join("team/legacy");
+    std::fs::create_dir_all(&target).unwrap();
+    // LibreOffice itself writes the legacy files from our fixtures.
+    let profile = target.join(".profile");
+    for (from, to) in [("deck.pptx", "ppt"), ("plain.docx", "doc")] {
+        let st = std::process::Command::new(&soffice)
+            .arg(format!("-env:UserInstallation=file://{}", profile.display()))
+            .args(["--headless", "--convert-to", to, "--outdir"])
+            .arg(&target)
+            .arg(dir.join(from))
+            .env("HOME", &profile)
+            .status()
+            .unwrap();
+        assert!(st.success(), "soffice --convert-to {to}");
+    }
+    std::fs::remove_dir_all(&profile).unwrap();
+    std::fs::write(target.join("outlook.msg"), [0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1, 0, 0]).unwrap();
+    register(&k, &app, "team/legacy").await;
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    let (ppt, doc) = (&sources["legacy/deck.ppt"], &sources["legacy/plain.doc"]);
+    assert_eq!((ppt["status"].as_str(), ppt["kind"].as_str()), (Some("indexed"), Some("slides")), "{ppt}");
+    assert_eq!((doc["status"].as_str(), doc["kind"].as_str()), (Some("indexed"), Some("docx")), "{doc}");
+    assert!(ppt["provider"].as_str().unwrap().contains("converted from .ppt by LibreOffice"), "{ppt}");
+    assert!(doc["provider"].as_str().unwrap().contains("converted from .doc by LibreOffice"), "{doc}");
+    assert_eq!(sources["legacy/outlook.msg"]["error"]["code"], "unsupported_legacy_format");
+    // The converted deck's needle at its slide and shape; the document's paragraph.
+    let results = search(&k.client, "nebula").await;
+    let loc = &hit(&results, "needle nebula")["source"];
+    assert_eq!((loc["resourcePath"].as_str(), &loc["slide"]["slide"], &loc["slide"]["paragraph"]), (Some("legacy/deck.ppt"), &json!(2), &json!(2)), "{loc}");
+    let results = search(&k.client, "线程作用域").await;
+    assert!(results.iter().any(|r| r["source"]["resourcePath"] == "legacy/plain.doc"), "{results:#?}");
+}
+
+#[tokio::test]
+async fn without_libreoffice_legacy_files_say_what_to_install() {
+    let app = spawn_app_with(|c| c.soffice = None).await;
+    let k = kb_with_grant(&app).await;
+    let ole = [0xD0u8, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1, 0, 0];
+    for name in ["old.ppt", "old.doc"] {
+        app.write_doc(&format!("team/old/{name}"), "x");
+        std::fs::write(app.docs.join(format!("team/old/{name}")), ole).unwrap();
+    }
+    register(&k, &app, "team/old").await;
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    for (name, package) in [("old.ppt", "libreoffice-impress-nogui"), ("old.doc", "libreoffice-writer-nogui")] {
+        let e = &sources[&format!("old/{name}")]["error"];
+        assert_eq!(e["code"], "unsupported_legacy_format", "{name}: {e}");
+        assert!(e["message"].as_str().unwrap().contains(package), "{name}: {e}");
+    }
+}

@@ -30,20 +30,28 @@ pub async fn pdf_of(config: &Config, soffice: &Path, src: std::fs::File, sha256:
     }
     let dir = out.parent().ok_or("the cache path has no parent")?;
     tokio::fs::create_dir_all(dir).await.map_err(|e| format!("cache directory: {e}"))?;
-    let work = WorkDir(dir.join(format!(".soffice-{}", uuid::Uuid::new_v4().simple())));
-    tokio::fs::create_dir_all(work.path()).await.map_err(|e| format!("work directory: {e}"))?;
+    let work = WorkDir::new(dir).await?;
     let input = work.path().join("deck.pptx");
     let mut reader = tokio::fs::File::from_std(src);
     let mut writer = tokio::fs::File::create(&input).await.map_err(|e| e.to_string())?;
     tokio::io::copy(&mut reader, &mut writer).await.map_err(|e| format!("copying the original: {e}"))?;
     drop(writer);
+    let pdf = convert(config, soffice, &work, &input, "pdf").await?;
+    tokio::fs::rename(&pdf, &out).await.map_err(|e| e.to_string())?;
+    Ok(out)
+}
+
+/// `input` (inside `work`) converted by LibreOffice to `to` (`pdf`, `docx`, `pptx`), in `work`:
+/// its own profile there, the parse memory limit, a timeout.
+pub async fn convert(config: &Config, soffice: &Path, work: &WorkDir, input: &Path, to: &str) -> Result<PathBuf, String> {
     let mut cmd = tokio::process::Command::new(soffice);
     cmd.arg(format!("-env:UserInstallation=file://{}", work.path().join("profile").display()))
-        .args(["--headless", "--norestore", "--nologo", "--convert-to", "pdf", "--outdir"])
+        .args(["--headless", "--norestore", "--nologo", "--convert-to", to, "--outdir"])
         .arg(work.path())
-        .arg(&input)
+        .arg(input)
         .env("HOME", work.path());
-    let run = Supervised::new(cmd).memory_limit(config.parse_memory_bytes).timeout(TIMEOUT).discard_stdout().run().await;
+    let timeout = TIMEOUT.min(config.parse_timeout.max(Duration::from_secs(30)));
+    let run = Supervised::new(cmd).memory_limit(config.parse_memory_bytes).timeout(timeout).discard_stdout().run().await;
     match run {
         Err(SuperviseError::Timeout(t)) => return Err(format!("LibreOffice took longer than {t:?}")),
         Err(e) => return Err(format!("starting LibreOffice: {e}")),
@@ -52,19 +60,25 @@ pub async fn pdf_of(config: &Config, soffice: &Path, src: std::fs::File, sha256:
         }
         Ok(_) => {}
     }
-    let pdf = work.path().join("deck.pdf");
-    if !pdf.is_file() {
-        return Err("LibreOffice wrote no PDF".into());
+    let out = input.with_extension(to);
+    if !out.is_file() {
+        return Err(format!("LibreOffice wrote no .{to} file"));
     }
-    tokio::fs::rename(&pdf, &out).await.map_err(|e| e.to_string())?;
     Ok(out)
 }
 
-/// A conversion's directory (input, profile, output), removed when the conversion ends.
-struct WorkDir(PathBuf);
+/// A conversion's directory (input, profile, output), removed when it is dropped.
+pub struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn path(&self) -> &Path {
+    /// A new directory inside `parent`.
+    pub async fn new(parent: &Path) -> Result<WorkDir, String> {
+        let w = WorkDir(parent.join(format!(".soffice-{}", uuid::Uuid::new_v4().simple())));
+        tokio::fs::create_dir_all(w.path()).await.map_err(|e| format!("work directory: {e}"))?;
+        Ok(w)
+    }
+
+    pub fn path(&self) -> &Path {
         &self.0
     }
 }
