@@ -85,7 +85,7 @@ pub enum SourceKind {
     Csv,
     Html,
     Email,
-    /// PPTX (and ODP): located by slide, shape and paragraph; speaker notes marked.
+    /// PPTX and ODP: located by slide, shape and paragraph; speaker notes marked.
     Slides,
 }
 
@@ -131,7 +131,7 @@ impl SourceKind {
             "csv" | "tsv" => SourceKind::Csv,
             "html" | "htm" | "xhtml" => SourceKind::Html,
             "eml" | "mbox" | "msg" => SourceKind::Email,
-            "pptx" | "ppt" => SourceKind::Slides,
+            "pptx" | "odp" | "ppt" => SourceKind::Slides,
             _ => return None,
         })
     }

@@ -123,7 +123,7 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 /// form's `accept` and its client-side check use this list.
 pub const ACCEPTED_EXTENSIONS: &[&str] = &[
     "md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff",
-    "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox", "pptx", "doc", "ppt", "msg",
+    "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox", "pptx", "odp", "doc", "ppt", "msg",
 ];
 
 /// `200000` → `200,000` (the row cap as the KB page says it).
@@ -413,7 +413,7 @@ mod tests {
         for e in ACCEPTED_EXTENSIONS {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_some(), "{e}");
         }
-        for e in ["exe", "odp", "zip", "key"] {
+        for e in ["exe", "odg", "zip", "key"] {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_none(), "{e}");
             assert!(!ACCEPTED_EXTENSIONS.contains(&e));
         }

@@ -102,7 +102,7 @@ fn item(text: String, block_type: BlockType, place: SlidePlace) -> Item {
     Item { text, block_type, place, quality: Quality::Exact, confidence: None }
 }
 
-fn shape_items(
+pub(super) fn shape_items(
     zip: &mut Zip<'_>,
     rels: &std::collections::HashMap<String, package::Rel>,
     s: &Shape,

@@ -1,4 +1,4 @@
-//! Slides (`slides`: PPTX) as located evidence: every block names its slide, its shape (id,
+//! Slides (`slides`: PPTX, and ODP through [`odp`] on the same locator) as located evidence: every block names its slide, its shape (id,
 //! name, type and box in slide EMU) and its paragraph in the shape or its table row; speaker
 //! notes are blocks of their slide marked `notes`.
 //!
@@ -19,6 +19,7 @@
 
 mod assemble;
 pub mod legacy;
+mod odp;
 pub mod package;
 pub mod render;
 pub mod shapes;
@@ -67,7 +68,13 @@ pub fn parse_pptx(bytes: &[u8], ocr: bool) -> Result<ParsedArtifact, ParseError>
         _ => e,
     })?;
     let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| package::malformed(format!("not a zip archive: {e}")))?;
-    let deck = package::deck(&mut zip, MAX_SLIDES)?;
-    let slides = assemble::read_slides(&mut zip, &deck, ocr)?;
+    let is_odp = zip.by_name("ppt/presentation.xml").is_err() && zip.by_name("content.xml").is_ok();
+    let (deck, slides) = if is_odp {
+        odp::read(&mut zip)?
+    } else {
+        let deck = package::deck(&mut zip, MAX_SLIDES)?;
+        let slides = assemble::read_slides(&mut zip, &deck, ocr)?;
+        (deck, slides)
+    };
     Ok(assemble::artifact(bytes, VERSION, &deck, slides))
 }

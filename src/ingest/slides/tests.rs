@@ -150,3 +150,37 @@ fn legacy_files_are_refused_with_what_to_do() {
     assert!(super::legacy::refused("memo.msg").unwrap().message.contains(".eml"));
     assert!(super::legacy::refused("deck.pptx").is_none());
 }
+
+#[test]
+fn odp_reads_on_the_same_locator() {
+    let ns = r#"xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:draw="urn:oasis:names:tc:opendocument:xmlns:drawing:1.0" xmlns:svg="urn:oasis:names:tc:opendocument:xmlns:svg-compatible:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0" xmlns:fo="urn:oasis:names:tc:opendocument:xmlns:xsl-fo-compatible:1.0""#;
+    let content = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content {ns}><office:body><office:presentation>
+<draw:page draw:name="p1"><draw:frame draw:name="T" presentation:class="title" svg:x="2cm" svg:y="1cm" svg:width="24cm" svg:height="3cm"><draw:text-box><text:p>Plan 计划</text:p></draw:text-box></draw:frame>
+<draw:frame presentation:class="outline" svg:x="2cm" svg:y="5cm" svg:width="24cm" svg:height="9cm"><draw:text-box><text:list><text:list-item><text:p>first</text:p></text:list-item><text:list-item><text:p>needle <text:span>odp</text:span>&amp;co</text:p></text:list-item></text:list></draw:text-box></draw:frame>
+<presentation:notes><draw:page-thumbnail/><draw:frame presentation:class="notes" svg:x="1cm" svg:y="1cm" svg:width="1cm" svg:height="1cm"><draw:text-box><text:p>odp notes line</text:p></draw:text-box></draw:frame></presentation:notes></draw:page>
+<draw:page draw:name="p2"><draw:frame svg:x="1in" svg:y="1in" svg:width="4in" svg:height="1in"><table:table><table:table-row><table:table-cell><text:p>Owner</text:p></table:table-cell><table:table-cell><text:p>Amount</text:p></table:table-cell></table:table-row><table:table-row><table:table-cell><text:p>ops</text:p></table:table-cell><table:table-cell><text:p>12</text:p></table:table-cell></table:table-row></table:table></draw:frame></draw:page>
+</office:presentation></office:body></office:document-content>"#
+    );
+    let styles = format!(
+        r#"<?xml version="1.0"?><office:document-styles {ns}><office:automatic-styles><style:page-layout style:name="PM1"><style:page-layout-properties fo:page-width="28cm" fo:page-height="15.75cm"/></style:page-layout></office:automatic-styles></office:document-styles>"#
+    );
+    let bytes = zip_of(&[
+        ("mimetype", b"application/vnd.oasis.opendocument.presentation".to_vec()),
+        ("content.xml", content.into_bytes()),
+        ("styles.xml", styles.into_bytes()),
+    ]);
+    let art = parse_pptx(&bytes, false).unwrap();
+    assert_eq!(art.source_map.page_count, Some(2));
+    let b = find(&art, "needle odp&co");
+    let p = b.slide.as_ref().unwrap();
+    assert_eq!((p.slide, p.shape_id, p.shape_type, p.paragraph), (1, 2, ShapeType::Placeholder, Some(2)));
+    assert_eq!((p.shape_box, p.slide_size), (Some([720_000, 1_800_000, 8_640_000, 3_240_000]), [10_080_000, 5_670_000]));
+    let sec = art.source_map.sections.iter().find(|s| Some(&s.id) == b.section_id.as_ref()).unwrap();
+    assert_eq!(sec.title, "Plan 计划");
+    let n = find(&art, "odp notes").slide.clone().unwrap();
+    assert_eq!((n.slide, n.notes, n.shape_type, n.shape_box), (1, true, ShapeType::Notes, None));
+    let row = find(&art, "ops");
+    assert_eq!(row.text, "Owner: ops | Amount: 12");
+    assert_eq!(row.slide.as_ref().unwrap().shape_box, Some([914_400, 914_400, 3_657_600, 914_400]));
+}
