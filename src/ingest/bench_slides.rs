@@ -60,8 +60,9 @@ print(n)
 "#;
 
 fn python(script: &str) -> anyhow::Result<Command> {
-    let path = std::env::var_os("MNOTE_FIXTURE_PYTHONPATH")
-        .context("MNOTE_FIXTURE_PYTHONPATH is not set: run through `./dev` (eval \"$(./dev env)\"), which provisions python-pptx")?;
+    let path = std::env::var_os("MNOTE_FIXTURE_PYTHONPATH").context(
+        "MNOTE_FIXTURE_PYTHONPATH is not set: run through `./dev` (eval \"$(./dev env)\"), which provisions python-pptx",
+    )?;
     let mut cmd = Command::new("python3");
     cmd.arg("-c").arg(script).env("PYTHONPATH", path).env("PYTHONDONTWRITEBYTECODE", "1");
     Ok(cmd)

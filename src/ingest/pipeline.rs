@@ -297,7 +297,8 @@ async fn parse(
             Ok(c) => c,
             Err(e) => return Ok(Err(e)),
         };
-        let parsed = worker::parse_supervised_file(&cfg.parser_exe, &c.file, &c.name, source.kind.as_str(), limits, Some(pages)).await;
+        let parsed =
+            worker::parse_supervised_file(&cfg.parser_exe, &c.file, &c.name, source.kind.as_str(), limits, Some(pages)).await;
         return Ok(parsed.map(|art| c.mark(art)));
     }
     Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, source.kind.as_str(), limits, Some(pages)).await)

@@ -291,7 +291,8 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown", "Slides"] {
         assert!(html.contains(&format!(">{kind}<")), "the KB page shows the kind {kind}");
     }
-    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet", "xml_dtd_refused", "unsupported_legacy_format"] {
+    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet", "xml_dtd_refused", "unsupported_legacy_format"]
+    {
         assert!(html.contains(&format!(">{code}</code>")), "the KB page shows {code}");
     }
 }

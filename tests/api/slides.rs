@@ -52,7 +52,11 @@ async fn slide_needles_are_found_at_their_shape_and_paragraph_and_open_on_their_
         let sp = &loc["slide"];
         assert_eq!(loc["resourceKind"], "slides", "{loc}");
         assert_eq!((&loc["page"], &sp["slide"]), (&n["slide"], &n["slide"]), "{needle}: {loc}");
-        assert_eq!((&sp["shapeType"], &sp["shapeBox"], &sp["slideSize"]), (&n["shapeType"], &n["shapeBox"], size), "{needle}: {sp}");
+        assert_eq!(
+            (&sp["shapeType"], &sp["shapeBox"], &sp["slideSize"]),
+            (&n["shapeType"], &n["shapeBox"], size),
+            "{needle}: {sp}"
+        );
         if n["shapeName"].is_string() {
             assert_eq!((&sp["shapeName"], &sp["shapeId"]), (&n["shapeName"], &n["shapeId"]), "{needle}: {sp}");
         }
@@ -169,7 +173,11 @@ async fn legacy_doc_and_ppt_written_by_libreoffice_are_converted_and_indexed() {
     // The converted deck's needle at its slide and shape; the document's paragraph.
     let results = search(&k.client, "nebula").await;
     let loc = &hit(&results, "needle nebula")["source"];
-    assert_eq!((loc["resourcePath"].as_str(), &loc["slide"]["slide"], &loc["slide"]["paragraph"]), (Some("legacy/deck.ppt"), &json!(2), &json!(2)), "{loc}");
+    assert_eq!(
+        (loc["resourcePath"].as_str(), &loc["slide"]["slide"], &loc["slide"]["paragraph"]),
+        (Some("legacy/deck.ppt"), &json!(2), &json!(2)),
+        "{loc}"
+    );
     let results = search(&k.client, "线程作用域").await;
     assert!(results.iter().any(|r| r["source"]["resourcePath"] == "legacy/plain.doc"), "{results:#?}");
 }

@@ -140,7 +140,8 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
 
     // A deck's body paragraph: its slide drawn (LibreOffice) or laid out, the shape highlighted.
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "nebula", "mode": "lexical"})).await;
-    let slides = hits["results"][0]["openAction"]["url"].as_str().expect("the deck's needle").split('#').next().unwrap().to_string();
+    let slides =
+        hits["results"][0]["openAction"]["url"].as_str().expect("the deck's needle").split('#').next().unwrap().to_string();
 
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),

@@ -67,7 +67,8 @@ pub async fn convert(config: &Config, name: &str, original: &Path) -> Option<Res
 }
 
 async fn run(config: &Config, soffice: &Path, ext: &str, to: &str, name: &str, original: &Path) -> Result<Converted, ParseError> {
-    let failed = |m: String| ParseError::new("unsupported_legacy_format", format!("LibreOffice could not convert this .{ext} file: {m}"));
+    let failed =
+        |m: String| ParseError::new("unsupported_legacy_format", format!("LibreOffice could not convert this .{ext} file: {m}"));
     let bytes = tokio::fs::read(original).await.map_err(|e| ParseError::new("file_unreadable", e.to_string()))?;
     let work = WorkDir::new(&std::env::temp_dir()).await.map_err(failed)?;
     let input = work.path().join(format!("original.{ext}"));
@@ -75,5 +76,11 @@ async fn run(config: &Config, soffice: &Path, ext: &str, to: &str, name: &str, o
     let out = soffice_convert(config, soffice, &work, &input, to).await.map_err(failed)?;
     let file = std::fs::File::open(&out).map_err(|e| failed(e.to_string()))?;
     let stem = Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or("converted");
-    Ok(Converted { file, name: format!("{stem}.{to}"), from: ext.to_string(), source_hash: artifact::source_hash(&bytes), _work: work })
+    Ok(Converted {
+        file,
+        name: format!("{stem}.{to}"),
+        from: ext.to_string(),
+        source_hash: artifact::source_hash(&bytes),
+        _work: work,
+    })
 }

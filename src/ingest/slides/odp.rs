@@ -187,9 +187,7 @@ fn start(
             return Ok(());
         }
         b"notes" if !empty => *notes_depth = Some(depth),
-        b"frame" | b"custom-shape" | b"rect" | b"ellipse" | b"polygon" | b"path" | b"line" | b"connector"
-            if open.is_none() =>
-        {
+        b"frame" | b"custom-shape" | b"rect" | b"ellipse" | b"polygon" | b"path" | b"line" | b"connector" if open.is_none() => {
             let Some(page) = pages.last_mut() else { return Ok(()) };
             page.count += 1;
             if page.count > MAX_SHAPES {

@@ -51,7 +51,9 @@ pub fn read_xml(zip: &mut Zip<'_>, name: &str) -> Result<Option<String>, ParseEr
 /// `slides_malformed`.
 pub fn next<'a>(r: &mut Reader<&'a [u8]>, part: &str) -> Result<Event<'a>, ParseError> {
     match r.read_event() {
-        Ok(Event::DocType(_)) => Err(ParseError::new("xml_dtd_refused", format!("{part} declares a DTD (entities are never expanded)"))),
+        Ok(Event::DocType(_)) => {
+            Err(ParseError::new("xml_dtd_refused", format!("{part} declares a DTD (entities are never expanded)")))
+        }
         Ok(e) => Ok(e),
         Err(e) => Err(malformed(format!("{part}: {e}"))),
     }
@@ -60,7 +62,9 @@ pub fn next<'a>(r: &mut Reader<&'a [u8]>, part: &str) -> Result<Event<'a>, Parse
 /// The value of an attribute by its local name (any prefix).
 pub fn attr(e: &BytesStart<'_>, local: &str) -> Option<String> {
     e.attributes().filter_map(Result::ok).find_map(|a| {
-        (a.key.local_name().as_ref() == local).then(|| a.normalized_value(XmlVersion::Implicit1_0).ok().map(|v| v.into_owned())).flatten()
+        (a.key.local_name().as_ref() == local)
+            .then(|| a.normalized_value(XmlVersion::Implicit1_0).ok().map(|v| v.into_owned()))
+            .flatten()
     })
 }
 
@@ -114,7 +118,8 @@ pub fn rels_of(zip: &mut Zip<'_>, part: &str) -> Result<HashMap<String, Rel>, Pa
 
 /// `ppt/slides` + `../media/image1.png` → `ppt/media/image1.png`; `/ppt/x.xml` → `ppt/x.xml`.
 pub fn resolve(dir: &str, target: &str) -> String {
-    let mut parts: Vec<&str> = if target.starts_with('/') { Vec::new() } else { dir.split('/').filter(|s| !s.is_empty()).collect() };
+    let mut parts: Vec<&str> =
+        if target.starts_with('/') { Vec::new() } else { dir.split('/').filter(|s| !s.is_empty()).collect() };
     for seg in target.split('/') {
         match seg {
             "" | "." => {}
@@ -147,7 +152,10 @@ pub fn deck(zip: &mut Zip<'_>, max_slides: usize) -> Result<Deck, ParseError> {
                     let rel = rel_attr(&e, "id").and_then(|id| rels.get(&id)).filter(|r| r.kind == "slide");
                     if let Some(rel) = rel {
                         if slides.len() >= max_slides {
-                            return Err(ParseError::new("slides_too_large", format!("more than {max_slides} slides in the deck")));
+                            return Err(ParseError::new(
+                                "slides_too_large",
+                                format!("more than {max_slides} slides in the deck"),
+                            ));
                         }
                         slides.push(rel.target.clone());
                     }

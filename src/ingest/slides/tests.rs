@@ -10,7 +10,9 @@ const NS: &str = r#"xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/ma
 const REL: &str = "http://schemas.openxmlformats.org/officeDocument/2006/relationships";
 
 fn sp(id: u32, name: &str, ph: &str, xfrm: Option<[i64; 4]>, paras: &[&str]) -> String {
-    let xfrm = xfrm.map(|[x, y, w, h]| format!(r#"<a:xfrm><a:off x="{x}" y="{y}"/><a:ext cx="{w}" cy="{h}"/></a:xfrm>"#)).unwrap_or_default();
+    let xfrm = xfrm
+        .map(|[x, y, w, h]| format!(r#"<a:xfrm><a:off x="{x}" y="{y}"/><a:ext cx="{w}" cy="{h}"/></a:xfrm>"#))
+        .unwrap_or_default();
     let ps: String = paras.iter().map(|p| format!("<a:p><a:r><a:t>{p}</a:t></a:r></a:p>")).collect();
     format!(
         r#"<p:sp><p:nvSpPr><p:cNvPr id="{id}" name="{name}"/><p:cNvSpPr/><p:nvPr>{ph}</p:nvPr></p:nvSpPr><p:spPr>{xfrm}</p:spPr><p:txBody><a:bodyPr/>{ps}</p:txBody></p:sp>"#
@@ -22,7 +24,8 @@ fn slide(body: &str) -> Vec<u8> {
 }
 
 fn rels(items: &[(&str, &str, &str)]) -> Vec<u8> {
-    let r: String = items.iter().map(|(id, ty, t)| format!(r#"<Relationship Id="{id}" Type="{REL}/{ty}" Target="{t}"/>"#)).collect();
+    let r: String =
+        items.iter().map(|(id, ty, t)| format!(r#"<Relationship Id="{id}" Type="{REL}/{ty}" Target="{t}"/>"#)).collect();
     format!(r#"<?xml version="1.0" encoding="UTF-8"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">{r}</Relationships>"#).into_bytes()
 }
 
@@ -31,8 +34,11 @@ fn rels(items: &[(&str, &str, &str)]) -> Vec<u8> {
 fn deck(slides: &[String], notes: Option<&str>) -> Vec<u8> {
     let n = slides.len();
     let ids: String = (0..n).map(|i| format!(r#"<p:sldId id="{}" r:id="rId{}"/>"#, 256 + i, n - i)).collect();
-    let pres = format!(r#"<?xml version="1.0" encoding="UTF-8"?><p:presentation {NS}><p:sldIdLst>{ids}</p:sldIdLst><p:sldSz cx="12192000" cy="6858000"/></p:presentation>"#);
-    let pres_rels: Vec<(String, &str, String)> = (0..n).map(|i| (format!("rId{}", n - i), "slide", format!("slides/slide{}.xml", n - i))).collect();
+    let pres = format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?><p:presentation {NS}><p:sldIdLst>{ids}</p:sldIdLst><p:sldSz cx="12192000" cy="6858000"/></p:presentation>"#
+    );
+    let pres_rels: Vec<(String, &str, String)> =
+        (0..n).map(|i| (format!("rId{}", n - i), "slide", format!("slides/slide{}.xml", n - i))).collect();
     let pres_rels: Vec<(&str, &str, &str)> = pres_rels.iter().map(|(a, b, c)| (a.as_str(), *b, c.as_str())).collect();
     let layout = slide(&sp(2, "Title 1", r#"<p:ph type="title"/>"#, Some([838200, 365125, 10515600, 1325563]), &[]));
     let mut entries: Vec<(String, Vec<u8>)> = vec![
@@ -83,7 +89,10 @@ fn blocks_name_their_slide_shape_and_paragraph() {
     let b = find(&art, "launch date");
     let p = b.slide.as_ref().unwrap();
     assert_eq!((p.slide, p.shape_id, p.shape_name.as_str(), p.paragraph), (1, 3, "TextBox 2", Some(3)));
-    assert_eq!((p.shape_type, p.shape_box, p.slide_size), (ShapeType::Text, Some([914400, 1828800, 3657600, 914400]), [12192000, 6858000]));
+    assert_eq!(
+        (p.shape_type, p.shape_box, p.slide_size),
+        (ShapeType::Text, Some([914400, 1828800, 3657600, 914400]), [12192000, 6858000])
+    );
     assert_eq!((b.page, b.bbox, b.id.as_str()), (Some(1), Some([72.0, 144.0, 360.0, 216.0]), "p1_b3"));
     // The title placeholder takes the layout's box and names the slide's section.
     let t = find(&art, "Roadmap");
