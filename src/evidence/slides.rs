@@ -70,3 +70,44 @@ impl SlidePlace {
         Some([c(x as f64 / sw), c(y as f64 / sh), c((x + w) as f64 / sw), c((y + h) as f64 / sh)])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{Place, PlacePart};
+
+    #[test]
+    fn a_slide_is_cited_as_a_slide_and_its_box_as_a_fraction() {
+        let p = SlidePlace {
+            slide: 2,
+            shape_id: 3,
+            shape_name: "Content Placeholder 2".into(),
+            shape_type: ShapeType::Placeholder,
+            shape_box: Some([914_400, 685_800, 4_572_000, 1_371_600]),
+            slide_size: [9_144_000, 6_858_000],
+            paragraph: Some(2),
+            table_row: None,
+            notes: false,
+        };
+        assert_eq!(p.box_fraction(), Some([0.1, 0.1, 0.6, 0.3]));
+        let path = vec!["Budget".to_string()];
+        let place = Place {
+            kind: Some("slides"),
+            page: Some(2),
+            first_line: None,
+            line_range: None,
+            section: Some("Budget"),
+            section_path: &path,
+            para_id: None,
+            fingerprint: None,
+            ordinal: Some(2),
+            sheet: None,
+            cell_range: None,
+        };
+        assert_eq!(place.citation_label().as_deref(), Some("slide 2"));
+        assert_eq!(place.parts()[0], PlacePart::Slide(2));
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["shapeType"], "placeholder");
+        assert_eq!(json["shapeBox"], serde_json::json!([914_400, 685_800, 4_572_000, 1_371_600]));
+    }
+}

@@ -58,7 +58,7 @@ fn deck(slides: &[String], notes: Option<&str>) -> Vec<u8> {
     }
     if let Some(text) = notes {
         let body = sp(2, "Notes Placeholder 2", r#"<p:ph type="body" idx="1"/>"#, None, &["", text]);
-        entries.push(("ppt/notesSlides/notesSlide1.xml".into(), slide(&body).iter().copied().collect::<Vec<u8>>()));
+        entries.push(("ppt/notesSlides/notesSlide1.xml".into(), slide(&body)));
     }
     zip_of(&entries.iter().map(|(a, b)| (a.as_str(), b.clone())).collect::<Vec<_>>())
 }
