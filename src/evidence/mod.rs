@@ -462,7 +462,8 @@ mod tests {
             "resourceKind": "pdf", "blockId": "p3_b2", "page": 3, "bbox": [10.5, 20.0, 100.25, 40.0],
             "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
             "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
-            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null
+            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null,
+            "slide": null
         })
     }
 
@@ -474,9 +475,9 @@ mod tests {
         let loc: Locator = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
         assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
-        // Rows stored before the spreadsheet fields existed read the same (absent = null).
+        // Rows stored before the spreadsheet and slide fields existed read the same (absent = null).
         let mut old = stored();
-        for k in ["sheet", "sheetHidden", "cellRange"] {
+        for k in ["sheet", "sheetHidden", "cellRange", "slide"] {
             old.as_object_mut().unwrap().remove(k);
         }
         assert_eq!(serde_json::from_value::<Locator>(old).unwrap(), loc);
