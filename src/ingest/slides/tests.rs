@@ -193,3 +193,11 @@ fn odp_reads_on_the_same_locator() {
     assert_eq!(row.text, "Owner: ops | Amount: 12");
     assert_eq!(row.slide.as_ref().unwrap().shape_box, Some([914_400, 914_400, 3_657_600, 914_400]));
 }
+
+#[test]
+fn a_deck_past_the_slide_cap_is_too_large() {
+    let two = deck(&[sp(2, "a", "", None, &["one"]), sp(2, "b", "", None, &["two"])], None);
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(two.as_slice())).unwrap();
+    assert_eq!(super::package::deck(&mut zip, 1).err().map(|e| e.code), Some("slides_too_large"));
+    assert_eq!(super::package::deck(&mut zip, 2).map(|d| d.slides.len()).ok(), Some(2));
+}
