@@ -62,6 +62,10 @@ pub struct Config {
     pub parse_max_rows: u64,
     /// The `mnote` binary run as the supervised parser child (default: this executable).
     pub parser_exe: PathBuf,
+    /// LibreOffice's `soffice`, which draws slides for the viewer (MNOTE_SOFFICE: a path, or
+    /// `off`; unset: `soffice` on PATH if there is one). `None`: slides are shown as their
+    /// text layout.
+    pub soffice: Option<PathBuf>,
     /// Fallback rescan of registered files (the watcher catches most changes sooner).
     pub rescan_interval: Duration,
     /// MinerU Precision Extract API token (MNOTE_MINERU_TOKEN). Server-side only: never
@@ -545,6 +549,7 @@ impl Config {
             parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
             parse_max_rows: parse("MNOTE_PARSE_MAX_ROWS", 200_000u64)?.max(1),
             parser_exe: std::env::current_exe().context("locating the mnote executable")?,
+            soffice: soffice_from(var("MNOTE_SOFFICE")),
             rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
             mineru_token: var("MNOTE_MINERU_TOKEN").map(|t| SecretString::new(t.trim())),
             mineru_url: var("MNOTE_MINERU_URL")
@@ -597,6 +602,7 @@ impl Config {
             parse_max_pages: 500,
             parse_max_rows: 200_000,
             parser_exe: std::env::current_exe().unwrap_or_default(),
+            soffice: soffice_from(std::env::var("MNOTE_SOFFICE").ok()),
             rescan_interval: Duration::from_secs(300),
             mineru_token: None,
             mineru_url: "http://127.0.0.1:9".into(),
@@ -655,6 +661,16 @@ fn run_lease_from_env() -> anyhow::Result<Duration> {
 /// without) the server configuration: every subcommand and the parser children log.
 pub fn log_format_json() -> bool {
     std::env::var("MNOTE_LOG_FORMAT").is_ok_and(|v| v == "json")
+}
+
+/// `soffice` as MNOTE_SOFFICE names it (`off`: none), else the first on PATH.
+pub fn soffice_from(setting: Option<String>) -> Option<PathBuf> {
+    match setting.as_deref().map(str::trim) {
+        Some("off") | Some("none") => None,
+        Some(p) if !p.is_empty() => Some(PathBuf::from(p)).filter(|p| p.is_file()),
+        _ => std::env::var_os("PATH")
+            .and_then(|path| std::env::split_paths(&path).map(|d| d.join("soffice")).find(|p| p.is_file())),
+    }
 }
 
 /// Environment variable with the path to `libpdfium.so`.

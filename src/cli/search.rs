@@ -86,6 +86,7 @@ fn cli_locator(loc: &Locator) -> String {
         .into_iter()
         .map(|part| match part {
             PlacePart::Page(p) => format!("p.{p}"),
+            PlacePart::Slide(p) => format!("slide {p}"),
             PlacePart::Sections(names) => names.join(" › "),
             PlacePart::Lines(a, b) => format!("L{a}–{b}"),
             PlacePart::Line(a) => format!("L{a}"),

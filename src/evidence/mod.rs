@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 pub mod cells;
 pub mod origin;
+pub mod slides;
 pub mod tools;
 
 /// Which knowledge bases evidence read by id may come from, on top of what the caller may
@@ -84,10 +85,12 @@ pub enum SourceKind {
     Csv,
     Html,
     Email,
+    /// PPTX and ODP: located by slide, shape and paragraph; speaker notes marked.
+    Slides,
 }
 
 impl SourceKind {
-    pub const ALL: [SourceKind; 9] = [
+    pub const ALL: [SourceKind; 10] = [
         SourceKind::Markdown,
         SourceKind::Pdf,
         SourceKind::Docx,
@@ -97,6 +100,7 @@ impl SourceKind {
         SourceKind::Csv,
         SourceKind::Html,
         SourceKind::Email,
+        SourceKind::Slides,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -110,6 +114,7 @@ impl SourceKind {
             SourceKind::Csv => "csv",
             SourceKind::Html => "html",
             SourceKind::Email => "email",
+            SourceKind::Slides => "slides",
         }
     }
 
@@ -118,13 +123,15 @@ impl SourceKind {
         Some(match ext.to_ascii_lowercase().as_str() {
             "md" | "markdown" => SourceKind::Markdown,
             "pdf" => SourceKind::Pdf,
-            "docx" => SourceKind::Docx,
+            // `.doc`, `.ppt` and `.msg` are registered to say `unsupported_legacy_format`.
+            "docx" | "doc" => SourceKind::Docx,
             "png" | "jpg" | "jpeg" | "webp" | "tif" | "tiff" | "bmp" => SourceKind::Image,
             "txt" => SourceKind::Text,
             "xlsx" | "xlsm" | "ods" | "xls" => SourceKind::Spreadsheet,
             "csv" | "tsv" => SourceKind::Csv,
             "html" | "htm" | "xhtml" => SourceKind::Html,
-            "eml" | "mbox" => SourceKind::Email,
+            "eml" | "mbox" | "msg" => SourceKind::Email,
+            "pptx" | "odp" | "ppt" => SourceKind::Slides,
             _ => return None,
         })
     }
@@ -238,6 +245,9 @@ pub struct Locator {
     /// Spreadsheets: the sheet is hidden in the workbook (its rows are indexed all the same).
     #[serde(default)]
     pub sheet_hidden: Option<bool>,
+    /// Slides: the slide, the shape (type and box in slide EMU) and the paragraph or table row.
+    #[serde(default)]
+    pub slide: Option<slides::SlidePlace>,
     /// `sha256:<hex>` of the file version the block was parsed from.
     pub source_hash: String,
     pub source_id: Uuid,
@@ -361,6 +371,8 @@ pub enum PlacePart<'a> {
     Paragraph(u32),
     /// Spreadsheets: the cells, with their sheet as a formula names it (`'Forecast 2027'!A5:C5`).
     Cells(String),
+    /// Slides: the slide number (in place of a page).
+    Slide(u32),
 }
 
 impl<'a> Place<'a> {
@@ -368,7 +380,7 @@ impl<'a> Place<'a> {
     pub fn parts(&self) -> Vec<PlacePart<'a>> {
         let mut parts = Vec::new();
         if let Some(p) = self.page {
-            parts.push(PlacePart::Page(p));
+            parts.push(if self.kind == Some("slides") { PlacePart::Slide(p) } else { PlacePart::Page(p) });
         }
         if let Some(cells) = self.cells_label() {
             // A sheet is its section: the cells name it already.
@@ -402,7 +414,7 @@ impl Place<'_> {
             return Some(c);
         }
         if let Some(p) = self.page {
-            return Some(format!("p.{p}"));
+            return Some(if self.kind == Some("slides") { format!("slide {p}") } else { format!("p.{p}") });
         }
         if let Some(h) = self.section {
             return Some(format!("§{h}"));
@@ -450,7 +462,8 @@ mod tests {
             "resourceKind": "pdf", "blockId": "p3_b2", "page": 3, "bbox": [10.5, 20.0, 100.25, 40.0],
             "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
             "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
-            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null
+            "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null,
+            "slide": null
         })
     }
 
@@ -462,9 +475,9 @@ mod tests {
         let loc: Locator = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
         assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
-        // Rows stored before the spreadsheet fields existed read the same (absent = null).
+        // Rows stored before the spreadsheet and slide fields existed read the same (absent = null).
         let mut old = stored();
-        for k in ["sheet", "sheetHidden", "cellRange"] {
+        for k in ["sheet", "sheetHidden", "cellRange", "slide"] {
             old.as_object_mut().unwrap().remove(k);
         }
         assert_eq!(serde_json::from_value::<Locator>(old).unwrap(), loc);

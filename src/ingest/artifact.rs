@@ -143,6 +143,9 @@ pub struct Block {
     /// Spreadsheets and CSV: the cells of the block in A1 notation (`A5:C5`, `C7`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell_range: Option<String>,
+    /// Slides: the slide, shape and paragraph (or table row) of the block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slide: Option<crate::evidence::slides::SlidePlace>,
     /// [`fingerprint`] of the block text.
     pub text_fingerprint: String,
     pub quality: Quality,

@@ -10,6 +10,7 @@
 //! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
 //! 4. Spreadsheet: a generated 100,000-row XLSX, ours vs openpyxl ([`super::bench_sheet`]).
 //! 5. HTML pages and e-mail messages, ours vs Python's standard library ([`super::bench_web`]).
+//! 6. Slides: a generated 400-slide PPTX, ours vs python-pptx ([`super::bench_slides`]).
 //!
 //! Besides wall-clock time every row reports the CPU time it used (this process and its
 //! children, `getrusage`), which other load on the machine disturbs much less.
@@ -41,6 +42,7 @@ pub enum Part {
     Spreadsheet,
     Html,
     Email,
+    Slides,
 }
 
 pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Result<()> {
@@ -64,6 +66,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
     let sheet = if runs(Part::Spreadsheet) { Some(super::bench_sheet::bench_spreadsheet(&exe, rounds)?) } else { None };
     let html = if runs(Part::Html) { Some(super::bench_web::bench_html(&exe, rounds)?) } else { None };
     let email = if runs(Part::Email) { Some(super::bench_web::bench_email(&exe, rounds)?) } else { None };
+    let slides = if runs(Part::Slides) { Some(super::bench_slides::bench_slides(&exe, rounds)?) } else { None };
 
     println!();
     println!("load average at end: {} (total {:.1} s)", loadavg(), started.elapsed().as_secs_f64());
@@ -78,7 +81,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         all.extend([a, b]);
     }
     all.extend(docx.iter());
-    for rows in [&sheet, &html, &email].into_iter().flatten() {
+    for rows in [&sheet, &html, &email, &slides].into_iter().flatten() {
         all.extend(rows.iter());
     }
     for row in all {
@@ -118,7 +121,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         println!("xlsx_in_process_ratio_vs_openpyxl: {:.2}", ratio(inproc, base));
         println!("xlsx_cpu_ratio_vs_openpyxl: {:.2}", cpu_ratio(ours, base));
     }
-    for (name, rows) in [("html", &html), ("email", &email)] {
+    for (name, rows) in [("html", &html), ("email", &email), ("slides", &slides)] {
         if let Some([ours, inproc, base]) = rows {
             println!("{name}_{}_per_s: {:.1}", ours.unit, ours.rate());
             println!("{name}_ratio_vs_python: {:.2}", ratio(ours, base));

@@ -63,6 +63,7 @@ impl ParseProvider for ImageProvider {
                 sheet: None,
                 sheet_hidden: None,
                 cell_range: None,
+                slide: None,
                 quality: ocr::quality_for(para.confidence),
                 confidence: Some(round1(para.confidence)),
             });

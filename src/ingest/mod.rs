@@ -5,6 +5,7 @@ pub mod artifact;
 pub mod bench;
 pub mod bench_common;
 pub mod bench_sheet;
+pub mod bench_slides;
 pub mod bench_web;
 pub mod corpus;
 pub mod docx;
@@ -22,6 +23,7 @@ pub mod pipeline;
 pub mod progress;
 pub mod providers;
 pub mod sheet;
+pub mod slides;
 #[cfg(test)]
 pub(crate) mod testdata;
 pub mod watch;
@@ -48,7 +50,7 @@ pub struct ParseInput<'a> {
     pub bytes: &'a [u8],
     /// File name (for messages and extension checks), e.g. `report.pdf`.
     pub file_name: &'a str,
-    /// `markdown|pdf|docx|image|text|spreadsheet|csv|html|email`
+    /// `markdown|pdf|docx|image|text|spreadsheet|csv|html|email|slides`
     pub kind: &'a str,
 }
 

@@ -291,6 +291,16 @@ async fn parse(
             }
         }
     }
+    // `.doc`/`.ppt`: converted by LibreOffice first, when it is installed.
+    if let Some(converted) = super::slides::legacy::convert(cfg, name, &paths::fd_path(file)).await {
+        let c = match converted {
+            Ok(c) => c,
+            Err(e) => return Ok(Err(e)),
+        };
+        let parsed =
+            worker::parse_supervised_file(&cfg.parser_exe, &c.file, &c.name, source.kind.as_str(), limits, Some(pages)).await;
+        return Ok(parsed.map(|art| c.mark(art)));
+    }
     Ok(worker::parse_supervised_file(&cfg.parser_exe, file, name, source.kind.as_str(), limits, Some(pages)).await)
 }
 

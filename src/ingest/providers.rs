@@ -9,6 +9,7 @@ use super::{
     markdown::MarkdownProvider,
     pdf::PdfProvider,
     sheet::{CsvProvider, SpreadsheetProvider},
+    slides::SlidesProvider,
 };
 
 pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
@@ -21,6 +22,7 @@ pub fn for_kind(kind: &str) -> Result<Box<dyn ParseProvider>, ParseError> {
         Box::new(CsvProvider),
         Box::new(HtmlProvider),
         Box::new(EmailProvider { attachments: for_kind }),
+        Box::new(SlidesProvider),
     ];
     all.into_iter()
         .find(|p| p.can_parse(kind))

@@ -215,6 +215,10 @@ fn leak_code(code: &str) -> &'static str {
         "malformed_spreadsheet",
         "container_too_large",
         "container_ratio_exceeded",
+        "slides_malformed",
+        "slides_too_large",
+        "xml_dtd_refused",
+        "unsupported_legacy_format",
     ];
     KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }

@@ -580,6 +580,7 @@ fn resource_locator(s: &SourceRow) -> Locator {
         sheet: None,
         sheet_hidden: None,
         cell_range: None,
+        slide: None,
         quality: Quality::ResourceOnly,
         resource_kind: s.kind.parse().unwrap_or(SourceKind::Text),
         resource_path: s.resource_path.clone(),

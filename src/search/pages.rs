@@ -202,6 +202,7 @@ pub fn locator_parts(ctx: &PageCtx, loc: &Locator) -> Vec<(String, bool)> {
         .into_iter()
         .map(|part| match part {
             PlacePart::Page(p) => (ctx.t("search.loc_page").replace("{n}", &p.to_string()), false),
+            PlacePart::Slide(p) => (ctx.t("search.loc_slide").replace("{n}", &p.to_string()), false),
             PlacePart::Sections(names) => (names.join(" › "), true),
             PlacePart::Lines(a, b) => {
                 (ctx.t("search.loc_lines").replace("{a}", &a.to_string()).replace("{b}", &b.to_string()), false)

@@ -120,7 +120,7 @@ pub fn failure_reason(ctx: &crate::web::PageCtx, code: &str) -> String {
 /// form's `accept` and its client-side check use this list.
 pub const ACCEPTED_EXTENSIONS: &[&str] = &[
     "md", "markdown", "pdf", "docx", "xlsx", "xlsm", "ods", "xls", "csv", "tsv", "png", "jpg", "jpeg", "webp", "tif", "tiff",
-    "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox",
+    "bmp", "txt", "html", "htm", "xhtml", "eml", "mbox", "pptx", "odp", "doc", "ppt", "msg",
 ];
 
 /// `200000` → `200,000` (the row cap as the KB page says it).
@@ -177,6 +177,10 @@ pub const FAILURE_CODES: &[&str] = &[
     "malformed_spreadsheet",
     "container_too_large",
     "container_ratio_exceeded",
+    "slides_malformed",
+    "slides_too_large",
+    "xml_dtd_refused",
+    "unsupported_legacy_format",
     "image_unreadable",
     "ocr_engine_missing",
     "ocr_failed",
@@ -228,6 +232,9 @@ pub const PERMANENT_CODES: &[&str] = &[
     "hard_link_refused",
     "path_outside_grant",
     "grant_revoked",
+    "xml_dtd_refused",
+    "slides_too_large",
+    "slides_malformed",
 ];
 
 /// Whether parsing again can end differently for a source that failed with `code` (a busy or
@@ -455,7 +462,7 @@ mod tests {
         for e in ACCEPTED_EXTENSIONS {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_some(), "{e}");
         }
-        for e in ["exe", "doc", "ppt", "zip", "pptx"] {
+        for e in ["exe", "odg", "zip", "key"] {
             assert!(kind_of(Path::new(&format!("a.{e}"))).is_none(), "{e}");
             assert!(!ACCEPTED_EXTENSIONS.contains(&e));
         }

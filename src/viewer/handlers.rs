@@ -113,6 +113,7 @@ struct ViewerPage {
     paged: Option<PagedView>,
     flow: Vec<FlowBlock>,
     grid: Option<parts::GridView>,
+    slides: Option<parts::SlidesView>,
     /// A citation whose block cannot be found: the document itself is the `#hl` target.
     doc_hl: bool,
     outline: Vec<OutlineLink>,
@@ -218,6 +219,7 @@ pub async fn view(
         paged: None,
         flow: Vec::new(),
         grid: None,
+        slides: None,
         doc_hl: false,
         outline: Vec::new(),
         find: find.clone(),
@@ -268,6 +270,7 @@ pub async fn view(
     view.paged = body.paged;
     view.flow = body.flow;
     view.grid = body.grid;
+    view.slides = body.slides;
     view.doc_hl = body.doc_hl;
     view.outline = body.outline;
     view.found = body.found;
@@ -393,7 +396,7 @@ pub async fn page_png(
     let n: u32 = name.strip_suffix(".png").and_then(|s| s.parse().ok()).filter(|n| *n >= 1).ok_or(AppError::NotFound)?;
     let mut tx = auth.read_tx(&state).await?;
     let source = super::visible_source(&mut tx, id).await?;
-    if !source.kind.is_paged() {
+    if !source.kind.is_paged() && source.kind != SourceKind::Slides {
         return Err(AppError::NotFound);
     }
     let size = sqlx::query!(
@@ -444,7 +447,11 @@ pub async fn page_png(
             Some(f) if source.indexed_hash.as_deref().is_none_or(|h| h == source.sha256) => f,
             _ => return Err(file_missing(&source)),
         };
-        render::render_supervised(&state.config.parser_exe, source.kind.as_str(), file, n, px, &path).await.map_err(|e| {
+        let (kind, file) = match source.kind {
+            SourceKind::Slides => ("pdf", slides_pdf(&state, file, &hash).await?),
+            k => (k.as_str(), file),
+        };
+        render::render_supervised(&state.config.parser_exe, kind, file, n, px, &path).await.map_err(|e| {
             tracing::warn!(source.id = %id, page = n, "page render failed: {e}");
             AppError::Internal(anyhow::anyhow!("{e}"))
         })?;
@@ -455,6 +462,17 @@ pub async fn page_png(
     }
     let bytes = tokio::fs::read(&path).await.map_err(|e| AppError::Internal(e.into()))?;
     Ok(cache_headers(([(header::CONTENT_TYPE, "image/png")], bytes).into_response(), hit))
+}
+
+/// A deck's PDF (LibreOffice, once per version), opened; without LibreOffice there is no
+/// slide image (`404`: the viewer shows the text layout instead).
+async fn slides_pdf(state: &AppState, file: std::fs::File, hash: &str) -> AppResult<std::fs::File> {
+    let soffice = state.config.soffice.as_deref().ok_or(AppError::NotFound)?;
+    let pdf = crate::ingest::slides::render::pdf_of(&state.config, soffice, file, hash).await.map_err(|e| {
+        tracing::warn!("slides conversion failed: {e}");
+        AppError::Internal(anyhow::anyhow!("{e}"))
+    })?;
+    std::fs::File::open(pdf).map_err(|e| AppError::Internal(e.into()))
 }
 
 /// `GET /api/sources/{id}/source-map.json`: the stored artifact's source map (the indexed version).

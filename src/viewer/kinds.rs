@@ -3,7 +3,7 @@
 //! kind shares (access, the citation, notices, find) and hands the body to the kind's view.
 
 use super::parts::{Flow, KindView};
-use super::{paged::Paged, sheet::Grid};
+use super::{paged::Paged, sheet::Grid, slides::Slides};
 use crate::evidence::SourceKind;
 
 /// The view of a kind.
@@ -12,5 +12,6 @@ pub fn for_kind(kind: SourceKind) -> &'static dyn KindView {
         SourceKind::Pdf | SourceKind::Image => &Paged,
         SourceKind::Spreadsheet | SourceKind::Csv => &Grid,
         SourceKind::Markdown | SourceKind::Docx | SourceKind::Text | SourceKind::Html | SourceKind::Email => &Flow,
+        SourceKind::Slides => &Slides,
     }
 }

@@ -13,6 +13,7 @@ pub mod paged;
 pub mod parts;
 pub mod render;
 pub mod sheet;
+pub mod slides;
 
 use std::{fs::File, path::PathBuf};
 
@@ -498,6 +499,7 @@ mod tests {
             sheet: None,
             sheet_hidden: None,
             cell_range: None,
+            slide: None,
             text_fingerprint: fingerprint(text),
             quality: Quality::Exact,
             confidence: None,

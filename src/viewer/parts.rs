@@ -160,6 +160,58 @@ impl GridView {
     }
 }
 
+/// Slides: a strip entry.
+pub struct SlideTab {
+    pub number: u32,
+    pub title: String,
+    pub href: String,
+    pub current: bool,
+}
+
+/// A paragraph (or table row) of a shape, or of the notes.
+pub struct SlidePara {
+    pub block_id: String,
+    pub text: String,
+    /// `hl` / `hl hl-approx` when cited (then also the element id).
+    pub hl: Option<&'static str>,
+    pub found: bool,
+}
+
+impl SlidePara {
+    pub fn element_id(&self) -> String {
+        if self.hl.is_some() { "hl-para".into() } else { format!("b-{}", self.block_id) }
+    }
+}
+
+/// A shape on the slide: its box (as percentages of the slide) and its paragraphs.
+pub struct SlideBox {
+    pub shape_id: u32,
+    pub shape_type: &'static str,
+    pub style: String,
+    /// `x0,y0,x1,y1` in points.
+    pub bbox: String,
+    /// The cited shape (the page's `#hl`).
+    pub hl: Option<&'static str>,
+    pub paras: Vec<SlidePara>,
+}
+
+pub struct SlidesView {
+    pub slide: u32,
+    pub slide_count: u32,
+    pub label: String,
+    /// The slide rendered by LibreOffice + pdfium (`None`: the text layout instead).
+    pub img_src: Option<String>,
+    /// CSS `aspect-ratio` of the slide.
+    pub aspect: String,
+    pub boxes: Vec<SlideBox>,
+    /// Blocks of the slide without a box.
+    pub loose: Vec<SlidePara>,
+    pub notes: Vec<SlidePara>,
+    pub prev_url: Option<String>,
+    pub next_url: Option<String>,
+    pub strip: Vec<SlideTab>,
+}
+
 /// What a kind's view gets: the source, its artifact, the located citation and the request.
 pub struct ViewInput<'a> {
     pub state: &'a AppState,
@@ -182,6 +234,7 @@ pub struct ViewBody {
     pub paged: Option<PagedView>,
     pub flow: Vec<FlowBlock>,
     pub grid: Option<GridView>,
+    pub slides: Option<SlidesView>,
     /// A citation whose block cannot be found: the document itself is the `#hl` target.
     pub doc_hl: bool,
     pub outline: Vec<OutlineLink>,

@@ -257,11 +257,12 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     let broken = exp["broken"].as_array().unwrap();
     let names: Vec<&str> = broken.iter().map(|b| b["file"].as_str().unwrap()).collect();
     assert!(names.len() >= 7, "{names:?}");
-    let app = spawn_app().await;
+    // Without LibreOffice, so the legacy .doc/.ppt files end with their code (converted: slides.rs).
+    let app = spawn_app_with(|c| c.soffice = None).await;
     let k = kb_with_grant(&app).await;
     copy_fixtures(&app, &dir, "mixed", &names);
     // Good files of the same kinds sit between the broken ones (sorted by name).
-    let good_files = ["known_words.pdf", "plain.docx", "scope_zh.png", "needles.xlsx", "zh_gbk.csv"];
+    let good_files = ["known_words.pdf", "plain.docx", "scope_zh.png", "needles.xlsx", "zh_gbk.csv", "deck.pptx"];
     copy_fixtures(&app, &dir, "mixed", &good_files);
     app.write_doc("team/mixed/notes.md", "# Notes\n\nstill indexed\n");
     let r = register(&k, &app, "team/mixed").await;
@@ -287,10 +288,11 @@ async fn broken_fixtures_fail_alone_with_their_codes() {
     // The KB page shows each kind with its status (and a failure's code).
     let mut page = app.login("owner@acme.test").await;
     let (_, html) = page.page(&format!("/kbs/{}", k.kb)).await;
-    for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown"] {
+    for kind in ["PDF", "DOCX", "Image", "Spreadsheet", "CSV", "Markdown", "Slides"] {
         assert!(html.contains(&format!(">{kind}<")), "the KB page shows the kind {kind}");
     }
-    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet"] {
+    for code in ["container_ratio_exceeded", "encrypted", "malformed_spreadsheet", "xml_dtd_refused", "unsupported_legacy_format"]
+    {
         assert!(html.contains(&format!(">{code}</code>")), "the KB page shows {code}");
     }
 }

@@ -249,7 +249,7 @@ async fn a_hanging_crashing_or_bloated_parser_only_fails_its_own_job() {
     let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
     let art = parse_supervised(&real, &file, "markdown", &limits).await.unwrap();
     assert_eq!(art.source_map.blocks[0].text, "x");
-    let e = parse_supervised(&real, &file, "slides", &limits).await.unwrap_err();
+    let e = parse_supervised(&real, &file, "keynote", &limits).await.unwrap_err();
     assert_eq!(e.code, "unsupported_kind");
 }
 

@@ -57,6 +57,7 @@ mod search_ranking;
 mod security;
 mod session_expiry;
 mod sheets;
+mod slides;
 mod soft_delete;
 mod standby;
 mod symlink_race;

@@ -108,7 +108,7 @@ async fn another_tenant_sees_nothing_and_filters_round_trip() {
     let (st, html) = c.page(&search_url("x", "&mode=fuzzy")).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(html.contains("role=\"alert\"") && html.contains("Unknown search mode") && html.contains("name=\"q\""));
-    let (st, html) = c.page(&search_url("x", "&kind=slides")).await;
+    let (st, html) = c.page(&search_url("x", "&kind=keynote")).await;
     assert_eq!(st, StatusCode::UNPROCESSABLE_ENTITY);
     assert!(html.contains("unknown kind"), "{html}");
 

@@ -325,7 +325,7 @@ async fn a_duplicate_upload_says_already_in_this_kb_instead_of_a_silent_no_op() 
     // The upload input accepts exactly the server's kinds.
     assert!(
         page.contains(
-            "accept=\".md,.markdown,.pdf,.docx,.xlsx,.xlsm,.ods,.xls,.csv,.tsv,.png,.jpg,.jpeg,.webp,.tif,.tiff,.bmp,.txt,.html,.htm,.xhtml,.eml,.mbox\""
+            "accept=\".md,.markdown,.pdf,.docx,.xlsx,.xlsm,.ods,.xls,.csv,.tsv,.png,.jpg,.jpeg,.webp,.tif,.tiff,.bmp,.txt,.html,.htm,.xhtml,.eml,.mbox,.pptx,.odp,.doc,.ppt,.msg\""
         ),
         "{page}"
     );

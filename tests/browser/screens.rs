@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::{
     browser::Browser,
-    helpers::{PASSWORD, spawn_app},
+    helpers::{PASSWORD, spawn_app, spawn_app_with},
 };
 
 const EMAIL: &str = "owner@acme.test";
@@ -96,6 +96,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
          <h2>Receipts</h2><ul><li>Within 30 days of return</li><li>Scans are accepted</li></ul></main></body></html>",
     );
     std::fs::copy(pdf.with_file_name("needles.xlsx"), app.docs.join("team/needles.xlsx")).unwrap();
+    std::fs::copy(pdf.with_file_name("deck.pptx"), app.docs.join("team/deck.pptx")).unwrap();
     let (st, g) = api
         .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
         .await;
@@ -137,6 +138,11 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     let sheet = hits["results"][0]["openAction"]["url"].as_str().expect("the spreadsheet needle is found");
     let sheet = sheet.split('#').next().unwrap().to_string();
 
+    // A deck's body paragraph: its slide drawn (LibreOffice) or laid out, the shape highlighted.
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "nebula", "mode": "lexical"})).await;
+    let slides =
+        hits["results"][0]["openAction"]["url"].as_str().expect("the deck's needle").split('#').next().unwrap().to_string();
+
     let pages: Vec<(&str, String)> = vec![
         ("dashboard", "/".into()),
         ("kb", format!("/kbs/{kb}")),
@@ -148,6 +154,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("viewer-sheet", sheet),
         ("viewer-html", viewer_html),
         ("viewer-mail", viewer_mail),
+        ("viewer-slides", slides),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),
@@ -302,6 +309,55 @@ async fn the_not_found_answer_in_both_languages_and_widths() {
                 let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
                 assert!(over.as_f64().unwrap() <= 1.0, "{lang}: the not-found answer at 420 px scrolls sideways by {over} px");
             }
+        }
+    }
+    b.finish().await;
+}
+
+/// Issue 40: a slide without LibreOffice — its text laid out where its shapes sit, the cited
+/// shape highlighted, the notice saying why — in both languages at 1280 and 420 px
+/// (`screens-<lang>-<width>-light-viewer-slides-layout`), the cited table row's shape on screen.
+#[tokio::test]
+async fn the_slide_text_layout_without_libreoffice() {
+    let app = spawn_app_with(|c| c.soffice = None).await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    std::fs::create_dir_all(app.docs.join("team")).unwrap();
+    let fixtures = std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("run through ./dev test"));
+    std::fs::copy(fixtures.join("deck.pptx"), app.docs.join("team/deck.pptx")).unwrap();
+    let (st, g) = api
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED, "{g}");
+    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Decks"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
+    assert!(st.is_success());
+    app.run_jobs().await;
+    let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "tundra", "mode": "lexical"})).await;
+    let url = hits["results"][0]["openAction"]["url"].as_str().expect("the table row").split('#').next().unwrap().to_string();
+    let b = Browser::start("screens-slides-layout", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    color_scheme(&b, "light").await;
+    for lang in ["en", "zh-CN"] {
+        set_language(&b, lang).await;
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            b.goto(&url).await;
+            b.loaded().await;
+            let v = b
+                .js(
+                    "const h = document.getElementById('hl'); const r = h.getBoundingClientRect(); \
+                     return [!!document.querySelector('.slide-fallback-notice'), h.classList.contains('shape-table'), \
+                             r.width > 20 && r.height > 10, document.documentElement.scrollWidth - window.innerWidth];",
+                    vec![],
+                )
+                .await;
+            assert_eq!(v[0], true, "{lang}/{width}: the notice says the slide is its text layout");
+            assert_eq!(v[1], true, "{lang}/{width}: the cited table is the highlighted shape");
+            assert_eq!(v[2], true, "{lang}/{width}: the highlighted shape has a size");
+            assert!(v[3].as_f64().unwrap() <= 1.0, "{lang}/{width}: scrolls sideways by {}", v[3]);
+            b.screenshot(&format!("{lang}-{width}-light-viewer-slides-layout")).await;
         }
     }
     b.finish().await;

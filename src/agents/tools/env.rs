@@ -98,7 +98,7 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "sourceId": {"type": "string", "format": "uuid"},
             "kbId": {"type": "string", "format": "uuid"},
             "resourcePath": {"type": "string", "description": "relative to the grant root"},
-            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "spreadsheet", "csv", "html", "email"]},
+            "resourceKind": {"type": "string", "enum": ["markdown", "pdf", "docx", "image", "text", "spreadsheet", "csv", "html", "email", "slides"]},
             "blockId": {"type": "string"},
             "sourceHash": {"type": "string"},
             "sectionPath": {"type": "array", "items": {"type": "string"}},
@@ -113,6 +113,7 @@ fn locator_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
             "sheet": {"type": ["string", "null"], "description": "spreadsheets: the sheet's name"},
             "sheetHidden": {"type": ["boolean", "null"], "description": "spreadsheets: the sheet is hidden in the workbook"},
             "cellRange": {"type": ["string", "null"], "description": "spreadsheets and CSV: cells in A1 notation, e.g. A5:C5"},
+            "slide": {"type": ["object", "null"], "description": "slides: {slide, shapeId, shapeName, shapeType, shapeBox [x, y, w, h] in slide EMU, slideSize, paragraph, tableRow, notes}"},
             "quality": {"type": "string"},
             "textFingerprint": {"type": "string"}
         },

@@ -64,6 +64,9 @@ impl ParseProvider for DocxProvider {
         kind == "docx"
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
+        if let Some(e) = super::slides::legacy::refused(input.file_name) {
+            return Err(e);
+        }
         let bytes = input.bytes;
         if bytes.starts_with(&OLE_MAGIC) {
             let msg = "OLE compound file: a password-protected DOCX (or a legacy Word 97-2003 file)";
@@ -121,6 +124,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
             sheet: None,
             sheet_hidden: None,
             cell_range: None,
+            slide: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
             quality: Quality::Exact,
             confidence: None,

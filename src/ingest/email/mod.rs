@@ -64,6 +64,9 @@ impl ParseProvider for EmailProvider {
         kind == "email"
     }
     fn parse(&self, input: &ParseInput<'_>) -> Result<ParsedArtifact, ParseError> {
+        if let Some(e) = super::slides::legacy::refused(input.file_name) {
+            return Err(e);
+        }
         let mut out = Out::new(self.attachments);
         if input.file_name.to_ascii_lowercase().ends_with(".mbox") {
             out.mailbox(input.bytes)?;
@@ -283,6 +286,7 @@ fn plain_block(text: &str) -> Block {
         sheet: None,
         sheet_hidden: None,
         cell_range: None,
+        slide: None,
         text_fingerprint: String::new(),
         quality: Quality::Exact,
         confidence: None,

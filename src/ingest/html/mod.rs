@@ -112,6 +112,7 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
             sheet: None,
             sheet_hidden: None,
             cell_range: None,
+            slide: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
             quality: Quality::Exact,
             confidence: None,

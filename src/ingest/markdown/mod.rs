@@ -194,6 +194,7 @@ impl<'t> Output<'t> {
             sheet: None,
             sheet_hidden: None,
             cell_range: None,
+            slide: None,
             text_fingerprint: artifact::fingerprint(trimmed),
             quality: Quality::Exact,
             confidence: None,

@@ -211,6 +211,7 @@ pub fn content_list_to_artifact(
             sheet: None,
             sheet_hidden: None,
             cell_range: None,
+            slide: None,
             confidence: None,
         });
     }

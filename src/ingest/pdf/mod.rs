@@ -259,6 +259,7 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
                 sheet: None,
                 sheet_hidden: None,
                 cell_range: None,
+                slide: None,
                 quality: d.quality,
                 confidence: d.confidence,
             });

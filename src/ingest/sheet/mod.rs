@@ -18,7 +18,7 @@ pub mod container;
 pub mod delimited;
 pub mod grid;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use super::artifact::{self, ParsedArtifact, SOURCE_MAP_SCHEMA, SourceMap, Truncated, TruncatedReason};
 use super::{ParseError, ParseInput, ParseProvider};
