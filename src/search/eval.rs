@@ -333,7 +333,10 @@ async fn calibrate(
         tx.commit().await?;
         let rows =
             rows.into_iter().map(|(s, p)| (s, p.trim_start_matches("uploads/").trim_end_matches(".md").to_string())).collect();
-        Ok((space.model, rows))
+        // Keyed by the query's script class too: a multilingual model's cross-language
+        // matches (an English query over Chinese blocks) have their own floor.
+        let script = if super::embed::has_cjk(text) { "CJK query" } else { "non-CJK query" };
+        Ok((format!("{}, {script}", space.model), rows))
     }
     let mut relevant: HashMap<String, Vec<f64>> = HashMap::new();
     let mut noise: HashMap<String, Vec<f64>> = HashMap::new();

@@ -19,7 +19,7 @@ const OWNERSHIP: &str =
     "# Ownership\n\nEvery value has a single owner; moving it transfers ownership.\n\nAsk @Alice about lifetimes.\n";
 
 /// A minimal DOCX (document.xml only) with one paragraph per string.
-fn docx(paragraphs: &[&str]) -> Vec<u8> {
+pub(crate) fn docx(paragraphs: &[&str]) -> Vec<u8> {
     let body: String = paragraphs.iter().map(|p| format!("<w:p><w:r><w:t>{p}</w:t></w:r></w:p>")).collect();
     let doc = format!(
         r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>{body}<w:sectPr/></w:body></w:document>"#
@@ -32,16 +32,16 @@ fn docx(paragraphs: &[&str]) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-struct Team {
-    client: Client,
-    tenant: Uuid,
+pub(crate) struct Team {
+    pub(crate) client: Client,
+    pub(crate) tenant: Uuid,
     user: Uuid,
     kb: String,
     grant: String,
 }
 
 /// Tenant `name` with a granted `team/` directory, a team KB holding it, parsed.
-async fn team(app: &TestApp, name: &str, files: &[(&str, &[u8])]) -> Team {
+pub(crate) async fn team(app: &TestApp, name: &str, files: &[(&str, &[u8])]) -> Team {
     let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
     let client = app.api(s.tenant_id, s.user_id).await;
     let dir = app.docs.join(name);
@@ -67,7 +67,7 @@ async fn team(app: &TestApp, name: &str, files: &[(&str, &[u8])]) -> Team {
     Team { client, tenant: s.tenant_id, user: s.user_id, kb, grant: g["id"].as_str().unwrap().to_string() }
 }
 
-async fn search(c: &Client, body: Value) -> Value {
+pub(crate) async fn search(c: &Client, body: Value) -> Value {
     let (st, v) = c.post_json("/api/evidence/search", body).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["schema"], "mnote.evidence_search_response.v1");
@@ -75,7 +75,7 @@ async fn search(c: &Client, body: Value) -> Value {
     v
 }
 
-fn results(v: &Value) -> &Vec<Value> {
+pub(crate) fn results(v: &Value) -> &Vec<Value> {
     v["results"].as_array().unwrap()
 }
 
