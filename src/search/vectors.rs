@@ -45,6 +45,9 @@ pub struct Space {
     /// The floor for a block in the other script class than the query
     /// ([`Embedder::cross_min_similarity`]).
     pub cross_min_similarity: Option<f64>,
+    /// The same-script floor for a query without CJK letters
+    /// ([`Embedder::non_cjk_min_similarity`]).
+    pub non_cjk_min_similarity: Option<f64>,
 }
 
 impl Space {
@@ -55,11 +58,12 @@ impl Space {
             dim: e.dimension(),
             min_similarity: e.min_similarity(),
             cross_min_similarity: e.cross_min_similarity(),
+            non_cjk_min_similarity: e.non_cjk_min_similarity(),
         }
     }
 
     pub fn new(model: impl Into<String>, dim: usize) -> Self {
-        Space { model: model.into(), dim, min_similarity: None, cross_min_similarity: None }
+        Space { model: model.into(), dim, min_similarity: None, cross_min_similarity: None, non_cjk_min_similarity: None }
     }
 
     /// Every space `e` writes (one per model of a router), for indexes and the backlog.
@@ -67,9 +71,11 @@ impl Space {
         e.spaces().into_iter().map(|(m, d)| Space::new(m, d)).collect()
     }
 
-    /// The largest cosine distance a vector candidate may have (`None`: no floor).
-    pub fn max_distance(&self) -> Option<f64> {
-        self.min_similarity.map(|s| 1.0 - s)
+    /// The largest cosine distance a vector candidate in the query's own script class may
+    /// have (`query_cjk`: the query has CJK letters; `None`: no floor).
+    pub fn max_distance(&self, query_cjk: bool) -> Option<f64> {
+        let floor = if query_cjk { self.min_similarity } else { self.non_cjk_min_similarity.or(self.min_similarity) };
+        floor.map(|s| 1.0 - s)
     }
 
     /// [`Space::max_distance`] for a block in the other script class than the query.

@@ -107,6 +107,10 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn cross_min_similarity(&self) -> Option<f64> {
         self.min_similarity()
     }
+    /// The same-script floor for a query without CJK letters; default: the same floor.
+    fn non_cjk_min_similarity(&self) -> Option<f64> {
+        self.min_similarity()
+    }
     /// The model that embeds `text`: a router picks one of its models; `None` = this one.
     fn route(&self, _text: &str) -> Option<Arc<dyn Embedder>> {
         None

@@ -31,7 +31,7 @@ pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, q: 
     let (cjk_class, query_cjk) = (b.push(CJK_CLASS), b.push(q.cjk));
     let vt = space.vector_type();
     let BlockFilter { kb_ids: kb, tenant, sql: filter } = filter;
-    let floor = match (space.max_distance(), space.cross_max_distance()) {
+    let floor = match (space.max_distance(q.cjk), space.cross_max_distance()) {
         (Some(same), Some(cross)) => {
             format!("where c.dist <= case when c.other then {} else {} end", b.push(cross), b.push(same))
         }
@@ -99,12 +99,12 @@ pub(super) async fn mirror_candidates(
 /// Lexical and vector candidates fused by RRF in one statement. `mirrored`: the lexical list
 /// from [`mirror_candidates`] (`None`: ranked here in SQL).
 ///
-/// A cross-language block (`vec.other`) missing from the lexical list is missing because
-/// lexical search cannot match across languages, not because the words disagree: its vector
-/// rank stands in for the lexical rank it could not have, so a semantic hit in the other
-/// language keeps its place among same-language blocks that match both ways (keyword noise
-/// would otherwise bury it: a block ranked 1st on one side only scores less than one ranked
-/// 5th on both).
+/// A cross-language block (`vec.other`) ranks low or not at all in the lexical list because
+/// lexical search cannot match across languages, not because the words disagree: its lexical
+/// rank is never worse than its vector rank (`least`; Postgres ignores a null), so a semantic
+/// hit in the other language keeps its place among same-language blocks that match both ways
+/// (keyword noise would otherwise bury it: a block ranked 1st on one side only scores less
+/// than one ranked 5th on both), and a shared name or number can still lift it.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn hybrid(
     conn: &mut PgConnection,
@@ -140,8 +140,8 @@ pub(super) async fn hybrid(
         lr as (select id, row_number() over (order by score desc, id) as r from lexical),
         vr as (select id, other, row_number() over (order by dist, id) as r from vec)
         select coalesce(lr.id, vr.id) as id,
-               coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0)
-               + case when lr.id is null and vr.other then {wl:?}::float8 / ({k:?}::float8 + vr.r) else 0 end as score
+               coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0)
+               + coalesce({wl:?}::float8 / ({k:?}::float8 + case when vr.other then least(lr.r, vr.r) else lr.r end), 0) as score
         from lr full outer join vr on lr.id = vr.id
         order by score desc, id limit {last}",
         wl = fusion.lexical_weight,
