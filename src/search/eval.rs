@@ -292,9 +292,10 @@ const CALIBRATION_QUERIES: usize = 300;
 
 /// What a similarity floor has to separate, per model: the cosine of each judged query's best
 /// relevant block among its 50 nearest (matches the floor must keep) against the top-1 cosine
-/// of nonsense queries in the same script (noise it must drop). Printed, not applied: the
-/// floors live in `embed::onnx` (`ModelSpec::min_similarity`) and `docs/BENCHMARKS.md` records
-/// the run they come from.
+/// of nonsense queries in the same script (noise it must drop), per model and query script.
+/// Printed, not applied: the floors live in `embed::onnx` (`ModelSpec::min_similarity`,
+/// `non_cjk_min_similarity`, `cross_min_similarity`) and `docs/BENCHMARKS.md` records the
+/// runs they come from.
 async fn calibrate(
     pool: &PgPool,
     actor: &Auth,
