@@ -10,7 +10,10 @@ use uuid::Uuid;
 
 use crate::db::TenantTx;
 
-use super::artifact::{Block, BlockType, ParsedArtifact, ReferenceKind};
+use super::{
+    artifact::{Block, BlockType, ParsedArtifact, ReferenceKind},
+    fragment,
+};
 use crate::{
     evidence::{LOCATOR_SCHEMA, Locator, SourceKind},
     search::analyze,
@@ -101,13 +104,27 @@ pub async fn write(conn: &mut PgConnection, tenant: Uuid, source: &Source, art: 
     let page_sizes: HashMap<u32, ([f64; 2], bool)> = sm.pages.iter().map(|p| (p.page, ([p.width, p.height], p.ocr))).collect();
     let empty = Vec::new();
     let mut rows = BlockRows::default();
-    for (ordinal, b) in art.all_blocks().enumerate() {
+    let blocks: Vec<&Block> = art.all_blocks().collect();
+    let page_of = |b: &Block| match b.page.and_then(|p| page_sizes.get(&p)) {
+        Some((s, o)) => (Some(*s), *o),
+        None => (None, false),
+    };
+    // Blocks too short to be evidence stay locatable but out of ranking (`fragment`).
+    let fragment: Vec<bool> = blocks.iter().map(|b| fragment::is_fragment(b, page_of(b).1)).collect();
+    let carried = fragment::carried_context(&blocks, &fragment);
+    for (ordinal, b) in blocks.iter().enumerate() {
         let path = b.section_id.as_deref().and_then(|s| paths.get(s).copied()).unwrap_or(&empty);
-        let (size, ocr) = match b.page.and_then(|p| page_sizes.get(&p)) {
-            Some((s, o)) => (Some(*s), *o),
-            None => (None, false),
+        let (size, ocr) = page_of(b);
+        let lex = match (fragment[ordinal], &carried[ordinal]) {
+            (true, _) => analyze::Lexemes { tsvector: String::new(), len: 0, terms: Vec::new() },
+            (false, Some(run)) => {
+                let mut context = path.to_vec();
+                context.push(run.clone());
+                lexical_terms(b, &context)
+            }
+            (false, None) => lexical_terms(b, path),
         };
-        rows.push(source, kind, art, b, ordinal, path, size, ocr);
+        rows.push(source, kind, art, b, ordinal, path, size, ocr, lex);
         if rows.len() >= INSERT_BATCH {
             rows.insert(conn, tenant, source).await?;
         }
@@ -188,7 +205,6 @@ impl BlockRows {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[allow(clippy::too_many_arguments)]
     fn push(
         &mut self,
         source: &Source,
@@ -199,9 +215,9 @@ impl BlockRows {
         path: &[String],
         size: Option<[f64; 2]>,
         ocr: bool,
+        lex: analyze::Lexemes,
     ) {
         let hash = art.source_hash.as_str();
-        let lex = lexical_terms(b, path);
         self.total += 1;
         self.id.push(evidence_id(source.id, hash, &b.id));
         self.source_hash.push(hash.to_string());

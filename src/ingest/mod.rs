@@ -10,6 +10,7 @@ pub mod bench_web;
 pub mod corpus;
 pub mod docx;
 pub mod email;
+pub mod fragment;
 pub mod html;
 pub mod image;
 pub mod index;

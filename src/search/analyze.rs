@@ -244,6 +244,18 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() && !is_cjk(c)
 }
 
+/// The length of a footnote marker glued to the start of `word`: one to three ASCII digits
+/// followed by a capitalised word (`2The`, `12Flight`), not a token like `3D`, `4K`, `H2O` or
+/// `2nd` (no capital, or no lower-case letter after it).
+fn glued_marker(word: &str) -> Option<usize> {
+    let b = word.as_bytes();
+    let digits = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    let glued = (1..=3).contains(&digits)
+        && b.get(digits).is_some_and(|c| c.is_ascii_uppercase())
+        && b.get(digits + 1).is_some_and(|c| c.is_ascii_lowercase());
+    glued.then_some(digits)
+}
+
 /// Analyse `text` into terms with their byte ranges, in text order.
 pub fn analyze(text: &str) -> Vec<Token> {
     let mut out = Vec::new();
@@ -277,6 +289,14 @@ pub fn each_token(text: &str, mut f: impl FnMut(&str, usize, usize)) {
                 f(w, start + t.byte_start, start + t.byte_end);
             }
         } else if is_word_char(c) {
+            // A footnote marker glued to the word it precedes («2The flight…»): the digits
+            // are dropped, the word is analysed on its own.
+            if let Some(n) = glued_marker(&text[start..]) {
+                for _ in 0..n {
+                    chars.next();
+                }
+                continue;
+            }
             let mut end = start;
             word.clear();
             while let Some(&(i, c)) = chars.peek() {
@@ -452,6 +472,18 @@ pub fn highlight_ranges(text: &str, terms: &[String]) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn footnote_markers_glued_to_a_word_are_split_off() {
+        let terms = |t: &str| analyze(t).into_iter().map(|t| t.term).collect::<Vec<_>>();
+        assert_eq!(terms("2The flight control system"), terms("The flight control system"));
+        assert_eq!(terms("stable.12Flight tests"), ["stabl", "flight", "test"]);
+        let t = analyze("2Flight tests");
+        assert_eq!((t[0].term.as_str(), t[0].start, t[0].end), ("flight", 1, 7), "the word's own range, without the marker");
+        for kept in ["3D", "4K", "H2O", "2nd", "1984Orwell", "COVID19"] {
+            assert_eq!(terms(kept), [kept.to_lowercase()], "{kept}");
+        }
+    }
 
     fn terms(text: &str) -> Vec<String> {
         analyze(text).into_iter().map(|t| t.term).collect()

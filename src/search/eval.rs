@@ -292,9 +292,10 @@ const CALIBRATION_QUERIES: usize = 300;
 
 /// What a similarity floor has to separate, per model: the cosine of each judged query's best
 /// relevant block among its 50 nearest (matches the floor must keep) against the top-1 cosine
-/// of nonsense queries in the same script (noise it must drop). Printed, not applied: the
-/// floors live in `embed::onnx` (`ModelSpec::min_similarity`) and `docs/BENCHMARKS.md` records
-/// the run they come from.
+/// of nonsense queries in the same script (noise it must drop), per model and query script.
+/// Printed, not applied: the floors live in `embed::onnx` (`ModelSpec::min_similarity`,
+/// `non_cjk_min_similarity`, `cross_min_similarity`) and `docs/BENCHMARKS.md` records the
+/// runs they come from.
 async fn calibrate(
     pool: &PgPool,
     actor: &Auth,
@@ -333,7 +334,10 @@ async fn calibrate(
         tx.commit().await?;
         let rows =
             rows.into_iter().map(|(s, p)| (s, p.trim_start_matches("uploads/").trim_end_matches(".md").to_string())).collect();
-        Ok((space.model, rows))
+        // Keyed by the query's script class too: a multilingual model's cross-language
+        // matches (an English query over Chinese blocks) have their own floor.
+        let script = if super::embed::has_cjk(text) { "CJK query" } else { "non-CJK query" };
+        Ok((format!("{}, {script}", space.model), rows))
     }
     let mut relevant: HashMap<String, Vec<f64>> = HashMap::new();
     let mut noise: HashMap<String, Vec<f64>> = HashMap::new();

@@ -9,7 +9,8 @@
 //! the backlog fills the new model's rows block by block, and `mnote migrate` drops the
 //! rows and indexes of models no longer configured.
 //!
-//! A language router writes two spaces (MiniLM for English, e5 for CJK text): each block is
+//! The default configuration writes one space (multilingual-e5-small for every block and
+//! query: Chinese and English meet). A language router writes two spaces (MiniLM for English, e5 for CJK text): each block is
 //! embedded once, by the model its text routes to ([`crate::search::embed::routed`]), and a
 //! block counts as embedded when it has a vector of any of the router's models.
 
@@ -41,16 +42,28 @@ pub struct Space {
     /// Cosine below which a nearest neighbour is noise (the model's calibrated floor);
     /// vector candidates under it are dropped.
     pub min_similarity: Option<f64>,
+    /// The floor for a block in the other script class than the query
+    /// ([`Embedder::cross_min_similarity`]).
+    pub cross_min_similarity: Option<f64>,
+    /// The same-script floor for a query without CJK letters
+    /// ([`Embedder::non_cjk_min_similarity`]).
+    pub non_cjk_min_similarity: Option<f64>,
 }
 
 impl Space {
     /// The space of one model (route a router first: [`crate::search::embed::routed`]).
     pub fn of(e: &dyn Embedder) -> Self {
-        Space { model: e.model_id().to_string(), dim: e.dimension(), min_similarity: e.min_similarity() }
+        Space {
+            model: e.model_id().to_string(),
+            dim: e.dimension(),
+            min_similarity: e.min_similarity(),
+            cross_min_similarity: e.cross_min_similarity(),
+            non_cjk_min_similarity: e.non_cjk_min_similarity(),
+        }
     }
 
     pub fn new(model: impl Into<String>, dim: usize) -> Self {
-        Space { model: model.into(), dim, min_similarity: None }
+        Space { model: model.into(), dim, min_similarity: None, cross_min_similarity: None, non_cjk_min_similarity: None }
     }
 
     /// Every space `e` writes (one per model of a router), for indexes and the backlog.
@@ -58,9 +71,16 @@ impl Space {
         e.spaces().into_iter().map(|(m, d)| Space::new(m, d)).collect()
     }
 
-    /// The largest cosine distance a vector candidate may have (`None`: no floor).
-    pub fn max_distance(&self) -> Option<f64> {
-        self.min_similarity.map(|s| 1.0 - s)
+    /// The largest cosine distance a vector candidate in the query's own script class may
+    /// have (`query_cjk`: the query has CJK letters; `None`: no floor).
+    pub fn max_distance(&self, query_cjk: bool) -> Option<f64> {
+        let floor = if query_cjk { self.min_similarity } else { self.non_cjk_min_similarity.or(self.min_similarity) };
+        floor.map(|s| 1.0 - s)
+    }
+
+    /// [`Space::max_distance`] for a block in the other script class than the query.
+    pub fn cross_max_distance(&self) -> Option<f64> {
+        self.cross_min_similarity.or(self.min_similarity).map(|s| 1.0 - s)
     }
 
     /// `'model'` as a SQL string literal.
@@ -158,13 +178,15 @@ pub async fn pending_count(tx: &mut TenantTx, space: &Space) -> sqlx::Result<i64
     pending_count_any(tx, std::slice::from_ref(space)).await
 }
 
-/// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog).
+/// Blocks of the tenant that have a vector of none of `spaces` (a router's backlog). A block
+/// without lexical terms (a fragment: `ingest::fragment`, or no word at all) is never
+/// embedded: it is not evidence on its own.
 pub async fn pending_count_any(tx: &mut TenantTx, spaces: &[Space]) -> sqlx::Result<i64> {
     let models: Vec<String> = spaces.iter().map(|s| s.model.clone()).collect();
     let tenant = tx.tenant_id();
     sqlx::query_scalar!(
         r#"select count(*) as "n!" from evidence_block b
-         where b.tenant_id = $2 and not exists (select 1 from evidence_embedding e
+         where b.tenant_id = $2 and b.lex_len > 0 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))"#,
         &models,
         tenant,
@@ -184,7 +206,7 @@ pub async fn embed_backlog_step(pool: &PgPool, embedder: &Arc<dyn Embedder>, ten
     let rows: Vec<BlockText> = sqlx::query!(
         r#"select b.id, b.source_id, b.kb_id, b.text,
                coalesce(b.locator->'sectionPath', '[]') as "path!: Json<Vec<String>>" from evidence_block b
-         where b.tenant_id = $3 and not exists (select 1 from evidence_embedding e
+         where b.tenant_id = $3 and b.lex_len > 0 and not exists (select 1 from evidence_embedding e
                            where e.tenant_id = b.tenant_id and e.block_id = b.id and e.model = any($1))
          order by b.source_id, b.ordinal
          limit $2

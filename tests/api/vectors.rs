@@ -39,18 +39,18 @@ fn router() -> Arc<dyn Embedder> {
     .clone()
 }
 
-async fn search(c: &Client, body: Value) -> Value {
+pub(crate) async fn search(c: &Client, body: Value) -> Value {
     let (st, v) = c.post_json("/api/evidence/search", body).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     v
 }
 
-fn quotes(v: &Value) -> Vec<String> {
+pub(crate) fn quotes(v: &Value) -> Vec<String> {
     v["results"].as_array().unwrap().iter().map(|r| r["quote"].as_str().unwrap().to_string()).collect()
 }
 
 /// A tenant with `files` in a granted directory, indexed into one KB, every block embedded.
-async fn indexed(app: &TestApp, name: &str, files: &[(&str, &str)]) -> (Client, uuid::Uuid) {
+pub(crate) async fn indexed(app: &TestApp, name: &str, files: &[(&str, &str)]) -> (Client, uuid::Uuid) {
     let s = app.bootstrap(name, &format!("owner@{name}.test")).await;
     let client = app.api(s.tenant_id, s.user_id).await;
     for (rel, text) in files {

@@ -80,6 +80,14 @@ impl Embedder for CachedQueries {
         self.inner.min_similarity()
     }
 
+    fn cross_min_similarity(&self) -> Option<f64> {
+        self.inner.cross_min_similarity()
+    }
+
+    fn non_cjk_min_similarity(&self) -> Option<f64> {
+        self.inner.non_cjk_min_similarity()
+    }
+
     fn legacy_vector_is_stale(&self, text: &str) -> bool {
         self.inner.legacy_vector_is_stale(text)
     }

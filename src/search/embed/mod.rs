@@ -1,8 +1,9 @@
 //! Text embeddings for vector and hybrid search (SPEC §5 "Vector").
 //!
-//! The local embedders run on ONNX Runtime ([`onnx`]): all-MiniLM-L6-v2 for English and
-//! multilingual-e5-small for text with Chinese, Japanese or Korean, behind a
-//! [`LanguageRouter`] ([`route`]) that picks the model per text (the default, offline);
+//! The local embedders run on ONNX Runtime ([`onnx`]): multilingual-e5-small for every block
+//! and query (the default, offline: one space in which Chinese and English meet), or
+//! all-MiniLM-L6-v2 for English beside e5 for text with Chinese, Japanese or Korean, behind a
+//! [`LanguageRouter`] ([`route`]) that picks the model per text (`MNOTE_EMBED_ROUTING=language`);
 //! [`OpenAiEmbedder`] calls any OpenAI-compatible `/v1/embeddings` endpoint ([`openai`]).
 //! [`from_config`] builds the configured one; `None` means "no embedder", and
 //! search then falls back to lexical with `degraded: true, degradedReason:
@@ -101,6 +102,15 @@ pub trait Embedder: Send + Sync + fmt::Debug {
     fn min_similarity(&self) -> Option<f64> {
         None
     }
+    /// The floor for a block whose script class ([`has_cjk`]) differs from the query's
+    /// (cross-language matches of a multilingual model score lower); default: the same floor.
+    fn cross_min_similarity(&self) -> Option<f64> {
+        self.min_similarity()
+    }
+    /// The same-script floor for a query without CJK letters; default: the same floor.
+    fn non_cjk_min_similarity(&self) -> Option<f64> {
+        self.min_similarity()
+    }
     /// The model that embeds `text`: a router picks one of its models; `None` = this one.
     fn route(&self, _text: &str) -> Option<Arc<dyn Embedder>> {
         None
@@ -147,10 +157,12 @@ pub enum EmbedConfig {
 /// Which local models embed what.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Routing {
-    /// Text with CJK letters → multilingual-e5-small, the rest → all-MiniLM-L6-v2 (default).
+    /// Text with CJK letters → multilingual-e5-small, the rest → all-MiniLM-L6-v2: two spaces
+    /// that never meet (an English query does not reach Chinese blocks on the vector side).
     Language,
-    /// Everything → multilingual-e5-small (one cross-lingual space, ~2.2× the CPU per
-    /// English block).
+    /// Everything → multilingual-e5-small (default): one cross-lingual space, chosen by
+    /// measurement (`docs/BENCHMARKS.md`, "One vector space across languages"); English
+    /// blocks cost more CPU than with MiniLM.
     E5,
     /// Everything → all-MiniLM-L6-v2 (English only: CJK queries skip the vector side).
     MiniLm,
@@ -171,13 +183,13 @@ pub struct LocalConfig {
 }
 
 impl LocalConfig {
-    /// The provisioned layout (`./dev provision`), routing by language, one thread per core.
+    /// The provisioned layout (`./dev provision`), e5 for everything, one thread per core.
     pub fn provisioned() -> Self {
         LocalConfig {
             minilm_dir: default_model_dir(),
             e5_dir: onnx::default_models_dir().join(E5_SMALL.dir),
             ort_library: onnx::default_ort_library(),
-            routing: Routing::Language,
+            routing: Routing::E5,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
         }
     }
@@ -216,8 +228,8 @@ impl EmbedConfig {
     ///   `<checkout>/.local/models/multilingual-e5-small-onnx-fused`)
     /// * `MNOTE_ORT_LIB`: `libonnxruntime.so` (default
     ///   `<checkout>/.local/models/onnxruntime-1.32.0/libonnxruntime.so.1.32.0`)
-    /// * `MNOTE_EMBED_ROUTING` = `language` (default: CJK → e5, the rest → MiniLM) | `e5` |
-    ///   `minilm`
+    /// * `MNOTE_EMBED_ROUTING` = `e5` (default: one cross-language space) | `language` (CJK →
+    ///   e5, the rest → MiniLM: two spaces) | `minilm`
     /// * `MNOTE_EMBED_THREADS`: intra-op threads for passage batches (default: the cores)
     /// * `MNOTE_EMBED_URL`, `MNOTE_EMBED_MODEL`: the endpoint base (`…/v1`) and model (openai)
     /// * `MNOTE_EMBED_DIM`: the model's vector dimension; required unless the model is one of
@@ -247,8 +259,8 @@ impl EmbedConfig {
             "local" => {
                 let d = LocalConfig::provisioned();
                 let routing = match var("MNOTE_EMBED_ROUTING").map(|v| v.to_ascii_lowercase()).as_deref() {
-                    None | Some("language") => Routing::Language,
-                    Some("e5") => Routing::E5,
+                    Some("language") => Routing::Language,
+                    None | Some("e5") => Routing::E5,
                     Some("minilm") => Routing::MiniLm,
                     Some(other) => bail!("MNOTE_EMBED_ROUTING={other:?}: expected language, e5 or minilm"),
                 };
@@ -356,7 +368,7 @@ mod tests {
         match config_from(&[]).unwrap() {
             EmbedConfig::Local(c) => {
                 assert_eq!(c.minilm_dir, default_model_dir());
-                assert_eq!(c.routing, Routing::Language);
+                assert_eq!(c.routing, Routing::E5);
                 assert!(c.threads >= 1);
             }
             other => panic!("{other:?}"),
@@ -365,26 +377,28 @@ mod tests {
             ("MNOTE_EMBED_MODEL_DIR", "/models/minilm"),
             ("MNOTE_EMBED_E5_DIR", "/models/e5"),
             ("MNOTE_ORT_LIB", "/opt/ort.so"),
-            ("MNOTE_EMBED_ROUTING", "E5"),
+            ("MNOTE_EMBED_ROUTING", "Language"),
             ("MNOTE_EMBED_THREADS", "3"),
         ];
         match config_from(&vars).unwrap() {
             EmbedConfig::Local(c) => {
                 assert_eq!((c.minilm_dir.as_path(), c.e5_dir.as_path()), (Path::new("/models/minilm"), Path::new("/models/e5")));
-                assert_eq!((c.ort_library.as_path(), c.routing, c.threads), (Path::new("/opt/ort.so"), Routing::E5, 3));
-                assert_eq!(spaces_of_config(&EmbedConfig::Local(c)), vec![(E5_SMALL.id.to_string(), 384)]);
+                assert_eq!((c.ort_library.as_path(), c.routing, c.threads), (Path::new("/opt/ort.so"), Routing::Language, 3));
+                assert_eq!(spaces_of_config(&EmbedConfig::Local(c)).len(), 2, "two spaces");
             }
             other => panic!("{other:?}"),
         }
-        let both = config_from(&[]).unwrap();
-        assert_eq!(spaces_of_config(&both).len(), 2);
+        // The default writes one space: e5's (a deployment that routed by language drops
+        // MiniLM's vectors at `mnote migrate` and re-embeds its English blocks).
+        let default = config_from(&[]).unwrap();
+        assert_eq!(spaces_of_config(&default), vec![(E5_SMALL.id.to_string(), 384)]);
         assert!(config_from(&[("MNOTE_EMBED_ROUTING", "fastest")]).unwrap_err().to_string().contains("MNOTE_EMBED_ROUTING"));
         assert!(config_from(&[("MNOTE_EMBED_THREADS", "0")]).is_err());
         let none = config_from(&[("MNOTE_EMBEDDER", "none")]).unwrap();
         assert!(from_config(&none).unwrap().is_none());
         assert!(spaces_of_config(&none).is_empty());
         assert!(config_from(&[("MNOTE_EMBEDDER", "bert")]).is_err());
-        let missing = EmbedConfig::Local(LocalConfig { minilm_dir: "/nonexistent".into(), ..LocalConfig::provisioned() });
+        let missing = EmbedConfig::Local(LocalConfig { e5_dir: "/nonexistent".into(), ..LocalConfig::provisioned() });
         let err = from_config(&missing).unwrap_err();
         assert_eq!(err.code, EmbedError::UNAVAILABLE);
         assert!(err.message.contains("/nonexistent") && err.message.contains("./dev provision"), "{}", err.message);

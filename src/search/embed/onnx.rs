@@ -54,6 +54,14 @@ pub struct ModelSpec {
     /// Cosine below which a vector neighbour is noise (calibrated on the evaluation sets:
     /// `docs/BENCHMARKS.md`, "Similarity floors").
     pub min_similarity: f64,
+    /// The same-script floor for a query without CJK letters, where it differs (e5 scores
+    /// English pairs lower than Chinese ones).
+    pub non_cjk_min_similarity: f64,
+    /// The floor for a block in the other script class than the query ([`super::has_cjk`]:
+    /// an English query and a Chinese block, or the reverse). A multilingual model's
+    /// cross-language matches sit lower than its same-language ones (`docs/BENCHMARKS.md`,
+    /// "One vector space across languages"); an English-only model keeps its one floor.
+    pub cross_min_similarity: f64,
     /// Subdirectory of the models directory `./dev` provisions. The graph's encoder layers are
     /// ONNX Runtime's fused contrib ops (`-fused`, since 2026-12-02; the vectors are those of
     /// the plain graph before, within cosine 0.99999, so the id stays).
@@ -77,6 +85,8 @@ pub const MINILM: ModelSpec = ModelSpec {
     pad: "[PAD]",
     multilingual: false,
     min_similarity: 0.35,
+    non_cjk_min_similarity: 0.35,
+    cross_min_similarity: 0.35,
     dir: "all-MiniLM-L6-v2-onnx-fused",
     marker: "nreimers/MiniLM-L6-H384-uncased",
     cut_before_windows: true,
@@ -96,6 +106,8 @@ pub const E5_SMALL: ModelSpec = ModelSpec {
     pad: "<pad>",
     multilingual: true,
     min_similarity: 0.86,
+    non_cjk_min_similarity: 0.84,
+    cross_min_similarity: 0.70,
     dir: "multilingual-e5-small-onnx-fused",
     marker: "intfloat/multilingual-e5-small",
     cut_before_windows: false,
@@ -364,6 +376,14 @@ impl Embedder for OnnxEmbedder {
 
     fn min_similarity(&self) -> Option<f64> {
         Some(self.inner.spec.min_similarity)
+    }
+
+    fn cross_min_similarity(&self) -> Option<f64> {
+        Some(self.inner.spec.cross_min_similarity)
+    }
+
+    fn non_cjk_min_similarity(&self) -> Option<f64> {
+        Some(self.inner.spec.non_cjk_min_similarity)
     }
 
     fn legacy_vector_is_stale(&self, text: &str) -> bool {

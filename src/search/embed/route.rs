@@ -1,5 +1,6 @@
-//! Language routing: text with Chinese, Japanese or Korean letters goes to the multilingual
-//! model, the rest to the English one. Each vector keeps its model, and a query searches the
+//! Language routing (`MNOTE_EMBED_ROUTING=language`; the default is e5 for everything, one
+//! space): text with Chinese, Japanese or Korean letters goes to the multilingual model, the
+//! rest to the English one. Each vector keeps its model, and a query searches the
 //! vectors of the model its own text routes to, so the two spaces are never compared.
 //!
 //! The rule is the same for blocks and queries: any CJK letter (Han, kana, Hangul) routes to

@@ -74,6 +74,8 @@ pub(super) async fn graph(
              select distinct on (h.id) h.id as "id!", h.via as "via!", h.kind as "kind!" from hits h
              join evidence_block nb on nb.tenant_id = $3 and nb.id = h.id
              where h.id <> h.via and h.id not in (select id from seed)
+               -- a fragment (no lexical terms: ingest::fragment) is not evidence on its own
+               and nb.lex_len > 0
                -- boilerplate: the same text elsewhere in the document
                and not exists (select 1 from evidence_block d where d.tenant_id = nb.tenant_id
                                and d.source_id = nb.source_id and d.id <> nb.id and d.text = nb.text)

@@ -29,7 +29,7 @@ use crate::evidence::{Locator, SourceKind, SourceStatus};
 
 use super::{
     analyze::{self, QueryTerms},
-    embed::{EmbedKind, Embedder},
+    embed::{EmbedKind, Embedder, has_cjk},
     memindex::{self, MemIndex, RankFilter},
     open,
     vector_health::{self, VectorHealth},
@@ -42,7 +42,7 @@ pub use hydrate::quote_with_highlights;
 use hydrate::{hydrate, hydrate_first};
 use lexical::{lexical_cte, lexical_hits, lexical_ranked, mem_ranker};
 use stages::Stage;
-use vector::{hybrid, vector_only};
+use vector::{QueryVector, hybrid, vector_only};
 
 pub const MAX_TOP_K: usize = 100;
 const DEFAULT_TOP_K: usize = 10;
@@ -335,7 +335,9 @@ async fn run_in(
     });
     let ranked = match (req.mode, qvec) {
         (Mode::Vector, Some((space, _, v))) => {
-            vector_only(conn, &filters, &space, v, top_k as i64).await.map_err(|e| engine.vector_error(e))?
+            vector_only(conn, &filters, &space, QueryVector { v, cjk: has_cjk(query) }, top_k as i64)
+                .await
+                .map_err(|e| engine.vector_error(e))?
         }
         (Mode::Hybrid, Some((space, multilingual, v))) => {
             // An English-only model puts every Chinese query near the same few vectors:
@@ -352,7 +354,8 @@ async fn run_in(
                 return Ok(resp);
             }
             let fusion = resp.fusion.as_ref().expect("set above");
-            hybrid(conn, &filters, &terms, mirrored, &space, v, fusion, depth, top_k as i64)
+            let q = QueryVector { v, cjk: has_cjk(query) };
+            hybrid(conn, &filters, &terms, mirrored, &space, q, fusion, depth, top_k as i64)
                 .await
                 .map_err(|e| engine.vector_error(e))?
         }

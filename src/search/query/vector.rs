@@ -8,27 +8,47 @@ use uuid::Uuid;
 
 use super::*;
 
-/// The vector CTE (`vec(id, dist)`): the `limit` blocks nearest to `v` among those `filter`
-/// allows, without those farther than the model's similarity floor (noise, not matches: a
-/// nonsense query has nearest neighbours too). The floor applies after the nearest `limit`
-/// are found, so the index scan stays bounded when nothing passes it.
-pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, v: Vec<f32>, limit: i64) -> String {
-    let (v, l) = (b.push(Vector::from(v)), b.push(limit));
+/// CJK letters (Han, kana, Hangul) as a regular-expression class: the rule of
+/// [`crate::search::embed::has_cjk`], in SQL.
+const CJK_CLASS: &str = "[\u{3400}-\u{4DBF}\u{4E00}-\u{9FFF}\u{F900}-\u{FAFF}\u{20000}-\u{2FA1F}\u{3040}-\u{30FF}\u{31F0}-\u{31FF}\u{1100}-\u{11FF}\u{3130}-\u{318F}\u{AC00}-\u{D7AF}]";
+
+/// The query side of a vector search: its vector and whether its text has CJK letters
+/// (blocks of the other script class are cross-language candidates).
+pub(super) struct QueryVector {
+    pub v: Vec<f32>,
+    pub cjk: bool,
+}
+
+/// The vector CTE (`vec(id, dist, other)`): the `limit` blocks nearest to the query among
+/// those `filter` allows, without those farther than the model's similarity floor (noise, not
+/// matches: a nonsense query has nearest neighbours too). `other`: the block's script class
+/// differs from the query's (an English query and a Chinese block, or the reverse); such a
+/// block is held to the model's cross-language floor, lower than its same-language one. The
+/// floor applies after the nearest `limit` are found, so the index scan stays bounded when
+/// nothing passes it.
+pub(super) fn vector_cte(b: &mut Binds, filter: &BlockFilter, space: &Space, q: QueryVector, limit: i64) -> String {
+    let (v, l) = (b.push(Vector::from(q.v)), b.push(limit));
+    let (cjk_class, query_cjk) = (b.push(CJK_CLASS), b.push(q.cjk));
     let vt = space.vector_type();
     let BlockFilter { kb_ids: kb, tenant, sql: filter } = filter;
-    let floor = match space.max_distance() {
-        Some(d) => format!("where n.dist <= {}", b.push(d)),
-        None => String::new(),
+    let floor = match (space.max_distance(q.cjk), space.cross_max_distance()) {
+        (Some(same), Some(cross)) => {
+            format!("where c.dist <= case when c.other then {} else {} end", b.push(cross), b.push(same))
+        }
+        (Some(d), None) | (None, Some(d)) => format!("where c.dist <= {}", b.push(d)),
+        (None, None) => String::new(),
     };
     // tenant filter: block_sql
     format!(
-        "vec as materialized (select n.id, n.dist from (
+        "vec as materialized (select c.id, c.dist, c.other from (
+            select n.id, n.dist, ((t.text ~ {cjk_class}::text) <> {query_cjk}::bool) as other from (
                 select e.block_id as id, (e.embedding::{vt} <=> {v}::{vt}) as dist
                 from evidence_embedding e
                 where e.tenant_id = {tenant}::uuid and e.model = {model} and ({kb}::uuid[] is null or e.kb_id = any({kb}::uuid[]))
                   and exists (select 1 from evidence_block b, readable_source s
                               where b.tenant_id = e.tenant_id and b.id = e.block_id and {filter})
-                order by e.embedding::{vt} <=> {v}::{vt} limit {l}) n {floor})",
+                order by e.embedding::{vt} <=> {v}::{vt} limit {l}) n
+            join evidence_block t on t.tenant_id = {tenant}::uuid and t.id = n.id) c {floor})",
         model = space.model_literal()
     )
 }
@@ -48,14 +68,14 @@ pub(super) async fn vector_only(
     conn: &mut PgConnection,
     f: &Filters,
     space: &Space,
-    v: Vec<f32>,
+    q: QueryVector,
     limit: i64,
 ) -> sqlx::Result<Ranked> {
     set_hnsw(conn, limit * 2).await?;
     let mut b = Binds::new();
     let filter = f.block_sql(&mut b);
     let sql =
-        format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(&mut b, &filter, space, v, limit));
+        format!("with {} select id, 1 - dist as score from vec order by dist", vector_cte(&mut b, &filter, space, q, limit));
     let rows = b.query(&sql)?.fetch_all(&mut *conn).await?;
     Ok(Ranked { ids: rows.iter().map(|r| (r.get("id"), r.get("score"))).collect(), graph: HashMap::new() })
 }
@@ -78,6 +98,13 @@ pub(super) async fn mirror_candidates(
 
 /// Lexical and vector candidates fused by RRF in one statement. `mirrored`: the lexical list
 /// from [`mirror_candidates`] (`None`: ranked here in SQL).
+///
+/// A cross-language block (`vec.other`) ranks low or not at all in the lexical list because
+/// lexical search cannot match across languages, not because the words disagree: its lexical
+/// rank is never worse than its vector rank (`least`; Postgres ignores a null), so a semantic
+/// hit in the other language keeps its place among same-language blocks that match both ways
+/// (keyword noise would otherwise bury it: a block ranked 1st on one side only scores less
+/// than one ranked 5th on both), and a shared name or number can still lift it.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn hybrid(
     conn: &mut PgConnection,
@@ -85,7 +112,7 @@ pub(super) async fn hybrid(
     t: &QueryTerms,
     mirrored: Option<Vec<(Uuid, f64)>>,
     space: &Space,
-    v: Vec<f32>,
+    q: QueryVector,
     fusion: &Fusion,
     depth: i64,
     limit: i64,
@@ -106,14 +133,15 @@ pub(super) async fn hybrid(
         }
         None => lexical_cte(&mut b, &filter, t, depth),
     };
-    let vec = vector_cte(&mut b, &filter, space, v, depth);
+    let vec = vector_cte(&mut b, &filter, space, q, depth);
     // One round trip: both candidate lists, ranked, fused.
     let sql = format!(
         "with {lex}, {vec},
         lr as (select id, row_number() over (order by score desc, id) as r from lexical),
-        vr as (select id, row_number() over (order by dist, id) as r from vec)
+        vr as (select id, other, row_number() over (order by dist, id) as r from vec)
         select coalesce(lr.id, vr.id) as id,
-               coalesce({wl:?}::float8 / ({k:?}::float8 + lr.r), 0) + coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0) as score
+               coalesce({wv:?}::float8 / ({k:?}::float8 + vr.r), 0)
+               + coalesce({wl:?}::float8 / ({k:?}::float8 + case when vr.other then least(lr.r, vr.r) else lr.r end), 0) as score
         from lr full outer join vr on lr.id = vr.id
         order by score desc, id limit {last}",
         wl = fusion.lexical_weight,
