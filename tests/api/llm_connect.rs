@@ -222,7 +222,7 @@ async fn the_settings_page_lists_the_models_saves_the_picked_one_and_tests_witho
     // No model yet: the test asks for one, in words.
     let r = web.post_form("/settings/agents/hermes/connect", &[("step", "test")]).await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(r.text().await.unwrap().contains("Pick a model first"));
+    assert!(r.text().await.unwrap().contains("Type the model to test beside the button"));
     // Pick it: saved, the agent now runs on it.
     let r = web.post_form("/settings/agents/hermes/connect", &[("step", "use"), ("model", "scripted")]).await;
     assert_eq!(r.status(), StatusCode::SEE_OTHER);

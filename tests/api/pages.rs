@@ -192,7 +192,7 @@ async fn a_mistyped_register_path_is_a_field_error_on_the_kb_page() {
     let html = r.text().await.unwrap();
     assert!(html.contains("class=\"field-error\" role=\"alert\" id=\"path-error\">Nothing is at that path"), "{html}");
     assert!(html.contains("value=\"papr.md\"") && html.contains("aria-invalid=\"true\""), "the form kept the path");
-    assert!(html.contains(&format!("<option value=\"{grant_id}\" selected>")) && html.contains("value=\"*.md\""), "{html}");
+    assert!(html.contains(&format!("<option value=\"{grant_id}\" selected title=")) && html.contains("value=\"*.md\""), "{html}");
     assert!(html.contains("class=\"mainnav") && !html.contains("<code>"), "the KB page, not an error page");
     let r = post("../elsewhere").await;
     assert_eq!(r.status(), StatusCode::UNPROCESSABLE_ENTITY);
