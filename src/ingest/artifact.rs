@@ -154,6 +154,33 @@ pub struct Block {
     pub confidence: Option<f32>,
 }
 
+impl Block {
+    /// A paragraph of flowing text with no place yet: id, range, section and fingerprint are
+    /// the caller's to fill, every locator field `None` (a new locator field is added here).
+    pub fn flowing(text: &str) -> Block {
+        Block {
+            id: String::new(),
+            block_type: BlockType::Paragraph,
+            text: text.to_string(),
+            char_range: [0, 0],
+            section_id: None,
+            page: None,
+            bbox: None,
+            line_range: None,
+            para_id_start: None,
+            para_id_end: None,
+            paragraph_ordinal: None,
+            sheet: None,
+            sheet_hidden: None,
+            cell_range: None,
+            slide: None,
+            text_fingerprint: String::new(),
+            quality: Quality::Exact,
+            confidence: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "SourceMapSection")]

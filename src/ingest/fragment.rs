@@ -65,28 +65,9 @@ pub fn carried_context(blocks: &[&Block], fragment: &[bool]) -> Vec<Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::artifact::{BlockType, Quality};
 
     fn block(text: &str, section: &str) -> Block {
-        Block {
-            id: text.to_string(),
-            block_type: BlockType::Paragraph,
-            text: text.to_string(),
-            char_range: [0, 0],
-            section_id: Some(section.to_string()),
-            page: None,
-            bbox: None,
-            line_range: None,
-            para_id_start: None,
-            para_id_end: None,
-            paragraph_ordinal: None,
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            text_fingerprint: String::new(),
-            quality: Quality::Exact,
-            confidence: None,
-        }
+        Block { id: text.to_string(), section_id: Some(section.to_string()), ..Block::flowing(text) }
     }
 
     #[test]

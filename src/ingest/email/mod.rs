@@ -31,7 +31,7 @@ use std::collections::HashMap;
 
 use mail_parser::{Address, Message, MessageParser, MimeHeaders, PartType};
 
-use super::artifact::{self, Block, BlockType, ParsedArtifact, Quality, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder};
+use super::artifact::{self, Block, BlockType, ParsedArtifact, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder};
 use super::{ParseError, ParseInput, ParseProvider, html};
 use crate::evidence::SourceKind;
 
@@ -271,26 +271,7 @@ impl Out {
 }
 
 fn plain_block(text: &str) -> Block {
-    Block {
-        id: String::new(),
-        block_type: BlockType::Paragraph,
-        text: text.to_string(),
-        char_range: [0, 0],
-        section_id: None,
-        page: None,
-        bbox: None,
-        line_range: None,
-        para_id_start: None,
-        para_id_end: None,
-        paragraph_ordinal: None,
-        sheet: None,
-        sheet_hidden: None,
-        cell_range: None,
-        slide: None,
-        text_fingerprint: String::new(),
-        quality: Quality::Exact,
-        confidence: None,
-    }
+    Block::flowing(text)
 }
 
 /// `From:`, `To:`, `Cc:`, `Date:`, `Subject:` lines (those the message has).
