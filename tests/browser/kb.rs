@@ -206,7 +206,7 @@ async fn several_files_upload_by_picker_and_by_drop_each_with_its_outcome() {
         json!([
             "one.md: already in this knowledge base",
             "three.md: added",
-            "tool.exe: not a supported kind (Markdown, PDF, DOCX, spreadsheets, CSV, web pages, e-mail, images, text)"
+            "tool.exe: not a supported kind (Markdown, PDF, DOCX, spreadsheets, CSV, slides (PPTX, ODP), web pages, e-mail, images, text)"
         ])
     );
     b.wait_for("#sources td.path[title='uploads/three.md']").await;
