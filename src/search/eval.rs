@@ -113,17 +113,37 @@ pub(crate) async fn embed_all(pool: &PgPool, tenant: Uuid, embedder: &Arc<dyn Em
     }
     let b = bar(pending as u64, "embed");
     let mut n = 0;
+    // Until no block of the tenant lacks a vector: another process (a running server's
+    // workers) may hold part of the backlog, and a figure must not depend on that race; when it
+    // does not drain in [`EMBED_WAIT`], the evaluation refuses instead of ranking without them.
+    let deadline = Instant::now() + EMBED_WAIT;
     loop {
         let k = vectors::embed_backlog_step(pool, embedder, tenant).await?;
-        if k == 0 {
-            break;
-        }
         n += k;
         b.inc(k as u64);
+        if k > 0 {
+            continue;
+        }
+        let mut tx = TenantTx::begin(pool, tenant, Scope::System).await?;
+        let left = vectors::pending_count_any(&mut tx, &Space::all_of(embedder.as_ref())).await?;
+        tx.commit().await?;
+        if left == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!(
+                "{left} blocks of the tenant still have no vector after {} s: the figures would be incomplete",
+                EMBED_WAIT.as_secs()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     b.finish();
     Ok((n, started.elapsed()))
 }
+
+/// How long an evaluation waits for blocks another process is embedding.
+const EMBED_WAIT: Duration = Duration::from_secs(600);
 
 #[derive(Default, Debug, Clone)]
 pub struct Metrics {
