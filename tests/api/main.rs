@@ -39,6 +39,7 @@ mod malformed_json;
 mod mcp;
 mod mcp_clients;
 mod mineru;
+mod mixed_folder;
 mod openapi;
 mod ops;
 mod pages;
