@@ -191,6 +191,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                         receipt: &receipt_json,
                         total: receipt.total,
                         verified: receipt.verified,
+                        verdict: receipt.verdict,
                     },
                 )
                 .await?;

@@ -20,24 +20,9 @@ pub const NOT_FOUND_MARKER: &str = "[not-found]";
 /// What a model writes first when the evidence answers only part of the question.
 pub const PARTIAL_MARKER: &str = "[partial]";
 
-/// Whether the evidence answers the question. Ordered: `not_found` < `partial` < `answered`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    NotFound,
-    Partial,
-    Answered,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::NotFound => "not_found",
-            Verdict::Partial => "partial",
-            Verdict::Answered => "answered",
-        }
-    }
-}
+/// Whether the evidence answers the question: the run's own value type (the journal's
+/// `run.completed` carries it), decided here.
+pub use crate::journal::Verdict;
 
 /// Who judged the verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -83,7 +83,7 @@ async fn finish(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<
         &mut tx,
         actor.tenant_id,
         run,
-        store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0 },
+        store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0, verdict: None },
     )
     .await?;
     tx.commit().await?;

@@ -143,6 +143,26 @@ pub struct ToolCompleted {
     pub error: Option<ErrorBody>,
 }
 
+// The receipt's `verdict`, a value of the run (`agents::verdict` decides it).
+/// Whether the evidence answers the question. Ordered: `not_found` < `partial` < `answered`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    NotFound,
+    Partial,
+    Answered,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::NotFound => "not_found",
+            Verdict::Partial => "partial",
+            Verdict::Answered => "answered",
+        }
+    }
+}
+
 /// `run.completed`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -151,6 +171,10 @@ pub struct RunCompleted {
     pub answer: String,
     pub citations_total: usize,
     pub citations_verified: usize,
+    /// The receipt's verdict, so a live client knows it with the ending (absent for a chat
+    /// without evidence tools, and in events written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
 }
 
 /// One journal event, typed; stored as `kind` + `payload`.

@@ -18,6 +18,7 @@ pub mod stream;
 
 pub use event::{
     ContextRefs, ErrorBody, Event, EventSource, PlanEntry, RunCompleted, RunCreated, RunStatus, ToolCompleted, ToolStarted,
+    Verdict,
 };
 
 use crate::state::AppState;

@@ -502,7 +502,7 @@ pub async fn set_provider_run_id(tx: &mut TenantTx, run: Uuid, provider_run_id: 
 
 /// How a run ended.
 pub enum Ending<'a> {
-    Completed { answer: &'a str, receipt: &'a Value, total: usize, verified: usize },
+    Completed { answer: &'a str, receipt: &'a Value, total: usize, verified: usize, verdict: Option<super::event::Verdict> },
     Failed { code: &'a str, message: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
     Cancelled { reason: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
 }
@@ -518,7 +518,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         return Ok(false);
     }
     let (status, code, message, answer, receipt, event) = match ending {
-        Ending::Completed { answer, receipt, total, verified } => (
+        Ending::Completed { answer, receipt, total, verified, verdict } => (
             RunStatus::Completed,
             None,
             None,
@@ -528,6 +528,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
                 answer: answer.to_string(),
                 citations_total: total,
                 citations_verified: verified,
+                verdict,
             }),
         ),
         Ending::Failed { code, message, answer, receipt } => (

@@ -134,11 +134,15 @@ pub async fn over_after(state: &AppState, auth: &Auth, run: Uuid, after: i64) ->
 /// The ending event the run's status implies.
 fn reconciled(row: &RunRow) -> Option<EventView> {
     let (kind, payload) = match row.status {
-        RunStatus::Completed => (
-            "run.completed",
-            json!({"answer": row.answer.clone().unwrap_or_default(), "citationsTotal": row.receipt.as_ref().and_then(|r| r["total"].as_u64()).unwrap_or(0),
-                   "citationsVerified": row.receipt.as_ref().and_then(|r| r["verified"].as_u64()).unwrap_or(0), "reconciled": true}),
-        ),
+        RunStatus::Completed => {
+            let mut p = json!({"answer": row.answer.clone().unwrap_or_default(), "citationsTotal": row.receipt.as_ref().and_then(|r| r["total"].as_u64()).unwrap_or(0),
+                   "citationsVerified": row.receipt.as_ref().and_then(|r| r["verified"].as_u64()).unwrap_or(0), "reconciled": true});
+            // The receipt's verdict, as the written ending carries it (absent when it has none).
+            if let Some(v) = row.receipt.as_ref().map(|r| &r["verdict"]).filter(|v| !v.is_null()) {
+                p["verdict"] = v.clone();
+            }
+            ("run.completed", p)
+        }
         RunStatus::Failed => (
             "run.failed",
             json!({"code": row.error_code.clone().unwrap_or_else(|| "internal".into()), "message": row.error_message.clone().unwrap_or_default(), "reconciled": true}),

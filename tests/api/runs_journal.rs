@@ -66,9 +66,14 @@ pub(crate) async fn append(app: &TestApp, tenant: Uuid, run: Uuid, events: Vec<E
 pub(crate) async fn finish_completed(app: &TestApp, tenant: Uuid, run: Uuid, answer: &str) {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
     let receipt = json!({"total": 0, "verified": 0});
-    let done = store::finish(&mut tx, tenant, run, store::Ending::Completed { answer, receipt: &receipt, total: 0, verified: 0 })
-        .await
-        .unwrap();
+    let done = store::finish(
+        &mut tx,
+        tenant,
+        run,
+        store::Ending::Completed { answer, receipt: &receipt, total: 0, verified: 0, verdict: None },
+    )
+    .await
+    .unwrap();
     assert!(done);
     tx.commit().await.unwrap();
 }
@@ -269,7 +274,7 @@ pub(crate) async fn events_resume_after_seq_and_last_event_id_without_duplicates
                 &mut tx,
                 tenant,
                 run,
-                store::Ending::Completed { answer: "done", receipt: &receipt, total: 0, verified: 0 },
+                store::Ending::Completed { answer: "done", receipt: &receipt, total: 0, verified: 0, verdict: None },
             )
             .await
             .unwrap();

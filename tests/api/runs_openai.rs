@@ -499,6 +499,9 @@ async fn the_models_verdict_and_our_quote_check_decide_the_receipts_verdict() {
     let (run, evs) = ended(&c, &id, "completed", KEY).await;
     let r = &run["receipt"];
     assert_eq!((r["verdict"].as_str(), r["verdictReason"].as_str()), (Some("not_found"), Some("model_said_not_found")), "{r}");
+    // The live ending carries the verdict too: a client knows it without re-reading the run.
+    let ending = evs.iter().find(|e| e["kind"] == "run.completed").expect("run.completed");
+    assert_eq!(ending["payload"]["verdict"], "not_found", "{ending}");
     let answer = run["answer"].as_str().unwrap();
     assert!(answer.starts_with("The knowledge bases do not answer this question"), "{answer}");
     assert!(!answer.contains("[not-found]") && !streamed(&evs).contains("[not-found]"), "{answer}");
@@ -536,7 +539,9 @@ async fn a_chat_without_evidence_tools_gets_no_verdict() {
     let c = setup(|_| {}, &[]).await;
     configure(&c, "chat_only", mock_llm(), KEY).await;
     let id = start(&c, "chat_only", "What do the robots do at night?").await;
-    let (run, _) = ended(&c, &id, "completed", KEY).await;
+    let (run, evs) = ended(&c, &id, "completed", KEY).await;
+    let ending = evs.iter().find(|e| e["kind"] == "run.completed").expect("run.completed");
+    assert!(ending["payload"].get("verdict").is_none(), "no verdict key: {ending}");
     assert_eq!(run["receipt"]["verdict"], Value::Null, "{run}");
     assert!(run["receipt"]["checked"].as_str().unwrap().contains("no verdict"), "{run}");
 }
