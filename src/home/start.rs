@@ -24,7 +24,7 @@ use crate::{
     },
 };
 
-/// One step: its words (`kbpage.step_<key>`), where it leads, whether it is done.
+/// One step: its words (`kbpage.step.<key>`), where it leads, whether it is done.
 #[derive(Clone, Debug)]
 pub struct Step {
     pub key: &'static str,
