@@ -30,7 +30,7 @@ pub async fn dashboard(State(state): State<AppState>, session: Session, page: Pa
     let visible = kbs::queries::list(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
     let recent = sources::queries::recent(&mut tx, 10).await?;
     let deleted = kbs::queries::deleted(&mut tx, page.auth.user_id, page.auth.role.is_admin()).await?;
-    let checklist = start::checklist(&mut tx, &page.auth, &session).await?;
+    let checklist = start::checklist(&mut tx, &page.auth, &session, &visible).await?;
     tx.commit().await?;
     let grace = chrono::Duration::from_std(state.config.delete_grace).unwrap_or(chrono::Duration::MAX);
     let deleted = deleted

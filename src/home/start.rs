@@ -16,7 +16,8 @@ use crate::{
     db::TenantTx,
     error::AppResult,
     journal::store as runs,
-    kbs, sources,
+    kbs::Kb,
+    sources,
     tenants::invitations,
     web::{
         Page,
@@ -48,20 +49,24 @@ fn step(key: &'static str, href: Option<String>, done: bool) -> Step {
     Step { key, href, done }
 }
 
-/// The checklist as it stands for this user, or `None` when they hid it.
-pub async fn checklist(tx: &mut TenantTx, auth: &Auth, session: &Session) -> AppResult<Option<Checklist>> {
+/// The checklist as it stands for this user (`visible`: the KBs the dashboard lists), or
+/// `None` when they hid it.
+pub async fn checklist(tx: &mut TenantTx, auth: &Auth, session: &Session, visible: &[Kb]) -> AppResult<Option<Checklist>> {
     let flag = |k: &'static str| async move { session.get::<bool>(k).await.map_err(crate::auth::session_err) };
     if flag(CHECKLIST_HIDDEN_KEY).await?.unwrap_or(false) {
         return Ok(None);
     }
     let searched = flag(SEARCHED_KEY).await?.unwrap_or(false);
-    let steps = if auth.role.is_admin() { admin_steps(tx, auth).await? } else { member_steps(tx, auth, searched).await? };
+    let steps = if auth.role.is_admin() {
+        admin_steps(tx, auth, visible).await?
+    } else {
+        member_steps(tx, auth, visible, searched).await?
+    };
     Ok(Some(Checklist { steps }))
 }
 
-async fn admin_steps(tx: &mut TenantTx, auth: &Auth) -> AppResult<Vec<Step>> {
+async fn admin_steps(tx: &mut TenantTx, auth: &Auth, visible: &[Kb]) -> AppResult<Vec<Step>> {
     let granted = !crate::grants::queries::active_for_user(tx, auth.user_id).await?.is_empty();
-    let visible = kbs::queries::list(tx, auth.user_id, true).await?;
     let first_kb = visible.iter().find(|k| k.can_manage).map(|k| format!("/kbs/{}#sources-card", k.id));
     let documents = sources::queries::any_indexed(tx).await?;
     let model = agent_config::any_endpoint(tx).await?;
@@ -77,8 +82,7 @@ async fn admin_steps(tx: &mut TenantTx, auth: &Auth) -> AppResult<Vec<Step>> {
     ])
 }
 
-async fn member_steps(tx: &mut TenantTx, auth: &Auth, searched: bool) -> AppResult<Vec<Step>> {
-    let visible = kbs::queries::list(tx, auth.user_id, false).await?;
+async fn member_steps(tx: &mut TenantTx, auth: &Auth, visible: &[Kb], searched: bool) -> AppResult<Vec<Step>> {
     let granted = !crate::grants::queries::active_for_user(tx, auth.user_id).await?.is_empty();
     let asked = runs::any_run_of(tx, auth.user_id).await?;
     let own_kb = visible.iter().any(|k| k.can_manage);

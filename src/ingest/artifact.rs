@@ -157,11 +157,11 @@ pub struct Block {
 impl Block {
     /// A paragraph of flowing text with no place yet: id, range, section and fingerprint are
     /// the caller's to fill, every locator field `None` (a new locator field is added here).
-    pub fn flowing(text: &str) -> Block {
+    pub fn flowing(text: impl Into<String>) -> Block {
         Block {
             id: String::new(),
             block_type: BlockType::Paragraph,
-            text: text.to_string(),
+            text: text.into(),
             char_range: [0, 0],
             section_id: None,
             page: None,

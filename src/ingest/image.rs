@@ -10,7 +10,7 @@ use std::io::Cursor;
 
 use ::image::{DynamicImage, ImageReader, imageops::FilterType};
 
-use super::artifact::{self, Block, BlockType, Page, ParsedArtifact, TextBuilder};
+use super::artifact::{self, Block, Page, ParsedArtifact, TextBuilder};
 use super::ocr::{self, OcrPage};
 use super::{ParseError, ParseInput, ParseProvider};
 
@@ -49,23 +49,13 @@ impl ParseProvider for ImageProvider {
             let char_range = text.push_block(&para.text);
             blocks.push(Block {
                 id: format!("p1_b{}", blocks.len() + 1),
-                block_type: BlockType::Paragraph,
                 text_fingerprint: artifact::fingerprint(&para.text),
-                text: para.text,
                 char_range,
-                section_id: None,
                 page: Some(1),
                 bbox: Some(clamp_box(para.bbox, width as f64, height as f64)),
-                line_range: None,
-                para_id_start: None,
-                para_id_end: None,
-                paragraph_ordinal: None,
-                sheet: None,
-                sheet_hidden: None,
-                cell_range: None,
-                slide: None,
                 quality: ocr::quality_for(para.confidence),
                 confidence: Some(round1(para.confidence)),
+                ..Block::flowing(para.text)
             });
         }
         let page = Page { page: 1, width: width as f64, height: height as f64, rotation: 0, ocr: true, blocks };

@@ -187,40 +187,10 @@ async fn run_child(
     }
 }
 
-/// Error codes cross the process boundary as strings; map them back to the static set.
+/// Error codes cross the process boundary as strings; map them back to the static set (the
+/// source's failure codes, `sources::FAILURE_CODES`; anything else is `parse_failed`).
 fn leak_code(code: &str) -> &'static str {
-    const KNOWN: &[&str] = &[
-        "pdf_malformed",
-        "pdf_encrypted",
-        "pdf_engine_missing",
-        "docx_malformed",
-        "docx_encrypted",
-        "html_malformed",
-        "html_too_large",
-        "email_malformed",
-        "email_too_deep",
-        "encrypted",
-        "image_unreadable",
-        "ocr_engine_missing",
-        "unsupported_kind",
-        "file_too_large",
-        "parse_timeout",
-        "mineru_token_missing",
-        "text_encoding_invalid",
-        "file_unreadable",
-        "artifact_invalid",
-        "ocr_failed",
-        "too_many_pages",
-        "encrypted",
-        "malformed_spreadsheet",
-        "container_too_large",
-        "container_ratio_exceeded",
-        "slides_malformed",
-        "slides_too_large",
-        "xml_dtd_refused",
-        "unsupported_legacy_format",
-    ];
-    KNOWN.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
+    crate::sources::FAILURE_CODES.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
 }
 
 /// Errors worth another attempt (the next attempt gets a fresh process).

@@ -484,26 +484,7 @@ mod tests {
     use crate::ingest::artifact::{SourceMap, fingerprint};
 
     fn block(id: &str, text: &str) -> Block {
-        Block {
-            id: id.into(),
-            block_type: BlockType::Paragraph,
-            text: text.into(),
-            char_range: [0, 0],
-            section_id: None,
-            page: None,
-            bbox: None,
-            line_range: None,
-            para_id_start: None,
-            para_id_end: None,
-            paragraph_ordinal: None,
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            slide: None,
-            text_fingerprint: fingerprint(text),
-            quality: Quality::Exact,
-            confidence: None,
-        }
+        Block { id: id.into(), text_fingerprint: fingerprint(text), ..Block::flowing(text) }
     }
 
     fn art(blocks: Vec<Block>) -> ParsedArtifact {

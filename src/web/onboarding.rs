@@ -9,7 +9,11 @@ use crate::error::AppResult;
 pub const SEARCHED_KEY: &str = "checklist_searched";
 pub const CHECKLIST_HIDDEN_KEY: &str = "checklist_hidden";
 
-/// Marks the search step done for this session (the dashboard's box, the search page).
+/// Marks the search step done for this session (the dashboard's box, the search page); once:
+/// a session already marked is not written again on every search.
 pub async fn mark_searched(session: &Session) -> AppResult<()> {
+    if session.get::<bool>(SEARCHED_KEY).await.map_err(crate::auth::session_err)? == Some(true) {
+        return Ok(());
+    }
     session.insert(SEARCHED_KEY, true).await.map_err(crate::auth::session_err)
 }

@@ -32,8 +32,7 @@ use std::collections::HashMap;
 use std::io::Cursor;
 
 use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap,
-    TextBuilder,
+    self, Block, BlockType, ParsedArtifact, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder,
 };
 use super::{ParseError, ParseInput, ParseProvider};
 use document::{RawBlock, parse_document};
@@ -115,20 +114,11 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>, styles: &Styles, rels: &HashMap<St
             block_type,
             char_range: tb.push_block(&rb.text),
             section_id,
-            page: None,
-            bbox: None,
-            line_range: None,
             para_id_start: rb.para_ids.0,
             para_id_end: rb.para_ids.1,
             paragraph_ordinal: (rb.ordinal > 0).then_some(rb.ordinal),
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            slide: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
-            quality: Quality::Exact,
-            confidence: None,
-            text: rb.text,
+            ..Block::flowing(rb.text)
         });
     }
     let source_hash = artifact::source_hash(bytes);

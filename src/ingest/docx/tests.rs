@@ -109,7 +109,7 @@ fn word_document_blocks_locators_and_sections() {
         let ids = format!("{}..{}", b.para_id_start.as_deref().unwrap_or(""), b.para_id_end.as_deref().unwrap_or(""));
         assert_eq!((b.id.clone(), b.text.as_str(), b.block_type, ids.as_str()), (format!("b{}", i + 1), e.0, e.1, e.2));
         assert_eq!((b.paragraph_ordinal, b.section_id.as_deref()), (Some(e.3), Some(e.4)), "{}", b.text);
-        assert_eq!((b.text_fingerprint.clone(), b.quality), (artifact::fingerprint(e.0), Quality::Exact));
+        assert_eq!((b.text_fingerprint.clone(), b.quality), (artifact::fingerprint(e.0), artifact::Quality::Exact));
     }
     let secs: Vec<_> = a
         .source_map

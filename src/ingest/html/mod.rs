@@ -20,8 +20,7 @@ mod content;
 mod tests;
 
 use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap,
-    TextBuilder,
+    self, Block, BlockType, ParsedArtifact, Reference, ReferenceKind, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder,
 };
 use super::{ParseError, ParseInput, ParseProvider};
 pub use content::{RawBlock, RawKind};
@@ -103,20 +102,9 @@ fn assemble(bytes: &[u8], raw: Vec<RawBlock>) -> ParsedArtifact {
             block_type,
             char_range: tb.push_block(&rb.text),
             section_id,
-            page: None,
-            bbox: None,
-            line_range: None,
-            para_id_start: None,
-            para_id_end: None,
             paragraph_ordinal: (rb.element > 0).then_some(rb.element),
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            slide: None,
             text_fingerprint: artifact::fingerprint(&rb.text),
-            quality: Quality::Exact,
-            confidence: None,
-            text: rb.text,
+            ..Block::flowing(rb.text)
         });
     }
     let source_hash = artifact::source_hash(bytes);

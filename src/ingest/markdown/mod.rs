@@ -24,9 +24,7 @@ use std::ops::Range;
 
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
-use super::artifact::{
-    self, Block, BlockType, ParsedArtifact, Quality, Reference, ReferenceKind, Section, SectionTree, SourceMap,
-};
+use super::artifact::{self, Block, BlockType, ParsedArtifact, Reference, ReferenceKind, Section, SectionTree, SourceMap};
 use super::{ParseError, ParseInput, ParseProvider};
 
 const PROVIDER_ID: &str = "markdown";
@@ -182,22 +180,11 @@ impl<'t> Output<'t> {
         self.blocks.push(Block {
             id,
             block_type,
-            text: trimmed.to_string(),
             char_range: [self.lines.char_of(start), self.lines.char_of(end)],
             section_id,
-            page: None,
-            bbox: None,
             line_range: Some([self.lines.line_of(start), self.lines.line_of(end - 1)]),
-            para_id_start: None,
-            para_id_end: None,
-            paragraph_ordinal: None,
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            slide: None,
             text_fingerprint: artifact::fingerprint(trimmed),
-            quality: Quality::Exact,
-            confidence: None,
+            ..Block::flowing(trimmed)
         });
     }
 

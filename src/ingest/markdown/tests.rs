@@ -50,7 +50,9 @@ fn full_document() {
     let b = &a.source_map.blocks;
     assert_eq!(b[0].char_range, [2, 5]);
     assert_eq!(b[1].char_range, [7, 7 + para.chars().count() as u32]);
-    assert!(b.iter().enumerate().all(|(i, b)| b.id == format!("b{}", i + 1) && b.quality == Quality::Exact));
+    assert!(
+        b.iter().enumerate().all(|(i, b)| b.id == format!("b{}", i + 1) && b.quality == crate::ingest::artifact::Quality::Exact)
+    );
     assert_eq!(b[1].text_fingerprint, artifact::fingerprint(para));
     assert_eq!(b[1].section_id.as_deref(), Some("sec_1"));
     assert_eq!(b[3].section_id.as_deref(), Some("sec_2"));

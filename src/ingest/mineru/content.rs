@@ -199,20 +199,11 @@ pub fn content_list_to_artifact(
             block_type,
             char_range: text.push_block(&body),
             text_fingerprint: artifact::fingerprint(&body),
-            text: body,
             section_id,
             page: Some(number),
             quality: if bbox.is_some() { Quality::Approximate } else { Quality::PageOnly },
             bbox,
-            line_range: None,
-            para_id_start: None,
-            para_id_end: None,
-            paragraph_ordinal: None,
-            sheet: None,
-            sheet_hidden: None,
-            cell_range: None,
-            slide: None,
-            confidence: None,
+            ..Block::flowing(body)
         });
     }
     Ok(ParsedArtifact::paged(PROVIDER_ID, version, source_hash, kind, text.finish(), pages, tree.sections))

@@ -245,23 +245,13 @@ fn parse_pdf(engine: &Engine, input: &ParseInput<'_>) -> Result<ParsedArtifact, 
         for d in drafts {
             blocks.push(Block {
                 id: format!("p{number}_b{}", blocks.len() + 1),
-                block_type: BlockType::Paragraph,
                 char_range: text_out.push_block(&d.text),
                 text_fingerprint: artifact::fingerprint(&d.text),
-                text: d.text,
-                section_id: None,
                 page: Some(number),
                 bbox: Some(d.bbox.map(round2)),
-                line_range: None,
-                para_id_start: None,
-                para_id_end: None,
-                paragraph_ordinal: None,
-                sheet: None,
-                sheet_hidden: None,
-                cell_range: None,
-                slide: None,
                 quality: d.quality,
                 confidence: d.confidence,
+                ..Block::flowing(d.text)
             });
             infos.push(d.info);
         }

@@ -9,7 +9,7 @@
 
 use super::grid::{GridRow, SheetGrid, Workbook};
 use crate::evidence::cells::{col_letters, range_ref};
-use crate::ingest::artifact::{self, Block, BlockType, Quality, SectionTree, TextBuilder};
+use crate::ingest::artifact::{self, Block, BlockType, SectionTree, TextBuilder};
 
 /// A cell longer than this (in characters) becomes its own block.
 pub const LONG_CELL: usize = 200;
@@ -104,19 +104,11 @@ fn push(out: &mut Out, sheet: &SheetGrid, row: &GridRow, block_type: BlockType, 
         block_type,
         char_range: out.tb.push_block(&text),
         section_id,
-        page: None,
-        bbox: None,
         line_range: row.lines,
-        para_id_start: None,
-        para_id_end: None,
-        paragraph_ordinal: None,
         sheet: sheet.name.clone(),
         sheet_hidden: sheet.name.as_ref().map(|_| sheet.hidden),
         cell_range: Some(range),
-        slide: None,
         text_fingerprint: artifact::fingerprint(&text),
-        quality: Quality::Exact,
-        confidence: None,
-        text,
+        ..Block::flowing(text)
     });
 }
