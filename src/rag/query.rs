@@ -76,7 +76,9 @@ pub struct Reference {
     pub evidence_id: Option<Uuid>,
     pub locator_degraded: bool,
     pub match_quality: MatchQuality,
-    /// Evidence blocks the chunk spans (the locator cites the first).
+    /// Evidence blocks the chunk spans. The locator cites the one of them that best matches the
+    /// query's terms (a spreadsheet's row, a slide's paragraph inside a long chunk), else the
+    /// first, and then the viewer highlights the whole span.
     pub block_count: usize,
     pub citation_markdown: String,
     pub citation_url: String,
@@ -451,8 +453,8 @@ pub async fn cite(
             )
             .fetch_optional(&mut **tx)
             .await?;
-            // A chunk spanning several blocks: the viewer highlights through the last one.
-            let last = (m.count > 1).then(|| b.ids.get(i + m.count - 1).copied()).flatten();
+            // A chunk spanning several blocks, none focused: the viewer highlights through the last.
+            let last = (m.count > 1 && !m.focused).then(|| b.ids.get(i + m.count - 1).copied()).flatten();
             l.map(|l| (b.ids[i], l.0, last))
         }
         _ => None,
@@ -465,6 +467,8 @@ struct Mapped {
     quality: MatchQuality,
     first: Option<usize>,
     count: usize,
+    /// `first` is the block of the span the query's terms point at, not the span's start.
+    focused: bool,
     quote: String,
     quote_source: QuoteSource,
     only_placeholder: bool,
@@ -496,9 +500,12 @@ fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
             }
         }
     }
+    let mut focused = false;
     let (quality, first, count, quote, quote_source) = match best {
         Some((a, _)) if matches!(a.quality, MatchQuality::Exact | MatchQuality::Fuzzy) => {
-            (a.quality, Some(a.first), a.blocks, clip(&blocks.texts[a.first]), QuoteSource::Chunk)
+            let at = focus(blocks, a.first, a.blocks, query);
+            focused = at != a.first;
+            (a.quality, Some(at), a.blocks, clip(&blocks.texts[at]), QuoteSource::Chunk)
         }
         // A chunk that aligns to none of our blocks is not shown (it could say anything):
         // our own block for the query instead, or nothing.
@@ -513,10 +520,23 @@ fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
         },
     };
     let (ocr_in_blocks, exact_block) = match first {
+        Some(i) if focused => (blocks.is_ocr[i], blocks.exact[i]),
         Some(i) => (blocks.is_ocr[i..(i + count.max(1)).min(blocks.len())].iter().any(|o| *o), blocks.exact[i]),
         None => (false, false),
     };
-    Mapped { quality, first, count, quote, quote_source, only_placeholder, has_ocr, ocr_in_blocks, exact_block }
+    Mapped { quality, first, count, focused, quote, quote_source, only_placeholder, has_ocr, ocr_in_blocks, exact_block }
+}
+
+/// The block of the span `[first, first + count)` that best matches the query's terms (a
+/// long chunk names the row or paragraph that answers), else `first`.
+fn focus(blocks: &SourceBlocks, first: usize, count: usize, query: &str) -> usize {
+    if count < 2 {
+        return first;
+    }
+    let end = (first + count).min(blocks.len());
+    let span: Vec<mapping::BlockText<'_>> =
+        (first..end).map(|i| mapping::BlockText { text: &blocks.texts[i], is_ocr: blocks.is_ocr[i] }).collect();
+    mapping::best_block_for_terms(&span, query, false).map_or(first, |i| first + i)
 }
 
 fn reference_of(

@@ -31,6 +31,7 @@ mod isolation;
 mod kbs_sources;
 mod knowledge_rag;
 mod knowledge_rag_failures;
+mod knowledge_rag_kinds;
 mod lightrag;
 mod llm_connect;
 mod login_limits;
