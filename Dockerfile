@@ -106,8 +106,8 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git/db,sharing=locked \
     set -eux; \
-    cargo build --release --locked --bin mnote; \
-    install -m 0755 target/release/mnote /usr/local/bin/mnote
+    cargo build --release --locked --bin mnote --bin mnote-parse; \
+    install -m 0755 target/release/mnote target/release/mnote-parse /usr/local/bin/
 
 # ----------------------------------------------------------------------------- runtime
 FROM debian:bookworm-slim AS runtime
@@ -132,14 +132,14 @@ RUN set -eux; \
 COPY --from=assets /out/lib/ /opt/mnote/lib/
 COPY --from=assets /out/models/ /opt/mnote/models/
 COPY --from=assets /out/licenses/ /usr/share/doc/mnote/third-party/
-COPY --from=builder /usr/local/bin/mnote /usr/local/bin/mnote
+COPY --from=builder /usr/local/bin/mnote /usr/local/bin/mnote-parse /usr/local/bin/
 
 WORKDIR /app
 COPY static/ /app/static/
 
 # Fail the build if a shared library is missing or the binary does not start.
 RUN set -eux; \
-    for so in /usr/local/bin/mnote /opt/mnote/lib/libpdfium.so /opt/mnote/lib/libonnxruntime.so.1.32.0; do \
+    for so in /usr/local/bin/mnote /usr/local/bin/mnote-parse /opt/mnote/lib/libpdfium.so /opt/mnote/lib/libonnxruntime.so.1.32.0; do \
         if ldd "$so" | grep 'not found'; then exit 1; fi; \
     done; \
     mnote --help > /dev/null; \

@@ -1,6 +1,10 @@
 //! Configuration from environment variables (documented in README.md).
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::{Context, bail};
 
@@ -548,7 +552,7 @@ impl Config {
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
             parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
             parse_max_rows: parse("MNOTE_PARSE_MAX_ROWS", 200_000u64)?.max(1),
-            parser_exe: std::env::current_exe().context("locating the mnote executable")?,
+            parser_exe: parser_exe_beside(&std::env::current_exe().context("locating the mnote executable")?),
             soffice: soffice_from(var("MNOTE_SOFFICE")),
             rescan_interval: Duration::from_secs(parse("MNOTE_RESCAN_SECS", 300u64)?.max(5)),
             mineru_token: var("MNOTE_MINERU_TOKEN").map(|t| SecretString::new(t.trim())),
@@ -601,7 +605,7 @@ impl Config {
             parse_max_bytes: 64 << 20,
             parse_max_pages: 500,
             parse_max_rows: 200_000,
-            parser_exe: std::env::current_exe().unwrap_or_default(),
+            parser_exe: parser_exe_beside(&std::env::current_exe().unwrap_or_default()),
             soffice: soffice_from(std::env::var("MNOTE_SOFFICE").ok()),
             rescan_interval: Duration::from_secs(300),
             mineru_token: None,
@@ -661,6 +665,13 @@ fn run_lease_from_env() -> anyhow::Result<Duration> {
 /// without) the server configuration: every subcommand and the parser children log.
 pub fn log_format_json() -> bool {
     std::env::var("MNOTE_LOG_FORMAT").is_ok_and(|v| v == "json")
+}
+
+/// The parser child: `mnote-parse` beside `exe` when it is installed there (the lean binary
+/// built with it), else `exe` itself (`mnote parse-file` takes the same arguments).
+pub fn parser_exe_beside(exe: &Path) -> PathBuf {
+    let lean = exe.with_file_name("mnote-parse");
+    if lean.is_file() { lean } else { exe.to_path_buf() }
 }
 
 /// `soffice` as MNOTE_SOFFICE names it (`off`: none), else the first on PATH.

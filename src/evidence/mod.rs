@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub mod attachment;
 pub mod cells;
 pub mod origin;
 pub mod slides;
@@ -210,6 +211,10 @@ pub const LOCATOR_SCHEMA: &str = "mnote.evidence_locator.v1";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Locator {
+    /// E-mail: the attachment the block comes from (its other fields are the attachment's own
+    /// place: a PDF attachment's page and box, a Markdown one's lines…).
+    #[serde(default)]
+    pub attachment: Option<attachment::AttachmentPlace>,
     /// Paged kinds: `[x0, y0, x1, y1]` in points (images: pixels), top-left origin.
     pub bbox: Option<[f64; 4]>,
     /// The parser's block id (`b{n}`, `p{page}_b{n}`).

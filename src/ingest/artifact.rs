@@ -146,6 +146,9 @@ pub struct Block {
     /// Slides: the slide, shape and paragraph (or table row) of the block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slide: Option<crate::evidence::slides::SlidePlace>,
+    /// E-mail: the attachment the block comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachment: Option<crate::evidence::attachment::AttachmentPlace>,
     /// [`fingerprint`] of the block text.
     pub text_fingerprint: String,
     pub quality: Quality,
@@ -174,6 +177,7 @@ impl Block {
             sheet_hidden: None,
             cell_range: None,
             slide: None,
+            attachment: None,
             text_fingerprint: String::new(),
             quality: Quality::Exact,
             confidence: None,

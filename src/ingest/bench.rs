@@ -59,7 +59,9 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
     );
     let started = Instant::now();
 
-    let exe = std::env::current_exe().context("locating the mnote binary")?;
+    // The parser child the pipeline runs: `mnote-parse` beside this binary, else this one.
+    let exe = crate::config::parser_exe_beside(&std::env::current_exe().context("locating the mnote binary")?);
+    println!("parser child: {}", exe.display());
     let pdf = if runs(Part::Pdf) { Some(bench_pdf(&exe, &docs.join("pdf"), rounds)?) } else { None };
     let ocr = if runs(Part::Ocr) { Some(bench_ocr(&exe, docs, rounds, cores)?) } else { None };
     let docx = if runs(Part::Docx) { Some(bench_docx(rounds)?) } else { None };
@@ -204,7 +206,7 @@ fn bench_pdf(exe: &Path, dir: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> 
     let items = (pages * rounds as u64) as f64;
     let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "pages", items, secs: secs.as_secs_f64(), cpu };
     Ok([
-        row("text PDF: mnote parse-file, one process per PDF (as the pipeline)", total[0]),
+        row("text PDF: parser child, one process per PDF (as the pipeline)", total[0]),
         row("text PDF: mnote pdf provider in-process (reference)", total[1]),
         row("text PDF: pdftotext -bbox-layout, one process per PDF", total[2]),
     ])
@@ -288,7 +290,7 @@ fn bench_ocr(exe: &Path, docs: &Path, rounds: usize, cores: usize) -> anyhow::Re
     let items = (images.len() * rounds) as f64;
     let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "images", items, secs: secs.as_secs_f64(), cpu };
     Ok((
-        row("OCR: mnote parse-file --kind image, 1 worker per core", total[0]),
+        row("OCR: parser child --kind image, 1 worker per core", total[0]),
         row("OCR: tesseract CLI tsv, sequential, OMP_THREAD_LIMIT=1", total[1]),
     ))
 }

@@ -45,7 +45,7 @@ pub(super) fn timed<T>(f: impl FnOnce() -> anyhow::Result<T>) -> anyhow::Result<
     Ok((out, t.elapsed(), cpu_now() - cpu))
 }
 
-/// `mnote parse-file --kind <kind> <path>` with the environment the pipeline's supervisor
+/// `<parser child> parse-file --kind <kind> <path>` (`mnote-parse`, or `mnote`) with the environment the pipeline's supervisor
 /// gives its parser children (`worker::parse_supervised`), output to /dev/null.
 pub(super) fn parse_file_child(exe: &Path, kind: &str, path: &Path) -> anyhow::Result<()> {
     let mut cmd = Command::new(exe);

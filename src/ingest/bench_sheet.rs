@@ -89,7 +89,7 @@ pub(super) fn bench_spreadsheet(exe: &Path, rounds: usize) -> anyhow::Result<[Ro
     let items = (ours_rows * rounds) as f64;
     let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "rows", items, secs: secs.as_secs_f64(), cpu };
     Ok([
-        row("XLSX: mnote parse-file --kind spreadsheet (as the pipeline)", total[0]),
+        row("XLSX: parser child --kind spreadsheet (as the pipeline)", total[0]),
         row("XLSX: mnote spreadsheet provider in-process (reference)", total[1]),
         row("XLSX: openpyxl read_only+data_only, every row", total[2]),
     ])

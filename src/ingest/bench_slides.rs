@@ -99,7 +99,7 @@ pub(super) fn bench_slides(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]
     let items = (ours * rounds) as f64;
     let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "slides", items, secs: secs.as_secs_f64(), cpu };
     Ok([
-        row("PPTX: mnote parse-file --kind slides (as the pipeline)", total[0]),
+        row("PPTX: parser child --kind slides (as the pipeline)", total[0]),
         row("PPTX: mnote slides provider in-process (reference)", total[1]),
         row("PPTX: python-pptx, every paragraph, cell and note", total[2]),
     ])

@@ -145,7 +145,7 @@ pub(super) fn bench_html(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> 
         cpu,
     };
     Ok([
-        row("HTML: mnote parse-file --kind html (as the pipeline)", total[0]),
+        row("HTML: parser child --kind html (as the pipeline)", total[0]),
         row("HTML: mnote html provider in-process (reference)", total[1]),
         row("HTML: Python html.parser, text outside script/style", total[2]),
     ])
@@ -168,7 +168,7 @@ pub(super) fn bench_email(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]>
         cpu,
     };
     Ok([
-        row("EML: mnote parse-file --kind email (as the pipeline)", total[0]),
+        row("EML: parser child --kind email (as the pipeline)", total[0]),
         row("EML: mnote email provider in-process (reference)", total[1]),
         row("EML: Python email (policy.default), body + attachments", total[2]),
     ])

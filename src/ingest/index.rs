@@ -65,6 +65,7 @@ pub fn locator(
         sheet_hidden: b.sheet_hidden,
         cell_range: b.cell_range.clone(),
         slide: b.slide.clone(),
+        attachment: b.attachment.clone(),
         text_fingerprint: b.text_fingerprint.clone(),
         source_hash: art.source_hash.clone(),
         quality: b.quality,

@@ -76,9 +76,9 @@ pub struct Reference {
     pub evidence_id: Option<Uuid>,
     pub locator_degraded: bool,
     pub match_quality: MatchQuality,
-    /// Evidence blocks the chunk spans. The locator cites the one of them that best matches the
-    /// query's terms (a spreadsheet's row, a slide's paragraph inside a long chunk), else the
-    /// first, and then the viewer highlights the whole span.
+    /// Evidence blocks the chunk spans. In a spreadsheet, CSV or deck the locator cites the row
+    /// or shape of them that best matches the query's terms (when one does); otherwise it cites
+    /// the first and the viewer highlights the whole span.
     pub block_count: usize,
     pub citation_markdown: String,
     pub citation_url: String,
@@ -437,11 +437,12 @@ pub async fn cite(
     let m = match &blocks {
         Some(b) if source.kind == "markdown" => {
             let rendered: Vec<String> = chunks.iter().map(|c| mapping::markdown_as_rendered(c)).collect();
-            mapped(b, &rendered, query)
+            mapped(b, &rendered, query, false)
         }
-        Some(b) => mapped(b, chunks, query),
+        // A sheet's rows and a deck's shapes: the one the query names; flowing text: the span.
+        Some(b) => mapped(b, chunks, query, matches!(source.kind.as_str(), "spreadsheet" | "csv" | "slides")),
         // Not indexed yet: no block to align to or to enrich from.
-        None => mapped(&SourceBlocks::empty(), chunks, query),
+        None => mapped(&SourceBlocks::empty(), chunks, query, false),
     };
     // The cited block's locator, read under the caller's RLS.
     let located = match (m.first, &blocks) {
@@ -477,7 +478,8 @@ struct Mapped {
     exact_block: bool,
 }
 
-fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
+/// `focus`: cite the block of an aligned span the query names (rows, shapes), not the span.
+fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str, focus_in_span: bool) -> Mapped {
     let has_ocr = blocks.is_ocr.iter().any(|o| *o);
     let usable: Vec<&String> = chunks.iter().filter(|c| !mapping::is_image_placeholder(c) && !c.trim().is_empty()).collect();
     let only_placeholder = !chunks.is_empty() && usable.is_empty() && chunks.iter().any(|c| mapping::is_image_placeholder(c));
@@ -503,7 +505,7 @@ fn mapped(blocks: &SourceBlocks, chunks: &[String], query: &str) -> Mapped {
     let mut focused = false;
     let (quality, first, count, quote, quote_source) = match best {
         Some((a, _)) if matches!(a.quality, MatchQuality::Exact | MatchQuality::Fuzzy) => {
-            let at = focus(blocks, a.first, a.blocks, query);
+            let at = if focus_in_span { focus(blocks, a.first, a.blocks, query) } else { a.first };
             focused = at != a.first;
             (a.quality, Some(at), a.blocks, clip(&blocks.texts[at]), QuoteSource::Chunk)
         }
@@ -601,6 +603,7 @@ fn resource_locator(s: &SourceRow) -> Locator {
         sheet_hidden: None,
         cell_range: None,
         slide: None,
+        attachment: None,
         quality: Quality::ResourceOnly,
         resource_kind: s.kind.parse().unwrap_or(SourceKind::Text),
         resource_path: s.resource_path.clone(),

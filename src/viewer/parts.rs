@@ -166,6 +166,8 @@ pub struct SlideTab {
     pub title: String,
     pub href: String,
     pub current: bool,
+    /// The slide drawn small (when the deck is drawn at all), loaded as the strip scrolls.
+    pub thumb_src: Option<String>,
 }
 
 /// A paragraph (or table row) of a shape, or of the notes.

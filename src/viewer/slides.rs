@@ -50,7 +50,7 @@ fn slides_body(i: &ViewInput<'_>) -> ViewBody {
         notes,
         prev_url: (wanted > 1).then(|| i.carry.url(Some(wanted - 1), None)),
         next_url: (wanted < count).then(|| i.carry.url(Some(wanted + 1), None)),
-        strip: strip(i, count, wanted),
+        strip: strip(i, count, wanted, rendered.then_some(v.as_str())),
     });
     body.outline = aids::outline(i.art, count)
         .into_iter()
@@ -68,8 +68,9 @@ fn slides_body(i: &ViewInput<'_>) -> ViewBody {
     body
 }
 
-/// Every slide as a link, titled by its title placeholder.
-fn strip(i: &ViewInput<'_>, count: u32, current: u32) -> Vec<SlideTab> {
+/// Every slide as a link, titled by its title placeholder, drawn small when the deck is drawn
+/// (`version`: the cache-busting part of the page image's address).
+fn strip(i: &ViewInput<'_>, count: u32, current: u32, version: Option<&str>) -> Vec<SlideTab> {
     let sections = &i.art.source_map.sections;
     (1..=count)
         .map(|n| SlideTab {
@@ -77,6 +78,7 @@ fn strip(i: &ViewInput<'_>, count: u32, current: u32) -> Vec<SlideTab> {
             title: sections.iter().find(|s| s.page_start == Some(n)).map(|s| s.title.clone()).unwrap_or_default(),
             href: i.carry.url(Some(n), None),
             current: n == current,
+            thumb_src: version.map(|v| format!("/sources/{}/pages/{n}.png?scale={}&v={v}", i.source.id, render::THUMB_SCALE)),
         })
         .collect()
 }

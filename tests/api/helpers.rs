@@ -137,7 +137,8 @@ pub async fn spawn_app_full(tweak: impl FnOnce(&mut Config), embedder: Option<Ar
     // compared with it in search.rs), MinerU on a closed port.
     let mut config = Config::for_tests(database_url, data_dir.clone(), vec![docs.clone()]);
     // The parser child is the `mnote` binary (env! of a bin target only works in tests).
-    config.parser_exe = PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
+    // The lean parser binary, as a server installed beside it uses (`config::parser_exe_beside`).
+    config.parser_exe = PathBuf::from(env!("CARGO_BIN_EXE_mnote-parse"));
     // The address the server really listens on (what `mnote serve` records after binding).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -245,12 +245,22 @@ async fn a_hanging_crashing_or_bloated_parser_only_fails_its_own_job() {
     let bloat = script(d.path(), "bloat", "exec python3 -c 'x = bytearray(2 * 1024**3)'");
     let e = parse_supervised(&bloat, &file, "markdown", &limits).await.unwrap_err();
     assert_eq!(e.code, "parse_out_of_memory", "{e}");
-    // The real parser child works under the same limits.
-    let real = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
-    let art = parse_supervised(&real, &file, "markdown", &limits).await.unwrap();
-    assert_eq!(art.source_map.blocks[0].text, "x");
-    let e = parse_supervised(&real, &file, "keynote", &limits).await.unwrap_err();
-    assert_eq!(e.code, "unsupported_kind");
+    // The real parser children (`mnote-parse`, and `mnote parse-file` when it is installed
+    // alone) work under the same limits, with the same answers.
+    for real in [env!("CARGO_BIN_EXE_mnote-parse"), env!("CARGO_BIN_EXE_mnote")] {
+        let real = std::path::PathBuf::from(real);
+        let art = parse_supervised(&real, &file, "markdown", &limits).await.unwrap();
+        assert_eq!(art.source_map.blocks[0].text, "x");
+        let e = parse_supervised(&real, &file, "keynote", &limits).await.unwrap_err();
+        assert_eq!(e.code, "unsupported_kind");
+    }
+    // Beside the server binary, the lean one is chosen.
+    let mnote = std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote"));
+    assert_eq!(mnote::config::parser_exe_beside(&mnote), std::path::PathBuf::from(env!("CARGO_BIN_EXE_mnote-parse")));
+    assert_eq!(mnote::config::parser_exe_beside(&d.path().join("mnote")), d.path().join("mnote"));
+    // Arguments it does not take: a usage line and exit 2, no output.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_mnote-parse")).args(["serve", "--kind", "pdf"]).output().unwrap();
+    assert_eq!((out.status.code(), out.stdout.is_empty()), (Some(2), true));
 }
 
 #[tokio::test]

@@ -78,12 +78,20 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     assert_eq!(loc["sectionPath"][0], "农贸市场项目决定");
     assert_eq!(loc["sectionPath"][1], "known_words.pdf");
     assert!(loc["blockId"].as_str().unwrap().starts_with("a1_p2_"), "{loc}");
+    assert_eq!(
+        loc["attachment"],
+        json!({"name": "known_words.pdf", "kind": "pdf", "position": 1, "path": ["known_words.pdf"]}),
+        "{loc}"
+    );
     // The Markdown attachment keeps its lines; the forwarded message its subject.
     let hits = search(&k.client, "quartz feature").await;
     assert_eq!(hits[0]["source"]["lineRange"], json!([3, 3]));
     assert_eq!(hits[0]["source"]["sectionPath"], json!(["农贸市场项目决定", "plan.md", "Plan"]));
     let hits = search(&k.client, "harbour hall").await;
     assert_eq!(hits[0]["source"]["sectionPath"], json!(["农贸市场项目决定", "venue.eml", "Forwarded: venue options"]));
+    assert_eq!(hits[0]["source"]["attachment"]["kind"], "email");
+    // The message's own blocks come from no attachment.
+    assert_eq!(search(&k.client, "finance@example.com").await[0]["source"]["attachment"], Value::Null);
 
     // The citation of the PDF attachment's word opens the message there, highlighted, and the
     // message lists its attachments.

@@ -93,7 +93,7 @@ async fn slide_needles_are_found_at_their_shape_and_paragraph_and_open_on_their_
     assert!(html.contains(r#"id="hl" data-shape-id="3""#), "the cited shape is the page's #hl: {html}");
     assert!(html.contains("Slide 2 of 4") && html.contains(r#"aria-current="page"><span class="slide-no">2</span>"#), "{html}");
     assert!(html.contains("mention the comet risk"), "the slide's notes are shown: {html}");
-    assert!(!html.contains("slide-img"), "{html}");
+    assert!(!html.contains("slide-img") && !html.contains("slide-thumb drawn"), "no drawn slide, no drawn strip: {html}");
     // A cited note is highlighted under the slide.
     let results = search(&k.client, "comet").await;
     let url = hit(&results, "comet")["openAction"]["url"].as_str().unwrap().to_string();
@@ -116,10 +116,7 @@ async fn the_picture_text_is_read_at_the_picture_box() {
 
 #[tokio::test]
 async fn with_libreoffice_the_slide_is_drawn_and_the_shape_box_lies_over_it() {
-    if mnote::config::soffice_from(None).is_none() {
-        eprintln!("skipped: LibreOffice (soffice) is not installed");
-        return;
-    }
+    assert!(mnote::config::soffice_from(None).is_some(), "LibreOffice (soffice) is provisioned by ./dev and must be on PATH");
     let (_app, k, source, _exp) = indexed_deck(|c| c.soffice = mnote::config::soffice_from(None)).await;
     let results = search(&k.client, "tundra").await;
     let url = hit(&results, "needle tundra")["openAction"]["url"].as_str().unwrap().to_string();
@@ -133,14 +130,20 @@ async fn with_libreoffice_the_slide_is_drawn_and_the_shape_box_lies_over_it() {
     let img = image::load_from_memory(&bytes).unwrap();
     // A 10 × 7.5 inch slide at one pixel per point.
     assert_eq!((img.width(), img.height()), (720, 540));
+    // The strip shows every slide drawn small, each loading as it scrolls into view.
+    for n in 1..=4 {
+        assert!(html.contains(&format!(r#"<img src="/sources/{id}/pages/{n}.png?scale=0.5&#38;v="#)), "slide {n}: {html}");
+    }
+    let thumb = html.split(r#"<img src=""#).nth(2).and_then(|s| s.split('"').next()).unwrap().replace("&#38;", "&");
+    let png = k.client.get(&thumb).await;
+    assert_eq!(png.status(), StatusCode::OK, "{thumb}");
+    let img = image::load_from_memory(&png.bytes().await.unwrap()).unwrap();
+    assert_eq!((img.width(), img.height()), (360, 270), "{thumb}");
 }
 
 #[tokio::test]
 async fn legacy_doc_and_ppt_written_by_libreoffice_are_converted_and_indexed() {
-    let Some(soffice) = mnote::config::soffice_from(None) else {
-        eprintln!("skipped: LibreOffice (soffice) is not installed");
-        return;
-    };
+    let soffice = mnote::config::soffice_from(None).expect("LibreOffice (soffice) is provisioned by ./dev and must be on PATH");
     let (dir, _exp) = fixtures();
     let app = spawn_app_with(|c| c.soffice = Some(soffice.clone())).await;
     let k = kb_with_grant(&app).await;

@@ -154,7 +154,9 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("viewer-sheet", sheet),
         ("viewer-html", viewer_html),
         ("viewer-mail", viewer_mail),
-        ("viewer-slides", slides),
+        ("viewer-slides", slides.clone()),
+        // The strip under the slide: every slide drawn small.
+        ("viewer-slides-strip", format!("{slides}#slide-strip")),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
         ("tokens", "/settings/tokens".into()),

@@ -34,6 +34,7 @@ use mail_parser::{Address, Message, MessageParser, MimeHeaders, PartType};
 use super::artifact::{self, Block, BlockType, ParsedArtifact, SOURCE_MAP_SCHEMA, SectionTree, SourceMap, TextBuilder};
 use super::{ParseError, ParseInput, ParseProvider, html};
 use crate::evidence::SourceKind;
+use crate::evidence::attachment::AttachmentPlace;
 
 const VERSION: &str = "mnote-email/1";
 /// Messages inside messages inside messages: deeper is refused.
@@ -101,11 +102,13 @@ struct Out {
     blocks: Vec<Block>,
     tree: SectionTree,
     attachments: AttachmentReader,
+    /// The attachments being read, outermost first: every block pushed meanwhile is theirs.
+    within: Vec<AttachmentPlace>,
 }
 
 impl Out {
     fn new(attachments: AttachmentReader) -> Self {
-        Out { tb: TextBuilder::default(), blocks: Vec::new(), tree: SectionTree::default(), attachments }
+        Out { tb: TextBuilder::default(), blocks: Vec::new(), tree: SectionTree::default(), attachments, within: Vec::new() }
     }
 
     fn push(&mut self, id: String, block_type: BlockType, text: String, from: Option<&Block>) {
@@ -117,6 +120,7 @@ impl Out {
         b.section_id = section_id;
         b.text_fingerprint = artifact::fingerprint(&text);
         b.text = text;
+        b.attachment = self.within.last().cloned();
         self.blocks.push(b);
     }
 
@@ -188,6 +192,7 @@ impl Out {
         Ok(())
     }
 
+    /// An attachment at `i`: its blocks located in it ([`AttachmentPlace`]).
     fn attachment(
         &mut self,
         part: &mail_parser::MessagePart<'_>,
@@ -197,12 +202,34 @@ impl Out {
         depth: usize,
     ) -> Result<(), ParseError> {
         let name = part.attachment_name().map(str::to_string).unwrap_or_else(|| format!("attachment-{}", i + 1));
+        let kind = match &part.body {
+            PartType::Message(_) => Some(SourceKind::Email),
+            _ => std::path::Path::new(&name).extension().and_then(|e| e.to_str()).and_then(SourceKind::of_extension),
+        };
+        let mut path: Vec<String> = self.within.iter().map(|a| a.name.clone()).collect();
+        path.push(name.clone());
+        self.within.push(AttachmentPlace { name: name.clone(), kind, position: i as u32 + 1, path });
+        let read = self.read_attachment(part, name, kind, prefix, i, level, depth);
+        self.within.pop();
+        read
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn read_attachment(
+        &mut self,
+        part: &mail_parser::MessagePart<'_>,
+        name: String,
+        kind: Option<SourceKind>,
+        prefix: &str,
+        i: usize,
+        level: u8,
+        depth: usize,
+    ) -> Result<(), ParseError> {
         if let PartType::Message(nested) = &part.body {
             self.tree.open(name.clone(), level, |_| {});
             self.push(format!("{prefix}h"), BlockType::Heading, name, None);
             return self.message(nested, prefix, level + 1, depth + 1);
         }
-        let kind = std::path::Path::new(&name).extension().and_then(|e| e.to_str()).and_then(SourceKind::of_extension);
         let bytes = part.contents();
         let inner = match kind {
             _ if i >= MAX_ATTACHMENTS => Err("too_many_attachments".to_string()),

@@ -70,6 +70,19 @@ fn attachments_are_read_by_their_own_providers_and_listed_when_not() {
     let inner = by_text("Inner needle text.");
     let section = art.source_map.sections.iter().find(|s| Some(&s.id) == inner.section_id.as_ref()).unwrap();
     assert_eq!(section.path, ["运营管理权项目", "fwd.eml", "Forwarded note"]);
+
+    // Each block names the attachment it comes from; the message's own blocks none.
+    let place = |t: &str| by_text(t).attachment.clone();
+    let at = |name: &str, kind: Option<SourceKind>, position: u32| AttachmentPlace {
+        name: name.into(),
+        kind,
+        position,
+        path: vec![name.into()],
+    };
+    assert_eq!(place("Ship the needle feature in Q3."), Some(at("plan.md", Some(SourceKind::Markdown), 1)));
+    assert_eq!(place("data.zip (unsupported_kind)"), Some(at("data.zip", None, 2)));
+    assert_eq!(place("Inner needle text."), Some(at("fwd.eml", Some(SourceKind::Email), 3)));
+    assert_eq!(place("正文"), None);
 }
 
 #[test]

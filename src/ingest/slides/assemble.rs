@@ -230,6 +230,7 @@ pub fn artifact(bytes: &[u8], version: &str, deck: &Deck, slides: Vec<SlideData>
                 sheet_hidden: None,
                 cell_range: None,
                 slide: Some(it.place),
+                attachment: None,
                 text_fingerprint: artifact::fingerprint(&it.text),
                 quality: it.quality,
                 confidence: it.confidence,

@@ -12,6 +12,8 @@ use crate::platform::supervise::{SuperviseError, Supervised};
 
 /// Pixels per point of a drawn slide.
 pub const SCALE: f64 = 2.0;
+/// The scale of a slide in the viewer's strip (360 px across a 16:9 slide: sharp at 2× density).
+pub const THUMB_SCALE: f64 = 0.5;
 /// A conversion may take this long (a cold LibreOffice start is most of it).
 pub const TIMEOUT: Duration = Duration::from_secs(180);
 
