@@ -1,10 +1,6 @@
 //! Configuration from environment variables (documented in README.md).
 
-use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    time::Duration,
-};
+use std::{net::SocketAddr, path::Path, path::PathBuf, time::Duration};
 
 use anyhow::{Context, bail};
 
