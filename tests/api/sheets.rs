@@ -158,3 +158,45 @@ async fn a_sheet_over_the_row_cap_is_indexed_up_to_it_and_says_so() {
     assert_eq!(st, StatusCode::OK);
     assert!(html.contains(r#"data-code="row_cap">Only the first 25 rows are indexed"#), "{html}");
 }
+
+/// An ODS as LibreOffice Calc writes it (from openpyxl's workbook): its cells indexed as the
+/// file shows them — the number formats Calc applied (`700,000`), dates, the same rows and cells
+/// as the XLSX — not as calamine's stored values (`700000`).
+#[tokio::test]
+async fn an_ods_written_by_libreoffice_reads_as_it_shows() {
+    let soffice = mnote::config::soffice_from(None).expect("LibreOffice (soffice) is provisioned by ./dev and must be on PATH");
+    let (dir, exp) = fixtures();
+    let xlsx = exp["sheets"]["xlsx"]["file"].as_str().unwrap();
+    let app = spawn_app().await;
+    let k = kb_with_grant(&app).await;
+    let target = app.docs.join("team/calc");
+    std::fs::create_dir_all(&target).unwrap();
+    let profile = tempfile::tempdir().unwrap();
+    let st = std::process::Command::new(&soffice)
+        .arg(format!("-env:UserInstallation=file://{}", profile.path().display()))
+        .args(["--headless", "--convert-to", "ods", "--outdir"])
+        .arg(&target)
+        .arg(dir.join(xlsx))
+        .env("HOME", profile.path())
+        .output()
+        .unwrap();
+    assert!(st.status.success(), "soffice --convert-to ods: {}", String::from_utf8_lossy(&st.stderr));
+    let ods = xlsx.replace(".xlsx", ".ods");
+    register(&k, &app, "team/calc").await;
+    app.run_jobs().await;
+    let sources = sources_by_path(&k).await;
+    let s = &sources[&format!("calc/{ods}")];
+    assert_eq!((s["status"].as_str(), s["kind"].as_str()), (Some("indexed"), Some("spreadsheet")), "{s}");
+    let blocks = rows(&app, k.tenant, s).await;
+    for (range, text) in exp["sheets"]["xlsx"]["rowTexts"].as_object().unwrap() {
+        let b =
+            blocks.iter().find(|b| b.locator["cellRange"] == range.as_str()).unwrap_or_else(|| panic!("{range}: {blocks:#?}"));
+        assert_eq!(b.text, text.as_str().unwrap(), "{range}");
+    }
+    for n in exp["sheets"]["xlsx"]["needles"].as_array().unwrap() {
+        let needle = n["text"].as_str().unwrap();
+        let results = search(&k.client, needle, "lexical").await;
+        let loc = &hit(&results, needle)["source"];
+        assert_eq!((&loc["sheet"], &loc["cellRange"], &loc["sheetHidden"]), (&n["sheet"], &n["cellRange"], &n["sheetHidden"]), "{loc}");
+    }
+}

@@ -123,10 +123,12 @@ pub fn read_workbook(bytes: &[u8], file_name: &str, limits: &Limits) -> Result<W
         Format::Xlsx => read_xlsx(bytes, limits),
         Format::Ods => {
             let wb = Ods::new(Cursor::new(bytes)).map_err(|e| map_error(&calamine::Error::Ods(e)))?;
-            read_ranges(wb, limits, |_, _| Vec::new())
+            read_ranges(wb, limits, &super::ods_shown::read(bytes)?, |_, _| Vec::new())
         }
         Format::Xls => match Xls::new(Cursor::new(bytes)) {
-            Ok(wb) => read_ranges(wb, limits, |wb: &Xls<_>, name| wb.merge_cells_by_sheet_name(name).unwrap_or_default()),
+            Ok(wb) => read_ranges(wb, limits, &Default::default(), |wb: &Xls<_>, name| {
+                wb.merge_cells_by_sheet_name(name).unwrap_or_default()
+            }),
             Err(calamine::XlsError::Password) => Err(encrypted()),
             // An OLE file that is no workbook, named like an OOXML file: Office's encrypted package.
             Err(_) if !file_name.to_ascii_lowercase().ends_with(".xls") => Err(encrypted()),
@@ -214,8 +216,14 @@ fn push_cell(rows: &mut Vec<GridRow>, row: u32, col: u32, text: String, budget: 
     true
 }
 
-/// ODS and XLS: each sheet's range (calamine reads them whole), its used cells in row order.
-fn read_ranges<'b, R>(mut wb: R, limits: &Limits, merges: impl Fn(&R, &str) -> Vec<Dimensions>) -> Result<Workbook, ParseError>
+/// ODS and XLS: each sheet's range (calamine reads them whole), its used cells in row order;
+/// `shown`: the text an ODS file displays for its non-string cells, used in place of the value.
+fn read_ranges<'b, R>(
+    mut wb: R,
+    limits: &Limits,
+    shown: &super::ods_shown::Shown,
+    merges: impl Fn(&R, &str) -> Vec<Dimensions>,
+) -> Result<Workbook, ParseError>
 where
     R: Reader<Cursor<&'b [u8]>>,
     R::Error: Into<calamine::Error>,
@@ -223,7 +231,7 @@ where
     let metas: Vec<_> = wb.sheets_metadata().iter().filter(|s| s.typ == SheetType::WorkSheet).cloned().collect();
     let mut budget = Budget { left: limits.max_rows, truncated: false };
     let mut sheets = Vec::new();
-    for m in metas {
+    for (index, m) in metas.into_iter().enumerate() {
         if budget.truncated {
             break;
         }
@@ -231,8 +239,9 @@ where
         let (r0, c0) = range.start().unwrap_or((0, 0));
         let mut rows = Vec::new();
         for (r, c, v) in range.used_cells() {
-            let Some(text) = cells::display_owned(v) else { continue };
-            if !push_cell(&mut rows, r0 + r as u32, c0 + c as u32, text, &mut budget) {
+            let (row, col) = (r0 + r as u32, c0 + c as u32);
+            let Some(text) = shown.get(&(index, row, col)).cloned().or_else(|| cells::display_owned(v)) else { continue };
+            if !push_cell(&mut rows, row, col, text, &mut budget) {
                 break;
             }
         }

@@ -4,7 +4,9 @@
 //!
 //! Rules a viewer can reproduce (it reads the original with [`grid`] and the same limits):
 //! - values as the file shows them: cached formula results (no formula is ever evaluated, no
-//!   macro read), the common number formats, dates as ISO dates ([`cells`]);
+//!   macro read), XLSX's common number formats and dates as ISO dates ([`cells`]), an ODS cell's
+//!   number, percentage, currency or date as the text the file displays ([`ods_shown`]), an XLS
+//!   cell's stored value;
 //! - a row with a non-empty cell is a `table_row` block ([`blocks`]); empty rows give none;
 //! - XLSX/ODS containers are checked before they are inflated ([`container`]): a decompressed
 //!   size cap (`container_too_large`) and a compression-ratio cap (`container_ratio_exceeded`);
@@ -17,6 +19,7 @@ pub mod cells;
 pub mod container;
 pub mod delimited;
 pub mod grid;
+mod ods_shown;
 #[cfg(test)]
 pub(crate) mod tests;
 

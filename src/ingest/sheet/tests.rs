@@ -313,7 +313,7 @@ const MANIFEST: &str = r#"<?xml version="1.0" encoding="UTF-8"?><manifest:manife
 
 #[test]
 fn an_ods_spreadsheet_reads_like_a_workbook() {
-    let content = r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2"><office:body><office:spreadsheet><table:table table:name="Plan 2027"><table:table-row><table:table-cell office:value-type="string"><text:p>Owner</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Amount</text:p></table:table-cell></table:table-row><table:table-row table:number-rows-repeated="2"><table:table-cell table:number-columns-repeated="2"/></table:table-row><table:table-row><table:table-cell office:value-type="string"><text:p>运维</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="1200"><text:p>1200</text:p></table:table-cell></table:table-row></table:table></office:spreadsheet></office:body></office:document-content>"#;
+    let content = r#"<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2"><office:body><office:spreadsheet><table:table table:name="Plan 2027"><table:table-row><table:table-cell office:value-type="string"><text:p>Owner</text:p></table:table-cell><table:table-cell office:value-type="string"><text:p>Amount</text:p></table:table-cell></table:table-row><table:table-row table:number-rows-repeated="2"><table:table-cell table:number-columns-repeated="2"/></table:table-row><table:table-row><table:table-cell office:value-type="string"><text:p>运维</text:p></table:table-cell><table:table-cell office:value-type="float" office:value="1200"><text:p>1200</text:p></table:table-cell></table:table-row><table:table-row><table:table-cell office:value-type="string"><text:p>Share</text:p></table:table-cell><table:table-cell office:value-type="percentage" office:value="0.125"><text:p>12.50%</text:p></table:table-cell></table:table-row><table:table-row table:number-rows-repeated="3"><table:table-cell table:number-columns-repeated="2"/></table:table-row><table:table-row><table:table-cell table:number-columns-repeated="2"/><table:table-cell office:value-type="currency" office:currency="CNY" office:value="1200" table:number-columns-repeated="2"><text:p>¥1,200.00</text:p></table:table-cell><table:table-cell office:value-type="date" office:date-value="2027-03-01"><text:p>01/03/27</text:p></table:table-cell></table:table-row></table:table><table:table table:name="Second"><table:table-row><table:table-cell office:value-type="float" office:value="0.5"><text:p>1/2</text:p></table:table-cell></table:table-row></table:table></office:spreadsheet></office:body></office:document-content>"#;
     let bytes = zip_of(&[
         ("mimetype", b"application/vnd.oasis.opendocument.spreadsheet".to_vec()),
         ("META-INF/manifest.xml", MANIFEST.as_bytes().to_vec()),
@@ -324,6 +324,13 @@ fn an_ods_spreadsheet_reads_like_a_workbook() {
     assert_eq!(b.text, "Owner: 运维 | Amount: 1200");
     assert_eq!((b.sheet.as_deref(), b.cell_range.as_deref()), (Some("Plan 2027"), Some("A4:B4")));
     assert_eq!(crate::evidence::cells::citation(b.sheet.as_deref(), "A4:B4"), "'Plan 2027'!A4:B4");
+    // Numbers, currencies and dates as the file shows them (its `text:p`), not as stored.
+    assert_eq!(block(&art, "Share").text, "Owner: Share | Amount: 12.50%");
+    let money = block(&art, "¥1,200.00");
+    assert_eq!(money.text, "C: ¥1,200.00 | D: ¥1,200.00 | E: 01/03/27");
+    assert_eq!(money.cell_range.as_deref(), Some("C9:E9"));
+    let second = block(&art, "1/2");
+    assert_eq!((second.sheet.as_deref(), second.text.as_str()), (Some("Second"), "A: 1/2"));
 }
 
 #[test]
