@@ -102,6 +102,8 @@ struct ViewerPage {
     /// The citation link names a passage this document does not have (`not_found`).
     citation_missing: bool,
     download_url: String,
+    /// `/sources/{id}/attachments`: an e-mail's attachments are downloaded under it.
+    attachments_url: String,
     cited_url: Option<String>,
     /// The breadcrumb: the search results the viewer was opened from, else `/search`.
     back_url: String,
@@ -211,6 +213,7 @@ pub async fn view(
         not_indexed: false,
         citation_missing,
         download_url: format!("/sources/{id}/download"),
+        attachments_url: format!("/sources/{id}/attachments"),
         cited_url: None,
         from_results: back.is_some(),
         answer_url: from.map(OpenedFrom::back_url),
@@ -279,7 +282,7 @@ pub async fn view(
 }
 
 /// A `410 Gone` with code `file_missing` (JSON for API clients, an error page for browsers).
-fn file_missing(s: &Source) -> AppError {
+pub(super) fn file_missing(s: &Source) -> AppError {
     AppError::FileMissing(format!("the original file of {} is no longer available", s.resource_path))
 }
 

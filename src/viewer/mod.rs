@@ -6,6 +6,7 @@
 //! search core's rule that a source under a revoked grant is never served.
 
 pub mod aids;
+mod attachments;
 pub mod handlers;
 pub mod kinds;
 pub mod markdown;
@@ -48,6 +49,7 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
     axum::Router::new()
         .route("/sources/{id}/view", get(handlers::view))
         .route("/sources/{id}/download", get(handlers::download))
+        .route("/sources/{id}/attachments/{part}", get(attachments::attachment))
         .route("/sources/{id}/pages/{page}", get(handlers::page_png))
         .route("/sources/{id}/sheet-rows", get(sheet::rows))
 }
@@ -266,6 +268,8 @@ pub struct FlowBlock {
     pub close: Option<&'static str>,
     /// Contains the text of the viewer's find.
     pub found: bool,
+    /// An e-mail attachment's heading: the attachment's part (`a2`, `a2_a1`) to download it by.
+    pub attachment: Option<String>,
 }
 
 impl FlowBlock {
@@ -392,6 +396,8 @@ pub fn flow_blocks(art: &ParsedArtifact, blocks: &[&Block], kind: &str, target: 
             open: None,
             close: None,
             found: false,
+            attachment: (kind == "email" && is_attachment_heading(&b.id))
+                .then(|| b.id.trim_end_matches('h').trim_end_matches('_').to_string()),
         });
     }
     // Group runs of list items into <ul> and table rows into <table>.

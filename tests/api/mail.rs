@@ -105,6 +105,36 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     let headings: Vec<String> =
         doc.select(&Selector::parse("[data-type=heading]").unwrap()).map(|h| h.text().collect()).collect();
     for name in ["known_words.pdf", "plan.md", "venue.eml"] {
-        assert!(headings.iter().any(|h| h.trim() == name), "{name} not listed: {headings:?}");
+        assert!(headings.iter().any(|h| h.trim().starts_with(name)), "{name} not listed: {headings:?}");
     }
+
+    // Each attachment downloads under its own name, byte for byte, never rendered.
+    let link = |part: &str| {
+        let sel = Selector::parse(&format!("a.attachment-download[href$=\"/attachments/{part}\"]")).unwrap();
+        doc.select(&sel).next().unwrap_or_else(|| panic!("no download link for {part}")).value().attr("href").unwrap().to_string()
+    };
+    let r = k.client.get(&link("a1")).await;
+    assert_eq!(r.status(), StatusCode::OK);
+    let h = r.headers().clone();
+    assert_eq!(h["content-type"], "application/octet-stream");
+    assert!(h["content-disposition"].to_str().unwrap().starts_with("attachment; filename=\"known_words.pdf\""), "{h:?}");
+    assert_eq!(
+        (h["x-content-type-options"].to_str().unwrap(), h["content-security-policy"].to_str().unwrap()),
+        ("nosniff", "default-src 'none'; sandbox")
+    );
+    assert_eq!(r.bytes().await.unwrap().as_ref(), std::fs::read(&pdf).unwrap().as_slice(), "the PDF as attached");
+    let plan = k.client.get(&link("a2")).await.text().await.unwrap();
+    assert_eq!(plan.replace("\r\n", "\n"), "# Plan\n\nShip the quartz feature in Q3.\n");
+    let fwd = k.client.get(&link("a3")).await.text().await.unwrap();
+    assert!(fwd.contains("Subject: Forwarded: venue options") && fwd.contains("harbour hall"), "{fwd}");
+    // No such attachment, not a message, or another kind: not found.
+    let id = sources["mail/decision.eml"]["id"].as_str().unwrap();
+    for part in ["a9", "a3_a1", "b1", "a0", "a1_x"] {
+        assert_eq!(k.client.get(&format!("/sources/{id}/attachments/{part}")).await.status(), StatusCode::NOT_FOUND, "{part}");
+    }
+    // A message that cannot be read (encrypted) says why.
+    let other = sources["mail/secret.eml"]["id"].as_str().unwrap();
+    let r = k.client.get(&format!("/sources/{other}/attachments/a1")).await;
+    assert_eq!(r.status(), StatusCode::CONFLICT);
+    assert!(r.text().await.unwrap().contains("encrypted"));
 }

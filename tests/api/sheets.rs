@@ -197,6 +197,10 @@ async fn an_ods_written_by_libreoffice_reads_as_it_shows() {
         let needle = n["text"].as_str().unwrap();
         let results = search(&k.client, needle, "lexical").await;
         let loc = &hit(&results, needle)["source"];
-        assert_eq!((&loc["sheet"], &loc["cellRange"], &loc["sheetHidden"]), (&n["sheet"], &n["cellRange"], &n["sheetHidden"]), "{loc}");
+        assert_eq!(
+            (&loc["sheet"], &loc["cellRange"], &loc["sheetHidden"]),
+            (&n["sheet"], &n["cellRange"], &n["sheetHidden"]),
+            "{loc}"
+        );
     }
 }

@@ -297,6 +297,33 @@ impl Out {
     }
 }
 
+/// The attachment a block-id prefix names (`a2`, `a2_a1`: the 1-based positions through
+/// forwarded messages, as the provider numbers them): its file name and decoded bytes.
+/// `None` when the message has no such attachment.
+pub fn attachment_of(bytes: &[u8], prefix: &str) -> Result<Option<(String, Vec<u8>)>, ParseError> {
+    let positions: Option<Vec<usize>> =
+        prefix.split('_').map(|seg| seg.strip_prefix('a')?.parse::<usize>().ok().filter(|n| *n >= 1)).collect();
+    let Some(positions) = positions.filter(|p| !p.is_empty() && p.len() <= MAX_DEPTH + 1) else { return Ok(None) };
+    let top = parse_message(bytes)?;
+    let mut nested: Option<Message<'_>> = None;
+    for (depth, n) in positions.iter().enumerate() {
+        let m = nested.as_ref().unwrap_or(&top);
+        let Some(part) = m.attachments().nth(n - 1) else { return Ok(None) };
+        let name = part.attachment_name().map(str::to_string).unwrap_or_else(|| format!("attachment-{n}"));
+        let inner = match &part.body {
+            PartType::Message(msg) => msg.raw_message().to_vec(),
+            _ => part.contents().to_vec(),
+        };
+        if depth + 1 == positions.len() {
+            return Ok(Some((name, inner)));
+        }
+        // Deeper: the attachment must itself be a message.
+        let Some(next) = MessageParser::default().parse(&inner).map(Message::into_owned) else { return Ok(None) };
+        nested = Some(next);
+    }
+    Ok(None)
+}
+
 fn plain_block(text: &str) -> Block {
     Block::flowing(text)
 }

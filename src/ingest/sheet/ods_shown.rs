@@ -22,13 +22,13 @@ const MAX_REPEAT: u32 = 1 << 20;
 
 /// The displayed text of every non-string cell of every sheet, in sheet order.
 pub fn read(bytes: &[u8]) -> Result<Shown, ParseError> {
-    let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| super::grid::malformed(format!("ODS: {e}")))?;
+    let mut zip = zip::ZipArchive::new(Cursor::new(bytes)).map_err(|e| super::container::malformed(format!("ODS: {e}")))?;
     let Ok(file) = zip.by_name("content.xml") else { return Ok(Shown::new()) };
     if file.size() > MAX_CONTENT {
         return Ok(Shown::new());
     }
     let mut xml = Vec::new();
-    file.take(MAX_CONTENT).read_to_end(&mut xml).map_err(|e| super::grid::malformed(format!("ODS content.xml: {e}")))?;
+    file.take(MAX_CONTENT).read_to_end(&mut xml).map_err(|e| super::container::malformed(format!("ODS content.xml: {e}")))?;
     cells(&xml)
 }
 
@@ -58,7 +58,7 @@ fn cells(xml: &[u8]) -> Result<Shown, ParseError> {
                 return Err(ParseError::new("xml_dtd_refused", "content.xml declares a DTD (entities are never expanded)"));
             }
             Ok(ev) => ev,
-            Err(e) => return Err(super::grid::malformed(format!("ODS content.xml: {e}"))),
+            Err(e) => return Err(super::container::malformed(format!("ODS content.xml: {e}"))),
         };
         match ev {
             Event::Start(e) => open(&mut at, &e, false),
@@ -135,7 +135,10 @@ fn close(at: &mut At, name: &[u8], shown: &mut Shown) {
         b"p" => at.in_p = false,
         b"table-cell" | b"covered-table-cell" => {
             if let Some((span, typed, text)) = at.cell.take() {
-                if typed && !text.trim().is_empty() && let Some(sheet) = at.sheet {
+                if typed
+                    && !text.trim().is_empty()
+                    && let Some(sheet) = at.sheet
+                {
                     // A repeated value shows the same text in each of its columns.
                     for c in 0..span.min(1024) {
                         shown.insert((sheet, at.row, at.col + c), text.trim().to_string());
