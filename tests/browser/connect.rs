@@ -126,6 +126,12 @@ async fn an_admin_connects_a_provider_picks_a_listed_model_tests_it_and_a_run_st
             "ai.agent.hermes.extra_models"
         ])
     );
+    // The picture shows the confirmation beside the Save button (scrolled into the middle).
+    b.js(
+        "document.querySelector('#panel-hermes form[data-section=admin] .settings-status.ok').scrollIntoView({block: 'center'})",
+        vec![],
+    )
+    .await;
     b.screenshot("saved-key-en").await;
 
     // Before any model is saved, "Test connection" tries the model typed beside it.
