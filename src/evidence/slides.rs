@@ -59,6 +59,28 @@ pub struct SlidePlace {
     pub table_row: Option<u32>,
     /// The block is the slide's speaker notes.
     pub notes: bool,
+    /// How the shape is turned on the slide (its own `a:xfrm`: clockwise degrees and mirror
+    /// flips); its box is the unturned frame, as PowerPoint stores it. `null`: not turned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<Turn>,
+}
+
+/// A shape's rotation and flips.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Turn {
+    /// Clockwise, in degrees (`rot` / 60000).
+    pub degrees: f64,
+    pub flip_h: bool,
+    pub flip_v: bool,
+}
+
+impl Turn {
+    /// The CSS transform that turns the frame as the slide shows it (about its centre): the
+    /// rotation only — a flip leaves the frame where it is, and would mirror the text laid in it.
+    pub fn css(&self) -> Option<String> {
+        (self.degrees != 0.0).then(|| format!("rotate({}deg)", (self.degrees * 1000.0).round() / 1000.0))
+    }
 }
 
 impl SlidePlace {
@@ -88,6 +110,7 @@ mod tests {
             paragraph: Some(2),
             table_row: None,
             notes: false,
+            turn: None,
         };
         assert_eq!(p.box_fraction(), Some([0.1, 0.1, 0.6, 0.3]));
         let path = vec!["Budget".to_string()];

@@ -105,7 +105,10 @@ fn shape_boxes(p: &Page, target: Option<&Target>, found: &HashSet<&str>) -> (Vec
             None => boxes.push(SlideBox {
                 shape_id: place.shape_id,
                 shape_type: place.shape_type.as_str(),
-                style: super::percent_style(bb, p.width, p.height),
+                style: match place.turn.and_then(|t| t.css()) {
+                    Some(t) => format!("{};transform:{t}", super::percent_style(bb, p.width, p.height)),
+                    None => super::percent_style(bb, p.width, p.height),
+                },
                 bbox: bb.iter().map(|v| super::num(*v)).collect::<Vec<_>>().join(","),
                 hl: None,
                 paras: vec![para],

@@ -95,6 +95,7 @@ fn place(s: &Shape, slide: u32, size: [i64; 2]) -> SlidePlace {
         paragraph: None,
         table_row: None,
         notes: false,
+        turn: s.turn,
     }
 }
 
@@ -185,6 +186,7 @@ fn notes_items(zip: &mut Zip<'_>, part: &str, slide: u32, size: [i64; 2], out: &
                 shape_box: None,
                 paragraph: Some(i as u32 + 1),
                 notes: true,
+                turn: None,
                 ..place(&s, slide, size)
             };
             out.push(item(p.trim().to_string(), BlockType::Paragraph, place));

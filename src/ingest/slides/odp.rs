@@ -209,6 +209,7 @@ fn start(
                 shape_type,
                 ph: None,
                 bbox,
+                turn: None,
                 content: Content::Paragraphs(Vec::new()),
             };
             *open = Some(Open { depth, shape, paras: Vec::new(), rows: Vec::new(), image: None, notes: notes_depth.is_some() });

@@ -16,7 +16,7 @@ use quick_xml::events::{BytesStart, Event};
 use quick_xml::reader::Reader;
 
 use super::package::{attr, local, next};
-use crate::evidence::slides::ShapeType;
+use crate::evidence::slides::{ShapeType, Turn};
 use crate::ingest::ParseError;
 
 /// What a shape holds.
@@ -39,6 +39,8 @@ pub struct Shape {
     pub ph: Option<(Option<String>, Option<String>)>,
     /// `[x, y, w, h]` in slide EMU.
     pub bbox: Option<[i64; 4]>,
+    /// Its own rotation and flips (`a:xfrm` `rot`, `flipH`, `flipV`), when turned.
+    pub turn: Option<Turn>,
     pub content: Content,
 }
 
@@ -69,6 +71,7 @@ struct Open {
     ph: Option<(Option<String>, Option<String>)>,
     xfrm: Xfrm,
     has_xfrm: bool,
+    turn: Option<Turn>,
     paras: Vec<String>,
     rows: Vec<Vec<String>>,
     blip: Option<String>,
@@ -203,6 +206,8 @@ fn empty(name: &[u8], e: &BytesStart<'_>, groups: &mut [(Xfrm, bool)], shape: &m
     }
     let Some(s) = shape.as_mut() else { return };
     match name {
+        // The shape's own frame (a table's `p:xfrm`, a shape's or picture's `a:xfrm`).
+        b"xfrm" if s.turn.is_none() => s.turn = turn_of(e),
         b"cNvPr" => {
             s.id = attr(e, "id").and_then(|v| v.parse().ok()).unwrap_or(0);
             s.name = attr(e, "name").unwrap_or_default();
@@ -213,6 +218,14 @@ fn empty(name: &[u8], e: &BytesStart<'_>, groups: &mut [(Xfrm, bool)], shape: &m
         b"tab" => push_text(shape, "\t"),
         _ => {}
     }
+}
+
+/// `rot` (60000ths of a degree, clockwise) and `flipH`/`flipV` of an `xfrm`; `None` unturned.
+fn turn_of(e: &BytesStart<'_>) -> Option<Turn> {
+    let flag = |k| attr(e, k).is_some_and(|v| v == "1" || v == "true");
+    let degrees = (num(e, "rot") as f64 / 60_000.0) % 360.0;
+    let t = Turn { degrees, flip_h: flag("flipH"), flip_v: flag("flipV") };
+    (t != Turn::default()).then_some(t)
 }
 
 fn push_text(shape: &mut Option<Open>, t: &str) {
@@ -255,7 +268,7 @@ fn end(name: &[u8], groups: &mut Vec<(Xfrm, bool)>, shape: &mut Option<Open>, ou
         _ if s.ph.is_some() => (ShapeType::Placeholder, Content::Paragraphs(s.paras)),
         _ => (ShapeType::Text, Content::Paragraphs(s.paras)),
     };
-    out.push(Shape { id: s.id, name: s.name, shape_type, ph: s.ph, bbox, content });
+    out.push(Shape { id: s.id, name: s.name, shape_type, ph: s.ph, bbox, turn: s.turn, content });
 }
 
 /// The placeholders of a layout or master: where a slide's placeholder without a box sits.

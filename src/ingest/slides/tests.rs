@@ -77,9 +77,20 @@ fn sample() -> ParsedArtifact {
             + "</p:grpSp>",
     ]
     .concat();
-    let table = r#"<p:graphicFrame><p:nvGraphicFramePr><p:cNvPr id="6" name="Table 5"/><p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm><a:off x="10" y="20"/><a:ext cx="30" cy="40"/></p:xfrm><a:graphic><a:graphicData><a:tbl><a:tr><a:tc><a:txBody><a:p><a:r><a:t>Owner</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>Amount</a:t></a:r></a:p></a:txBody></a:tc></a:tr><a:tr><a:tc><a:txBody><a:p><a:r><a:t>finance</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>700000</a:t></a:r></a:p></a:txBody></a:tc></a:tr></a:tbl></a:graphicData></a:graphic></p:graphicFrame>"#;
+    let table = r#"<p:graphicFrame><p:nvGraphicFramePr><p:cNvPr id="6" name="Table 5"/><p:cNvGraphicFramePr/><p:nvPr/></p:nvGraphicFramePr><p:xfrm rot="5400000" flipH="1"><a:off x="10" y="20"/><a:ext cx="30" cy="40"/></p:xfrm><a:graphic><a:graphicData><a:tbl><a:tr><a:tc><a:txBody><a:p><a:r><a:t>Owner</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>Amount</a:t></a:r></a:p></a:txBody></a:tc></a:tr><a:tr><a:tc><a:txBody><a:p><a:r><a:t>finance</a:t></a:r></a:p></a:txBody></a:tc><a:tc><a:txBody><a:p><a:r><a:t>700000</a:t></a:r></a:p></a:txBody></a:tc></a:tr></a:tbl></a:graphicData></a:graphic></p:graphicFrame>"#;
     let bytes = deck(&[first, table.to_string()], Some("say the launch slowly"));
     parse_pptx(&bytes, false).unwrap()
+}
+
+#[test]
+fn a_turned_shape_keeps_its_frame_and_says_how_it_is_turned() {
+    let art = sample();
+    let row = find(&art, "finance").slide.clone().unwrap();
+    let turn = crate::evidence::slides::Turn { degrees: 90.0, flip_h: true, flip_v: false };
+    assert_eq!((row.turn, row.shape_box), (Some(turn), Some([10, 20, 30, 40])));
+    assert_eq!(turn.css().as_deref(), Some("rotate(90deg)"), "a flip does not move the frame");
+    assert_eq!(find(&art, "launch date").slide.as_ref().unwrap().turn, None);
+    assert_eq!(crate::evidence::slides::Turn { degrees: 0.0, flip_h: false, flip_v: true }.css(), None);
 }
 
 #[test]
