@@ -1,6 +1,7 @@
-//! `mnote-parse`: the children the server runs per file — the parser (`ingest::worker`) and the
-//! page renderer (`viewer::render`) — with the same arguments as `mnote parse-file` and
-//! `mnote render-page`, and the same output and exit codes (2 on arguments it does not take).
+//! `mnote-parse`: the children the server runs — the parser (`ingest::worker`), the page
+//! renderer (`viewer::render`) and an ACP agent's sandbox shim (`platform::supervise::shim`) —
+//! with the same arguments as `mnote parse-file`, `mnote render-page` and `mnote sandbox-shim`,
+//! and the same output and exit codes (2 on arguments it does not take).
 //! Only the providers and the renderer are linked in: no server, runtime, logging or CLI
 //! framework to start, so a child per small file costs a third of what the `mnote` binary does.
 
@@ -9,9 +10,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: mnote-parse parse-file [--probe] --kind KIND PATH\n       \
-                     mnote-parse render-page --kind KIND --page N --width W --height H SRC OUT";
+                     mnote-parse render-page --kind KIND --page N --width W --height H SRC OUT\n       \
+                     mnote-parse sandbox-shim …";
 
 fn main() -> ExitCode {
+    if let Some(code) = mnote::platform::supervise::shim::dispatch() {
+        return code;
+    }
     let code = match Child::parse(std::env::args_os().skip(1)) {
         Some(Child::Parse { kind, probe: true, path }) => mnote::ingest::worker::probe_file_main(&path, &kind),
         Some(Child::Parse { kind, probe: false, path }) => mnote::ingest::worker::parse_file_main(&path, &kind),
