@@ -43,6 +43,17 @@ end $$;
 create trigger audit_event_append_only before update on audit_event
     for each row execute function mnote_audit_no_update();
 
+-- A row's time is the server's: an app role that names another `at` gets now() all the same.
+create function mnote_audit_stamp() returns trigger
+language plpgsql as $$
+begin
+    new.at := now();
+    return new;
+end $$;
+
+create trigger audit_event_stamp before insert on audit_event
+    for each row execute function mnote_audit_stamp();
+
 create function mnote_audit_purge(keep_days integer) returns bigint
 language plpgsql security definer set search_path = public, pg_temp as $$
 declare

@@ -16,6 +16,7 @@ const TENANT_TABLES: &[&str] = &[
     "ai_run",
     "ai_run_event",
     "api_token",
+    "audit_event",
     "dir_grant",
     "evidence_block",
     "evidence_edge",

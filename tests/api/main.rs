@@ -9,6 +9,7 @@ mod account_takeover;
 mod accounts;
 mod answerability;
 mod assistant;
+mod audit;
 mod clean_hits;
 mod cli;
 mod clients;
