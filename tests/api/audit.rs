@@ -58,10 +58,8 @@ async fn the_app_role_cannot_change_or_delete_audit_rows_and_the_purge_keeps_30_
     one(&app, s.tenant_id, "kb.create").await;
 
     // The server's own role, inside the tenant, as every request runs.
-    for stmt in [
-        "update audit_event set target = 'forged' where tenant_id = $1",
-        "delete from audit_event where tenant_id = $1",
-    ] {
+    for stmt in ["update audit_event set target = 'forged' where tenant_id = $1", "delete from audit_event where tenant_id = $1"]
+    {
         let mut tx = TenantTx::begin(&app.pool, s.tenant_id, Scope::User(s.user_id)).await.unwrap();
         let e = sqlx::query(stmt).bind(s.tenant_id).execute(&mut *tx).await.expect_err(stmt);
         let code = e.as_database_error().and_then(|d| d.code()).map(|c| c.to_string());
@@ -123,7 +121,10 @@ async fn sign_in_and_sign_out_write_one_row_each_with_the_method_and_address() {
     let bad = app.client().login("owner@acme.test", "wrong password").await;
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
     let failed = one(&app, s.tenant_id, "sign_in").await;
-    assert_eq!((failed.outcome.as_str(), failed.detail.as_str(), failed.actor.as_str()), ("failure", "password", "owner@acme.test"));
+    assert_eq!(
+        (failed.outcome.as_str(), failed.detail.as_str(), failed.actor.as_str()),
+        ("failure", "password", "owner@acme.test")
+    );
     local(&failed);
     // An e-mail without an account belongs to no team: nothing to record.
     app.client().login("nobody@acme.test", PASSWORD).await;
@@ -237,7 +238,8 @@ async fn lightrag_agents_capabilities_and_downloads_write_one_row_each() {
     let (_, kb) = c.post_json("/api/kbs", json!({"name": "Handbook"})).await;
     let kb = kb["id"].as_str().unwrap().to_string();
 
-    let (st, b) = c.send_json("PUT", &format!("/api/kbs/{kb}/knowledge-rag"), json!({"url": "http://127.0.0.1:9", "apiKey": "k"})).await;
+    let (st, b) =
+        c.send_json("PUT", &format!("/api/kbs/{kb}/knowledge-rag"), json!({"url": "http://127.0.0.1:9", "apiKey": "k"})).await;
     assert_eq!(st, StatusCode::OK, "{b}");
     let bound = one(&app, t, "rag.bind").await;
     assert_eq!(bound.detail, "http://127.0.0.1:9 (with key)", "the key itself is never written: {bound:?}");
@@ -264,10 +266,10 @@ async fn lightrag_agents_capabilities_and_downloads_write_one_row_each() {
 
     let r = c
         .req(reqwest::Method::POST, &format!("/api/kbs/{kb}/uploads"))
-        .multipart(reqwest::multipart::Form::new().part(
-            "file",
-            reqwest::multipart::Part::bytes(b"# Notes\n\nhello".to_vec()).file_name("notes.md"),
-        ))
+        .multipart(
+            reqwest::multipart::Form::new()
+                .part("file", reqwest::multipart::Part::bytes(b"# Notes\n\nhello".to_vec()).file_name("notes.md")),
+        )
         .send()
         .await
         .unwrap();
@@ -330,7 +332,9 @@ async fn admins_read_filter_page_and_export_their_teams_audit_log_only() {
     assert!(p2["nextBefore"].is_null(), "{p2}");
 
     // Refused filters name the field.
-    for (q, field) in [("?action=kb.nope", "action"), ("?from=07/12/2026", "from"), ("?limit=0", "limit"), ("?format=xml", "format")] {
+    for (q, field) in
+        [("?action=kb.nope", "action"), ("?from=07/12/2026", "from"), ("?limit=0", "limit"), ("?format=xml", "format")]
+    {
         let (st, v) = c.get_json(&format!("/api/audit{q}")).await;
         assert_eq!((st, error_code(&v)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_input"), "{q}: {v}");
         assert!(v["error"]["fields"][field].is_string(), "{q}: {v}");
