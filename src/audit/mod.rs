@@ -41,6 +41,10 @@ pub enum Action {
     MemberRole,
     #[serde(rename = "member.remove")]
     MemberRemove,
+    #[serde(rename = "member.reset_link")]
+    PasswordResetLink,
+    #[serde(rename = "password.reset")]
+    PasswordReset,
     #[serde(rename = "grant.add")]
     GrantAdd,
     #[serde(rename = "grant.revoke")]
@@ -85,6 +89,8 @@ impl Action {
         Action::InvitationAccept,
         Action::MemberRole,
         Action::MemberRemove,
+        Action::PasswordResetLink,
+        Action::PasswordReset,
         Action::GrantAdd,
         Action::GrantRevoke,
         Action::KbCreate,
@@ -114,6 +120,8 @@ impl Action {
             Action::InvitationAccept => "invitation.accept",
             Action::MemberRole => "member.role",
             Action::MemberRemove => "member.remove",
+            Action::PasswordResetLink => "member.reset_link",
+            Action::PasswordReset => "password.reset",
             Action::GrantAdd => "grant.add",
             Action::GrantRevoke => "grant.revoke",
             Action::KbCreate => "kb.create",

@@ -346,6 +346,8 @@ struct MembersPage {
     i_am_owner: bool,
     /// A just-made invitation link (shown once) and its email.
     new_link: Option<(String, String)>,
+    /// A just-made password reset link (shown once) and its email (`super::reset_pages`).
+    reset_link: Option<(String, String)>,
     /// The invite form's error (inline), and what was typed.
     error: Option<String>,
     email: String,
@@ -388,6 +390,7 @@ async fn members_page_for(
     tx.commit().await?;
     // Shown once, like a new API token.
     let new_link = session.remove::<(String, String)>("invite_link").await.map_err(session_err)?;
+    let reset_link = session.remove::<(String, String)>(super::reset_pages::SESSION_KEY).await.map_err(session_err)?;
     render(MembersPage {
         ctx: page.ctx,
         members,
@@ -395,6 +398,7 @@ async fn members_page_for(
         me: page.auth.user_id,
         i_am_owner: page.auth.role == Role::Owner,
         new_link,
+        reset_link,
         error,
         email,
     })

@@ -30,6 +30,7 @@ const TENANT_TABLES: &[&str] = &[
     "kb_folder",
     "kb_member",
     "membership",
+    "password_reset",
     "rag_binding",
     "rag_doc",
     "source",
@@ -64,6 +65,9 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     seed_vector(app, s.tenant_id).await;
     seed_rag(app, s.tenant_id, kb_id).await;
     seed_runs(app, s.tenant_id, member).await;
+    // A password reset link for the member (one team only, so it may be issued).
+    let (st, r) = c.post_json(&format!("/api/members/{member}/password-reset"), json!({})).await;
+    assert_eq!(st, StatusCode::CREATED, "{r}");
     // A pending invitation (tenant_root has its row from `bootstrap`).
     let (st, inv) = c.post_json("/api/members", json!({"email": format!("invitee@{name}.test"), "role": "member"})).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{inv}");

@@ -44,6 +44,7 @@ mod mixed_folder;
 mod openapi;
 mod ops;
 mod pages;
+mod password_reset;
 mod preferences;
 mod private_kbs;
 mod rag_status;
