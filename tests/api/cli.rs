@@ -248,6 +248,13 @@ async fn audit_reads_one_teams_log_with_filters_and_formats() {
     assert_eq!(v["items"].as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v["items"][0]["action"], "sign_in");
 
+    // The operator's own commands are in it too, from `cli`.
+    let (ok, _, err) = mnote(&app, &["kb", "create", "--tenant", "acme", "--name", "Ops", "--visibility", "team"], None);
+    assert!(ok, "{err}");
+    let (ok, out, err) = mnote(&app, &["audit", "--tenant", "acme", "--action", "kb.create", "--limit", "1"], None);
+    assert!(ok, "{err}");
+    assert!(out.contains(" cli ") && out.contains("Ops · team (mnote kb create)"), "{out}");
+
     let (ok, _, err) = mnote(&app, &["audit", "--tenant", "acme", "--from", "yesterday"], None);
     assert!(!ok && err.contains("invalid_input"), "{err}");
     let (ok, _, err) = mnote(&app, &["audit", "--tenant", "nope"], None);
