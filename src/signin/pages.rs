@@ -110,8 +110,19 @@ pub async fn login(
     rate_limit::finish(&state.pool, attempt, ok).await?;
     if let Some(u) = &user {
         let actor = Actor { user_id: ok.then_some(u.id), email: u.email.clone(), ip: Some(ip.clone()) };
-        let outcome = if ok { Outcome::Success } else { Outcome::Failure };
-        audit_sign_in(&state, u.id, actor, outcome).await?;
+        if ok {
+            audit_sign_in(&state, u.id, actor, Outcome::Success).await?;
+        } else {
+            // Not awaited: an unknown e-mail writes nothing, so waiting for these rows would
+            // let the answer's time tell which e-mails have accounts (the password check
+            // takes the same time either way for that reason).
+            let (state, id) = (state.clone(), u.id);
+            tokio::spawn(async move {
+                if let Err(e) = audit_sign_in(&state, id, actor, Outcome::Failure).await {
+                    tracing::warn!(user.id = %id, "recording a failed sign-in in the audit log failed: {e}");
+                }
+            });
+        }
     }
     let Some(user) = user.filter(|_| ok) else {
         tracing::info!(client.ip = %ip, "login failed for {email}");

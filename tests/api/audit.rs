@@ -120,6 +120,7 @@ async fn sign_in_and_sign_out_write_one_row_each_with_the_method_and_address() {
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let bad = app.client().login("owner@acme.test", "wrong password").await;
     assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    app.audit_rows(s.tenant_id, "sign_in", 1).await;
     let failed = one(&app, s.tenant_id, "sign_in").await;
     assert_eq!(
         (failed.outcome.as_str(), failed.detail.as_str(), failed.actor.as_str()),

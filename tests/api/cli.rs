@@ -227,6 +227,7 @@ async fn audit_reads_one_teams_log_with_filters_and_formats() {
         app.api(other.tenant_id, other.user_id).await.post_json("/api/kbs", serde_json::json!({"name": "Theirs"})).await;
     assert_eq!(st, StatusCode::CREATED);
     app.client().login("owner@acme.test", "wrong").await;
+    app.audit_rows(s.tenant_id, "sign_in", 1).await;
 
     let (ok, out, err) = mnote(&app, &["audit", "--tenant", "acme"], None);
     assert!(ok, "{err}");

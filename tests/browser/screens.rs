@@ -257,6 +257,7 @@ async fn the_audit_log_in_both_languages_widths_and_color_schemes() {
     assert_eq!(st, StatusCode::CREATED);
     let r = app.client().login(EMAIL, "not the password").await;
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    app.audit_rows(s.tenant_id, "sign_in", 1).await;
     let b = Browser::start("screens-audit", &app.base).await;
     b.login(EMAIL, PASSWORD).await;
     for lang in ["en", "zh-CN"] {
