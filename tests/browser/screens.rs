@@ -287,6 +287,36 @@ async fn the_audit_log_in_both_languages_widths_and_color_schemes() {
     b.finish().await;
 }
 
+/// Issue 44 item 5: the page of a password reset link, in both languages at 1280 and 420 px
+/// (`screens-<lang>-<width>-light-password-reset`), as the person who got the link sees it.
+#[tokio::test]
+async fn the_password_reset_page_in_both_languages_and_widths() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let bob = app.add_user(s.tenant_id, "bob@acme.test", "member").await;
+    let (st, v) = app.api(s.tenant_id, s.user_id).await.post_json(&format!("/api/members/{bob}/password-reset"), json!({})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let path = format!("/reset/{}", v["resetUrl"].as_str().unwrap().rsplit("/reset/").next().unwrap());
+    let b = Browser::start("screens-reset", &app.base).await;
+    color_scheme(&b, "light").await;
+    for lang in ["en", "zh-CN"] {
+        set_language(&b, lang).await;
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            b.goto(&path).await;
+            b.loaded().await;
+            let email = b.js("return document.querySelector('input[type=email]').value", vec![]).await;
+            assert_eq!(email, json!("bob@acme.test"), "{lang}");
+            b.screenshot(&format!("{lang}-{width}-light-password-reset")).await;
+            if width == 420 {
+                let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
+                assert!(over.as_f64().unwrap() <= 1.0, "{lang}: the reset page at 420 px scrolls sideways by {over} px");
+            }
+        }
+    }
+    b.finish().await;
+}
+
 /// Issue 41: an answer the documents do not hold reads "Nothing in these knowledge bases answers
 /// this", the closest passages folded below as no answer, and no green check; screenshots in
 /// both languages at 1280 and 420 px (`screens-<lang>-<width>-light-ai-not-found[-open]`).
