@@ -97,6 +97,7 @@ pub async fn login(
         Ok(a) => a,
         Err(e) => {
             if let AppError::RateLimited { retry_after_secs } = &e {
+                audit_failure_later(&state, &email, &ip, "password, rate limited");
                 let msg = ctx.t("login.rate_limited").replace("{secs}", &retry_after_secs.to_string());
                 let mut resp = render(page(ctx, msg))?;
                 *resp.status_mut() = e.status();
@@ -108,21 +109,12 @@ pub async fn login(
     let user = tq::user_by_email(&state.pool, &email).await?;
     let ok = password::verify(f.password, user.as_ref().map(|u| u.password_hash.clone())).await?;
     rate_limit::finish(&state.pool, attempt, ok).await?;
-    if let Some(u) = &user {
-        let actor = Actor { user_id: ok.then_some(u.id), email: u.email.clone(), ip: Some(ip.clone()) };
-        if ok {
-            audit_sign_in(&state, u.id, actor, Outcome::Success).await?;
-        } else {
-            // Not awaited: an unknown e-mail writes nothing, so waiting for these rows would
-            // let the answer's time tell which e-mails have accounts (the password check
-            // takes the same time either way for that reason).
-            let (state, id) = (state.clone(), u.id);
-            tokio::spawn(async move {
-                if let Err(e) = audit_sign_in(&state, id, actor, Outcome::Failure).await {
-                    tracing::warn!(user.id = %id, "recording a failed sign-in in the audit log failed: {e}");
-                }
-            });
+    match &user {
+        Some(u) if ok => {
+            let actor = Actor { user_id: Some(u.id), email: u.email.clone(), ip: Some(ip.clone()) };
+            audit_sign_in(&state, u.id, actor, Outcome::Success, "password").await?;
         }
+        _ => audit_failure_later(&state, &email, &ip, "password"),
     }
     let Some(user) = user.filter(|_| ok) else {
         tracing::info!(client.ip = %ip, "login failed for {email}");
@@ -158,18 +150,37 @@ pub async fn login(
 /// A password sign-in of an existing account, one row in each of its teams (their admins see
 /// their member's sign-ins and the failed attempts on it); an unknown e-mail belongs to no
 /// team and is only logged.
-async fn audit_sign_in(state: &AppState, user: Uuid, actor: Actor, outcome: Outcome) -> AppResult<()> {
+async fn audit_sign_in(state: &AppState, user: Uuid, actor: Actor, outcome: Outcome, detail: &str) -> AppResult<()> {
     let mut tx = TenantTx::begin_user_only(&state.pool, user).await?;
     let tenants = tq::tenants_of_user(&mut tx, user).await?;
     tx.commit().await?;
     for t in tenants {
         let mut tx = TenantTx::begin(&state.pool, t.id, crate::db::Scope::User(user)).await?;
-        let mut e = Entry::new(actor.clone(), Action::SignIn, actor.email.clone()).detail("password");
+        let mut e = Entry::new(actor.clone(), Action::SignIn, actor.email.clone()).detail(detail);
         e.outcome = outcome;
         audit::record(&mut tx, &e).await?;
         tx.commit().await?;
     }
     Ok(())
+}
+
+/// A failed (or refused) sign-in of `email`, recorded after the answer when it is an account:
+/// an unknown e-mail writes nothing, so waiting for these rows (or even looking the account
+/// up) would let the answer's time tell which e-mails have accounts (the password check takes
+/// the same time either way for that reason). Nobody proved who they are: no actor id.
+fn audit_failure_later(state: &AppState, email: &str, ip: &str, detail: &'static str) {
+    let (state, email, ip) = (state.clone(), email.to_string(), ip.to_string());
+    tokio::spawn(async move {
+        let recorded: AppResult<()> = async {
+            let Some(u) = tq::user_by_email(&state.pool, &email).await? else { return Ok(()) };
+            let actor = Actor { user_id: None, email: u.email, ip: Some(ip) };
+            audit_sign_in(&state, u.id, actor, Outcome::Failure, detail).await
+        }
+        .await;
+        if let Err(e) = recorded {
+            tracing::warn!("recording a failed sign-in in the audit log failed: {e}");
+        }
+    });
 }
 
 /// Sign out: the session ends; with a team chosen, that team's audit log records it.

@@ -143,6 +143,23 @@ async fn sign_in_and_sign_out_write_one_row_each_with_the_method_and_address() {
 }
 
 #[tokio::test]
+async fn sign_ins_refused_by_the_rate_limit_are_recorded_too() {
+    let app = spawn_app_with(|c| c.login_max_failures = 2).await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    for _ in 0..2 {
+        assert_eq!(app.client().login("owner@acme.test", "a wrong guess").await.status(), StatusCode::UNAUTHORIZED);
+    }
+    let r = app.client().login("owner@acme.test", PASSWORD).await;
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    app.audit_rows(s.tenant_id, "sign_in", 3).await;
+    let all = rows(&app, s.tenant_id, "sign_in").await;
+    let details: Vec<(&str, &str)> = all.iter().map(|r| (r.outcome.as_str(), r.detail.as_str())).collect();
+    let mut sorted = details.clone();
+    sorted.sort();
+    assert_eq!(sorted, [("failure", "password"), ("failure", "password"), ("failure", "password, rate limited")], "{all:?}");
+}
+
+#[tokio::test]
 async fn tokens_invitations_and_roles_write_one_row_each() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
