@@ -52,6 +52,8 @@ pub struct Config {
     /// How long a deleted KB or removed source can be restored before the purge deletes it
     /// for good (MNOTE_DELETE_GRACE_SECS, default 7 days).
     pub delete_grace: Duration,
+    /// `MNOTE_AUDIT_RETENTION_DAYS`: audit rows older are purged (under 30 counts as 30).
+    pub audit_retention_days: u32,
     pub parse_memory_bytes: u64,
     /// Files larger than this are not parsed (`file_too_large`).
     pub parse_max_bytes: u64,
@@ -544,6 +546,7 @@ impl Config {
             ingest_workers: parse("MNOTE_INGEST_WORKERS", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))?,
             parse_timeout: Duration::from_secs(parse("MNOTE_PARSE_TIMEOUT_SECS", 600u64)?),
             delete_grace: Duration::from_secs(parse("MNOTE_DELETE_GRACE_SECS", 7 * 24 * 3600u64)?),
+            audit_retention_days: parse("MNOTE_AUDIT_RETENTION_DAYS", 365u32)?.max(30),
             parse_memory_bytes: 1024 * 1024 * parse("MNOTE_PARSE_MEMORY_MB", 4096u64)?,
             parse_max_bytes: parse("MNOTE_PARSE_MAX_BYTES", 512 * 1024 * 1024u64)?,
             parse_max_pages: parse("MNOTE_PARSE_MAX_PAGES", 5000u64)?,
@@ -597,6 +600,7 @@ impl Config {
             ingest_workers: 2,
             parse_timeout: Duration::from_secs(120),
             delete_grace: Duration::from_secs(7 * 24 * 3600),
+            audit_retention_days: 365,
             parse_memory_bytes: 4 << 30,
             parse_max_bytes: 64 << 20,
             parse_max_pages: 500,

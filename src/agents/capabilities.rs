@@ -13,7 +13,8 @@ use serde_json::Value;
 
 use super::{queries, tools};
 use crate::{
-    auth::Auth,
+    audit::Action,
+    auth::{Auth, ClientIp},
     error::{ApiJson, AppError, AppResult},
     state::AppState,
 };
@@ -91,7 +92,7 @@ pub async fn get_switches(state: &AppState, auth: &Auth) -> AppResult<Switches> 
 
 /// Set some switches (`{capability: bool}`; absent ones are unchanged). Owners/admins only;
 /// an unknown capability or a value that is not a boolean is `invalid_input` naming it.
-pub async fn patch(state: &AppState, auth: &Auth, input: &serde_json::Map<String, Value>) -> AppResult<Switches> {
+pub async fn patch(state: &AppState, auth: &Auth, ip: &ClientIp, input: &serde_json::Map<String, Value>) -> AppResult<Switches> {
     auth.require_admin()?;
     let mut fields = BTreeMap::new();
     let mut set: Vec<(&'static str, bool)> = Vec::new();
@@ -110,8 +111,12 @@ pub async fn patch(state: &AppState, auth: &Auth, input: &serde_json::Map<String
         return Err(AppError::Invalid { message: "some capabilities could not be set".into(), fields });
     }
     let mut tx = auth.tx(state).await?;
+    let before = load(&mut tx).await?;
     for (c, on) in set {
         queries::set_capability(&mut tx, auth.tenant_id, auth.user_id, c, on).await?;
+        if before.enabled(c) != on {
+            auth.audit(&mut tx, ip, Action::CapabilitySwitch, c, if on { "on" } else { "off" }).await?;
+        }
     }
     let s = load(&mut tx).await?;
     tx.commit().await?;
@@ -125,7 +130,8 @@ pub async fn get_handler(State(state): State<AppState>, auth: Auth) -> AppResult
 pub async fn patch_handler(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     ApiJson(input): ApiJson<serde_json::Map<String, Value>>,
 ) -> AppResult<Json<CapabilitiesView>> {
-    Ok(Json(view(patch(&state, &auth, &input).await?)))
+    Ok(Json(view(patch(&state, &auth, &ip, &input).await?)))
 }

@@ -19,7 +19,8 @@ use crate::db::TenantTx;
 
 use super::{AgentId, AgentRuntime, Provider, acp, builtin, openai};
 use crate::{
-    auth::Auth,
+    audit::Action,
+    auth::{Auth, ClientIp},
     config::Config,
     error::{ApiJson, AppError, AppResult, Items},
     platform::SecretString,
@@ -317,9 +318,17 @@ impl AdminPatch {
 
 /// Apply `patch` to `agent`'s configuration in the caller's transaction (values already
 /// checked). Row-level security lets only owners/admins write.
-pub async fn apply_patch(conn: &mut crate::db::TenantTx, auth: &Auth, agent: AgentId, patch: AdminPatch) -> AppResult<()> {
+pub async fn apply_patch(
+    conn: &mut crate::db::TenantTx,
+    auth: &Auth,
+    ip: &ClientIp,
+    agent: AgentId,
+    patch: AdminPatch,
+) -> AppResult<()> {
     auth.require_admin()?;
     let row = load(conn, agent).await?;
+    let key_set = patch.api_key.as_ref().map(Option::is_some);
+    let had_key = row.as_ref().is_some_and(|r| r.api_key_cipher.is_some());
     let endpoint = patch.endpoint_url.unwrap_or_else(|| row.as_ref().and_then(|r| r.endpoint_url.clone()));
     let model = patch.model.unwrap_or_else(|| row.as_ref().and_then(|r| r.model.clone()));
     let extra = patch.extra_models.unwrap_or_else(|| row.as_ref().map(|r| r.extra_models.clone()).unwrap_or_default());
@@ -346,10 +355,20 @@ pub async fn apply_patch(conn: &mut crate::db::TenantTx, auth: &Auth, agent: Age
     )
     .execute(&mut **conn)
     .await?;
+    let old_model = row.as_ref().and_then(|r| r.model.clone());
+    if moved || model != old_model {
+        let detail = format!("{} {}", endpoint.as_deref().unwrap_or("-"), model.as_deref().unwrap_or("-"));
+        auth.audit(conn, ip, Action::AgentEndpoint, agent.as_str(), detail).await?;
+    }
+    match (key_set, moved && had_key) {
+        (Some(set), _) => auth.audit(conn, ip, Action::AgentKey, agent.as_str(), if set { "set" } else { "removed" }).await?,
+        (None, true) => auth.audit(conn, ip, Action::AgentKey, agent.as_str(), "removed (endpoint moved)").await?,
+        (None, false) => {}
+    }
     Ok(())
 }
 
-pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigInput) -> AppResult<AgentView> {
+pub async fn put(state: &AppState, auth: &Auth, ip: &ClientIp, agent: AgentId, input: &ConfigInput) -> AppResult<AgentView> {
     auth.require_admin()?;
     if agent.configured_provider() != Provider::OpenAi {
         return Err(AppError::invalid("agentId", "this agent runs the operator's ACP command; it has no endpoint to set"));
@@ -383,6 +402,10 @@ pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigIn
     )
     .execute(&mut *tx)
     .await?;
+    auth.audit(&mut tx, ip, Action::AgentEndpoint, agent.as_str(), format!("{url} {model}")).await?;
+    if let Some(k) = &sealed {
+        auth.audit(&mut tx, ip, Action::AgentKey, agent.as_str(), if k.is_some() { "set" } else { "removed" }).await?;
+    }
     let row = load(&mut tx, agent).await?;
     tx.commit().await?;
     Ok(view(&state.config, agent, row.as_ref()))
@@ -391,20 +414,30 @@ pub async fn put(state: &AppState, auth: &Auth, agent: AgentId, input: &ConfigIn
 async fn put_config(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path(agent): Path<String>,
     ApiJson(input): ApiJson<ConfigInput>,
 ) -> AppResult<Json<AgentView>> {
     let agent = agent_of(&agent)?;
-    Ok(Json(put(&state, &auth, agent, &input).await?))
+    Ok(Json(put(&state, &auth, &ip, agent, &input).await?))
 }
 
-async fn delete_config(State(state): State<AppState>, auth: Auth, Path(agent): Path<String>) -> AppResult<StatusCode> {
+async fn delete_config(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    Path(agent): Path<String>,
+) -> AppResult<StatusCode> {
     auth.require_admin()?;
     let agent = agent_of(&agent)?;
     let mut tx = auth.tx(&state).await?;
-    sqlx::query!("delete from agent_config where tenant_id = $2 and agent_id = $1", agent.as_str(), auth.tenant_id)
+    let n = sqlx::query!("delete from agent_config where tenant_id = $2 and agent_id = $1", agent.as_str(), auth.tenant_id)
         .execute(&mut *tx)
-        .await?;
+        .await?
+        .rows_affected();
+    if n > 0 {
+        auth.audit(&mut tx, &ip, Action::AgentEndpoint, agent.as_str(), "removed").await?;
+    }
     tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
 }

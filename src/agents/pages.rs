@@ -275,6 +275,7 @@ pub async fn connect_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: crate::auth::ClientIp,
     Path(tab): Path<String>,
     axum::Form(form): axum::Form<ConnectForm>,
 ) -> AppResult<Response> {
@@ -289,7 +290,7 @@ pub async fn connect_form(
         };
         let mut tx = page.auth.tx(&state).await?;
         let patch = AdminPatch { model: Some(Some(model.clone())), ..AdminPatch::default() };
-        agent_config::apply_patch(&mut tx, &page.auth, agent, patch).await?;
+        agent_config::apply_patch(&mut tx, &page.auth, &ip, agent, patch).await?;
         tx.commit().await?;
         flash(&session, page.ctx.t("agents.connect.model_saved").replace("{model}", &model)).await?;
         return Ok(Redirect::to(&format!("/settings/agents?tab={tab}#connect-{tab}")).into_response());
@@ -431,6 +432,7 @@ pub async fn save_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: crate::auth::ClientIp,
     Path(tab): Path<String>,
     axum::Form(pairs): axum::Form<Vec<(String, String)>>,
 ) -> AppResult<Response> {
@@ -439,7 +441,7 @@ pub async fn save_form(
         let on: Vec<&str> = pairs.iter().filter(|(k, _)| k == "capability").map(|(_, v)| v.as_str()).collect();
         let input: serde_json::Map<String, Value> =
             capabilities::all().into_iter().map(|c| (c.to_string(), json!(on.contains(&c)))).collect();
-        capabilities::patch(&state, &page.auth, &input).await?;
+        capabilities::patch(&state, &page.auth, &ip, &input).await?;
         flash(&session, page.ctx.t("agents.saved_inline")).await?;
         return Ok(Redirect::to("/settings/agents?tab=common").into_response());
     }
@@ -460,7 +462,7 @@ pub async fn save_form(
     let fields = fields.into_iter().filter(|f| f.is_admin() == admin_section);
     let (patch, shown, mut errors) = form_values(fields, &pairs, reset);
     if errors.is_empty() {
-        match preferences::patch(&state, &page.auth, lang, &patch).await {
+        match preferences::patch(&state, &page.auth, &ip, lang, &patch).await {
             Ok(p) => {
                 if let Some(l) = p.language {
                     match l {

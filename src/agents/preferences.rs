@@ -157,7 +157,13 @@ pub struct Patched {
 }
 
 /// Check every change of `input` first (all or nothing), then apply them in one transaction.
-pub async fn patch(state: &AppState, auth: &Auth, lang: Lang, input: &serde_json::Map<String, Value>) -> AppResult<Patched> {
+pub async fn patch(
+    state: &AppState,
+    auth: &Auth,
+    ip: &crate::auth::ClientIp,
+    lang: Lang,
+    input: &serde_json::Map<String, Value>,
+) -> AppResult<Patched> {
     let cfg: &Config = &state.config;
     let facts = descriptors::facts(state, auth).await?;
     let specs = all_fields(cfg);
@@ -270,7 +276,7 @@ pub async fn patch(state: &AppState, auth: &Auth, lang: Lang, input: &serde_json
     }
     for a in AgentId::ALL {
         if let Some(p) = admin.remove(&a).filter(|p| !p.is_empty()) {
-            agent_config::apply_patch(&mut tx, auth, a, p).await?;
+            agent_config::apply_patch(&mut tx, auth, ip, a, p).await?;
         }
     }
     if let Some(l) = &language {
@@ -290,10 +296,11 @@ pub async fn get_handler(State(state): State<AppState>, auth: Auth, lang: Lang) 
 pub async fn patch_handler(
     State(state): State<AppState>,
     auth: Auth,
+    ip: crate::auth::ClientIp,
     lang: Lang,
     ApiJson(input): ApiJson<serde_json::Map<String, Value>>,
 ) -> AppResult<Json<PreferencesView>> {
-    Ok(Json(patch(&state, &auth, lang, &input).await?.view))
+    Ok(Json(patch(&state, &auth, &ip, lang, &input).await?.view))
 }
 
 // ---- what a run freezes ----

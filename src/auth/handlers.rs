@@ -112,12 +112,18 @@ pub(crate) fn token_expiry(days: Option<i64>) -> AppResult<Option<i64>> {
 }
 
 /// `POST /api/tokens` `{name, expiresInDays?}`: the plaintext is in the response once and never again.
-pub async fn create_token(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<NewToken>) -> AppResult<Response> {
+pub async fn create_token(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: super::ClientIp,
+    ApiJson(b): ApiJson<NewToken>,
+) -> AppResult<Response> {
     let name = token_name(&b.name)?;
     let days = token_expiry(b.expires_in_days)?;
     let mut tx = auth.tx(&state).await?;
     super::tokens::ensure_room(&mut tx, auth.user_id).await?;
     let (rec, plain) = super::tokens::create_expiring(&mut tx, auth.tenant_id, auth.user_id, &name, days).await?;
+    auth.audit(&mut tx, &ip, crate::audit::Action::TokenCreate, format!("token:{} {}", rec.id, rec.name), "").await?;
     tx.commit().await?;
     Ok((axum::http::StatusCode::CREATED, Json(NewTokenView { token: rec, plaintext: plain })).into_response())
 }
@@ -141,12 +147,14 @@ pub async fn list_tokens(State(state): State<AppState>, auth: Auth) -> AppResult
 pub async fn revoke_token(
     State(state): State<AppState>,
     auth: Auth,
+    ip: super::ClientIp,
     axum::extract::Path(id): axum::extract::Path<Uuid>,
 ) -> AppResult<axum::http::StatusCode> {
     let mut tx = auth.tx(&state).await?;
     if !super::tokens::revoke(&mut tx, auth.user_id, id).await? {
         return Err(AppError::NotFound);
     }
+    auth.audit(&mut tx, &ip, crate::audit::Action::TokenRevoke, format!("token:{id}"), "").await?;
     tx.commit().await?;
     Ok(axum::http::StatusCode::NO_CONTENT)
 }

@@ -111,6 +111,38 @@ impl Auth {
     }
 }
 
+impl Auth {
+    /// This caller as the audit log's actor, from `ip`.
+    pub fn actor(&self, ip: &ClientIp) -> crate::audit::Actor {
+        crate::audit::Actor { user_id: Some(self.user_id), email: self.email.clone(), ip: Some(ip.0.clone()) }
+    }
+
+    /// Write one audit row of this caller in `tx` (the transaction of the change it records).
+    pub async fn audit(
+        &self,
+        tx: &mut TenantTx,
+        ip: &ClientIp,
+        action: crate::audit::Action,
+        target: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Result<(), sqlx::Error> {
+        crate::audit::record(tx, &crate::audit::Entry::new(self.actor(ip), action, target).detail(detail)).await
+    }
+}
+
+/// The client address as the server sees it (`rate_limit::client_ip`: the TCP peer, or the
+/// last `X-Forwarded-For` entry with `MNOTE_TRUST_PROXY`), for the audit log.
+#[derive(Clone, Debug)]
+pub struct ClientIp(pub String);
+
+impl FromRequestParts<AppState> for ClientIp {
+    type Rejection = std::convert::Infallible;
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let peer = parts.extensions.get::<axum::extract::ConnectInfo<std::net::SocketAddr>>().map(|c| c.0);
+        Ok(ClientIp(rate_limit::client_ip(state.config.trust_proxy, &parts.headers, peer)))
+    }
+}
+
 /// A signed-in browser user who may not have picked a tenant yet.
 #[derive(Clone, Debug)]
 pub struct SignedIn {

@@ -6,6 +6,8 @@ use anyhow::{Context, bail};
 
 use super::{TenantActor, TenantRootsCommand, app_err};
 use crate::{
+    audit::Action,
+    auth::ClientIp,
     auth::directory::{self as tq, Role},
     auth::tokens,
     context::{act_as, app_pool},
@@ -13,6 +15,11 @@ use crate::{
     grants::{self, Grantee, Permission},
     kbs, tenants,
 };
+
+/// Where an operator's command comes from, in the audit log.
+fn cli() -> ClientIp {
+    ClientIp("cli".into())
+}
 
 fn read_password(stdin: bool) -> anyhow::Result<Option<String>> {
     if !stdin {
@@ -57,6 +64,7 @@ pub async fn create_token(tenant: &str, email: &str, name: &str) -> anyhow::Resu
     let who = act_as(&pool, tenant, Some(email)).await?;
     let mut tx = TenantTx::begin(&pool, who.tenant_id, Scope::User(who.user_id)).await?;
     let (rec, plain) = tokens::create(&mut tx, who.tenant_id, who.user_id, name).await?;
+    who.audit(&mut tx, &cli(), Action::TokenCreate, format!("token:{} {}", rec.id, rec.name), "mnote token create").await?;
     tx.commit().await?;
     println!("token {} ({}) for {email} in {tenant}; it is shown only once:", rec.id, rec.name);
     println!("{plain}");
@@ -113,6 +121,10 @@ pub async fn add_grant(
         grants::create(&mut tx, &cfg, &actor, &abs.to_string_lossy(), grantee, Permission::parse(permission).map_err(app_err)?)
             .await
             .map_err(app_err)?;
+    if created {
+        let detail = format!("{} to {} (mnote grant add)", g.permission, g.user_email.as_deref().unwrap_or("all members"));
+        actor.audit(&mut tx, &cli(), Action::GrantAdd, format!("grant:{} {}", g.id, g.root_path), detail).await?;
+    }
     tx.commit().await?;
     println!(
         "grant {} {}: {} → {} ({})",
@@ -131,6 +143,8 @@ pub async fn create_kb(tenant: &str, name: &str, visibility: &str, owner: Option
     let owner_auth = act_as(&pool, tenant, owner).await?;
     let mut tx = TenantTx::begin(&pool, owner_auth.tenant_id, Scope::User(owner_auth.user_id)).await?;
     let kb = kbs::create(&mut tx, &owner_auth, name, "", visibility, None).await.map_err(app_err)?;
+    let target = format!("kb:{} {}", kb.id, kb.name);
+    owner_auth.audit(&mut tx, &cli(), Action::KbCreate, target, format!("{} (mnote kb create)", kb.visibility)).await?;
     tx.commit().await?;
     println!("knowledge base {} created: {} ({})", kb.id, kb.name, kb.visibility);
     Ok(())

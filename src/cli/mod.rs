@@ -4,6 +4,7 @@
 
 mod admin;
 mod agents;
+mod audit;
 mod bench;
 mod index;
 mod rag;
@@ -47,6 +48,8 @@ pub enum Command {
         #[command(subcommand)]
         command: TenantCommand,
     },
+    /// Read a team's audit log (newest first).
+    Audit(AuditArgs),
     /// Directory grants.
     Grant {
         #[command(subcommand)]
@@ -380,6 +383,31 @@ pub enum TokenCommand {
     },
 }
 
+/// `mnote audit`: the filters of the admin page, and the output format.
+#[derive(Args)]
+pub struct AuditArgs {
+    /// The team (tenant) name.
+    #[arg(long)]
+    pub tenant: String,
+    /// One action, e.g. sign_in, kb.create, source.download.
+    #[arg(long)]
+    pub action: Option<String>,
+    /// The actor's e-mail or a part of it.
+    #[arg(long)]
+    pub person: Option<String>,
+    /// First day (UTC, YYYY-MM-DD), inclusive.
+    #[arg(long)]
+    pub from: Option<String>,
+    /// Last day (UTC, YYYY-MM-DD), inclusive.
+    #[arg(long)]
+    pub to: Option<String>,
+    /// At most this many rows.
+    #[arg(long, default_value_t = 100)]
+    pub limit: i64,
+    #[arg(long, value_parser = ["table", "csv", "json"], default_value = "table")]
+    pub format: String,
+}
+
 #[derive(Subcommand)]
 pub enum TenantCommand {
     /// The directories this tenant's admins may grant (inside MNOTE_GRANTABLE_ROOTS).
@@ -472,6 +500,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             admin::create_token(&tenant, &email, &name).await
         }
         Command::Tenant { command: TenantCommand::Roots { command } } => admin::tenant_roots(command).await,
+        Command::Audit(a) => audit::audit(a).await,
         Command::Grant { command: GrantCommand::Add { who, path, email, all_members, permission } } => {
             admin::add_grant(&who, &path, email, all_members, &permission).await
         }

@@ -111,7 +111,9 @@ fn hex_decode(s: &str) -> Option<Vec<u8>> {
 }
 
 /// The app role gets DML on the tables (RLS still applies) and nothing else: no ownership,
-/// hence no `ALTER TABLE … DISABLE ROW LEVEL SECURITY`.
+/// hence no `ALTER TABLE … DISABLE ROW LEVEL SECURITY`. The audit log is append-only: INSERT
+/// and SELECT on `audit_event`, its old rows purged only through `mnote_audit_purge` (a
+/// SECURITY DEFINER function that keeps at least 30 days).
 pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
     let exists = sqlx::query_scalar!(r#"select exists (select 1 from pg_roles where rolname = $1) as "exists!""#, role)
         .fetch_one(owner)
@@ -127,6 +129,8 @@ pub async fn grant_app_role(owner: &PgPool, role: &str) -> anyhow::Result<()> {
         format!("grant usage, select on all sequences in schema public to {role}"),
         format!("revoke all on table _sqlx_migrations from {role}"),
         format!("grant select on table _sqlx_migrations to {role}"),
+        format!("revoke update, delete, truncate on table audit_event from {role}"),
+        format!("grant execute on function mnote_audit_purge(integer) to {role}"),
     ] {
         // dynamic SQL: GRANT takes the role as an identifier, not a parameter.
         sqlx::query(&stmt).execute(owner).await.with_context(|| stmt.clone())?;

@@ -13,8 +13,9 @@ use uuid::Uuid;
 
 use super::{Grant, Grantee, Permission, queries};
 use crate::{
-    auth::Auth,
+    audit::Action,
     auth::directory::{self as tq, Member},
+    auth::{Auth, ClientIp},
     error::{ApiJson, AppError, AppResult, Items},
     state::AppState,
     web::{
@@ -58,11 +59,19 @@ impl NewGrant {
     }
 }
 
-pub async fn create_grant(State(state): State<AppState>, auth: Auth, ApiJson(g): ApiJson<NewGrant>) -> AppResult<Response> {
+pub async fn create_grant(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    ApiJson(g): ApiJson<NewGrant>,
+) -> AppResult<Response> {
     let grantee = g.grantee()?;
     let permission = Permission::parse(&g.permission)?;
     let mut tx = auth.tx(&state).await?;
     let (grant, created) = super::create(&mut tx, &state.config, &auth, &g.path, grantee, permission).await?;
+    if created {
+        audit_added(&mut tx, &auth, &ip, &grant).await?;
+    }
     tx.commit().await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, Json(grant)).into_response())
@@ -79,10 +88,19 @@ pub async fn get_grant(State(state): State<AppState>, auth: Auth, Path(id): Path
     Ok(Json(g))
 }
 
-async fn revoke(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<u64> {
+/// The audit row of a new grant: its path, permission and grantee.
+async fn audit_added(tx: &mut crate::db::TenantTx, auth: &Auth, ip: &ClientIp, g: &Grant) -> AppResult<()> {
+    let grantee = g.user_email.clone().unwrap_or_else(|| "all members".into());
+    let target = format!("grant:{} {}", g.id, g.root_path);
+    auth.audit(tx, ip, Action::GrantAdd, target, format!("{} to {grantee}", g.permission)).await?;
+    Ok(())
+}
+
+async fn revoke(state: &AppState, auth: &Auth, ip: &ClientIp, id: Uuid) -> AppResult<u64> {
     auth.require_admin()?;
     let mut tx = auth.tx(state).await?;
     let stale = queries::revoke(&mut tx, id).await?.ok_or(AppError::NotFound)?;
+    auth.audit(&mut tx, ip, Action::GrantRevoke, format!("grant:{id}"), format!("{stale} sources stale")).await?;
     tx.commit().await?;
     tracing::info!(grant.id = %id, "grant {id} revoked; {stale} sources marked stale");
     Ok(stale)
@@ -97,8 +115,13 @@ pub struct Revoked {
     stale_sources: u64,
 }
 
-pub async fn revoke_grant(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Revoked>> {
-    let stale_sources = revoke(&state, &auth, id).await?;
+pub async fn revoke_grant(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    Path(id): Path<Uuid>,
+) -> AppResult<Json<Revoked>> {
+    let stale_sources = revoke(&state, &auth, &ip, id).await?;
     Ok(Json(Revoked { id, revoked: true, stale_sources }))
 }
 
@@ -178,7 +201,7 @@ pub struct GrantForm {
     permission: String,
 }
 
-async fn add_from_form(state: &AppState, page: &Page, f: &GrantForm) -> AppResult<Grant> {
+async fn add_from_form(state: &AppState, page: &Page, ip: &ClientIp, f: &GrantForm) -> AppResult<Grant> {
     page.auth.require_admin()?;
     if f.path.trim().is_empty() {
         return Err(AppError::invalid("path", "give the directory to grant"));
@@ -189,7 +212,10 @@ async fn add_from_form(state: &AppState, page: &Page, f: &GrantForm) -> AppResul
     };
     let permission = Permission::parse(&f.permission)?;
     let mut tx = page.auth.tx(state).await?;
-    let (g, _) = super::create(&mut tx, &state.config, &page.auth, f.path.trim(), grantee, permission).await?;
+    let (g, created) = super::create(&mut tx, &state.config, &page.auth, f.path.trim(), grantee, permission).await?;
+    if created {
+        audit_added(&mut tx, &page.auth, ip, &g).await?;
+    }
     tx.commit().await?;
     Ok(g)
 }
@@ -200,9 +226,10 @@ pub async fn grants_add(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Form(f): Form<GrantForm>,
 ) -> AppResult<Response> {
-    match add_from_form(&state, &page, &f).await {
+    match add_from_form(&state, &page, &ip, &f).await {
         Ok(g) => {
             flash(&session, format!("{} {}", page.ctx.t("grants.created"), g.root_path)).await?;
             Ok(Redirect::to("/admin/grants").into_response())
@@ -246,13 +273,14 @@ pub async fn grants_revoke(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<ConfirmForm>,
 ) -> AppResult<Response> {
     if !f.confirmed() {
         return revoke_confirmation(&state, page, id).await;
     }
-    let stale = revoke(&state, &page.auth, id).await?;
+    let stale = revoke(&state, &page.auth, &ip, id).await?;
     flash(&session, page.ctx.t("grants.revoked_notice").replace("{n}", &page.ctx.count(stale, "source"))).await?;
     Ok(Redirect::to("/admin/grants").into_response())
 }

@@ -449,6 +449,9 @@ pub fn spawn_workers(
                         if let Err(e) = crate::sources::purge::run_once(&pool, cfg.delete_grace).await {
                             tracing::warn!("purging deleted knowledge bases and sources failed: {e:#}");
                         }
+                        if let Err(e) = crate::audit::queries::purge(&pool, cfg.audit_retention_days).await {
+                            tracing::warn!("purging audit rows past the retention failed: {e:#}");
+                        }
                     }
                     // A MinerU parse (probe child + upload, queue, parse, download) may take
                     // up to both timeouts; the lease must outlive it.

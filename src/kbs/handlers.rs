@@ -12,8 +12,9 @@ use uuid::Uuid;
 
 use super::{Kb, queries};
 use crate::{
-    auth::Auth,
+    audit::Action,
     auth::directory as tq,
+    auth::{Auth, ClientIp},
     error::{ApiJson, AppError, AppResult, Items, ResultExt},
     state::AppState,
     web::{Page, confirm::ConfirmPage, flash, render},
@@ -45,9 +46,20 @@ fn team() -> String {
     "team".into()
 }
 
-pub async fn create_kb(State(state): State<AppState>, auth: Auth, ApiJson(b): ApiJson<NewKb>) -> AppResult<Response> {
+/// The audit target of a KB: its id and name.
+fn kb_target(kb: &Kb) -> String {
+    format!("kb:{} {}", kb.id, kb.name)
+}
+
+pub async fn create_kb(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    ApiJson(b): ApiJson<NewKb>,
+) -> AppResult<Response> {
     let mut tx = auth.tx(&state).await?;
     let kb = super::create(&mut tx, &auth, &b.name, &b.description, &b.visibility, b.owner_id).await?;
+    auth.audit(&mut tx, &ip, Action::KbCreate, kb_target(&kb), kb.visibility.as_str()).await?;
     tx.commit().await?;
     Ok((StatusCode::CREATED, Json(kb)).into_response())
 }
@@ -66,15 +78,19 @@ pub struct KbPatch {
     description: Option<String>,
 }
 
-async fn update(state: &AppState, auth: &Auth, id: Uuid, p: KbPatch) -> AppResult<Kb> {
+async fn update(state: &AppState, auth: &Auth, ip: &ClientIp, id: Uuid, p: KbPatch) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
-    super::managed(&mut tx, auth, id).await?;
+    let before = super::managed(&mut tx, auth, id).await?;
     let name = p.name.as_deref().map(super::validate_name).transpose()?;
     let vis = p.visibility.as_deref().map(super::validate_visibility).transpose()?;
     queries::update(&mut tx, id, name.as_deref(), p.description.as_deref().map(str::trim), vis)
         .await
         .on_unique("a knowledge base with this name exists")?;
     let kb = super::visible(&mut tx, auth, id).await?;
+    if kb.visibility != before.visibility {
+        let detail = format!("{} -> {}", before.visibility, kb.visibility);
+        auth.audit(&mut tx, ip, Action::KbVisibility, kb_target(&kb), detail).await?;
+    }
     tx.commit().await?;
     Ok(kb)
 }
@@ -82,24 +98,26 @@ async fn update(state: &AppState, auth: &Auth, id: Uuid, p: KbPatch) -> AppResul
 pub async fn patch_kb(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     ApiJson(p): ApiJson<KbPatch>,
 ) -> AppResult<Json<Kb>> {
-    Ok(Json(update(&state, &auth, id, p).await?))
+    Ok(Json(update(&state, &auth, &ip, id, p).await?))
 }
 
-async fn delete(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+async fn delete(state: &AppState, auth: &Auth, ip: &ClientIp, id: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
     let kb = super::deletable(super::visible(&mut tx, auth, id).await?)?;
     queries::soft_delete(&mut tx, id, auth.user_id).await?;
+    auth.audit(&mut tx, ip, Action::KbDelete, kb_target(&kb), "").await?;
     tx.commit().await?;
     Ok(kb)
 }
 
 /// `DELETE /api/kbs/{id}`: the KB and its sources leave lists and search at once; it can be
 /// restored for [`Config::delete_grace`](crate::config::Config::delete_grace), then it is purged.
-pub async fn delete_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
-    delete(&state, &auth, id).await?;
+pub async fn delete_kb(State(state): State<AppState>, auth: Auth, ip: ClientIp, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
+    delete(&state, &auth, &ip, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -122,19 +140,20 @@ pub async fn delete_preview(
     Ok(Json(impact(&state, &auth, id).await?.1))
 }
 
-async fn restore(state: &AppState, auth: &Auth, id: Uuid) -> AppResult<Kb> {
+async fn restore(state: &AppState, auth: &Auth, ip: &ClientIp, id: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
     let kb = queries::get_deleted(&mut tx, auth.user_id, auth.role.is_admin(), id).await?.ok_or(AppError::NotFound)?;
     super::deletable(kb)?;
     queries::restore(&mut tx, id).await.on_unique("another knowledge base has this name now; rename that one first")?;
     let kb = super::visible(&mut tx, auth, id).await?;
+    auth.audit(&mut tx, ip, Action::KbRestore, kb_target(&kb), "").await?;
     tx.commit().await?;
     Ok(kb)
 }
 
 /// `POST /api/kbs/{id}/restore`: a deleted KB (still in its grace period) comes back whole.
-pub async fn restore_kb(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<Json<Kb>> {
-    Ok(Json(restore(&state, &auth, id).await?))
+pub async fn restore_kb(State(state): State<AppState>, auth: Auth, ip: ClientIp, Path(id): Path<Uuid>) -> AppResult<Json<Kb>> {
+    Ok(Json(restore(&state, &auth, &ip, id).await?))
 }
 
 /// `POST /api/kbs/{id}/transfer`: who becomes the owner.
@@ -147,7 +166,7 @@ pub struct KbTransfer {
 
 /// Give the KB to another member: its owner or a team admin may (also an admin who cannot
 /// read a private KB, but not to themselves); the previous owner stays in it as a member.
-async fn transfer(state: &AppState, auth: &Auth, id: Uuid, owner: Uuid) -> AppResult<Kb> {
+async fn transfer(state: &AppState, auth: &Auth, ip: &ClientIp, id: Uuid, owner: Uuid) -> AppResult<Kb> {
     let mut tx = auth.tx(state).await?;
     let kb = super::visible(&mut tx, auth, id).await?;
     if !kb.can_transfer {
@@ -159,7 +178,9 @@ async fn transfer(state: &AppState, auth: &Auth, id: Uuid, owner: Uuid) -> AppRe
     }
     tq::member(&mut tx, owner).await?.ok_or_else(|| AppError::invalid("ownerId", "not a member of this team"))?;
     queries::transfer(&mut tx, id, kb.owner_id, owner).await?;
+    let before = kb.owner_email;
     let kb = super::visible(&mut tx, auth, id).await?;
+    auth.audit(&mut tx, ip, Action::KbTransfer, kb_target(&kb), format!("{before} -> {}", kb.owner_email)).await?;
     tx.commit().await?;
     Ok(kb)
 }
@@ -168,10 +189,11 @@ async fn transfer(state: &AppState, auth: &Auth, id: Uuid, owner: Uuid) -> AppRe
 pub async fn transfer_kb(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     ApiJson(b): ApiJson<KbTransfer>,
 ) -> AppResult<Json<Kb>> {
-    Ok(Json(transfer(&state, &auth, id, b.owner_id).await?))
+    Ok(Json(transfer(&state, &auth, &ip, id, b.owner_id).await?))
 }
 
 /// A deleted KB and when it will be purged for good.
@@ -226,11 +248,13 @@ pub struct KbMemberSet {
     can_manage: bool,
 }
 
-async fn put_member(state: &AppState, auth: &Auth, kb: Uuid, user: Uuid, manage: bool) -> AppResult<()> {
+async fn put_member(state: &AppState, auth: &Auth, ip: &ClientIp, kb: Uuid, user: Uuid, manage: bool) -> AppResult<()> {
     let mut tx = auth.tx(state).await?;
-    super::managed(&mut tx, auth, kb).await?;
-    tq::member(&mut tx, user).await?.ok_or_else(|| AppError::invalid("userId", "not a member of this team"))?;
+    let k = super::managed(&mut tx, auth, kb).await?;
+    let m = tq::member(&mut tx, user).await?.ok_or_else(|| AppError::invalid("userId", "not a member of this team"))?;
     queries::put_member(&mut tx, auth.tenant_id, kb, user, manage).await?;
+    let detail = format!("{} {}", m.email, if manage { "manage" } else { "read" });
+    auth.audit(&mut tx, ip, Action::KbMemberSet, kb_target(&k), detail).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -238,25 +262,37 @@ async fn put_member(state: &AppState, auth: &Auth, kb: Uuid, user: Uuid, manage:
 pub async fn put_kb_member(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path((kb, user)): Path<(Uuid, Uuid)>,
     ApiJson(b): ApiJson<KbMemberBody>,
 ) -> AppResult<Json<KbMemberSet>> {
-    put_member(&state, &auth, kb, user, b.can_manage).await?;
+    put_member(&state, &auth, &ip, kb, user, b.can_manage).await?;
     Ok(Json(KbMemberSet { kb_id: kb, user_id: user, can_manage: b.can_manage }))
 }
 
 pub async fn delete_kb_member(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path((kb, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<StatusCode> {
-    let mut tx = auth.tx(&state).await?;
-    super::managed(&mut tx, &auth, kb).await?;
-    if !queries::remove_member(&mut tx, kb, user).await? {
+    if !remove_member(&state, &auth, &ip, kb, user).await? {
         return Err(AppError::NotFound);
     }
-    tx.commit().await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// Take `user` out of the KB (and audit it); `false`: they were not in it.
+async fn remove_member(state: &AppState, auth: &Auth, ip: &ClientIp, kb: Uuid, user: Uuid) -> AppResult<bool> {
+    let mut tx = auth.tx(state).await?;
+    let k = super::managed(&mut tx, auth, kb).await?;
+    if !queries::remove_member(&mut tx, kb, user).await? {
+        return Ok(false);
+    }
+    let email = tq::member(&mut tx, user).await?.map(|m| m.email).unwrap_or_else(|| format!("user:{user}"));
+    auth.audit(&mut tx, ip, Action::KbMemberRemove, kb_target(&k), email).await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 // ---------------------------------------------------------------- pages
@@ -269,9 +305,10 @@ pub struct KbForm {
     description: String,
 }
 
-pub async fn create_form(State(state): State<AppState>, page: Page, Form(f): Form<KbForm>) -> AppResult<Redirect> {
+pub async fn create_form(State(state): State<AppState>, page: Page, ip: ClientIp, Form(f): Form<KbForm>) -> AppResult<Redirect> {
     let mut tx = page.auth.tx(&state).await?;
     let kb = super::create(&mut tx, &page.auth, &f.name, &f.description, &f.visibility, None).await?;
+    page.auth.audit(&mut tx, &ip, Action::KbCreate, kb_target(&kb), kb.visibility.as_str()).await?;
     tx.commit().await?;
     Ok(Redirect::to(&format!("/kbs/{}", kb.id)))
 }
@@ -280,11 +317,12 @@ pub async fn update_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<KbForm>,
 ) -> AppResult<Redirect> {
     let patch = KbPatch { name: Some(f.name), visibility: Some(f.visibility), description: Some(f.description) };
-    update(&state, &page.auth, id, patch).await?;
+    update(&state, &page.auth, &ip, id, patch).await?;
     flash(&session, page.ctx.t("kb.saved")).await?;
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
@@ -307,9 +345,10 @@ pub async fn delete_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
-    let kb = delete(&state, &page.auth, id).await?;
+    let kb = delete(&state, &page.auth, &ip, id).await?;
     let days = super::grace_days(&page.ctx, state.config.delete_grace);
     flash(&session, page.ctx.t("kbpage.kb_deleted").replace("{name}", &kb.name).replace("{days}", &days)).await?;
     Ok(Redirect::to("/#deleted"))
@@ -319,9 +358,10 @@ pub async fn restore_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
-    let kb = restore(&state, &page.auth, id).await?;
+    let kb = restore(&state, &page.auth, &ip, id).await?;
     flash(&session, page.ctx.t("kbpage.kb_restored").replace("{name}", &kb.name)).await?;
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
@@ -335,10 +375,11 @@ pub async fn transfer_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<KbTransferForm>,
 ) -> AppResult<Redirect> {
-    let kb = transfer(&state, &page.auth, id, f.owner_id).await?;
+    let kb = transfer(&state, &page.auth, &ip, id, f.owner_id).await?;
     flash(&session, page.ctx.t("kb.transferred").replace("{name}", &kb.name).replace("{owner}", &kb.owner_email)).await?;
     Ok(Redirect::to(&format!("/kbs/{id}")))
 }
@@ -353,21 +394,20 @@ pub struct KbMemberForm {
 pub async fn member_form(
     State(state): State<AppState>,
     page: Page,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<KbMemberForm>,
 ) -> AppResult<Redirect> {
-    put_member(&state, &page.auth, id, f.user_id, f.can_manage.is_some()).await?;
+    put_member(&state, &page.auth, &ip, id, f.user_id, f.can_manage.is_some()).await?;
     Ok(Redirect::to(&format!("/kbs/{id}#members")))
 }
 
 pub async fn member_remove_form(
     State(state): State<AppState>,
     page: Page,
+    ip: ClientIp,
     Path((id, user)): Path<(Uuid, Uuid)>,
 ) -> AppResult<Redirect> {
-    let mut tx = page.auth.tx(&state).await?;
-    super::managed(&mut tx, &page.auth, id).await?;
-    queries::remove_member(&mut tx, id, user).await?;
-    tx.commit().await?;
+    remove_member(&state, &page.auth, &ip, id, user).await?;
     Ok(Redirect::to(&format!("/kbs/{id}#members")))
 }

@@ -16,7 +16,8 @@ use super::{
     status::{self, KbStatus},
 };
 use crate::{
-    auth::Auth,
+    audit::Action,
+    auth::{Auth, ClientIp},
     error::{ApiJson, AppError, AppResult},
     evidence::KbScope,
     search::handlers::{DocumentHit, DocumentSearchResponse, DocumentsQuery},
@@ -34,7 +35,7 @@ pub struct BindBody {
 }
 
 /// Bind (or re-bind) a KB the caller manages, then contact the endpoint once.
-pub async fn bind(state: &AppState, auth: &Auth, kb: Uuid, body: BindBody) -> AppResult<BindingView> {
+pub async fn bind(state: &AppState, auth: &Auth, ip: &ClientIp, kb: Uuid, body: BindBody) -> AppResult<BindingView> {
     let cfg = &state.config.rag;
     // Access first: who may not manage the KB learns nothing about the allow-list.
     let mut tx = auth.tx(state).await?;
@@ -49,7 +50,9 @@ pub async fn bind(state: &AppState, auth: &Auth, kb: Uuid, body: BindBody) -> Ap
         return Err(AppError::invalid("apiKey", "a printable key of at most 4096 characters"));
     }
     let cipher = key.map(|k| binding::seal_key(cfg, kb, k)).transpose()?;
+    let keyed = if cipher.is_some() { "with key" } else { "no key" };
     let b = binding::put(&mut tx, auth.tenant_id, kb, &url, label, cipher, auth.user_id).await?;
+    auth.audit(&mut tx, ip, Action::RagBind, format!("kb:{kb}"), format!("{url} ({keyed})")).await?;
     tx.commit().await?;
     test(state, auth, b).await
 }
@@ -66,10 +69,11 @@ async fn test(state: &AppState, auth: &Auth, b: binding::Binding) -> AppResult<B
 pub async fn put_binding(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path(kb): Path<Uuid>,
     ApiJson(body): ApiJson<BindBody>,
 ) -> AppResult<Json<BindingView>> {
-    Ok(Json(bind(&state, &auth, kb, body).await?))
+    Ok(Json(bind(&state, &auth, &ip, kb, body).await?))
 }
 
 pub async fn get_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<Json<BindingView>> {
@@ -94,18 +98,24 @@ pub async fn test_binding(State(state): State<AppState>, auth: Auth, Path(kb): P
     Ok(Json(test_kb(&state, &auth, kb).await?))
 }
 
-pub async fn unbind(state: &AppState, auth: &Auth, kb: Uuid) -> AppResult<()> {
+pub async fn unbind(state: &AppState, auth: &Auth, ip: &ClientIp, kb: Uuid) -> AppResult<()> {
     let mut tx = auth.tx(state).await?;
     crate::kbs::managed(&mut tx, auth, kb).await?;
     if !binding::retire(&mut tx, kb).await? {
         return Err(AppError::NotFound);
     }
+    auth.audit(&mut tx, ip, Action::RagUnbind, format!("kb:{kb}"), "").await?;
     tx.commit().await?;
     Ok(())
 }
 
-pub async fn delete_binding(State(state): State<AppState>, auth: Auth, Path(kb): Path<Uuid>) -> AppResult<StatusCode> {
-    unbind(&state, &auth, kb).await?;
+pub async fn delete_binding(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    Path(kb): Path<Uuid>,
+) -> AppResult<StatusCode> {
+    unbind(&state, &auth, &ip, kb).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

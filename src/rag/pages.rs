@@ -171,11 +171,12 @@ pub async fn bind_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: crate::auth::ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<BindForm>,
 ) -> AppResult<Redirect> {
     let body = BindBody { url: f.url, api_key: Some(f.api_key), label: Some(f.label) };
-    let r = handlers::bind(&state, &page.auth, id, body)
+    let r = handlers::bind(&state, &page.auth, &ip, id, body)
         .await
         .map(|v| format!("{} · {}", page.ctx.t("rag.saved"), check_words(&page.ctx, &v)));
     back(&session, id, r).await
@@ -190,9 +191,10 @@ pub async fn unbind_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: crate::auth::ClientIp,
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
-    handlers::unbind(&state, &page.auth, id).await?;
+    handlers::unbind(&state, &page.auth, &ip, id).await?;
     back(&session, id, Ok(page.ctx.t("rag.unbound"))).await
 }
 

@@ -12,8 +12,9 @@ use tower_sessions::Session;
 use uuid::Uuid;
 
 use crate::{
+    audit::{self, Action, Actor, Entry, Outcome},
     auth::{
-        LOCALE, SignedIn, TENANT_ID,
+        Auth, ClientIp, LOCALE, SignedIn, TENANT_ID, Via,
         account::start_session,
         directory::{self as tq, MyInvitation, TenantChoice},
         handlers::{SignedInOpt, token_expiry, token_name},
@@ -96,6 +97,7 @@ pub async fn login(
         Ok(a) => a,
         Err(e) => {
             if let AppError::RateLimited { retry_after_secs } = &e {
+                audit_failure_later(&state, &email, &ip, "password, rate limited");
                 let msg = ctx.t("login.rate_limited").replace("{secs}", &retry_after_secs.to_string());
                 let mut resp = render(page(ctx, msg))?;
                 *resp.status_mut() = e.status();
@@ -107,6 +109,13 @@ pub async fn login(
     let user = tq::user_by_email(&state.pool, &email).await?;
     let ok = password::verify(f.password, user.as_ref().map(|u| u.password_hash.clone())).await?;
     rate_limit::finish(&state.pool, attempt, ok).await?;
+    match &user {
+        Some(u) if ok => {
+            let actor = Actor { user_id: Some(u.id), email: u.email.clone(), ip: Some(ip.clone()) };
+            audit_sign_in(&state, u.id, actor, Outcome::Success, "password").await?;
+        }
+        _ => audit_failure_later(&state, &email, &ip, "password"),
+    }
     let Some(user) = user.filter(|_| ok) else {
         tracing::info!(client.ip = %ip, "login failed for {email}");
         let mut resp = render(page(ctx.clone(), ctx.t("login.invalid")))?;
@@ -138,7 +147,49 @@ pub async fn login(
     Ok(Redirect::to(&format!("/tenants?next={}", crate::web::urlencode(&next))).into_response())
 }
 
-pub async fn logout(session: Session) -> AppResult<Redirect> {
+/// A password sign-in of an existing account, one row in each of its teams (their admins see
+/// their member's sign-ins and the failed attempts on it); an unknown e-mail belongs to no
+/// team and is only logged.
+async fn audit_sign_in(state: &AppState, user: Uuid, actor: Actor, outcome: Outcome, detail: &str) -> AppResult<()> {
+    let mut tx = TenantTx::begin_user_only(&state.pool, user).await?;
+    let tenants = tq::tenants_of_user(&mut tx, user).await?;
+    tx.commit().await?;
+    for t in tenants {
+        let mut tx = TenantTx::begin(&state.pool, t.id, crate::db::Scope::User(user)).await?;
+        let mut e = Entry::new(actor.clone(), Action::SignIn, actor.email.clone()).detail(detail);
+        e.outcome = outcome;
+        audit::record(&mut tx, &e).await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// A failed (or refused) sign-in of `email`, recorded after the answer when it is an account:
+/// an unknown e-mail writes nothing, so waiting for these rows (or even looking the account
+/// up) would let the answer's time tell which e-mails have accounts (the password check takes
+/// the same time either way for that reason). Nobody proved who they are: no actor id.
+fn audit_failure_later(state: &AppState, email: &str, ip: &str, detail: &'static str) {
+    let (state, email, ip) = (state.clone(), email.to_string(), ip.to_string());
+    tokio::spawn(async move {
+        let recorded: AppResult<()> = async {
+            let Some(u) = tq::user_by_email(&state.pool, &email).await? else { return Ok(()) };
+            let actor = Actor { user_id: None, email: u.email, ip: Some(ip) };
+            audit_sign_in(&state, u.id, actor, Outcome::Failure, detail).await
+        }
+        .await;
+        if let Err(e) = recorded {
+            tracing::warn!("recording a failed sign-in in the audit log failed: {e}");
+        }
+    });
+}
+
+/// Sign out: the session ends; with a team chosen, that team's audit log records it.
+pub async fn logout(State(state): State<AppState>, session: Session, auth: Option<Auth>, ip: ClientIp) -> AppResult<Redirect> {
+    if let Some(a) = auth.filter(|a| a.via == Via::Session) {
+        let mut tx = a.tx(&state).await?;
+        a.audit(&mut tx, &ip, Action::SignOut, a.email.clone(), "").await?;
+        tx.commit().await?;
+    }
     session.flush().await.map_err(session_err)?;
     Ok(Redirect::to("/login"))
 }
@@ -271,6 +322,7 @@ pub async fn tokens_create_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     headers: HeaderMap,
     Form(b): Form<TokenForm>,
 ) -> AppResult<Response> {
@@ -300,7 +352,8 @@ pub async fn tokens_create_form(
         *r.status_mut() = status;
         return Ok(r);
     }
-    let (_, plain) = crate::auth::tokens::create_expiring(&mut tx, page.auth.tenant_id, page.auth.user_id, &name, days).await?;
+    let (rec, plain) = crate::auth::tokens::create_expiring(&mut tx, page.auth.tenant_id, page.auth.user_id, &name, days).await?;
+    page.auth.audit(&mut tx, &ip, Action::TokenCreate, format!("token:{} {}", rec.id, rec.name), "").await?;
     tx.commit().await?;
     session.insert("new_token", plain).await.map_err(session_err)?;
     Ok(Redirect::to("/settings/tokens").into_response())
@@ -311,6 +364,7 @@ pub async fn tokens_create_form(
 pub async fn tokens_revoke_form(
     State(state): State<AppState>,
     page: Page,
+    ip: ClientIp,
     axum::extract::Path(id): axum::extract::Path<Uuid>,
     Form(f): Form<ConfirmForm>,
 ) -> AppResult<Response> {
@@ -328,7 +382,9 @@ pub async fn tokens_revoke_form(
             ctx: page.ctx,
         });
     }
-    crate::auth::tokens::revoke(&mut tx, page.auth.user_id, id).await?;
+    if crate::auth::tokens::revoke(&mut tx, page.auth.user_id, id).await? {
+        page.auth.audit(&mut tx, &ip, Action::TokenRevoke, format!("token:{id}"), "").await?;
+    }
     tx.commit().await?;
     Ok(Redirect::to("/settings/tokens").into_response())
 }

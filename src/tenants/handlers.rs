@@ -12,12 +12,14 @@ use tower_sessions::Session;
 use uuid::Uuid;
 
 use super::{
+    audited,
     invitations::{self, Answer, TeamInvitation},
     settings::{self, TenantSettings},
 };
 use crate::{
+    audit::Action,
     auth::{
-        Account, Auth, SignedIn, TENANT_ID,
+        Account, Auth, ClientIp, SignedIn, TENANT_ID,
         account::start_session,
         directory::{self as q, Member, Role},
         handlers::SignedInOpt,
@@ -132,6 +134,7 @@ pub struct Invited {
 pub async fn add_member(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     headers: HeaderMap,
     ApiJson(m): ApiJson<NewMember>,
 ) -> AppResult<Response> {
@@ -144,6 +147,7 @@ pub async fn add_member(
     }
     let (email, link) =
         invitations::invite(&state.pool, auth.tenant_id, auth.user_id, &m.email, m.role, m.expires_in_days).await?;
+    audited::by(&state, &auth, &ip, Action::InvitationCreate, &email, m.role.as_str()).await?;
     let url = link.map(|t| link_url(&state, &headers, &t));
     Ok((StatusCode::ACCEPTED, Json(Invited { status: "invited", email, invite_url: url })).into_response())
 }
@@ -167,10 +171,18 @@ pub async fn list_team_invitations(State(state): State<AppState>, auth: Auth) ->
 }
 
 /// `DELETE /api/members/invitations/{id}`: (admins) withdraw an open invitation → 204.
-pub async fn withdraw_invitation(State(state): State<AppState>, auth: Auth, Path(id): Path<Uuid>) -> AppResult<StatusCode> {
+pub async fn withdraw_invitation(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    Path(id): Path<Uuid>,
+) -> AppResult<StatusCode> {
     auth.require_admin()?;
     let mut tx = auth.tx(&state).await?;
     let gone = invitations::withdraw(&mut tx, id).await?;
+    if gone {
+        auth.audit(&mut tx, &ip, Action::InvitationRevoke, format!("invitation:{id}"), "").await?;
+    }
     tx.commit().await?;
     if gone { Ok(StatusCode::NO_CONTENT) } else { Err(AppError::NotFound) }
 }
@@ -204,10 +216,13 @@ pub struct Accepted {
 pub async fn accept_invitation(
     State(state): State<AppState>,
     who: Account,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     ApiJson(b): ApiJson<AnswerBody>,
 ) -> AppResult<Json<Accepted>> {
     let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: b.token.as_deref() }).await?;
+    audited::as_member(&state, tenant, who.user_id, &ip, Action::InvitationAccept, &format!("invitation:{id}"), role.as_str())
+        .await?;
     Ok(Json(Accepted { status: "accepted", tenant_id: tenant, role }))
 }
 
@@ -235,10 +250,13 @@ pub async fn invitation_accept_form(
     State(state): State<AppState>,
     session: Session,
     who: SignedIn,
+    ip: ClientIp,
     Path(id): Path<Uuid>,
     Form(f): Form<AnswerForm>,
 ) -> AppResult<Redirect> {
-    let (tenant, _) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: Some(&f.link) }).await?;
+    let (tenant, role) = invitations::answer(&state.pool, who.user_id, id, Answer::Accept { link: Some(&f.link) }).await?;
+    audited::as_member(&state, tenant, who.user_id, &ip, Action::InvitationAccept, &format!("invitation:{id}"), role.as_str())
+        .await?;
     session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
     Ok(Redirect::to("/"))
 }
@@ -258,7 +276,7 @@ pub struct RoleChange {
     role: Role,
 }
 
-async fn change_role(state: &AppState, auth: &Auth, user: Uuid, role: Role) -> AppResult<Member> {
+async fn change_role(state: &AppState, auth: &Auth, ip: &ClientIp, user: Uuid, role: Role) -> AppResult<Member> {
     check_can_assign(auth, role)?;
     let mut tx = auth.tx(state).await?;
     let current = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
@@ -270,11 +288,13 @@ async fn change_role(state: &AppState, auth: &Auth, user: Uuid, role: Role) -> A
     }
     q::set_role(&mut tx, user, role).await?;
     let m = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
+    let detail = format!("{} -> {}", current.role.as_str(), role.as_str());
+    auth.audit(&mut tx, ip, Action::MemberRole, format!("user:{user} {}", m.email), detail).await?;
     tx.commit().await?;
     Ok(m)
 }
 
-async fn remove(state: &AppState, auth: &Auth, user: Uuid) -> AppResult<()> {
+async fn remove(state: &AppState, auth: &Auth, ip: &ClientIp, user: Uuid) -> AppResult<()> {
     auth.require_admin()?;
     let mut tx = auth.tx(state).await?;
     let current = q::member(&mut tx, user).await?.ok_or(AppError::NotFound)?;
@@ -282,6 +302,8 @@ async fn remove(state: &AppState, auth: &Auth, user: Uuid) -> AppResult<()> {
         return Err(AppError::Conflict("the last owner cannot be removed, and only owners remove owners".into()));
     }
     q::remove_member(&mut tx, user).await?;
+    let target = format!("user:{user} {}", current.email);
+    auth.audit(&mut tx, ip, Action::MemberRemove, target, current.role.as_str()).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -289,14 +311,20 @@ async fn remove(state: &AppState, auth: &Auth, user: Uuid) -> AppResult<()> {
 pub async fn update_member(
     State(state): State<AppState>,
     auth: Auth,
+    ip: ClientIp,
     Path(user): Path<Uuid>,
     ApiJson(c): ApiJson<RoleChange>,
 ) -> AppResult<Json<Member>> {
-    Ok(Json(change_role(&state, &auth, user, c.role).await?))
+    Ok(Json(change_role(&state, &auth, &ip, user, c.role).await?))
 }
 
-pub async fn delete_member(State(state): State<AppState>, auth: Auth, Path(user): Path<Uuid>) -> AppResult<StatusCode> {
-    remove(&state, &auth, user).await?;
+pub async fn delete_member(
+    State(state): State<AppState>,
+    auth: Auth,
+    ip: ClientIp,
+    Path(user): Path<Uuid>,
+) -> AppResult<StatusCode> {
+    remove(&state, &auth, &ip, user).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -318,6 +346,8 @@ struct MembersPage {
     i_am_owner: bool,
     /// A just-made invitation link (shown once) and its email.
     new_link: Option<(String, String)>,
+    /// A just-made password reset link (shown once) and its email (`super::reset_pages`).
+    reset_link: Option<(String, String)>,
     /// The invite form's error (inline), and what was typed.
     error: Option<String>,
     email: String,
@@ -360,6 +390,7 @@ async fn members_page_for(
     tx.commit().await?;
     // Shown once, like a new API token.
     let new_link = session.remove::<(String, String)>("invite_link").await.map_err(session_err)?;
+    let reset_link = session.remove::<(String, String)>(super::reset_pages::SESSION_KEY).await.map_err(session_err)?;
     render(MembersPage {
         ctx: page.ctx,
         members,
@@ -367,6 +398,7 @@ async fn members_page_for(
         me: page.auth.user_id,
         i_am_owner: page.auth.role == Role::Owner,
         new_link,
+        reset_link,
         error,
         email,
     })
@@ -389,6 +421,7 @@ pub async fn members_add(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     headers: HeaderMap,
     Form(f): Form<MemberForm>,
 ) -> AppResult<Response> {
@@ -399,6 +432,7 @@ pub async fn members_add(
     };
     match result {
         Ok((email, link)) => {
+            audited::by(&state, &page.auth, &ip, Action::InvitationCreate, &email, role.as_str()).await?;
             // One message for every case: the page must not tell which emails have accounts.
             // No email is sent: the flash says so, and the link to send is shown below it.
             flash(&session, page.ctx.t("assist.invite_created").replace("{email}", &email)).await?;
@@ -424,22 +458,31 @@ pub async fn invitation_link_form(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     headers: HeaderMap,
     Path(id): Path<Uuid>,
 ) -> AppResult<Redirect> {
     page.auth.require_admin()?;
     let mut tx = page.auth.tx(&state).await?;
     let (email, token) = invitations::renew_link(&mut tx, page.auth.tenant_id, id).await?;
+    page.auth.audit(&mut tx, &ip, Action::InvitationRenew, format!("invitation:{id} {email}"), "").await?;
     tx.commit().await?;
     session.insert("invite_link", (email, link_url(&state, &headers, &token))).await.map_err(session_err)?;
     Ok(Redirect::to("/admin/members"))
 }
 
 /// `POST /admin/members/invitations/{id}/withdraw`.
-pub async fn invitation_withdraw_form(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Redirect> {
+pub async fn invitation_withdraw_form(
+    State(state): State<AppState>,
+    page: Page,
+    ip: ClientIp,
+    Path(id): Path<Uuid>,
+) -> AppResult<Redirect> {
     page.auth.require_admin()?;
     let mut tx = page.auth.tx(&state).await?;
-    invitations::withdraw(&mut tx, id).await?;
+    if invitations::withdraw(&mut tx, id).await? {
+        page.auth.audit(&mut tx, &ip, Action::InvitationRevoke, format!("invitation:{id}"), "").await?;
+    }
     tx.commit().await?;
     Ok(Redirect::to("/admin/members"))
 }
@@ -447,10 +490,11 @@ pub async fn invitation_withdraw_form(State(state): State<AppState>, page: Page,
 pub async fn members_role(
     State(state): State<AppState>,
     page: Page,
+    ip: ClientIp,
     Path(user): Path<Uuid>,
     Form(c): Form<RoleChange>,
 ) -> AppResult<Redirect> {
-    change_role(&state, &page.auth, user, c.role).await?;
+    change_role(&state, &page.auth, &ip, user, c.role).await?;
     Ok(Redirect::to("/admin/members"))
 }
 
@@ -481,13 +525,14 @@ pub async fn members_remove(
     State(state): State<AppState>,
     session: Session,
     page: Page,
+    ip: ClientIp,
     Path(user): Path<Uuid>,
     Form(f): Form<crate::web::confirm::ConfirmForm>,
 ) -> AppResult<Response> {
     if !f.confirmed() {
         return removal_confirmation(&state, page, user).await;
     }
-    remove(&state, &page.auth, user).await?;
+    remove(&state, &page.auth, &ip, user).await?;
     flash(&session, page.ctx.t("members.removed")).await?;
     Ok(Redirect::to("/admin/members").into_response())
 }
@@ -574,6 +619,7 @@ pub async fn join(
     State(state): State<AppState>,
     session: Session,
     AnonCtx(ctx): AnonCtx,
+    ip: ClientIp,
     Path(token): Path<String>,
     Form(f): Form<JoinForm>,
 ) -> AppResult<Response> {
@@ -584,6 +630,7 @@ pub async fn join(
     };
     match result {
         Ok((user, tenant)) => {
+            audited::as_member(&state, tenant, user, &ip, Action::InvitationAccept, "link", "new account").await?;
             start_session(&session, &state.pool, user).await?;
             session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
             Ok(Redirect::to("/").into_response())
@@ -609,9 +656,11 @@ pub async fn join_accept(
     State(state): State<AppState>,
     session: Session,
     who: SignedIn,
+    ip: ClientIp,
     Path(token): Path<String>,
 ) -> AppResult<Redirect> {
-    let (tenant, _) = invitations::accept_by_link(&state.pool, who.user_id, &token).await?;
+    let (tenant, role) = invitations::accept_by_link(&state.pool, who.user_id, &token).await?;
+    audited::as_member(&state, tenant, who.user_id, &ip, Action::InvitationAccept, "link", role.as_str()).await?;
     session.insert(TENANT_ID, tenant).await.map_err(session_err)?;
     Ok(Redirect::to("/"))
 }

@@ -1,8 +1,12 @@
 //! Tenants (teams), accounts and memberships: bootstrap from the CLI, first-run `/setup`,
 //! and the member administration API and pages.
 
+pub mod audit_log;
+pub mod audited;
 pub mod handlers;
 pub mod invitations;
+pub mod reset_pages;
+pub mod resets;
 pub mod settings;
 
 use sqlx::PgPool;
@@ -28,6 +32,8 @@ pub fn api_router() -> axum::Router<crate::state::AppState> {
         .route("/api/invitations/{id}/decline", post(t::decline_invitation))
         .route("/api/members/{id}", patch(t::update_member).delete(t::delete_member))
         .route("/api/tenant/settings", get(t::get_settings).patch(t::patch_settings))
+        .route("/api/audit", get(audit_log::api_list))
+        .route("/api/members/{id}/password-reset", post(reset_pages::issue_api))
 }
 
 /// The OpenAPI description of [`api_router`]'s routes.
@@ -63,6 +69,15 @@ pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
         .ok::<q::Member>(200)
         .errors(&[(409, &["conflict"])]);
     d.op("delete", "/api/members/{id}").summary("Remove a member (admins)").empty(204).errors(&[(409, &["conflict"])]);
+    d.op("post", "/api/members/{id}/password-reset")
+        .summary("A one-time password reset link for a member (admins; shown once, valid 24 h; not for accounts in other teams)")
+        .ok::<reset_pages::ResetIssued>(201)
+        .errors(&[(409, &["conflict"])]);
+    d.op("get", "/api/audit")
+        .summary("The team's audit log (admins): a page of rows, newest first, or with format=csv every matching row")
+        .query::<audit_log::AuditQuery>()
+        .ok::<crate::audit::queries::AuditPage>(200)
+        .content(200, "text/csv", serde_json::json!({"type": "string"}), "with format=csv: every matching row (at most 50 000)");
     d.op("get", "/api/tenant/settings").summary("The team's settings").ok::<t::SettingsView>(200);
     d.op("patch", "/api/tenant/settings")
         .summary("Change the team's settings (admins)")
@@ -86,6 +101,10 @@ pub fn page_router() -> axum::Router<crate::state::AppState> {
         .route("/invitations/{id}/accept", post(t::invitation_accept_form))
         .route("/invitations/{id}/decline", post(t::invitation_decline_form))
         .route("/admin/settings", get(t::settings_page).post(t::settings_save))
+        .route("/admin/audit", get(audit_log::audit_page))
+        .route("/admin/members/{id}/reset-link", post(reset_pages::issue_form))
+        .route("/reset/{token}", get(reset_pages::reset_page).post(reset_pages::reset))
+        .route("/admin/audit/export", get(audit_log::export))
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -300,6 +300,7 @@ pub struct DownloadParams {
 pub async fn download(
     State(state): State<AppState>,
     auth: Auth,
+    ip: crate::auth::ClientIp,
     Path(id): Path<Uuid>,
     Query(p): Query<DownloadParams>,
     req: Request,
@@ -313,6 +314,13 @@ pub async fn download(
     let mime = mime_of(&source);
     let inline = p.inline.as_deref().is_some_and(|v| v == "1" || v == "true") && source.kind == SourceKind::Image;
     let range = req.headers().get(header::RANGE).and_then(|v| v.to_str().ok()).map(|v| byte_range(v, len));
+    // A download of the original (not an image shown inline, not a later piece of a range).
+    if !inline && range.as_ref().is_none_or(|r| r.is_some_and(|(a, _)| a == 0)) {
+        let mut tx = auth.tx(&state).await?;
+        let target = format!("source:{id} {}", source.file_name());
+        auth.audit(&mut tx, &ip, crate::audit::Action::SourceDownload, target, "").await?;
+        tx.commit().await?;
+    }
     let (status, start, count) = match range {
         Some(Some((a, b))) => (StatusCode::PARTIAL_CONTENT, a, b - a + 1),
         Some(None) => {

@@ -400,3 +400,27 @@ impl Client {
         json_of(self.req(reqwest::Method::DELETE, path).send().await.unwrap()).await
     }
 }
+
+impl TestApp {
+    /// Wait until the tenant's audit log holds `n` rows of `action` (a failed sign-in is
+    /// recorded after its answer, so its answer's time does not depend on the account), up to
+    /// ten seconds; panics with what it holds otherwise.
+    pub async fn audit_rows(&self, tenant: Uuid, action: &str, n: i64) {
+        let mut seen = -1;
+        for _ in 0..400 {
+            let mut tx = TenantTx::begin(&self.pool, tenant, Scope::System).await.unwrap();
+            seen = sqlx::query_scalar("select count(*) from audit_event where tenant_id = $1 and action = $2")
+                .bind(tenant)
+                .bind(action)
+                .fetch_one(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            if seen == n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("{action}: {seen} audit rows, not {n}");
+    }
+}

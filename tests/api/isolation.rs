@@ -16,6 +16,7 @@ const TENANT_TABLES: &[&str] = &[
     "ai_run",
     "ai_run_event",
     "api_token",
+    "audit_event",
     "dir_grant",
     "evidence_block",
     "evidence_edge",
@@ -29,6 +30,7 @@ const TENANT_TABLES: &[&str] = &[
     "kb_folder",
     "kb_member",
     "membership",
+    "password_reset",
     "rag_binding",
     "rag_doc",
     "source",
@@ -36,6 +38,9 @@ const TENANT_TABLES: &[&str] = &[
     "tenant_root",
     "tenant_setting",
 ];
+
+/// Tenant tables the app role may only insert into and read.
+const APPEND_ONLY: &[&str] = &["audit_event"];
 
 /// Seed one row in every tenant table for a tenant; returns (tenant, owner, kb id).
 async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
@@ -60,6 +65,9 @@ async fn seed_everything(app: &TestApp, name: &str) -> (Seeded, Uuid) {
     seed_vector(app, s.tenant_id).await;
     seed_rag(app, s.tenant_id, kb_id).await;
     seed_runs(app, s.tenant_id, member).await;
+    // A password reset link for the member (one team only, so it may be issued).
+    let (st, r) = c.post_json(&format!("/api/members/{member}/password-reset"), json!({})).await;
+    assert_eq!(st, StatusCode::CREATED, "{r}");
     // A pending invitation (tenant_root has its row from `bootstrap`).
     let (st, inv) = c.post_json("/api/members", json!({"email": format!("invitee@{name}.test"), "role": "member"})).await;
     assert_eq!(st, StatusCode::ACCEPTED, "{inv}");
@@ -206,6 +214,10 @@ async fn rows_of_one_tenant_are_invisible_and_unmodifiable_from_another() {
     for t in TENANT_TABLES {
         assert!(count_as(&app, a.tenant_id, t, a.tenant_id).await > 0, "{t}: seed row missing for A");
         assert_eq!(count_as(&app, b.tenant_id, t, a.tenant_id).await, 0, "{t}: B sees A's rows");
+        if APPEND_ONLY.contains(t) {
+            // No UPDATE or DELETE for the app role at all, in any tenant (tests/api/audit.rs).
+            continue;
+        }
         let mut tx = TenantTx::begin(&app.pool, b.tenant_id, Scope::System).await.unwrap();
         let upd = sqlx::query(&format!("update {t} set tenant_id = tenant_id where tenant_id = $1"))
             .bind(a.tenant_id)

@@ -159,6 +159,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
         ("viewer-slides-strip", format!("{slides}#slide-strip")),
         ("members", "/admin/members".into()),
         ("grants", "/admin/grants".into()),
+        ("audit", "/admin/audit".into()),
         ("tokens", "/settings/tokens".into()),
         ("account", "/settings/account".into()),
     ];
@@ -234,6 +235,88 @@ async fn check_narrow(b: &Browser, lang: &str) {
     for c in cards {
         assert_eq!(c, &json!({"block": true, "status": true, "inside": true}), "{lang}: a grant row as a card");
     }
+}
+
+/// Issue 44: the audit log page (filters, a failed sign-in among the rows, exports, paging)
+/// in both languages and color schemes at 1280 and 420 px
+/// (`screens-<lang>-<width>-<scheme>-audit-log`); at 420 px its rows are cards and nothing
+/// scrolls sideways.
+#[tokio::test]
+async fn the_audit_log_in_both_languages_widths_and_color_schemes() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let api = app.api(s.tenant_id, s.user_id).await;
+    std::fs::create_dir_all(app.docs.join("team")).unwrap();
+    let (st, _) = api
+        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
+        .await;
+    assert_eq!(st, StatusCode::CREATED);
+    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Handbook 手册"})).await;
+    let kb = kb["id"].as_str().unwrap().to_string();
+    let (st, _) = api.send_json("PATCH", &format!("/api/kbs/{kb}"), json!({"visibility": "private"})).await;
+    assert_eq!(st, StatusCode::OK);
+    let (st, _) = api.post_json("/api/tokens", json!({"name": "nightly export"})).await;
+    assert_eq!(st, StatusCode::CREATED);
+    let r = app.client().login(EMAIL, "not the password").await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    app.audit_rows(s.tenant_id, "sign_in", 1).await;
+    let b = Browser::start("screens-audit", &app.base).await;
+    b.login(EMAIL, PASSWORD).await;
+    for lang in ["en", "zh-CN"] {
+        set_language(&b, lang).await;
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            for scheme in ["light", "dark"] {
+                color_scheme(&b, scheme).await;
+                b.goto("/admin/audit").await;
+                b.loaded().await;
+                let rows = b.js("return document.querySelectorAll('table.audit-table tbody tr').length", vec![]).await;
+                assert!(rows.as_u64().unwrap() >= 6, "{lang}: the audit rows ({rows})");
+                let failed = b.js("return document.querySelectorAll('.badge.bad').length", vec![]).await;
+                assert_eq!(failed, json!(1), "{lang}: the failed sign-in is marked");
+                b.screenshot(&format!("{lang}-{width}-{scheme}-audit-log")).await;
+                if width == 420 {
+                    let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
+                    assert!(over.as_f64().unwrap() <= 1.0, "{lang}: the audit log at 420 px scrolls sideways by {over} px");
+                    let block = b
+                        .js("return getComputedStyle(document.querySelector('table.audit-table tbody tr')).display", vec![])
+                        .await;
+                    assert_eq!(block, json!("block"), "{lang}: rows are cards at 420 px");
+                }
+            }
+        }
+    }
+    b.finish().await;
+}
+
+/// Issue 44 item 5: the page of a password reset link, in both languages at 1280 and 420 px
+/// (`screens-<lang>-<width>-light-password-reset`), as the person who got the link sees it.
+#[tokio::test]
+async fn the_password_reset_page_in_both_languages_and_widths() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", EMAIL).await;
+    let bob = app.add_user(s.tenant_id, "bob@acme.test", "member").await;
+    let (st, v) = app.api(s.tenant_id, s.user_id).await.post_json(&format!("/api/members/{bob}/password-reset"), json!({})).await;
+    assert_eq!(st, StatusCode::CREATED, "{v}");
+    let path = format!("/reset/{}", v["resetUrl"].as_str().unwrap().rsplit("/reset/").next().unwrap());
+    let b = Browser::start("screens-reset", &app.base).await;
+    color_scheme(&b, "light").await;
+    for lang in ["en", "zh-CN"] {
+        set_language(&b, lang).await;
+        for width in [1280u32, 420] {
+            b.resize(width, 900).await;
+            b.goto(&path).await;
+            b.loaded().await;
+            let email = b.js("return document.querySelector('input[type=email]').value", vec![]).await;
+            assert_eq!(email, json!("bob@acme.test"), "{lang}");
+            b.screenshot(&format!("{lang}-{width}-light-password-reset")).await;
+            if width == 420 {
+                let over = b.js("return document.documentElement.scrollWidth - window.innerWidth", vec![]).await;
+                assert!(over.as_f64().unwrap() <= 1.0, "{lang}: the reset page at 420 px scrolls sideways by {over} px");
+            }
+        }
+    }
+    b.finish().await;
 }
 
 /// Issue 41: an answer the documents do not hold reads "Nothing in these knowledge bases answers
