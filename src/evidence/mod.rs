@@ -468,7 +468,7 @@ mod tests {
             "pageSize": [595.0, 842.0], "sectionPath": ["A", "B"], "lineRange": null, "charRange": [5, 17],
             "paraIdStart": null, "paraIdEnd": null, "paragraphOrdinal": null, "textFingerprint": "ab12",
             "sourceHash": "sha256:00", "quality": "exact", "sheet": null, "sheetHidden": null, "cellRange": null,
-            "slide": null
+            "slide": null, "attachment": null
         })
     }
 
@@ -480,9 +480,10 @@ mod tests {
         let loc: Locator = serde_json::from_value(v.clone()).unwrap();
         assert_eq!(serde_json::to_string(&loc).unwrap(), serde_json::to_string(&v).unwrap());
         assert_eq!(loc.place().citation_label().as_deref(), Some("p.3"));
-        // Rows stored before the spreadsheet and slide fields existed read the same (absent = null).
+        // Rows stored before the spreadsheet, slide and attachment fields existed read the same
+        // (absent = null).
         let mut old = stored();
-        for k in ["sheet", "sheetHidden", "cellRange", "slide"] {
+        for k in ["sheet", "sheetHidden", "cellRange", "slide", "attachment"] {
             old.as_object_mut().unwrap().remove(k);
         }
         assert_eq!(serde_json::from_value::<Locator>(old).unwrap(), loc);
