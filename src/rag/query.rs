@@ -440,7 +440,10 @@ pub async fn cite(
             mapped(b, &rendered, query, false)
         }
         // A sheet's rows and a deck's shapes: the one the query names; flowing text: the span.
-        Some(b) => mapped(b, chunks, query, matches!(source.kind.as_str(), "spreadsheet" | "csv" | "slides")),
+        Some(b) => {
+            let kind = source.kind.parse::<SourceKind>().ok();
+            mapped(b, chunks, query, matches!(kind, Some(SourceKind::Spreadsheet | SourceKind::Csv | SourceKind::Slides)))
+        }
         // Not indexed yet: no block to align to or to enrich from.
         None => mapped(&SourceBlocks::empty(), chunks, query, false),
     };
