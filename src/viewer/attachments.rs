@@ -18,6 +18,7 @@ use crate::state::AppState;
 pub async fn attachment(
     State(state): State<AppState>,
     auth: Auth,
+    ip: crate::auth::ClientIp,
     Path((id, part)): Path<(Uuid, String)>,
 ) -> AppResult<Response> {
     let mut tx = auth.read_tx(&state).await?;
@@ -42,6 +43,11 @@ pub async fn attachment(
     .await
     .map_err(|e| AppError::Internal(e.into()))??;
     let Some((name, bytes)) = found else { return Err(AppError::NotFound) };
+    // A download of an original, as `/download` is: audited.
+    let mut tx = auth.tx(&state).await?;
+    let target = format!("source:{id} {} › {name}", source.file_name());
+    auth.audit(&mut tx, &ip, crate::audit::Action::SourceDownload, target, "attachment").await?;
+    tx.commit().await?;
     let mut resp = (axum::http::StatusCode::OK, Body::from(bytes)).into_response();
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));

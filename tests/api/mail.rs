@@ -127,6 +127,17 @@ async fn a_message_its_body_and_its_attachments_are_located_evidence_that_opens_
     assert_eq!(plan.replace("\r\n", "\n"), "# Plan\n\nShip the quartz feature in Q3.\n");
     let fwd = k.client.get(&link("a3")).await.text().await.unwrap();
     assert!(fwd.contains("Subject: Forwarded: venue options") && fwd.contains("harbour hall"), "{fwd}");
+    // Each is a download of an original: one audit row apiece.
+    app.audit_rows(k.tenant, "source.download", 3).await;
+    let mut tx = mnote::db::TenantTx::begin(&app.pool, k.tenant, mnote::db::Scope::System).await.unwrap();
+    let (target, detail): (String, String) =
+        sqlx::query_as("select target, detail from audit_event where action = 'source.download' order by at, id limit 1")
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(detail, "attachment");
+    assert!(target.ends_with("decision.eml › known_words.pdf"), "{target}");
     // No such attachment, not a message, or another kind: not found.
     let id = sources["mail/decision.eml"]["id"].as_str().unwrap();
     for part in ["a9", "a3_a1", "b1", "a0", "a1_x"] {

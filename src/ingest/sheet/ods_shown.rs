@@ -99,6 +99,8 @@ fn open(at: &mut At, e: &BytesStart<'_>, empty: bool) {
             at.sheets += 1;
             at.row = 0;
         }
+        // An empty sheet still counts in calamine's order.
+        b"table" => at.sheets += 1,
         b"table-row" if empty => at.row = at.row.saturating_add(repeat(e, b"number-rows-repeated")),
         b"table-row" => {
             at.col = 0;
