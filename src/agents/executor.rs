@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AgentError, AgentId, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole,
+    AgentError, AgentId, Capability, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole,
     capabilities::{self, Switches},
     config, descriptors,
     preferences::RunPreferences,
@@ -78,7 +78,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         return fail(state, &run, "forbidden", "the user who started this run is no longer a member").await;
     };
     let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
-    let agent = AgentId::parse(&run.agent_id).unwrap_or(AgentId::Hermes);
+    let agent = run.agent_id;
     // The preferences frozen at creation tune the runtime; the tenant's capability switches
     // are read now (a capability switched off since is not offered any more).
     let prefs = RunPreferences::from_snapshot(&run.preferences);
@@ -98,7 +98,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         state.pool.clone(),
         tenant,
         run_id,
-        agent.source(),
+        agent.into(),
         crate::journal::sink::COALESCE,
         crate::journal::sink::Limits::of(&state.config.agents),
     );
@@ -274,11 +274,11 @@ async fn recorded_calls(state: &AppState, tenant: Uuid, run: Uuid, here: Vec<Too
 
 /// The capabilities a run of `agent` gets: the agent's own, less those the tenant switched
 /// off and knowledge RAG when the user's preference turned it off.
-pub fn allowed_capabilities(agent: AgentId, switches: &Switches, prefs: &RunPreferences) -> Vec<&'static str> {
+pub fn allowed_capabilities(agent: AgentId, switches: &Switches, prefs: &RunPreferences) -> Vec<Capability> {
     descriptors::agent_capabilities(agent)
         .into_iter()
-        .filter(|c| switches.enabled(c))
-        .filter(|c| *c != super::tools::CAPABILITY_KNOWLEDGE_RAG || prefs.use_knowledge_rag(agent))
+        .filter(|c| switches.enabled(*c))
+        .filter(|c| *c != Capability::KnowledgeRag || prefs.use_knowledge_rag(agent))
         .collect()
 }
 

@@ -18,6 +18,7 @@ use super::{
     store::{self, Created, NewRun},
 };
 use crate::{
+    ai::{AgentId, Provider},
     auth::Auth,
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
@@ -55,8 +56,8 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
             actor_id: actor.user_id,
             request_id: &request,
             session_id: "bench",
-            agent_id: "hermes",
-            provider: "builtin",
+            agent_id: AgentId::Hermes,
+            provider: Provider::Builtin,
             provider_note: Some("bench"),
             prompt: label,
             context_refs: &ContextRefs::default(),
@@ -108,7 +109,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     println!("\n## Journal appends ({deltas} deltas of ~4 characters)");
     let raw_n = deltas.min(2000);
     let run = bench_run(pool, actor, "raw").await?;
-    let sink = EventSink::db_with(pool.clone(), actor.tenant_id, run, EventSource::Hermes, Duration::ZERO);
+    let sink = EventSink::db_with(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes), Duration::ZERO);
     let t = Instant::now();
     for i in 0..raw_n {
         sink.delta(&format!("t{i:03} ")).await?;
@@ -119,7 +120,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     // A model streaming 1,000 tokens/s for two seconds: how many rows the 75 ms window writes.
     let paced = 2000;
     let run = bench_run(pool, actor, "coalesced").await?;
-    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let t = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(1));
     for i in 0..paced {
@@ -135,7 +136,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     );
     // The same window taking deltas as fast as they come (its capacity).
     let run = bench_run(pool, actor, "coalesced-max").await?;
-    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let t = Instant::now();
     for i in 0..deltas {
         sink.delta(&format!("t{i:03} ")).await?;
@@ -148,8 +149,9 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     let t = Instant::now();
     let mut n = 0;
     while n < deltas {
-        let batch: Vec<_> =
-            (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("t{} ", n + i) })).collect();
+        let batch: Vec<_> = (0..100)
+            .map(|i| (EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: format!("t{} ", n + i) }))
+            .collect();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         store::append(&mut tx, actor.tenant_id, run, &batch).await?;
         tx.commit().await?;
@@ -226,7 +228,13 @@ async fn fan_out(
     for _ in 0..events {
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         let sent = epoch.elapsed().as_micros().to_string();
-        store::append(&mut tx, actor.tenant_id, run, &[(EventSource::Hermes, Event::MessageDelta { text: sent })]).await?;
+        store::append(
+            &mut tx,
+            actor.tenant_id,
+            run,
+            &[(EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: sent })],
+        )
+        .await?;
         tx.commit().await?;
         bar.inc(1);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -245,8 +253,9 @@ async fn fan_out(
 async fn resume(pool: &sqlx::PgPool, actor: &Auth, base: &str, auth: &str, http: &reqwest::Client) -> anyhow::Result<Vec<f64>> {
     let run = bench_run(pool, actor, "resume").await?;
     for chunk in 0..10 {
-        let batch: Vec<_> =
-            (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("{} ", chunk * 100 + i) })).collect();
+        let batch: Vec<_> = (0..100)
+            .map(|i| (EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: format!("{} ", chunk * 100 + i) }))
+            .collect();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         store::append(&mut tx, actor.tenant_id, run, &batch).await?;
         tx.commit().await?;

@@ -5,6 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::ai::{AgentId, Provider};
+
 /// `status` of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -63,14 +65,11 @@ impl std::str::FromStr for RunStatus {
 crate::db::text_column!(RunStatus);
 
 /// Who wrote an event: the host (`mnote`), one of our tools (`tool`), or the agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventSource {
     Mnote,
     Tool,
-    Hermes,
-    Reasonix,
-    ChatOnly,
+    Agent(AgentId),
 }
 
 impl EventSource {
@@ -78,10 +77,14 @@ impl EventSource {
         match self {
             EventSource::Mnote => "mnote",
             EventSource::Tool => "tool",
-            EventSource::Hermes => "hermes",
-            EventSource::Reasonix => "reasonix",
-            EventSource::ChatOnly => "chat_only",
+            EventSource::Agent(a) => a.as_str(),
         }
+    }
+}
+
+impl From<AgentId> for EventSource {
+    fn from(a: AgentId) -> Self {
+        EventSource::Agent(a)
     }
 }
 
@@ -106,8 +109,8 @@ pub struct PlanEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunCreated {
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -7,7 +7,10 @@ use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::db::TenantTx;
+use crate::{
+    ai::{AgentId, Provider},
+    db::TenantTx,
+};
 
 use super::event::{ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunStatus, ToolCompleted};
 
@@ -29,8 +32,8 @@ pub struct RunRow {
     pub actor_id: Uuid,
     pub request_id: String,
     pub session_id: String,
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_run_id: Option<String>,
     pub provider_note: Option<String>,
     pub status: RunStatus,
@@ -72,8 +75,8 @@ impl RunRow {
             schema: "mnote.ai_run.v1",
             host_run_id: self.id,
             request_id: self.request_id.clone(),
-            agent_id: self.agent_id.clone(),
-            provider: self.provider.clone(),
+            agent_id: self.agent_id,
+            provider: self.provider,
             provider_run_id: self.provider_run_id.clone(),
             provider_note: self.provider_note.clone(),
             session_id: self.session_id.clone(),
@@ -111,8 +114,8 @@ pub struct RunView {
     pub schema: &'static str,
     pub host_run_id: Uuid,
     pub request_id: String,
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_run_id: Option<String>,
     pub provider_note: Option<String>,
     pub session_id: String,
@@ -181,8 +184,8 @@ pub struct NewRun<'a> {
     pub actor_id: Uuid,
     pub request_id: &'a str,
     pub session_id: &'a str,
-    pub agent_id: &'a str,
-    pub provider: &'a str,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_note: Option<&'a str>,
     pub prompt: &'a str,
     pub context_refs: &'a ContextRefs,
@@ -219,7 +222,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
          values ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16,
              now() + make_interval(secs => $17))
          on conflict do nothing
-         returning tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+         returning tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -230,8 +233,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         new.actor_id,
         new.request_id,
         new.session_id,
-        new.agent_id,
-        new.provider,
+        new.agent_id as _,
+        new.provider as _,
         new.provider_note,
         new.prompt,
         context_refs as _,
@@ -247,8 +250,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     .await?;
     if let Some(run) = inserted {
         let created = Event::RunCreated(RunCreated {
-            agent_id: run.agent_id.clone(),
-            provider: run.provider.clone(),
+            agent_id: run.agent_id,
+            provider: run.provider,
             provider_note: run.provider_note.clone(),
             parent_run_id: run.parent_run_id,
             prompt: run.prompt.clone(),
@@ -260,7 +263,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     // missing parent or resume id (null) matches no row: then only the request id counts.
     let existing = sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -319,7 +322,7 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RunRow>> {
 pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -337,7 +340,7 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
 async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -588,7 +591,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -691,7 +694,7 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
@@ -741,7 +744,7 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
              capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",

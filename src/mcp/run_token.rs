@@ -56,7 +56,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Auth, RunSco
         return Err(AppError::Unauthorized);
     };
     tx.commit().await?;
-    let agent = AgentId::parse(&run.agent_id).ok_or(AppError::Unauthorized)?;
+    let agent = run.agent_id;
     let auth = Auth { user_id: run.actor_id, tenant_id, role: member.role, email: member.email, via: Via::Token };
     let scope = RunScope {
         tenant_id,
@@ -107,7 +107,7 @@ pub async fn call(
         state.pool.clone(),
         run.tenant_id,
         run.run_id,
-        run.agent.source(),
+        run.agent.into(),
         Limits::of(&state.config.agents),
     );
     let tools =

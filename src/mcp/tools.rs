@@ -18,9 +18,7 @@ use uuid::Uuid;
 use super::{caller::Caller, run_token};
 use crate::{
     agents::capabilities,
-    agents::tools::{
-        self as registry, CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, ToolBox, ToolDef, ToolError, ToolErrorCode,
-    },
+    agents::tools::{self as registry, ToolBox, ToolDef, ToolError, ToolErrorCode},
     error::AppError,
     evidence::tools::uuid_schema,
     state::AppState,
@@ -100,7 +98,7 @@ fn list_knowledge_bases_tool() -> Tool {
 /// /api/page-ai/capabilities`), as for runs. Switches that cannot be read offer nothing.
 async fn offered(state: &AppState, caller: &Caller, evidence_only: bool) -> Vec<&'static ToolDef> {
     let mut offered: Vec<&'static ToolDef> = if evidence_only {
-        registry::registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect()
+        registry::registry().iter().filter(|d| d.capability == crate::ai::Capability::Evidence).collect()
     } else {
         ToolBox::offered_for(state, &caller.auth, &Default::default()).await
     };
@@ -178,9 +176,9 @@ pub async fn call(state: &AppState, caller: &Caller, name: &str, arguments: Opti
     let Some(def) = def else {
         return list_knowledge_bases(state, caller, arguments).await;
     };
-    let offered = offered(state, caller, def.capability == CAPABILITY_EVIDENCE).await;
+    let offered = offered(state, caller, def.capability == crate::ai::Capability::Evidence).await;
     if !offered.iter().any(|o| o.name == def.name) {
-        let why = if def.capability == CAPABILITY_KNOWLEDGE_RAG {
+        let why = if def.capability == crate::ai::Capability::KnowledgeRag {
             "needs a knowledge base bound to knowledge RAG, with knowledge RAG switched on for the team"
         } else {
             "is switched off for this team"

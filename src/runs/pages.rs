@@ -254,12 +254,11 @@ impl RunDetail {
 }
 
 fn runs_on_words(ctx: &PageCtx, run: &RunRow) -> String {
-    match (run.provider.as_str(), run.provider_note.as_deref()) {
-        ("builtin", Some("not_configured")) => ctx.t("ai.runs_on.builtin_not_configured"),
-        ("builtin", _) => ctx.t("ai.runs_on.builtin"),
-        ("openai", _) => ctx.t("ai.runs_on.openai_run"),
-        ("acp", _) => ctx.t("ai.runs_on.acp"),
-        (other, _) => other.to_string(),
+    match (run.provider, run.provider_note.as_deref()) {
+        (Provider::Builtin, Some("not_configured")) => ctx.t("ai.runs_on.builtin_not_configured"),
+        (Provider::Builtin, _) => ctx.t("ai.runs_on.builtin"),
+        (Provider::OpenAi, _) => ctx.t("ai.runs_on.openai_run"),
+        (Provider::Acp, _) => ctx.t("ai.runs_on.acp"),
     }
 }
 
@@ -306,7 +305,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
         }
     }
     let status = run.status;
-    let agent_name = AgentId::parse(&run.agent_id).map(|a| a.display_name().to_string()).unwrap_or_else(|| run.agent_id.clone());
+    let agent_name = run.agent_id.display_name().to_string();
     RunDetail {
         id: run.id,
         prompt: run.prompt.clone(),
@@ -369,7 +368,7 @@ fn capability_words(ctx: &PageCtx, d: &descriptors::Descriptor) -> String {
         .capability_states
         .iter()
         .map(|(c, s)| {
-            let name = ctx.tk("agents.cap", c);
+            let name = ctx.tk("agents.cap", c.as_str());
             if *s == "enabled" { name } else { format!("{name} ({})", ctx.tk("agents.cap_state", s)) }
         })
         .collect();
@@ -599,9 +598,9 @@ async fn load_events(tx: &mut crate::db::TenantTx, id: Uuid) -> AppResult<Vec<st
 pub async fn run_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     let (run, events) = load_run(&state, &page.auth, id).await?;
     let session = Some(run.session_id.clone());
-    let agent = run.agent_id.clone();
+    let agent = run.agent_id.as_str();
     let kbs = run.context().kb_ids;
-    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events)), Typed::default()).await
+    page_of(&state, page, session, Some(agent), Some(&kbs), Some((run, events)), Typed::default()).await
 }
 
 #[derive(Template)]
@@ -740,7 +739,7 @@ pub async fn resume_form(
     let body = CreateRun {
         request_id: fresh_id(),
         session_id: parent.session_id.clone(),
-        agent_id: parent.agent_id.clone(),
+        agent_id: parent.agent_id.as_str().to_string(),
         prompt: parent.prompt.clone(),
         context_refs: parent.context(),
         parent_run_id: Some(id),

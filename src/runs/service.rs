@@ -34,7 +34,8 @@ pub struct CreateRun {
     pub request_id: String,
     #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,200}$"))]
     pub session_id: String,
-    #[schemars(regex(pattern = "^(hermes|reasonix|chat_only)$"))]
+    /// One of [`AgentId`] (a string here so that an unknown id is refused as `invalid_input`).
+    #[schemars(with = "AgentId")]
     pub agent_id: String,
     #[schemars(length(min = 1, max = MAX_PROMPT_CHARS), regex(pattern = r"\S"))]
     pub prompt: String,
@@ -61,7 +62,7 @@ fn sha256_hex(v: &Value) -> String {
 async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<AgentId> {
     client_id("requestId", &body.request_id)?;
     client_id("sessionId", &body.session_id)?;
-    let agent = AgentId::parse(&body.agent_id).ok_or_else(|| AppError::invalid("agentId", "hermes, reasonix or chat_only"))?;
+    let agent = AgentId::parse(&body.agent_id).ok_or_else(|| AppError::invalid("agentId", AgentId::expected()))?;
     let prompt = body.prompt.trim();
     if prompt.is_empty() {
         return Err(AppError::invalid("prompt", "ask something"));
@@ -174,8 +175,8 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
             actor_id: auth.user_id,
             request_id: &body.request_id,
             session_id: &body.session_id,
-            agent_id: agent.as_str(),
-            provider: provider.as_str(),
+            agent_id: agent,
+            provider,
             provider_note: note,
             prompt: body.prompt.trim(),
             context_refs: &body.context_refs,

@@ -6,6 +6,7 @@
 
 use mnote::{
     agents::tools::ToolBox,
+    ai::AgentId,
     journal::{ContextRefs, EventSource, sink::EventSink},
     state::AppState,
 };
@@ -56,8 +57,14 @@ async fn a_runs_tools_read_only_its_knowledge_bases_by_search_and_by_id() {
     let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
     let only_robots = ContextRefs { kb_ids: vec![robots], ..Default::default() };
 
-    let tools =
-        ToolBox::prepare(state.clone(), actor.clone(), only_robots.clone(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools = ToolBox::prepare(
+        state.clone(),
+        actor.clone(),
+        only_robots.clone(),
+        EventSink::memory(EventSource::Agent(AgentId::Hermes)),
+        true,
+    )
+    .await;
     let search = tools.call("s", "mnote_evidence_search", json!({"query": "zebra enclosure robots"})).await;
     let titles: Vec<&str> =
         search.content["results"].as_array().unwrap().iter().map(|r| r["sourceTitle"].as_str().unwrap()).collect();
@@ -96,7 +103,9 @@ async fn a_runs_tools_read_only_its_knowledge_bases_by_search_and_by_id() {
     assert_eq!(r.err().map(|e| e.code.as_str().to_string()).as_deref(), Some("not_found"));
 
     // No kbIds: every KB the actor reads.
-    let all = ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let all =
+        ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Agent(AgentId::Hermes)), true)
+            .await;
     for (name, args) in by_id(zoo_ev, zoo_src) {
         let r = all.call(name, name, args).await;
         assert!(r.ok, "{name}: {:?}", r.content);

@@ -8,6 +8,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use futures_util::StreamExt;
 use mnote::{
+    ai::AgentId,
     db::{Scope, TenantTx},
     journal::{
         ContextRefs, Event, EventSource, reconcile,
@@ -34,8 +35,8 @@ pub(crate) async fn manual_run(app: &TestApp, tenant: Uuid, user: Uuid, session:
             actor_id: user,
             request_id: &request,
             session_id: session,
-            agent_id: "hermes",
-            provider: "builtin",
+            agent_id: AgentId::Hermes,
+            provider: mnote::ai::Provider::Builtin,
             provider_note: None,
             prompt: "what is in my notes?",
             context_refs: &ContextRefs::default(),
@@ -58,7 +59,7 @@ pub(crate) async fn manual_run(app: &TestApp, tenant: Uuid, user: Uuid, session:
 
 pub(crate) async fn append(app: &TestApp, tenant: Uuid, run: Uuid, events: Vec<Event>) {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let batch: Vec<_> = events.into_iter().map(|e| (EventSource::Hermes, e)).collect();
+    let batch: Vec<_> = events.into_iter().map(|e| (EventSource::Agent(AgentId::Hermes), e)).collect();
     store::append(&mut tx, tenant, run, &batch).await.unwrap();
     tx.commit().await.unwrap();
 }
@@ -262,7 +263,7 @@ pub(crate) async fn events_resume_after_seq_and_last_event_id_without_duplicates
         let pool = app.pool.clone();
         let tenant = s.tenant_id;
         tokio::spawn(async move {
-            let sink = EventSink::db(pool.clone(), tenant, run, EventSource::Hermes);
+            let sink = EventSink::db(pool.clone(), tenant, run, EventSource::Agent(AgentId::Hermes));
             for i in 0..3 {
                 sink.delta(&format!("live{i} ")).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -542,7 +543,7 @@ pub(crate) async fn appends_survive_the_database_dropping_every_connection() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let run = manual_run(&app, s.tenant_id, s.user_id, "s").await;
-    let sink = EventSink::db(app.pool.clone(), s.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(app.pool.clone(), s.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let mut acknowledged = Vec::new();
     for i in 0..30 {
         if i % 10 == 5 {
@@ -557,7 +558,7 @@ pub(crate) async fn appends_survive_the_database_dropping_every_connection() {
             assert!(!killed.is_empty());
         }
         let text = format!("t{i} ");
-        sink.emit(EventSource::Hermes, delta(&text)).await.unwrap();
+        sink.emit(EventSource::Agent(AgentId::Hermes), delta(&text)).await.unwrap();
         acknowledged.push(text);
     }
     let c = app.api(s.tenant_id, s.user_id).await;

@@ -54,10 +54,7 @@ pub use read::{Read, ReadArgs, ReadBlock, ReadOutput};
 pub use registry::{lookup, lookup_mcp, registry};
 pub use search::{EvidenceHit, Search, SearchArgs, SearchOutput};
 use tool::Done;
-pub use tool::{
-    CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, Called, Cited, Tool, ToolDef, function_name, mcp_name, output_of, parameters,
-    self_contained,
-};
+pub use tool::{Called, Capability, Cited, Tool, ToolDef, function_name, mcp_name, output_of, parameters, self_contained};
 
 /// `tool.started` keeps at most this much of the arguments.
 const MAX_ARGUMENT_BYTES: usize = 2048;
@@ -157,9 +154,9 @@ impl ToolBox {
     /// The tools `actor` may use in `context`: the evidence tools, and the knowledge-RAG tools
     /// when a KB of the context (every visible KB when it names none) has an active binding.
     pub async fn offered_for(state: &AppState, actor: &Auth, context: &ContextRefs) -> Vec<&'static ToolDef> {
-        let mut offered: Vec<&'static ToolDef> = registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect();
+        let mut offered: Vec<&'static ToolDef> = registry().iter().filter(|d| d.capability == Capability::Evidence).collect();
         match rag_bound(state, actor, context).await {
-            Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == CAPABILITY_KNOWLEDGE_RAG)),
+            Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == Capability::KnowledgeRag)),
             Ok(false) => {}
             Err(e) => tracing::warn!("tool box: knowledge-RAG bindings could not be read, its tools are left out: {e}"),
         }
@@ -198,7 +195,7 @@ impl ToolBox {
 
     /// Keep only the tools of `capabilities` (what the tenant's capability switches and the
     /// user's preferences leave): the others are neither offered nor callable.
-    pub fn restrict(mut self, capabilities: &[&str]) -> Self {
+    pub fn restrict(mut self, capabilities: &[Capability]) -> Self {
         self.offered.retain(|d| capabilities.contains(&d.capability));
         self
     }
