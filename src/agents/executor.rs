@@ -179,22 +179,9 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
                 return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
             }
             let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(out.claim)).await;
-            let receipt_json = serde_json::to_value(&receipt)?;
             retrying(|| async {
                 let mut tx = system_tx(state, tenant).await?;
-                store::finish(
-                    &mut tx,
-                    tenant,
-                    run_id,
-                    Ending::Completed {
-                        answer: &out.answer,
-                        receipt: &receipt_json,
-                        total: receipt.total,
-                        verified: receipt.verified,
-                        verdict: receipt.verdict,
-                    },
-                )
-                .await?;
+                store::finish(&mut tx, tenant, run_id, Ending::Completed { answer: &out.answer, receipt: &receipt }).await?;
                 tx.commit().await
             })
             .await?;
@@ -206,9 +193,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         }
         Err(e) => {
             let partial = events.streamed().await;
-            let receipt = serde_json::to_value(
-                verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await,
-            )?;
+            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await;
             let (code, message) = (e.code(), e.to_string());
             tracing::warn!(run = %run_id, code, "run failed: {message}");
             retrying(|| async {
@@ -303,11 +288,10 @@ async fn finish_stopped(
     if why == Some(Stop::LeaseLost) {
         return Ok(());
     }
-    let receipt = receipt.map(serde_json::to_value).transpose()?;
     let answer = answer.filter(|a| !a.is_empty());
     retrying(|| async {
         let mut tx = system_tx(state, tenant).await?;
-        store::finish(&mut tx, tenant, run, Ending::Cancelled { reason: "user", answer, receipt: receipt.as_ref() }).await?;
+        store::finish(&mut tx, tenant, run, Ending::Cancelled { reason: "user", answer, receipt }).await?;
         tx.commit().await
     })
     .await?;

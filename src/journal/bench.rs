@@ -14,6 +14,7 @@ use uuid::Uuid;
 
 use super::{
     event::{ContextRefs, Event, EventSource},
+    receipt::Receipt,
     sink::EventSink,
     store::{self, Created, NewRun},
 };
@@ -79,14 +80,8 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
 
 async fn finish(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<()> {
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-    let receipt = json!({"total": 0, "verified": 0});
-    store::finish(
-        &mut tx,
-        actor.tenant_id,
-        run,
-        store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0, verdict: None },
-    )
-    .await?;
+    let receipt = Receipt::empty();
+    store::finish(&mut tx, actor.tenant_id, run, store::Ending::Completed { answer: "", receipt: &receipt }).await?;
     tx.commit().await?;
     Ok(())
 }

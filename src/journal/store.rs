@@ -12,7 +12,12 @@ use crate::{
     db::TenantTx,
 };
 
-use super::event::{ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunStatus, ToolCompleted};
+use super::{
+    event::{
+        ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunFailed, RunStatus, RunStopped, ToolCompleted,
+    },
+    receipt::Receipt,
+};
 
 /// Most events one read (a JSON page, an SSE read) returns.
 pub const PAGE: i64 = 500;
@@ -49,7 +54,8 @@ pub struct RunRow {
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
-    pub receipt: Option<Value>,
+    /// Read as the type it was written from (`jsonb`): one that does not parse is an error.
+    pub receipt: Option<sqlx::types::Json<Receipt>>,
     pub next_seq: i64,
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -96,7 +102,7 @@ impl RunRow {
             parent_run_id: self.parent_run_id,
             resume_request_id: self.resume_request_id.clone(),
             answer: self.answer.clone(),
-            receipt: self.receipt.clone(),
+            receipt: self.receipt.as_ref().map(|r| r.0.clone()),
             last_seq: self.last_seq(),
             lease_expires_at: self.lease_expires_at,
             created_at: self.created_at,
@@ -132,7 +138,7 @@ pub struct RunView {
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
-    pub receipt: Option<Value>,
+    pub receipt: Option<Receipt>,
     pub last_seq: i64,
     pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
     pub created_at: chrono::DateTime<chrono::Utc>,
@@ -141,26 +147,27 @@ pub struct RunView {
     pub ended_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+/// An event as stored: `kind` + `payload` read back as the typed [`Event`] (one that does
+/// not parse is an error).
 #[derive(Debug, Clone)]
 pub struct EventRow {
     pub run_id: Uuid,
     pub seq: i64,
-    pub kind: String,
     pub source: String,
-    pub payload: Value,
+    pub event: sqlx::types::Json<Event>,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// `mnote.ai_run_event.v1`
+/// `mnote.ai_run_event.v1`: `kind` and `payload` are the typed [`Event`].
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
     pub schema: &'static str,
     pub host_run_id: Uuid,
     pub seq: i64,
-    pub kind: String,
     pub source: String,
-    pub payload: Value,
+    #[serde(flatten)]
+    pub event: Event,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -170,9 +177,8 @@ impl EventRow {
             schema: "mnote.ai_run_event.v1",
             host_run_id: self.run_id,
             seq: self.seq,
-            kind: self.kind.clone(),
             source: self.source.clone(),
-            payload: self.payload.clone(),
+            event: self.event.0.clone(),
             created_at: self.created_at,
         }
     }
@@ -224,7 +230,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
          on conflict do nothing
          returning tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _""#,
@@ -265,7 +271,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -324,7 +330,7 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -342,7 +348,7 @@ async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -359,7 +365,8 @@ pub async fn events_after(tx: &mut TenantTx, run: Uuid, after: i64, limit: i64) 
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         EventRow,
-        r#"select run_id, seq, kind, source, payload, created_at as "created_at: _" from ai_run_event
+        r#"select run_id, seq, source, jsonb_build_object('kind', kind, 'payload', payload) as "event!: _",
+             created_at as "created_at: _" from ai_run_event
          where tenant_id = $4 and run_id = $1 and seq > $2 order by seq limit $3"#,
         run,
         after,
@@ -505,9 +512,22 @@ pub async fn set_provider_run_id(tx: &mut TenantTx, run: Uuid, provider_run_id: 
 
 /// How a run ended.
 pub enum Ending<'a> {
-    Completed { answer: &'a str, receipt: &'a Value, total: usize, verified: usize, verdict: Option<super::event::Verdict> },
-    Failed { code: &'a str, message: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
-    Cancelled { reason: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
+    /// `run.completed` carries the receipt's totals and verdict.
+    Completed {
+        answer: &'a str,
+        receipt: &'a Receipt,
+    },
+    Failed {
+        code: &'a str,
+        message: &'a str,
+        answer: Option<&'a str>,
+        receipt: Option<&'a Receipt>,
+    },
+    Cancelled {
+        reason: &'a str,
+        answer: Option<&'a str>,
+        receipt: Option<&'a Receipt>,
+    },
 }
 
 /// Set the terminal status and append the terminal event, in one transaction (the caller's).
@@ -521,18 +541,13 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         return Ok(false);
     }
     let (status, code, message, answer, receipt, event) = match ending {
-        Ending::Completed { answer, receipt, total, verified, verdict } => (
+        Ending::Completed { answer, receipt } => (
             RunStatus::Completed,
             None,
             None,
             Some(answer),
             Some(receipt),
-            Event::RunCompleted(RunCompleted {
-                answer: answer.to_string(),
-                citations_total: total,
-                citations_verified: verified,
-                verdict,
-            }),
+            Event::RunCompleted(RunCompleted::of(answer, receipt)),
         ),
         Ending::Failed { code, message, answer, receipt } => (
             RunStatus::Failed,
@@ -540,14 +555,14 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
             Some(message),
             answer,
             receipt,
-            Event::RunFailed(ErrorBody { code: code.into(), message: message.into() }),
+            Event::RunFailed(RunFailed { code: code.into(), message: message.into(), reconciled: false }),
         ),
         Ending::Cancelled { reason, answer, receipt } => {
-            (RunStatus::Cancelled, None, None, answer, receipt, Event::RunCancelled { reason: reason.into() })
+            (RunStatus::Cancelled, None, None, answer, receipt, Event::RunCancelled(RunStopped::new(reason)))
         }
     };
     let reason = match &event {
-        Event::RunCancelled { reason } => Some(reason.clone()),
+        Event::RunCancelled(s) => Some(s.reason.clone()),
         _ => None,
     };
     sqlx::query!(
@@ -560,7 +575,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         code,
         message,
         answer,
-        receipt,
+        receipt.map(sqlx::types::Json) as _,
         reason,
         tenant,
     )
@@ -593,7 +608,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -665,7 +680,7 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
-        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted(RunStopped::new("worker_lost")))]).await?;
     }
     Ok(ids)
 }
@@ -683,7 +698,7 @@ pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
-        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted(RunStopped::new("worker_lost")))]).await?;
     }
     Ok(ids)
 }
@@ -696,7 +711,7 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -746,7 +761,7 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"

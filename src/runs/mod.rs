@@ -28,8 +28,6 @@ pub fn api_router() -> axum::Router<AppState> {
 /// The OpenAPI description of [`api_router`]'s routes.
 pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
     use crate::journal::store::RunView;
-    // The journal stores the receipt as JSON; its type is the agents' (`verify::Receipt`).
-    d.property::<Option<crate::agents::verify::Receipt>>("RunView", "receipt");
     d.op("post", "/api/page-ai/runs")
         .summary("Start a run (idempotent on `requestId`: 200 with the run an earlier request created)")
         .body::<CreateRun>()

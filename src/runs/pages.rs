@@ -117,7 +117,7 @@ fn reason_words(ctx: &PageCtx, code: &str) -> String {
 
 fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let status = run.status;
-    let receipt: Option<receipt::ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
+    let receipt = run.receipt.as_ref().map(|r| &r.0);
     let checks: Vec<answer::Check> = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -130,7 +130,7 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let mark = ctx.t("assist.unsupported_mark");
     let rendered =
         run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render_marked(a, &checks, &tooltip, Some(&mark)));
-    let verdict = receipt::verdict_view(ctx, receipt.as_ref());
+    let verdict = receipt::verdict_view(ctx, receipt);
     let unverified = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -268,10 +268,10 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
     let mut changed_files = Vec::new();
     let mut stream = String::new();
     for e in events {
-        match Event::from_parts(&e.kind, &e.payload) {
-            Some(Event::MessageDelta { text }) => stream.push_str(&text),
-            Some(Event::PlanUpdated { entries }) => plan = entries,
-            Some(Event::ToolStarted(t)) => match tools.iter_mut().find(|c| c.call_id == t.call_id) {
+        match e.event.0.clone() {
+            Event::MessageDelta { text } => stream.push_str(&text),
+            Event::PlanUpdated { entries } => plan = entries,
+            Event::ToolStarted(t) => match tools.iter_mut().find(|c| c.call_id == t.call_id) {
                 Some(c) => c.args = args_summary(&t.arguments),
                 None => tools.push(ToolCard {
                     call_id: t.call_id,
@@ -282,7 +282,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                     summary: String::new(),
                 }),
             },
-            Some(Event::ToolCompleted(t)) => {
+            Event::ToolCompleted(t) => {
                 let summary = tool_summary(ctx, &t);
                 let state = if t.ok { "ok" } else { "failed" };
                 match tools.iter_mut().find(|c| c.call_id == t.call_id) {
@@ -300,7 +300,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                     }),
                 }
             }
-            Some(Event::ChangedFiles { files }) => changed_files.extend(files),
+            Event::ChangedFiles { files } => changed_files.extend(files),
             _ => {}
         }
     }

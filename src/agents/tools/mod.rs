@@ -44,6 +44,7 @@ mod registry;
 mod search;
 mod tool;
 
+pub use crate::journal::receipt::ToolCallRecord;
 pub use env::{Located, ToolEnv};
 pub use failure::{ToolError, ToolErrorCode, parse};
 pub use open::{Open, OpenArgs, OpenOutput};
@@ -58,17 +59,6 @@ pub use tool::{Called, Capability, Cited, Tool, ToolDef, function_name, mcp_name
 
 /// `tool.started` keeps at most this much of the arguments.
 const MAX_ARGUMENT_BYTES: usize = 2048;
-
-/// What one call returned, compactly (for the receipt and `tool.completed`).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolCallRecord {
-    pub call_id: String,
-    pub name: String,
-    pub ok: bool,
-    pub count: Option<usize>,
-    pub evidence_ids: Vec<Uuid>,
-}
 
 /// The result of a call by name, as the model, an ACP agent or an MCP client gets it.
 #[derive(Debug, Clone)]
