@@ -37,7 +37,7 @@ use uuid::Uuid;
 
 use crate::journal::{ContextRefs, sink::EventSink, sink::JournalError};
 
-pub use crate::ai::{AgentId, Capability, Provider};
+pub use crate::ai::{AgentId, Capability, PreferenceValue, Provider, RunPreferencesSnapshot};
 
 /// A turn of the conversation a run continues (a resumed run carries its parent's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,7 +67,7 @@ pub struct RunInput {
     /// oldest first, bounded (`history`); empty for a conversation's first question.
     pub history: Vec<Turn>,
     /// The user's preferences frozen into the run (`ai.common.*` and this agent's scope).
-    pub preferences: std::collections::BTreeMap<String, serde_json::Value>,
+    pub preferences: std::collections::BTreeMap<String, PreferenceValue>,
 }
 
 impl RunInput {

@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod preferences;
+pub use preferences::{PreferenceValue, RunPreferencesSnapshot};
+
 /// The agents a user picks from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

@@ -19,7 +19,7 @@ use super::{
     store::{self, Created, NewRun},
 };
 use crate::{
-    ai::{AgentId, Provider},
+    ai::{AgentId, Provider, RunPreferencesSnapshot},
     auth::Auth,
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
@@ -64,7 +64,7 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
             context_refs: &ContextRefs::default(),
             target_snapshot_hash: "bench",
             capability_snapshot_hash: "bench",
-            preferences: &json!({}),
+            preferences: &RunPreferencesSnapshot::empty(),
             parent_run_id: None,
             resume_request_id: None,
             lease_owner: "bench",

@@ -3,12 +3,11 @@
 //! background work all); every statement also names the tenant (`tenant_id = $n`, issue 29).
 
 use serde::Serialize;
-use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::{
-    ai::{AgentId, Provider},
+    ai::{AgentId, Provider, RunPreferencesSnapshot},
     db::TenantTx,
 };
 
@@ -50,7 +49,8 @@ pub struct RunRow {
     pub context_refs: sqlx::types::Json<ContextRefs>,
     pub target_snapshot_hash: String,
     pub capability_snapshot_hash: String,
-    pub preferences: Value,
+    /// Read as the type it was written from (`jsonb`): one that does not parse is an error.
+    pub preferences: sqlx::types::Json<RunPreferencesSnapshot>,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
@@ -98,7 +98,7 @@ impl RunRow {
             context_refs: self.context(),
             target_snapshot_hash: self.target_snapshot_hash.clone(),
             capability_snapshot_hash: self.capability_snapshot_hash.clone(),
-            preferences: self.preferences.clone(),
+            preferences: self.preferences.0.clone(),
             parent_run_id: self.parent_run_id,
             resume_request_id: self.resume_request_id.clone(),
             answer: self.answer.clone(),
@@ -134,7 +134,7 @@ pub struct RunView {
     pub context_refs: ContextRefs,
     pub target_snapshot_hash: String,
     pub capability_snapshot_hash: String,
-    pub preferences: Value,
+    pub preferences: RunPreferencesSnapshot,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
@@ -197,7 +197,7 @@ pub struct NewRun<'a> {
     pub context_refs: &'a ContextRefs,
     pub target_snapshot_hash: &'a str,
     pub capability_snapshot_hash: &'a str,
-    pub preferences: &'a Value,
+    pub preferences: &'a RunPreferencesSnapshot,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<&'a str>,
     /// The process that will run it (its lease starts now).
@@ -230,7 +230,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
          on conflict do nothing
          returning tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _""#,
@@ -246,7 +246,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         context_refs as _,
         new.target_snapshot_hash,
         new.capability_snapshot_hash,
-        new.preferences,
+        sqlx::types::Json(new.preferences) as _,
         new.parent_run_id,
         new.resume_request_id,
         new.lease_owner,
@@ -271,7 +271,7 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -330,7 +330,7 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -348,7 +348,7 @@ async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -608,7 +608,7 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -711,7 +711,7 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -761,7 +761,7 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
         RunRow,
         r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"

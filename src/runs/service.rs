@@ -148,7 +148,7 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
     // The caller's preferences as of now are frozen into the run (hash + values); the tools
     // it will be offered follow the tenant's switches and those preferences.
     let facts = descriptors::facts(state, auth).await?;
-    let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent);
+    let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent)?;
     let (provider, note) = agent_config::provider_of(&state.config, agent, facts.configs.get(&agent));
     let allowed = executor::allowed_capabilities(agent, &facts.switches, &RunPreferences::from_snapshot(&preferences));
     let tool_names: Vec<&str> = if agent.uses_tools() {

@@ -9,6 +9,7 @@ use std::{net::SocketAddr, time::Duration};
 use futures_util::StreamExt;
 use mnote::{
     ai::AgentId,
+    ai::RunPreferencesSnapshot,
     db::{Scope, TenantTx},
     journal::Receipt,
     journal::{
@@ -43,7 +44,7 @@ pub(crate) async fn manual_run(app: &TestApp, tenant: Uuid, user: Uuid, session:
             context_refs: &ContextRefs::default(),
             target_snapshot_hash: "t",
             capability_snapshot_hash: "c",
-            preferences: &json!({}),
+            preferences: &RunPreferencesSnapshot::empty(),
             parent_run_id: None,
             resume_request_id: None,
             lease_owner: "manual-worker",
@@ -596,10 +597,10 @@ pub(crate) async fn runs_are_private_to_their_user_admins_and_other_tenants_see_
     drop(tx);
 }
 
-/// A stored receipt or event that does not read as its type is an error with a code, never
-/// "no citations" or a skipped event.
+/// A stored receipt, preference snapshot or event that does not read as its type is an error
+/// with a code, never "no citations", "no preferences" or a skipped event.
 #[tokio::test]
-async fn an_unreadable_receipt_or_event_is_an_error_with_a_code() {
+async fn an_unreadable_receipt_preferences_or_event_is_an_error_with_a_code() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let c = app.api(s.tenant_id, s.user_id).await;
@@ -634,6 +635,15 @@ async fn an_unreadable_receipt_or_event_is_an_error_with_a_code() {
     corrupt("update ai_run set receipt = null where id = $1").await;
     let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
     assert_eq!((st, &v["receipt"]), (StatusCode::OK, &Value::Null), "{v}");
+    assert_eq!(v["preferences"]["schema"], "mnote.ai_run_preferences.v1", "{v}");
+    corrupt("update ai_run set preferences = '{}' where id = $1").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::INTERNAL_SERVER_ERROR, "stored_value_unreadable"), "{v}");
+    corrupt(
+        "update ai_run set preferences = '{\"schema\": \"mnote.ai_run_preferences.v1\", \"hash\": \"h\", \"values\": {}}'
+         where id = $1",
+    )
+    .await;
     corrupt("update ai_run_event set payload = '{\"answer\": 1}' where run_id = $1 and kind = 'run.completed'").await;
     let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
     assert_eq!((st, error_code(&v)), (StatusCode::INTERNAL_SERVER_ERROR, "stored_value_unreadable"), "{v}");
