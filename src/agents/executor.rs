@@ -11,9 +11,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AgentError, AgentId, Capability, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole,
-    capabilities::{self, Switches},
-    config, descriptors,
+    AgentError, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole, config,
+    offer::{self, For},
     preferences::RunPreferences,
     tools::{ToolBox, ToolCallRecord},
     verdict::Claim,
@@ -82,17 +81,19 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     // The preferences frozen at creation tune the runtime; the tenant's capability switches
     // are read now (a capability switched off since is not offered any more).
     let prefs = RunPreferences::from_snapshot(&run.preferences);
-    let (resolved, switches) = {
+    let resolved = {
         let mut tx = actor.tx(state).await?;
         let r = config::resolve(&state.config, &mut tx, tenant, agent, &prefs.tuning(agent)).await;
-        let switches = capabilities::load(&mut tx).await;
         tx.commit().await?;
         match r {
-            Ok(r) => (r, switches?),
+            Ok(r) => r,
             Err(e) => return fail(state, &run, e.code(), &e.to_string()).await,
         }
     };
-    let allowed = allowed_capabilities(agent, &switches, &prefs);
+    let offer = match offer::offer(state, &actor, &run.context(), For::Run { agent, preferences: &prefs }).await {
+        Ok(o) => o,
+        Err(e) => return fail(state, &run, e.code(), "the run's tools could not be prepared; try again").await,
+    };
     let (history, transcript) = transcript_of(state, &actor, &run).await?;
     let events = EventSink::db_limited(
         state.pool.clone(),
@@ -102,8 +103,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         crate::journal::sink::COALESCE,
         crate::journal::sink::Limits::of(&state.config.agents),
     );
-    let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
-    let tools = Arc::new(tools.restrict(&allowed));
+    let tools = Arc::new(ToolBox::for_run(state.clone(), actor.clone(), run.context(), events.clone(), offer.0));
     // An ACP agent may take our tools over MCP: a token for this run only, while it runs.
     let mcp = if resolved.runtime.provider() == Provider::Acp && !tools.offered().is_empty() {
         match mint_mcp_access(state, tenant, run_id).await {
@@ -255,16 +255,6 @@ async fn recorded_calls(state: &AppState, tenant: Uuid, run: Uuid, here: Vec<Too
         }
     }
     calls
-}
-
-/// The capabilities a run of `agent` gets: the agent's own, less those the tenant switched
-/// off and knowledge RAG when the user's preference turned it off.
-pub fn allowed_capabilities(agent: AgentId, switches: &Switches, prefs: &RunPreferences) -> Vec<Capability> {
-    descriptors::agent_capabilities(agent)
-        .into_iter()
-        .filter(|c| switches.enabled(*c))
-        .filter(|c| *c != Capability::KnowledgeRag || prefs.use_knowledge_rag(agent))
-        .collect()
 }
 
 async fn fail(state: &AppState, run: &RunRow, code: &str, message: &str) -> anyhow::Result<()> {

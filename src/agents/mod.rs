@@ -21,6 +21,7 @@ pub mod connect;
 pub mod descriptors;
 pub mod executor;
 pub mod history;
+pub mod offer;
 pub mod openai;
 pub mod pages;
 pub mod preferences;

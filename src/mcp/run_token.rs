@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use crate::{
     agents::{
-        AgentId, capabilities, executor,
+        AgentId,
+        offer::{self, For},
         preferences::RunPreferences,
         tools::{ToolBox, ToolDef, ToolResult},
     },
@@ -68,29 +69,16 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Auth, RunSco
     Ok((auth, scope))
 }
 
-/// The run's tool offer, as its executor computes it: the tools of the run's context, less the
-/// capabilities the agent lacks, the tenant switched off or the run's preferences turned off.
-/// Switches that cannot be read offer nothing.
+/// The run's tool offer, as its executor computes it ([`offer::offer`]). Switches that cannot be
+/// read offer nothing.
 pub async fn offered(state: &AppState, auth: &Auth, run: &RunScope) -> Vec<&'static ToolDef> {
-    if !run.agent.uses_tools() {
-        return Vec::new();
-    }
-    let switches = async {
-        let mut tx = auth.tx(state).await?;
-        let s = capabilities::load(&mut tx).await?;
-        tx.commit().await?;
-        Ok::<_, AppError>(s)
-    };
-    let allowed = match switches.await {
-        Ok(s) => executor::allowed_capabilities(run.agent, &s, &run.preferences),
+    match offer::offer(state, auth, &run.context, For::Run { agent: run.agent, preferences: &run.preferences }).await {
+        Ok(o) => o.0,
         Err(e) => {
-            tracing::warn!("mcp: capability switches could not be read, the run's token gets no tool: {e}");
-            return Vec::new();
+            tracing::warn!("mcp: the run's tool offer could not be computed, its token gets no tool: {e}");
+            Vec::new()
         }
-    };
-    let mut offered = ToolBox::offered_for(state, auth, &run.context).await;
-    offered.retain(|d| allowed.contains(&d.capability));
-    offered
+    }
 }
 
 /// Call the registry tool `name` for the run: under its actor and context, journaled into it.

@@ -8,6 +8,10 @@ pub mod handlers;
 pub mod pages;
 pub mod service;
 
+/// A run's tool offer: one function for run creation, the executor, the run's MCP token and
+/// plain MCP (it lives in `agents`, which all of them reach).
+pub use crate::agents::offer::{Offer, offer};
+
 pub use service::{CreateRun, Started, start};
 
 use crate::state::AppState;

@@ -10,8 +10,8 @@ use uuid::Uuid;
 use crate::{
     agents::{
         AgentId, config as agent_config, descriptors, executor,
+        offer::{self, For},
         preferences::{self as agent_preferences, RunPreferences},
-        tools,
     },
     auth::Auth,
     error::{AppError, AppResult},
@@ -54,6 +54,7 @@ fn client_id(field: &str, v: &str) -> AppResult<()> {
     if ok { Ok(()) } else { Err(AppError::invalid(field, "1–200 characters: letters, digits, _ . : -")) }
 }
 
+/// The hash of the request's target (agent, context, prompt) as canonical JSON (sorted keys).
 fn sha256_hex(v: &Value) -> String {
     hex::encode(Sha256::digest(v.to_string().as_bytes()))
 }
@@ -150,12 +151,8 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
     let facts = descriptors::facts(state, auth).await?;
     let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent)?;
     let (provider, note) = agent_config::provider_of(&state.config, agent, facts.configs.get(&agent));
-    let allowed = executor::allowed_capabilities(agent, &facts.switches, &RunPreferences::from_snapshot(&preferences));
-    let tool_names: Vec<&str> = if agent.uses_tools() {
-        tools::registry().iter().filter(|t| allowed.contains(&t.capability)).map(|t| t.name).collect()
-    } else {
-        Vec::new()
-    };
+    let prefs = RunPreferences::from_snapshot(&preferences);
+    let offered = offer::offer(state, auth, &body.context_refs, For::Run { agent, preferences: &prefs }).await?;
     let mut tx = auth.tx(state).await?;
     let max = state.config.agents.max_runs_per_user;
     if store::live_runs_of(&mut tx, auth.user_id, &body.request_id).await? >= max {
@@ -165,7 +162,7 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
         ));
     }
     let target = sha256_hex(&json!({"agentId": agent.as_str(), "contextRefs": &body.context_refs, "prompt": body.prompt.trim()}));
-    let capability = sha256_hex(&json!({"provider": provider.as_str(), "tools": tool_names}));
+    let capability = offered.hash(provider);
     // The session is a conversation: created by its first run (the question is its title).
     super::conversations::touch(&mut tx, auth.tenant_id, auth.user_id, &body.session_id, body.prompt.trim()).await?;
     let created = store::create(

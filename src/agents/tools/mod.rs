@@ -119,6 +119,18 @@ impl ToolBox {
         Self::new(ToolEnv::new(state, actor, context, None), Some(events), offered)
     }
 
+    /// A run's tools: `offered` ([`super::offer::offer`]), under `actor` in `context`, journaled
+    /// through `events`.
+    pub fn for_run(
+        state: AppState,
+        actor: Auth,
+        context: ContextRefs,
+        events: EventSink,
+        offered: Vec<&'static ToolDef>,
+    ) -> Self {
+        Self::new(ToolEnv::new(state, actor, context, None), Some(events), offered)
+    }
+
     /// The actor's tools outside a run (MCP): every KB the actor can read, the registry tools
     /// `offered` (see [`ToolBox::offered_for`]), no journal; citations are absolute URLs under
     /// `citation_base`.
