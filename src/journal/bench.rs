@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::{Value, json}; // JSON edge: the benchmark reads the HTTP API as a client does
 use uuid::Uuid;
 
 use super::{
@@ -178,7 +178,7 @@ async fn sse_client(
         while let Some(end) = buf.find("\n\n") {
             let block: String = buf.drain(..end + 2).collect();
             let Some(data) = block.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
-            let e: Value = serde_json::from_str(data.trim())?;
+            let e: Value = serde_json::from_str(data.trim())?; // JSON edge: an SSE data line
             if !announced {
                 announced = true;
                 let _ = ready.send(()).await;
@@ -297,7 +297,7 @@ async fn builtin(base: &str, auth: &str, http: &reqwest::Client, questions: &[St
             .send()
             .await?;
         anyhow::ensure!(r.status().is_success(), "search: HTTP {}", r.status());
-        let _: Value = r.json().await?;
+        let _: Value = r.json().await?; // JSON edge: an HTTP answer
         search.push(t.elapsed().as_secs_f64() * 1000.0);
 
         let t = Instant::now();
@@ -305,7 +305,7 @@ async fn builtin(base: &str, auth: &str, http: &reqwest::Client, questions: &[St
                           "agentId": "hermes", "prompt": q});
         let r = http.post(format!("{base}/api/page-ai/runs")).header("authorization", auth).json(&body).send().await?;
         anyhow::ensure!(r.status().is_success(), "create run: HTTP {}", r.status());
-        let run: Value = r.json().await?;
+        let run: Value = r.json().await?; // JSON edge: an HTTP answer
         anyhow::ensure!(run["provider"] == "builtin", "hermes is configured in this tenant; the bench measures builtin");
         let id = run["hostRunId"].as_str().unwrap_or_default().to_string();
         let resp = http

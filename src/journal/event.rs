@@ -2,7 +2,7 @@
 //! event comes from, and the context a run was asked in.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::Value; // JSON edge: jsonb payloads and a model's tool arguments
 use uuid::Uuid;
 
 use crate::ai::{AgentId, Provider};
@@ -257,9 +257,10 @@ pub enum Event {
 impl Event {
     /// `(kind, payload)` as stored.
     pub fn split(&self) -> (String, Value) {
+        // JSON edge: the jsonb payload column
         let v = serde_json::to_value(self).expect("events serialize");
         let kind = v["kind"].as_str().unwrap_or_default().to_string();
-        let payload = v.get("payload").cloned().unwrap_or(Value::Object(Default::default()));
+        let payload = v.get("payload").cloned().unwrap_or(Value::Object(Default::default())); // JSON edge: as above
         (kind, payload)
     }
 

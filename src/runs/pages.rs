@@ -193,7 +193,8 @@ fn is_id_arg(key: &str) -> bool {
 /// `{"query": "robots", "limit": 5}` → `limit: 5, query: "robots"` (one line, capped; id
 /// arguments left out).
 fn args_summary(v: &serde_json::Value) -> String {
-    use serde_json::Value;
+    // JSON edge: tool arguments as a model sent them
+    use serde_json::Value; // JSON edge: as above
     let one = |v: &Value| match v {
         Value::String(s) => format!("\"{}\"", short(s, 80)),
         Value::Array(a) => format!("[{}]", a.len()),

@@ -3,7 +3,7 @@
 //! API and the page forms.
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Value, json}; // JSON edge: the target hash is of canonical JSON (sorted keys)
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -56,6 +56,7 @@ fn client_id(field: &str, v: &str) -> AppResult<()> {
 
 /// The hash of the request's target (agent, context, prompt) as canonical JSON (sorted keys).
 fn sha256_hex(v: &Value) -> String {
+    // JSON edge: canonical JSON hashed
     hex::encode(Sha256::digest(v.to_string().as_bytes()))
 }
 
