@@ -63,7 +63,10 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         p = state.run_slots.clone().acquire_owned() => p?,
         _ = stop.cancelled() => {
             let why = *reason.lock().unwrap_or_else(|e| e.into_inner());
-            return finish_stopped(state, tenant, run_id, why, None, None).await;
+            if why == Some(Stop::LeaseLost) {
+                return Ok(()); // the reconciler owns the run now
+            }
+            return write_end(state, tenant, run_id, "", None, End::Cancelled).await;
         }
     };
     let mut tx = system_tx(state, tenant).await?;
@@ -162,55 +165,67 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         return Ok(()); // the reconciler owns the run now
     }
     let _ = events.flush().await;
-    let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
-    // A verdict only for a run that could search the evidence (a chat without documents is
-    // neither answered nor not found); a run that did not complete claims nothing.
-    let searched = tools.offers::<super::tools::Search>();
-    let claim = |c: Claim| searched.then_some(c);
-    match outcome {
+    let (answer, end) = match outcome {
         Ok(out) => {
             if let Some(p) = &out.provider_run_id {
                 let mut tx = system_tx(state, tenant).await?;
                 store::set_provider_run_id(&mut tx, run_id, p).await?;
                 tx.commit().await?;
             }
-            if stopped == Some(Stop::Cancelled) {
-                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(Claim::None)).await;
-                return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
-            }
-            let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(out.claim)).await;
-            retrying(|| async {
-                let mut tx = system_tx(state, tenant).await?;
-                store::finish(&mut tx, tenant, run_id, Ending::Completed { answer: &out.answer, receipt: &receipt }).await?;
-                tx.commit().await
-            })
-            .await?;
+            let end = if stopped == Some(Stop::Cancelled) { End::Cancelled } else { End::Completed(out.claim) };
+            (out.answer, end)
         }
-        Err(AgentError::Cancelled) => {
-            let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await;
-            finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
-        }
+        Err(AgentError::Cancelled) => (events.streamed().await, End::Cancelled),
         Err(e) => {
-            let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await;
             let (code, message) = (e.code(), e.to_string());
             tracing::warn!(run = %run_id, code, "run failed: {message}");
-            retrying(|| async {
-                let mut tx = system_tx(state, tenant).await?;
-                let partial = (!partial.is_empty()).then_some(partial.as_str());
-                store::finish(
-                    &mut tx,
-                    tenant,
-                    run_id,
-                    Ending::Failed { code, message: &message, answer: partial, receipt: Some(&receipt) },
-                )
-                .await?;
-                tx.commit().await
-            })
-            .await?;
+            (events.streamed().await, End::Failed { code, message })
         }
-    }
+    };
+    let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
+    // A verdict only for a run that could search the evidence (a chat without documents is
+    // neither answered nor not found); a run that did not complete claims nothing.
+    let claim = tools.offers::<super::tools::Search>().then(|| match &end {
+        End::Completed(c) => c.clone(),
+        End::Cancelled | End::Failed { .. } => Claim::None,
+    });
+    let receipt = verify::check(state, &actor, tools.scope(), &answer, calls, claim).await;
+    write_end(state, tenant, run_id, &answer, Some(&receipt), end).await
+}
+
+/// How a run ends: completed with what its agent claims, cancelled, or failed.
+enum End {
+    Completed(Claim),
+    Cancelled,
+    Failed { code: &'static str, message: String },
+}
+
+/// The one ending path: the terminal status and event in one transaction (retried across a
+/// database restart), with the answer — for a run that did not complete, what it streamed,
+/// when anything — and the receipt.
+async fn write_end(
+    state: &AppState,
+    tenant: Uuid,
+    run: Uuid,
+    answer: &str,
+    receipt: Option<&verify::Receipt>,
+    end: End,
+) -> anyhow::Result<()> {
+    let partial = (!answer.is_empty()).then_some(answer);
+    retrying(|| async {
+        let ending = match (&end, receipt) {
+            (End::Completed(_), Some(receipt)) => Ending::Completed { answer, receipt },
+            (End::Completed(_), None) => {
+                Ending::Failed { code: "internal", message: "the run completed without a receipt", answer: partial, receipt }
+            }
+            (End::Cancelled, _) => Ending::Cancelled { reason: "user", answer: partial, receipt },
+            (End::Failed { code, message }, _) => Ending::Failed { code, message, answer: partial, receipt },
+        };
+        let mut tx = system_tx(state, tenant).await?;
+        store::finish(&mut tx, tenant, run, ending).await?;
+        tx.commit().await
+    })
+    .await?;
     Ok(())
 }
 
@@ -257,35 +272,9 @@ async fn recorded_calls(state: &AppState, tenant: Uuid, run: Uuid, here: Vec<Too
     calls
 }
 
-async fn fail(state: &AppState, run: &RunRow, code: &str, message: &str) -> anyhow::Result<()> {
-    retrying(|| async {
-        let mut tx = system_tx(state, run.tenant_id).await?;
-        store::finish(&mut tx, run.tenant_id, run.id, Ending::Failed { code, message, answer: None, receipt: None }).await?;
-        tx.commit().await
-    })
-    .await?;
-    Ok(())
-}
-
-async fn finish_stopped(
-    state: &AppState,
-    tenant: Uuid,
-    run: Uuid,
-    why: Option<Stop>,
-    answer: Option<&str>,
-    receipt: Option<&verify::Receipt>,
-) -> anyhow::Result<()> {
-    if why == Some(Stop::LeaseLost) {
-        return Ok(());
-    }
-    let answer = answer.filter(|a| !a.is_empty());
-    retrying(|| async {
-        let mut tx = system_tx(state, tenant).await?;
-        store::finish(&mut tx, tenant, run, Ending::Cancelled { reason: "user", answer, receipt }).await?;
-        tx.commit().await
-    })
-    .await?;
-    Ok(())
+/// A run that failed before its agent ran: no answer, no receipt.
+async fn fail(state: &AppState, run: &RunRow, code: &'static str, message: &str) -> anyhow::Result<()> {
+    write_end(state, run.tenant_id, run.id, "", None, End::Failed { code, message: message.to_string() }).await
 }
 
 /// Renew the lease every third of its length; a cancel request or a lost lease stops the run.
