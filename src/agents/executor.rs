@@ -69,17 +69,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
             return write_end(state, tenant, run_id, "", None, End::Cancelled).await;
         }
     };
-    let mut tx = system_tx(state, tenant).await?;
-    if !store::claim(&mut tx, run_id, &owner).await? {
-        return Ok(()); // cancelled before it started, or not ours
-    }
-    let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
-    let member = crate::auth::directory::member(&mut tx, run.actor_id).await?;
-    tx.commit().await?;
-    let Some(member) = member else {
-        return fail(state, &run, "forbidden", "the user who started this run is no longer a member").await;
-    };
-    let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
+    let Some((run, actor)) = claim_run(state, tenant, run_id, &owner).await? else { return Ok(()) };
     let agent = run.agent_id;
     // The preferences frozen at creation tune the runtime; the tenant's capability switches
     // are read now (a capability switched off since is not offered any more).
@@ -132,34 +122,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
 
     let cancel_watch = tokio::spawn(watch_cancel(state.clone(), tenant, run_id, stop.clone(), reason.clone()));
     let _cancel_watch = AbortOnDrop(cancel_watch);
-    let runtime = resolved.runtime.clone();
-    let mut fut = runtime.run(&input, &env);
-    let outcome = tokio::select! {
-        r = &mut fut => r,
-        _ = stop.cancelled() => {
-            // The runtime sees the token too; give it a moment to stop cleanly.
-            match tokio::time::timeout(CANCEL_GRACE, &mut fut).await {
-                Ok(Ok(out)) => Ok(out),
-                _ => Err(AgentError::Cancelled),
-            }
-        }
-        _ = tokio::time::sleep(state.config.agents.run_timeout) => {
-            Err(AgentError::Timeout(format!("the run took longer than {} s", state.config.agents.run_timeout.as_secs())))
-        }
-    };
-    drop(fut);
-    // The final answer (the streamed text with its citation links) is bounded too.
-    let cap = state.config.agents.max_answer_bytes.saturating_mul(2);
-    let outcome = outcome.and_then(|out| {
-        if out.answer.len() > cap {
-            Err(AgentError::Journal(crate::journal::sink::JournalError::Limit {
-                code: "answer_too_large",
-                message: format!("the answer of {} bytes is over the limit", out.answer.len()),
-            }))
-        } else {
-            Ok(out)
-        }
-    });
+    let outcome = run_runtime(state, resolved.runtime.clone(), &input, &env, &stop).await;
     let stopped = *reason.lock().unwrap_or_else(|e| e.into_inner());
     if stopped == Some(Stop::LeaseLost) {
         return Ok(()); // the reconciler owns the run now
@@ -191,6 +154,63 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     });
     let receipt = verify::check(state, &actor, tools.scope(), &answer, calls, claim).await;
     write_end(state, tenant, run_id, &answer, Some(&receipt), end).await
+}
+
+/// Claim the run and find its actor: `None` when it is not this process's to run (cancelled
+/// before it started, or claimed elsewhere), or when its actor is no longer a member (then the
+/// run has failed with `forbidden`).
+async fn claim_run(state: &AppState, tenant: Uuid, run_id: Uuid, owner: &str) -> anyhow::Result<Option<(RunRow, Auth)>> {
+    let mut tx = system_tx(state, tenant).await?;
+    if !store::claim(&mut tx, run_id, owner).await? {
+        return Ok(None);
+    }
+    let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
+    let member = crate::auth::directory::member(&mut tx, run.actor_id).await?;
+    tx.commit().await?;
+    let Some(member) = member else {
+        fail(state, &run, "forbidden", "the user who started this run is no longer a member").await?;
+        return Ok(None);
+    };
+    let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
+    Ok(Some((run, actor)))
+}
+
+/// Run the runtime until it answers, is cancelled (given [`CANCEL_GRACE`] to stop on its own)
+/// or times out; an answer over the limit is a failure.
+async fn run_runtime(
+    state: &AppState,
+    runtime: Arc<dyn super::AgentRuntime>,
+    input: &RunInput,
+    env: &RunEnv,
+    stop: &CancellationToken,
+) -> Result<super::RunOutput, AgentError> {
+    let mut fut = runtime.run(input, env);
+    let outcome = tokio::select! {
+        r = &mut fut => r,
+        _ = stop.cancelled() => {
+            // The runtime sees the token too; give it a moment to stop cleanly.
+            match tokio::time::timeout(CANCEL_GRACE, &mut fut).await {
+                Ok(Ok(out)) => Ok(out),
+                _ => Err(AgentError::Cancelled),
+            }
+        }
+        _ = tokio::time::sleep(state.config.agents.run_timeout) => {
+            Err(AgentError::Timeout(format!("the run took longer than {} s", state.config.agents.run_timeout.as_secs())))
+        }
+    };
+    drop(fut);
+    // The final answer (the streamed text with its citation links) is bounded too.
+    let cap = state.config.agents.max_answer_bytes.saturating_mul(2);
+    outcome.and_then(|out| {
+        if out.answer.len() > cap {
+            Err(AgentError::Journal(crate::journal::sink::JournalError::Limit {
+                code: "answer_too_large",
+                message: format!("the answer of {} bytes is over the limit", out.answer.len()),
+            }))
+        } else {
+            Ok(out)
+        }
+    })
 }
 
 /// How a run ends: completed with what its agent claims, cancelled, or failed.
