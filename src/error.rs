@@ -111,6 +111,7 @@ impl AppError {
             AppError::Provider { code, .. } => code,
             AppError::FileMissing(_) => "file_missing",
             AppError::Sqlx(e) if is_unavailable(e) => "upstream_unavailable",
+            AppError::Sqlx(sqlx::Error::ColumnDecode { .. }) => "stored_value_unreadable",
             AppError::Sqlx(_) | AppError::Internal(_) => "internal",
         }
     }
@@ -144,6 +145,7 @@ impl AppError {
         match self.code() {
             "internal" => "internal error".into(),
             "invalid_input" if matches!(self, AppError::Sqlx(_)) => NUL_MESSAGE.into(),
+            "stored_value_unreadable" => "a stored value of this record does not read as its type".into(),
             "upstream_unavailable" if matches!(self, AppError::Sqlx(_)) => {
                 "the database is unavailable; try again shortly".into()
             }

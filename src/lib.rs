@@ -4,6 +4,7 @@
 rust_i18n::i18n!("locales", fallback = "en");
 
 pub mod agents; // agent runtimes (builtin, openai, acp), the tool registry, the run executor, citation checks
+pub mod ai; // the run's closed lists on the ground floor: AgentId, Provider, Capability
 pub mod audit; // the append-only audit log: audit_event, record, list, purge, exports
 pub mod auth; // passwords, sessions, CSRF, login rate limit, API tokens, the `Auth` extractor
 pub mod cli; // the `mnote` command line (clap definitions, dispatch, one file per command group)

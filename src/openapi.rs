@@ -179,7 +179,7 @@ pub const COMMON_ERRORS: &[(u16, &[&str])] = &[
     (401, &["unauthorized", "token_expired"]),
     (403, &["forbidden", "csrf_failed"]),
     (422, &["invalid_input"]),
-    (500, &["internal"]),
+    (500, &["internal", "stored_value_unreadable"]),
     (503, &["upstream_unavailable"]),
 ];
 

@@ -11,7 +11,7 @@ use axum::{Json, extract::State};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{queries, tools};
+use super::{Capability, queries, tools};
 use crate::{
     audit::Action,
     auth::{Auth, ClientIp},
@@ -22,8 +22,8 @@ use crate::{
 pub const SCHEMA: &str = "mnote.ai_capabilities.v1";
 
 /// Every capability of the tool registry, in registry order.
-pub fn all() -> Vec<&'static str> {
-    let mut out: Vec<&'static str> = Vec::new();
+pub fn all() -> Vec<Capability> {
+    let mut out: Vec<Capability> = Vec::new();
     for d in tools::registry() {
         if !out.contains(&d.capability) {
             out.push(d.capability);
@@ -34,7 +34,7 @@ pub fn all() -> Vec<&'static str> {
 
 /// The tenant's switches: every capability of [`all`], on unless switched off.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Switches(pub BTreeMap<&'static str, bool>);
+pub struct Switches(pub BTreeMap<Capability, bool>);
 
 impl Switches {
     /// Everything on (a tenant that never switched anything).
@@ -42,12 +42,12 @@ impl Switches {
         Switches(all().into_iter().map(|c| (c, true)).collect())
     }
 
-    pub fn enabled(&self, capability: &str) -> bool {
-        self.0.get(capability).copied().unwrap_or(true)
+    pub fn enabled(&self, capability: Capability) -> bool {
+        self.0.get(&capability).copied().unwrap_or(true)
     }
 
     /// The capabilities switched off.
-    pub fn disabled(&self) -> Vec<&'static str> {
+    pub fn disabled(&self) -> Vec<Capability> {
         self.0.iter().filter(|(_, on)| !**on).map(|(c, _)| *c).collect()
     }
 }
@@ -56,7 +56,7 @@ impl Switches {
 pub async fn load(conn: &mut crate::db::TenantTx) -> sqlx::Result<Switches> {
     let mut s = Switches::all_on();
     for (cap, enabled) in queries::capability_switches(conn).await? {
-        if let Some(known) = all().into_iter().find(|c| *c == cap) {
+        if let Some(known) = all().into_iter().find(|c| c.as_str() == cap) {
             s.0.insert(known, enabled);
         }
     }
@@ -70,11 +70,11 @@ pub struct CapabilitiesView {
     pub schema: &'static str,
     pub capabilities: Switches,
     /// The registry tools of each capability.
-    pub tools: BTreeMap<&'static str, Vec<&'static str>>,
+    pub tools: BTreeMap<Capability, Vec<&'static str>>,
 }
 
 fn view(s: Switches) -> CapabilitiesView {
-    let mut by_cap: BTreeMap<&'static str, Vec<&'static str>> = BTreeMap::new();
+    let mut by_cap: BTreeMap<Capability, Vec<&'static str>> = BTreeMap::new();
     for d in tools::registry() {
         by_cap.entry(d.capability).or_default().push(d.name);
     }
@@ -95,15 +95,18 @@ pub async fn get_switches(state: &AppState, auth: &Auth) -> AppResult<Switches> 
 pub async fn patch(state: &AppState, auth: &Auth, ip: &ClientIp, input: &serde_json::Map<String, Value>) -> AppResult<Switches> {
     auth.require_admin()?;
     let mut fields = BTreeMap::new();
-    let mut set: Vec<(&'static str, bool)> = Vec::new();
+    let mut set: Vec<(Capability, bool)> = Vec::new();
     for (k, v) in input {
-        match (all().into_iter().find(|c| c == k), v) {
+        match (all().into_iter().find(|c| c.as_str() == k), v) {
             (Some(c), Value::Bool(b)) => set.push((c, *b)),
             (Some(_), _) => {
                 fields.insert(k.clone(), "true or false".to_string());
             }
             (None, _) => {
-                fields.insert(k.clone(), format!("unknown capability; one of {}", all().join(", ")));
+                fields.insert(
+                    k.clone(),
+                    format!("unknown capability; one of {}", all().iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")),
+                );
             }
         }
     }
@@ -113,9 +116,9 @@ pub async fn patch(state: &AppState, auth: &Auth, ip: &ClientIp, input: &serde_j
     let mut tx = auth.tx(state).await?;
     let before = load(&mut tx).await?;
     for (c, on) in set {
-        queries::set_capability(&mut tx, auth.tenant_id, auth.user_id, c, on).await?;
+        queries::set_capability(&mut tx, auth.tenant_id, auth.user_id, c.as_str(), on).await?;
         if before.enabled(c) != on {
-            auth.audit(&mut tx, ip, Action::CapabilitySwitch, c, if on { "on" } else { "off" }).await?;
+            auth.audit(&mut tx, ip, Action::CapabilitySwitch, c.as_str(), if on { "on" } else { "off" }).await?;
         }
     }
     let s = load(&mut tx).await?;

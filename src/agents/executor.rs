@@ -11,9 +11,8 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use super::{
-    AgentError, AgentId, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole,
-    capabilities::{self, Switches},
-    config, descriptors,
+    AgentError, McpAccess, Provider, RunEnv, RunInput, Turn, TurnRole, config,
+    offer::{self, For},
     preferences::RunPreferences,
     tools::{ToolBox, ToolCallRecord},
     verdict::Claim,
@@ -64,46 +63,40 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         p = state.run_slots.clone().acquire_owned() => p?,
         _ = stop.cancelled() => {
             let why = *reason.lock().unwrap_or_else(|e| e.into_inner());
-            return finish_stopped(state, tenant, run_id, why, None, None).await;
+            if why == Some(Stop::LeaseLost) {
+                return Ok(()); // the reconciler owns the run now
+            }
+            return write_end(state, tenant, run_id, "", None, End::Cancelled).await;
         }
     };
-    let mut tx = system_tx(state, tenant).await?;
-    if !store::claim(&mut tx, run_id, &owner).await? {
-        return Ok(()); // cancelled before it started, or not ours
-    }
-    let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
-    let member = crate::auth::directory::member(&mut tx, run.actor_id).await?;
-    tx.commit().await?;
-    let Some(member) = member else {
-        return fail(state, &run, "forbidden", "the user who started this run is no longer a member").await;
-    };
-    let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
-    let agent = AgentId::parse(&run.agent_id).unwrap_or(AgentId::Hermes);
+    let Some((run, actor)) = claim_run(state, tenant, run_id, &owner).await? else { return Ok(()) };
+    let agent = run.agent_id;
     // The preferences frozen at creation tune the runtime; the tenant's capability switches
     // are read now (a capability switched off since is not offered any more).
     let prefs = RunPreferences::from_snapshot(&run.preferences);
-    let (resolved, switches) = {
+    let resolved = {
         let mut tx = actor.tx(state).await?;
         let r = config::resolve(&state.config, &mut tx, tenant, agent, &prefs.tuning(agent)).await;
-        let switches = capabilities::load(&mut tx).await;
         tx.commit().await?;
         match r {
-            Ok(r) => (r, switches?),
+            Ok(r) => r,
             Err(e) => return fail(state, &run, e.code(), &e.to_string()).await,
         }
     };
-    let allowed = allowed_capabilities(agent, &switches, &prefs);
+    let offer = match offer::offer(state, &actor, &run.context(), For::Run { agent, preferences: &prefs }).await {
+        Ok(o) => o,
+        Err(e) => return fail(state, &run, e.code(), "the run's tools could not be prepared; try again").await,
+    };
     let (history, transcript) = transcript_of(state, &actor, &run).await?;
     let events = EventSink::db_limited(
         state.pool.clone(),
         tenant,
         run_id,
-        agent.source(),
+        agent.into(),
         crate::journal::sink::COALESCE,
         crate::journal::sink::Limits::of(&state.config.agents),
     );
-    let tools = ToolBox::prepare(state.clone(), actor.clone(), run.context(), events.clone(), agent.uses_tools()).await;
-    let tools = Arc::new(tools.restrict(&allowed));
+    let tools = Arc::new(ToolBox::for_run(state.clone(), actor.clone(), run.context(), events.clone(), offer.0));
     // An ACP agent may take our tools over MCP: a token for this run only, while it runs.
     let mcp = if resolved.runtime.provider() == Provider::Acp && !tools.offered().is_empty() {
         match mint_mcp_access(state, tenant, run_id).await {
@@ -129,8 +122,69 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
 
     let cancel_watch = tokio::spawn(watch_cancel(state.clone(), tenant, run_id, stop.clone(), reason.clone()));
     let _cancel_watch = AbortOnDrop(cancel_watch);
-    let runtime = resolved.runtime.clone();
-    let mut fut = runtime.run(&input, &env);
+    let outcome = run_runtime(state, resolved.runtime.clone(), &input, &env, &stop).await;
+    let stopped = *reason.lock().unwrap_or_else(|e| e.into_inner());
+    if stopped == Some(Stop::LeaseLost) {
+        return Ok(()); // the reconciler owns the run now
+    }
+    let _ = events.flush().await;
+    let (answer, end) = match outcome {
+        Ok(out) => {
+            if let Some(p) = &out.provider_run_id {
+                let mut tx = system_tx(state, tenant).await?;
+                store::set_provider_run_id(&mut tx, run_id, p).await?;
+                tx.commit().await?;
+            }
+            let end = if stopped == Some(Stop::Cancelled) { End::Cancelled } else { End::Completed(out.claim) };
+            (out.answer, end)
+        }
+        Err(AgentError::Cancelled) => (events.streamed().await, End::Cancelled),
+        Err(e) => {
+            let (code, message) = (e.code(), e.to_string());
+            tracing::warn!(run = %run_id, code, "run failed: {message}");
+            (events.streamed().await, End::Failed { code, message })
+        }
+    };
+    let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
+    // A verdict only for a run that could search the evidence (a chat without documents is
+    // neither answered nor not found); a run that did not complete claims nothing.
+    let claim = tools.offers::<super::tools::Search>().then(|| match &end {
+        End::Completed(c) => c.clone(),
+        End::Cancelled | End::Failed { .. } => Claim::None,
+    });
+    let receipt = verify::check(state, &actor, tools.scope(), &answer, calls, claim).await;
+    write_end(state, tenant, run_id, &answer, Some(&receipt), end).await
+}
+
+/// Claim the run and find its actor: `None` when it is not this process's to run (cancelled
+/// before it started, or claimed elsewhere), or when its actor is no longer a member (then the
+/// run has failed with `forbidden`).
+async fn claim_run(state: &AppState, tenant: Uuid, run_id: Uuid, owner: &str) -> anyhow::Result<Option<(RunRow, Auth)>> {
+    let mut tx = system_tx(state, tenant).await?;
+    if !store::claim(&mut tx, run_id, owner).await? {
+        return Ok(None);
+    }
+    let run = store::get(&mut tx, run_id).await?.ok_or_else(|| anyhow::anyhow!("run {run_id} vanished"))?;
+    let member = crate::auth::directory::member(&mut tx, run.actor_id).await?;
+    tx.commit().await?;
+    let Some(member) = member else {
+        fail(state, &run, "forbidden", "the user who started this run is no longer a member").await?;
+        return Ok(None);
+    };
+    let actor = Auth { user_id: run.actor_id, tenant_id: tenant, role: member.role, email: member.email, via: Via::Session };
+    Ok(Some((run, actor)))
+}
+
+/// Run the runtime until it answers, is cancelled (given [`CANCEL_GRACE`] to stop on its own)
+/// or times out; an answer over the limit is a failure.
+async fn run_runtime(
+    state: &AppState,
+    runtime: Arc<dyn super::AgentRuntime>,
+    input: &RunInput,
+    env: &RunEnv,
+    stop: &CancellationToken,
+) -> Result<super::RunOutput, AgentError> {
+    let mut fut = runtime.run(input, env);
     let outcome = tokio::select! {
         r = &mut fut => r,
         _ = stop.cancelled() => {
@@ -147,7 +201,7 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
     drop(fut);
     // The final answer (the streamed text with its citation links) is bounded too.
     let cap = state.config.agents.max_answer_bytes.saturating_mul(2);
-    let outcome = outcome.and_then(|out| {
+    outcome.and_then(|out| {
         if out.answer.len() > cap {
             Err(AgentError::Journal(crate::journal::sink::JournalError::Limit {
                 code: "answer_too_large",
@@ -156,76 +210,42 @@ async fn execute(state: &AppState, tenant: Uuid, run_id: Uuid) -> anyhow::Result
         } else {
             Ok(out)
         }
-    });
-    let stopped = *reason.lock().unwrap_or_else(|e| e.into_inner());
-    if stopped == Some(Stop::LeaseLost) {
-        return Ok(()); // the reconciler owns the run now
-    }
-    let _ = events.flush().await;
-    let calls = recorded_calls(state, tenant, run_id, tools.calls()).await;
-    // A verdict only for a run that could search the evidence (a chat without documents is
-    // neither answered nor not found); a run that did not complete claims nothing.
-    let searched = tools.offers::<super::tools::Search>();
-    let claim = |c: Claim| searched.then_some(c);
-    match outcome {
-        Ok(out) => {
-            if let Some(p) = &out.provider_run_id {
-                let mut tx = system_tx(state, tenant).await?;
-                store::set_provider_run_id(&mut tx, run_id, p).await?;
-                tx.commit().await?;
+    })
+}
+
+/// How a run ends: completed with what its agent claims, cancelled, or failed.
+enum End {
+    Completed(Claim),
+    Cancelled,
+    Failed { code: &'static str, message: String },
+}
+
+/// The one ending path: the terminal status and event in one transaction (retried across a
+/// database restart), with the answer — for a run that did not complete, what it streamed,
+/// when anything — and the receipt.
+async fn write_end(
+    state: &AppState,
+    tenant: Uuid,
+    run: Uuid,
+    answer: &str,
+    receipt: Option<&verify::Receipt>,
+    end: End,
+) -> anyhow::Result<()> {
+    let partial = (!answer.is_empty()).then_some(answer);
+    retrying(|| async {
+        let ending = match (&end, receipt) {
+            (End::Completed(_), Some(receipt)) => Ending::Completed { answer, receipt },
+            (End::Completed(_), None) => {
+                Ending::Failed { code: "internal", message: "the run completed without a receipt", answer: partial, receipt }
             }
-            if stopped == Some(Stop::Cancelled) {
-                let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(Claim::None)).await;
-                return finish_stopped(state, tenant, run_id, stopped, Some(&out.answer), Some(&receipt)).await;
-            }
-            let receipt = verify::check(state, &actor, tools.scope(), &out.answer, calls.clone(), claim(out.claim)).await;
-            let receipt_json = serde_json::to_value(&receipt)?;
-            retrying(|| async {
-                let mut tx = system_tx(state, tenant).await?;
-                store::finish(
-                    &mut tx,
-                    tenant,
-                    run_id,
-                    Ending::Completed {
-                        answer: &out.answer,
-                        receipt: &receipt_json,
-                        total: receipt.total,
-                        verified: receipt.verified,
-                        verdict: receipt.verdict,
-                    },
-                )
-                .await?;
-                tx.commit().await
-            })
-            .await?;
-        }
-        Err(AgentError::Cancelled) => {
-            let partial = events.streamed().await;
-            let receipt = verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await;
-            finish_stopped(state, tenant, run_id, Some(Stop::Cancelled), Some(&partial), Some(&receipt)).await?;
-        }
-        Err(e) => {
-            let partial = events.streamed().await;
-            let receipt = serde_json::to_value(
-                verify::check(state, &actor, tools.scope(), &partial, calls.clone(), claim(Claim::None)).await,
-            )?;
-            let (code, message) = (e.code(), e.to_string());
-            tracing::warn!(run = %run_id, code, "run failed: {message}");
-            retrying(|| async {
-                let mut tx = system_tx(state, tenant).await?;
-                let partial = (!partial.is_empty()).then_some(partial.as_str());
-                store::finish(
-                    &mut tx,
-                    tenant,
-                    run_id,
-                    Ending::Failed { code, message: &message, answer: partial, receipt: Some(&receipt) },
-                )
-                .await?;
-                tx.commit().await
-            })
-            .await?;
-        }
-    }
+            (End::Cancelled, _) => Ending::Cancelled { reason: "user", answer: partial, receipt },
+            (End::Failed { code, message }, _) => Ending::Failed { code, message, answer: partial, receipt },
+        };
+        let mut tx = system_tx(state, tenant).await?;
+        store::finish(&mut tx, tenant, run, ending).await?;
+        tx.commit().await
+    })
+    .await?;
     Ok(())
 }
 
@@ -272,46 +292,9 @@ async fn recorded_calls(state: &AppState, tenant: Uuid, run: Uuid, here: Vec<Too
     calls
 }
 
-/// The capabilities a run of `agent` gets: the agent's own, less those the tenant switched
-/// off and knowledge RAG when the user's preference turned it off.
-pub fn allowed_capabilities(agent: AgentId, switches: &Switches, prefs: &RunPreferences) -> Vec<&'static str> {
-    descriptors::agent_capabilities(agent)
-        .into_iter()
-        .filter(|c| switches.enabled(c))
-        .filter(|c| *c != super::tools::CAPABILITY_KNOWLEDGE_RAG || prefs.use_knowledge_rag(agent))
-        .collect()
-}
-
-async fn fail(state: &AppState, run: &RunRow, code: &str, message: &str) -> anyhow::Result<()> {
-    retrying(|| async {
-        let mut tx = system_tx(state, run.tenant_id).await?;
-        store::finish(&mut tx, run.tenant_id, run.id, Ending::Failed { code, message, answer: None, receipt: None }).await?;
-        tx.commit().await
-    })
-    .await?;
-    Ok(())
-}
-
-async fn finish_stopped(
-    state: &AppState,
-    tenant: Uuid,
-    run: Uuid,
-    why: Option<Stop>,
-    answer: Option<&str>,
-    receipt: Option<&verify::Receipt>,
-) -> anyhow::Result<()> {
-    if why == Some(Stop::LeaseLost) {
-        return Ok(());
-    }
-    let receipt = receipt.map(serde_json::to_value).transpose()?;
-    let answer = answer.filter(|a| !a.is_empty());
-    retrying(|| async {
-        let mut tx = system_tx(state, tenant).await?;
-        store::finish(&mut tx, tenant, run, Ending::Cancelled { reason: "user", answer, receipt: receipt.as_ref() }).await?;
-        tx.commit().await
-    })
-    .await?;
-    Ok(())
+/// A run that failed before its agent ran: no answer, no receipt.
+async fn fail(state: &AppState, run: &RunRow, code: &'static str, message: &str) -> anyhow::Result<()> {
+    write_end(state, run.tenant_id, run.id, "", None, End::Failed { code, message: message.to_string() }).await
 }
 
 /// Renew the lease every third of its length; a cancel request or a lost lease stops the run.

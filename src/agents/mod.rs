@@ -21,6 +21,7 @@ pub mod connect;
 pub mod descriptors;
 pub mod executor;
 pub mod history;
+pub mod offer;
 pub mod openai;
 pub mod pages;
 pub mod preferences;
@@ -35,81 +36,9 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::journal::{ContextRefs, EventSource, sink::EventSink, sink::JournalError};
+use crate::journal::{ContextRefs, sink::EventSink, sink::JournalError};
 
-/// The agents a user picks from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AgentId {
-    Hermes,
-    Reasonix,
-    ChatOnly,
-}
-
-impl AgentId {
-    pub const ALL: [AgentId; 3] = [AgentId::Hermes, AgentId::Reasonix, AgentId::ChatOnly];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentId::Hermes => "hermes",
-            AgentId::Reasonix => "reasonix",
-            AgentId::ChatOnly => "chat_only",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<AgentId> {
-        AgentId::ALL.into_iter().find(|a| a.as_str() == s)
-    }
-
-    pub fn display_name(self) -> &'static str {
-        match self {
-            AgentId::Hermes => "Hermes",
-            AgentId::Reasonix => "Reasonix",
-            AgentId::ChatOnly => "Chat only",
-        }
-    }
-
-    /// The provider the agent runs on once configured.
-    pub fn configured_provider(self) -> Provider {
-        match self {
-            AgentId::Hermes | AgentId::ChatOnly => Provider::OpenAi,
-            AgentId::Reasonix => Provider::Acp,
-        }
-    }
-
-    /// Whether runs of this agent get the MNote tools (`chat_only` does not).
-    pub fn uses_tools(self) -> bool {
-        !matches!(self, AgentId::ChatOnly)
-    }
-
-    pub fn source(self) -> EventSource {
-        match self {
-            AgentId::Hermes => EventSource::Hermes,
-            AgentId::Reasonix => EventSource::Reasonix,
-            AgentId::ChatOnly => EventSource::ChatOnly,
-        }
-    }
-}
-
-/// What a run is executed by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum Provider {
-    Builtin,
-    #[serde(rename = "openai")]
-    OpenAi,
-    Acp,
-}
-
-impl Provider {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Provider::Builtin => "builtin",
-            Provider::OpenAi => "openai",
-            Provider::Acp => "acp",
-        }
-    }
-}
+pub use crate::ai::{AgentId, Capability, PreferenceValue, Provider, RunPreferencesSnapshot};
 
 /// A turn of the conversation a run continues (a resumed run carries its parent's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -139,7 +68,7 @@ pub struct RunInput {
     /// oldest first, bounded (`history`); empty for a conversation's first question.
     pub history: Vec<Turn>,
     /// The user's preferences frozen into the run (`ai.common.*` and this agent's scope).
-    pub preferences: std::collections::BTreeMap<String, serde_json::Value>,
+    pub preferences: std::collections::BTreeMap<String, PreferenceValue>,
 }
 
 impl RunInput {

@@ -197,8 +197,8 @@ async fn page_with(
         capabilities::all()
             .into_iter()
             .map(|c| CapabilityRow {
-                id: c,
-                label: page.ctx.tk("agents.cap", c),
+                id: c.as_str(),
+                label: page.ctx.tk("agents.cap", c.as_str()),
                 enabled: switches.enabled(c),
                 tools: tools::registry().iter().filter(|t| t.capability == c).map(|t| t.name).collect::<Vec<_>>().join(", "),
             })
@@ -440,7 +440,7 @@ pub async fn save_form(
     if tab == "capabilities" {
         let on: Vec<&str> = pairs.iter().filter(|(k, _)| k == "capability").map(|(_, v)| v.as_str()).collect();
         let input: serde_json::Map<String, Value> =
-            capabilities::all().into_iter().map(|c| (c.to_string(), json!(on.contains(&c)))).collect();
+            capabilities::all().into_iter().map(|c| (c.to_string(), json!(on.contains(&c.as_str())))).collect();
         capabilities::patch(&state, &page.auth, &ip, &input).await?;
         flash(&session, page.ctx.t("agents.saved_inline")).await?;
         return Ok(Redirect::to("/settings/agents?tab=common").into_response());

@@ -12,13 +12,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use axum::{Json, extract::State};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
-    AgentId,
+    AgentId, PreferenceValue, RunPreferencesSnapshot,
     config::{self as agent_config, AdminPatch},
     descriptors::{
         self, ConfigColumn, Descriptors, FieldAuth, FieldKind, FieldOption, FieldSpec, Storage, all_fields, options_for,
@@ -306,56 +305,52 @@ pub async fn patch_handler(
 // ---- what a run freezes ----
 
 /// The values a run of `agent` freezes: the user fields of `ai.common` and of that agent (no
-/// secrets, no team configuration), with the SHA-256 of their canonical JSON.
-pub fn snapshot(d: &Descriptors, agent: AgentId) -> Value {
+/// secrets, no team configuration), with the SHA-256 of their canonical JSON. A field value
+/// that is not a preference value (a checked field never holds one) is an error naming it.
+pub fn snapshot(d: &Descriptors, agent: AgentId) -> AppResult<RunPreferencesSnapshot> {
     let scope = format!("ai.agent.{}.", agent.as_str());
-    let values: BTreeMap<String, Value> = d
-        .fields()
-        .filter(|f| f.auth == FieldAuth::User && !f.secret)
-        .filter(|f| f.key.starts_with("ai.common.") || f.key.starts_with(&scope))
-        .map(|f| (f.key.clone(), f.value.clone()))
-        .collect();
-    let canonical = serde_json::to_string(&values).unwrap_or_default();
-    let hash = hex::encode(Sha256::digest(canonical.as_bytes()));
-    json!({"schema": RUN_SCHEMA, "hash": hash, "values": values})
+    let mut values = BTreeMap::new();
+    for f in d.fields().filter(|f| f.auth == FieldAuth::User && !f.secret) {
+        if f.key.starts_with("ai.common.") || f.key.starts_with(&scope) {
+            let v = PreferenceValue::deserialize(&f.value)
+                .map_err(|e| anyhow::anyhow!("the preference {} does not hold a preference value: {e}", f.key))?;
+            values.insert(f.key.clone(), v);
+        }
+    }
+    Ok(RunPreferencesSnapshot::of(values))
 }
 
 /// A run's frozen preferences, read back.
 #[derive(Debug, Clone, Default)]
 pub struct RunPreferences {
-    pub values: BTreeMap<String, Value>,
+    pub values: BTreeMap<String, PreferenceValue>,
 }
 
 impl RunPreferences {
-    /// From the run's `preferences` column (a snapshot; anything else reads as none).
-    pub fn from_snapshot(v: &Value) -> RunPreferences {
-        let values = v
-            .get("values")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        RunPreferences { values }
+    /// From the run's `preferences` column.
+    pub fn from_snapshot(s: &RunPreferencesSnapshot) -> RunPreferences {
+        RunPreferences { values: s.values.clone() }
     }
 
-    fn agent_value(&self, agent: AgentId, name: &str) -> Option<&Value> {
+    fn agent_value(&self, agent: AgentId, name: &str) -> Option<&PreferenceValue> {
         self.values.get(&format!("ai.agent.{}.{name}", agent.as_str()))
     }
 
     /// What the runtime is tuned with.
     pub fn tuning(&self, agent: AgentId) -> agent_config::Tuning {
         agent_config::Tuning {
-            model: self.agent_value(agent, "model").and_then(Value::as_str).map(String::from),
-            max_tool_rounds: self.agent_value(agent, "max_tool_rounds").and_then(Value::as_u64).map(|n| n as usize),
+            model: self.agent_value(agent, "model").and_then(PreferenceValue::as_str).map(String::from),
+            max_tool_rounds: self.agent_value(agent, "max_tool_rounds").and_then(PreferenceValue::as_u64).map(|n| n as usize),
         }
     }
 
     /// Whether the user wants the knowledge-RAG tools in runs of `agent` (default yes).
     pub fn use_knowledge_rag(&self, agent: AgentId) -> bool {
-        self.agent_value(agent, "use_knowledge_rag").and_then(Value::as_bool).unwrap_or(true)
+        self.agent_value(agent, "use_knowledge_rag").and_then(PreferenceValue::as_bool).unwrap_or(true)
     }
 
     /// The values of `ai.common` and the agent's scope (handed to an ACP agent).
-    pub fn for_agent(&self, agent: AgentId) -> BTreeMap<String, Value> {
+    pub fn for_agent(&self, agent: AgentId) -> BTreeMap<String, PreferenceValue> {
         let scope = format!("ai.agent.{}.", agent.as_str());
         self.values
             .iter()
@@ -416,13 +411,13 @@ mod tests {
     fn the_snapshot_hash_follows_the_values() {
         let cfg = Config::for_tests("postgres://x".into(), "/tmp".into(), vec![]);
         let mut f = crate::agents::descriptors::tests::facts(false);
-        let a = snapshot(&descriptors::build(&cfg, &f, Lang::En), AgentId::Hermes);
-        assert_eq!(a["schema"], RUN_SCHEMA);
-        assert_eq!(a["values"]["ai.common.default_agent"], "hermes");
-        assert!(a["values"].get("ai.agent.reasonix.profile_id").is_none(), "only the run's agent");
+        let a = snapshot(&descriptors::build(&cfg, &f, Lang::En), AgentId::Hermes).unwrap();
+        assert_eq!(serde_json::to_value(&a).unwrap()["schema"], RUN_SCHEMA);
+        assert_eq!(a.values["ai.common.default_agent"], "hermes".into());
+        assert!(!a.values.contains_key("ai.agent.reasonix.profile_id"), "only the run's agent");
         f.stored.insert("ai.common.citation_style".into(), descriptors::Stored::Value(json!("footnotes")));
-        let b = snapshot(&descriptors::build(&cfg, &f, Lang::En), AgentId::Hermes);
-        assert_ne!(a["hash"], b["hash"]);
+        let b = snapshot(&descriptors::build(&cfg, &f, Lang::En), AgentId::Hermes).unwrap();
+        assert_ne!(a.hash, b.hash);
         let p = RunPreferences::from_snapshot(&b);
         assert!(p.use_knowledge_rag(AgentId::Hermes));
         assert_eq!(p.tuning(AgentId::Hermes).max_tool_rounds, Some(cfg.agents.max_tool_rounds));

@@ -12,7 +12,7 @@
 use serde_json::Value;
 
 use super::{
-    AgentId, acp,
+    AgentId, Capability, acp,
     capabilities::{self, Switches},
     descriptors::{self, Facts},
     openai, preferences,
@@ -197,7 +197,7 @@ pub fn check_descriptor_tools(r: &mut Report, json: &Value, switches: &Switches)
             });
         }
         for c in desc["capabilities"].as_array().into_iter().flatten() {
-            r.check(c.as_str().is_some_and(|c| switches.enabled(c)), || {
+            r.check(c.as_str().and_then(Capability::parse).is_some_and(|c| switches.enabled(c)), || {
                 format!("descriptors: {who} lists the switched-off capability {c}")
             });
         }

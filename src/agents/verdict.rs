@@ -12,9 +12,6 @@
 //! Whatever the agent claims, the quote check caps it ([`decide`]): no verified citation is
 //! never `answered`, some unverified ones make it at best `partial`.
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-
 /// What a model writes first when the evidence does not answer the question.
 pub const NOT_FOUND_MARKER: &str = "[not-found]";
 /// What a model writes first when the evidence answers only part of the question.
@@ -23,60 +20,8 @@ pub const PARTIAL_MARKER: &str = "[partial]";
 /// Whether the evidence answers the question: the run's own value type (the journal's
 /// `run.completed` carries it), decided here.
 pub use crate::journal::Verdict;
-
-/// Who judged the verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Basis {
-    /// The built-in agent, from the passages it found (then capped by the quote check).
-    Evidence,
-    /// The language model said whether the evidence answers (then capped by the quote check).
-    Model,
-    /// The quote check alone (the agent gives no verdict of its own).
-    Quotes,
-}
-
-/// Why the verdict is what it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum VerdictReason {
-    /// The quoted passages hold the question's key terms and the kind of thing asked for.
-    AnswerInPassages,
-    /// The passages are on topic, but none states the kind of thing asked for (`missing`).
-    AskedKindMissing,
-    /// Only part of the question is covered (`missingTerms` are in no quoted passage).
-    PartOfQuestion,
-    /// The question's key terms are in none of the passages found.
-    KeyTermsMissing,
-    /// The searches ranked nothing above the relevance floor.
-    BelowRelevanceFloor,
-    /// The searches found no passage.
-    NoPassages,
-    /// The model said the evidence does not answer.
-    ModelSaidNotFound,
-    /// The model said the evidence answers only part of the question.
-    ModelSaidPartial,
-    /// Every citation was found in the passage it cites.
-    QuotesVerified,
-    /// Some citations were not found in the passages they cite.
-    SomeQuotesUnverified,
-    /// The answer cites evidence, but no citation was found in its passage.
-    NoVerifiedQuote,
-    /// The answer cites no evidence.
-    NoCitation,
-}
-
-/// The kind of thing a question asks for, when it is one a sentence visibly holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum AnswerKind {
-    /// An amount or a count (多少, 几, how much, how many).
-    Number,
-    /// A date or a year (何时, 哪年, when, what year).
-    Date,
-    /// A person's name (谁, who).
-    Person,
-}
+/// The receipt's value types (the journal stores the receipt as its type).
+pub use crate::journal::receipt::{AnswerKind, Basis, VerdictReason};
 
 /// What an agent says of its own answer.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,69 +11,19 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde::Serialize;
 use uuid::Uuid;
 
 use super::{
     citations::{self, Found},
     tools::ToolCallRecord,
-    verdict::{self, AnswerKind, Basis, Claim, Verdict, VerdictReason},
+    verdict::{self, Basis, Claim},
 };
 use crate::{auth::Auth, evidence::KbScope, search::analyze, state::AppState};
 
-pub const RECEIPT_SCHEMA: &str = "mnote.agent_run_receipt.v1";
+pub use crate::journal::receipt::{CitationCheck, Receipt, ReceiptSchema};
 
 /// Share of a sentence's key terms the block must hold for `key_terms`.
 pub const KEY_TERM_SHARE: f64 = 0.6;
-
-/// One citation of the answer and whether it holds.
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CitationCheck {
-    /// 1-based, in order of appearance.
-    pub n: usize,
-    pub evidence_id: Option<Uuid>,
-    /// The link text as written.
-    pub label: String,
-    /// The sentence the citation is attached to.
-    pub sentence: String,
-    pub verified: bool,
-    /// `quote_found`, `key_terms`, or why not: `evidence_not_found`, `unsupported`,
-    /// `malformed` (not a UUID), `check_failed` (the database could not be asked).
-    pub reason: String,
-}
-
-/// `mnote.agent_run_receipt.v1`
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Receipt {
-    pub schema: &'static str,
-    pub tool_calls: Vec<ToolCallRecord>,
-    /// Every evidence id the tools returned, first occurrence order.
-    pub evidence_ids: Vec<Uuid>,
-    pub citations: Vec<CitationCheck>,
-    pub total: usize,
-    pub verified: usize,
-    /// Of `verified`, the citations whose quoted text was found word for word in their passage.
-    pub quotes_found: usize,
-    /// Whether the evidence answers the question; `null` for a run offered no evidence tools
-    /// (a chat without documents is neither).
-    pub verdict: Option<Verdict>,
-    /// Who judged the verdict: `evidence` (the built-in agent, from its passages), `model`, or
-    /// `quotes` (the quote check alone); capped by the quote check in every case.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verdict_basis: Option<Basis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verdict_reason: Option<VerdictReason>,
-    /// `partial`: the kind of thing the question asks for that no passage states.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub missing: Option<AnswerKind>,
-    /// Key terms of the question that no quoted passage holds.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub missing_terms: Vec<String>,
-    /// What was checked, in words (English): "2 of 2 quotes found in their passages; …".
-    pub checked: String,
-}
 
 /// How a sentence relates to the text of the block it cites.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,7 +252,7 @@ pub fn receipt(
         None => (None, None),
     };
     Receipt {
-        schema: RECEIPT_SCHEMA,
+        schema: ReceiptSchema::V1,
         tool_calls,
         evidence_ids,
         total,

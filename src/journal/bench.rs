@@ -9,15 +9,17 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::{Value, json}; // JSON edge: the benchmark reads the HTTP API as a client does
 use uuid::Uuid;
 
 use super::{
     event::{ContextRefs, Event, EventSource},
+    receipt::Receipt,
     sink::EventSink,
     store::{self, Created, NewRun},
 };
 use crate::{
+    ai::{AgentId, Provider, RunPreferencesSnapshot},
     auth::Auth,
     context::{act_as, app_pool},
     db::{Scope, TenantTx},
@@ -55,14 +57,14 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
             actor_id: actor.user_id,
             request_id: &request,
             session_id: "bench",
-            agent_id: "hermes",
-            provider: "builtin",
+            agent_id: AgentId::Hermes,
+            provider: Provider::Builtin,
             provider_note: Some("bench"),
             prompt: label,
             context_refs: &ContextRefs::default(),
             target_snapshot_hash: "bench",
             capability_snapshot_hash: "bench",
-            preferences: &json!({}),
+            preferences: &RunPreferencesSnapshot::empty(),
             parent_run_id: None,
             resume_request_id: None,
             lease_owner: "bench",
@@ -78,14 +80,8 @@ async fn bench_run(pool: &sqlx::PgPool, actor: &Auth, label: &str) -> anyhow::Re
 
 async fn finish(pool: &sqlx::PgPool, actor: &Auth, run: Uuid) -> anyhow::Result<()> {
     let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
-    let receipt = json!({"total": 0, "verified": 0});
-    store::finish(
-        &mut tx,
-        actor.tenant_id,
-        run,
-        store::Ending::Completed { answer: "", receipt: &receipt, total: 0, verified: 0, verdict: None },
-    )
-    .await?;
+    let receipt = Receipt::empty();
+    store::finish(&mut tx, actor.tenant_id, run, store::Ending::Completed { answer: "", receipt: &receipt }).await?;
     tx.commit().await?;
     Ok(())
 }
@@ -108,7 +104,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     println!("\n## Journal appends ({deltas} deltas of ~4 characters)");
     let raw_n = deltas.min(2000);
     let run = bench_run(pool, actor, "raw").await?;
-    let sink = EventSink::db_with(pool.clone(), actor.tenant_id, run, EventSource::Hermes, Duration::ZERO);
+    let sink = EventSink::db_with(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes), Duration::ZERO);
     let t = Instant::now();
     for i in 0..raw_n {
         sink.delta(&format!("t{i:03} ")).await?;
@@ -119,7 +115,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     // A model streaming 1,000 tokens/s for two seconds: how many rows the 75 ms window writes.
     let paced = 2000;
     let run = bench_run(pool, actor, "coalesced").await?;
-    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let t = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(1));
     for i in 0..paced {
@@ -135,7 +131,7 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     );
     // The same window taking deltas as fast as they come (its capacity).
     let run = bench_run(pool, actor, "coalesced-max").await?;
-    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(pool.clone(), actor.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let t = Instant::now();
     for i in 0..deltas {
         sink.delta(&format!("t{i:03} ")).await?;
@@ -148,8 +144,9 @@ async fn appends(pool: &sqlx::PgPool, actor: &Auth, deltas: usize) -> anyhow::Re
     let t = Instant::now();
     let mut n = 0;
     while n < deltas {
-        let batch: Vec<_> =
-            (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("t{} ", n + i) })).collect();
+        let batch: Vec<_> = (0..100)
+            .map(|i| (EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: format!("t{} ", n + i) }))
+            .collect();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         store::append(&mut tx, actor.tenant_id, run, &batch).await?;
         tx.commit().await?;
@@ -181,7 +178,7 @@ async fn sse_client(
         while let Some(end) = buf.find("\n\n") {
             let block: String = buf.drain(..end + 2).collect();
             let Some(data) = block.lines().find_map(|l| l.strip_prefix("data:")) else { continue };
-            let e: Value = serde_json::from_str(data.trim())?;
+            let e: Value = serde_json::from_str(data.trim())?; // JSON edge: an SSE data line
             if !announced {
                 announced = true;
                 let _ = ready.send(()).await;
@@ -226,7 +223,13 @@ async fn fan_out(
     for _ in 0..events {
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         let sent = epoch.elapsed().as_micros().to_string();
-        store::append(&mut tx, actor.tenant_id, run, &[(EventSource::Hermes, Event::MessageDelta { text: sent })]).await?;
+        store::append(
+            &mut tx,
+            actor.tenant_id,
+            run,
+            &[(EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: sent })],
+        )
+        .await?;
         tx.commit().await?;
         bar.inc(1);
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -245,8 +248,9 @@ async fn fan_out(
 async fn resume(pool: &sqlx::PgPool, actor: &Auth, base: &str, auth: &str, http: &reqwest::Client) -> anyhow::Result<Vec<f64>> {
     let run = bench_run(pool, actor, "resume").await?;
     for chunk in 0..10 {
-        let batch: Vec<_> =
-            (0..100).map(|i| (EventSource::Hermes, Event::MessageDelta { text: format!("{} ", chunk * 100 + i) })).collect();
+        let batch: Vec<_> = (0..100)
+            .map(|i| (EventSource::Agent(AgentId::Hermes), Event::MessageDelta { text: format!("{} ", chunk * 100 + i) }))
+            .collect();
         let mut tx = TenantTx::begin(pool, actor.tenant_id, Scope::System).await?;
         store::append(&mut tx, actor.tenant_id, run, &batch).await?;
         tx.commit().await?;
@@ -293,7 +297,7 @@ async fn builtin(base: &str, auth: &str, http: &reqwest::Client, questions: &[St
             .send()
             .await?;
         anyhow::ensure!(r.status().is_success(), "search: HTTP {}", r.status());
-        let _: Value = r.json().await?;
+        let _: Value = r.json().await?; // JSON edge: an HTTP answer
         search.push(t.elapsed().as_secs_f64() * 1000.0);
 
         let t = Instant::now();
@@ -301,7 +305,7 @@ async fn builtin(base: &str, auth: &str, http: &reqwest::Client, questions: &[St
                           "agentId": "hermes", "prompt": q});
         let r = http.post(format!("{base}/api/page-ai/runs")).header("authorization", auth).json(&body).send().await?;
         anyhow::ensure!(r.status().is_success(), "create run: HTTP {}", r.status());
-        let run: Value = r.json().await?;
+        let run: Value = r.json().await?; // JSON edge: an HTTP answer
         anyhow::ensure!(run["provider"] == "builtin", "hermes is configured in this tenant; the bench measures builtin");
         let id = run["hostRunId"].as_str().unwrap_or_default().to_string();
         let resp = http

@@ -2,8 +2,10 @@
 //! event comes from, and the context a run was asked in.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::Value; // JSON edge: jsonb payloads and a model's tool arguments
 use uuid::Uuid;
+
+use crate::ai::{AgentId, Provider};
 
 /// `status` of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -63,14 +65,11 @@ impl std::str::FromStr for RunStatus {
 crate::db::text_column!(RunStatus);
 
 /// Who wrote an event: the host (`mnote`), one of our tools (`tool`), or the agent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventSource {
     Mnote,
     Tool,
-    Hermes,
-    Reasonix,
-    ChatOnly,
+    Agent(AgentId),
 }
 
 impl EventSource {
@@ -78,10 +77,14 @@ impl EventSource {
         match self {
             EventSource::Mnote => "mnote",
             EventSource::Tool => "tool",
-            EventSource::Hermes => "hermes",
-            EventSource::Reasonix => "reasonix",
-            EventSource::ChatOnly => "chat_only",
+            EventSource::Agent(a) => a.as_str(),
         }
+    }
+}
+
+impl From<AgentId> for EventSource {
+    fn from(a: AgentId) -> Self {
+        EventSource::Agent(a)
     }
 }
 
@@ -94,7 +97,7 @@ pub struct ErrorBody {
 }
 
 /// One entry of an agent's plan (`plan.updated`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanEntry {
     pub content: String,
@@ -103,11 +106,11 @@ pub struct PlanEntry {
 }
 
 /// `run.created`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunCreated {
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_note: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -116,17 +119,19 @@ pub struct RunCreated {
 }
 
 /// `tool.started`: what was asked (arguments as the agent sent them, capped).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolStarted {
     pub call_id: String,
     pub name: String,
+    /// The arguments as the agent sent them (their schema is the tool's `parameters`), capped.
     #[serde(default)]
-    pub arguments: Value,
+    #[schemars(with = "ToolArgument")]
+    pub arguments: Value, // JSON edge: what a model or ACP agent sent, kept as sent
 }
 
 /// `tool.completed`: a compact result (counts and evidence ids, never raw provider chunks).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCompleted {
     pub call_id: String,
@@ -164,7 +169,7 @@ impl Verdict {
 }
 
 /// `run.completed`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RunCompleted {
     /// The final answer (Markdown with `citationMarkdown` links).
@@ -175,10 +180,54 @@ pub struct RunCompleted {
     /// without evidence tools, and in events written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verdict: Option<Verdict>,
+    /// The stream built this ending from the run's row (the journal has none).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reconciled: bool,
+}
+
+/// `run.failed`: the error code and message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunFailed {
+    pub code: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reconciled: bool,
+}
+
+/// `run.cancelled` (`user`) and `run.interrupted` (`worker_lost`): why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RunStopped {
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub reconciled: bool,
+}
+
+impl RunStopped {
+    pub fn new(reason: &str) -> RunStopped {
+        RunStopped { reason: reason.into(), reconciled: false }
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A tool call's arguments as sent: an object (as the tool's `parameters` say; `{truncated,
+/// bytes, prefix}` when capped), or whatever else an agent sent.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum ToolArgument {
+    Null(()),
+    String(String),
+    Number(f64),
+    Bool(bool),
+    List(Vec<ToolArgument>),
+    Object(std::collections::BTreeMap<String, ToolArgument>),
 }
 
 /// One journal event, typed; stored as `kind` + `payload`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", content = "payload")]
 pub enum Event {
     #[serde(rename = "run.created")]
@@ -196,32 +245,44 @@ pub enum Event {
     ChangedFiles { files: Vec<String> },
     /// The worker was lost (`worker_lost`): the run can be resumed as a child run.
     #[serde(rename = "run.interrupted")]
-    RunInterrupted { reason: String },
+    RunInterrupted(RunStopped),
     #[serde(rename = "run.completed")]
     RunCompleted(RunCompleted),
     #[serde(rename = "run.failed")]
-    RunFailed(ErrorBody),
+    RunFailed(RunFailed),
     #[serde(rename = "run.cancelled")]
-    RunCancelled { reason: String },
+    RunCancelled(RunStopped),
 }
 
 impl Event {
     /// `(kind, payload)` as stored.
     pub fn split(&self) -> (String, Value) {
+        // JSON edge: the jsonb payload column
         let v = serde_json::to_value(self).expect("events serialize");
         let kind = v["kind"].as_str().unwrap_or_default().to_string();
-        let payload = v.get("payload").cloned().unwrap_or(Value::Object(Default::default()));
+        let payload = v.get("payload").cloned().unwrap_or(Value::Object(Default::default())); // JSON edge: as above
         (kind, payload)
     }
 
-    /// Rebuild from a stored row (`None` for a kind this build does not know).
-    pub fn from_parts(kind: &str, payload: &Value) -> Option<Event> {
-        serde_json::from_value(serde_json::json!({"kind": kind, "payload": payload})).ok()
+    /// The stored `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunCreated(_) => "run.created",
+            Event::MessageDelta { .. } => "message.delta",
+            Event::ToolStarted(_) => "tool.started",
+            Event::ToolCompleted(_) => "tool.completed",
+            Event::PlanUpdated { .. } => "plan.updated",
+            Event::ChangedFiles { .. } => "changed_files",
+            Event::RunInterrupted(_) => "run.interrupted",
+            Event::RunCompleted(_) => "run.completed",
+            Event::RunFailed(_) => "run.failed",
+            Event::RunCancelled(_) => "run.cancelled",
+        }
     }
 
     /// Whether this event ends the run's stream (terminal, or interrupted).
-    pub fn ends_stream(kind: &str) -> bool {
-        matches!(kind, "run.completed" | "run.failed" | "run.cancelled" | "run.interrupted")
+    pub fn ends_stream(&self) -> bool {
+        matches!(self, Event::RunCompleted(_) | Event::RunFailed(_) | Event::RunCancelled(_) | Event::RunInterrupted(_))
     }
 }
 
@@ -247,9 +308,12 @@ mod tests {
         let (kind, payload) = e.split();
         assert_eq!(kind, "message.delta");
         assert_eq!(payload, serde_json::json!({"text": "hi"}));
-        assert_eq!(Event::from_parts(&kind, &payload), Some(e));
-        let f = Event::RunFailed(ErrorBody { code: "llm_timeout".into(), message: "m".into() });
-        assert_eq!(f.split().0, "run.failed");
-        assert!(Event::ends_stream("run.failed") && !Event::ends_stream("tool.completed"));
+        let back: Event = serde_json::from_value(serde_json::json!({"kind": kind, "payload": payload})).unwrap();
+        assert_eq!(back, e);
+        let f = Event::RunFailed(RunFailed { code: "llm_timeout".into(), message: "m".into(), reconciled: false });
+        assert_eq!(f.split(), (f.kind().to_string(), serde_json::json!({"code": "llm_timeout", "message": "m"})));
+        assert!(f.ends_stream() && !e.ends_stream());
+        let c = Event::RunCancelled(RunStopped { reconciled: true, ..RunStopped::new("user") });
+        assert_eq!(c.split().1, serde_json::json!({"reason": "user", "reconciled": true}));
     }
 }

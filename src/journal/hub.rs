@@ -28,10 +28,7 @@ use sqlx::PgPool;
 use tokio::sync::broadcast::{self, error::RecvError};
 use uuid::Uuid;
 
-use super::{
-    event::Event,
-    store::{self, EventRow, EventView},
-};
+use super::store::{self, EventRow, EventView};
 use crate::db::{Scope, TenantTx};
 
 /// A feed re-reads at least this often even without a wake-up (a missed notification).
@@ -214,7 +211,7 @@ async fn follow(pool: PgPool, tenant: Uuid, run: Uuid, feed: Weak<Feed>, mut pin
         match read_after(&pool, tenant, run, last).await {
             Ok(rows) if !rows.is_empty() => {
                 last = rows.last().map_or(last, |r| r.seq);
-                let ended = rows.iter().any(|r| Event::ends_stream(&r.kind));
+                let ended = rows.iter().any(|r| r.event.ends_stream());
                 let _ = f.tx.send(Arc::new(rows.iter().map(EventRow::view).collect()));
                 if ended {
                     return;

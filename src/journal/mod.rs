@@ -11,15 +11,17 @@ pub mod bench;
 mod event;
 pub mod handlers;
 pub mod hub;
+pub mod receipt;
 pub mod reconcile;
 pub mod sink;
 pub mod store;
 pub mod stream;
 
 pub use event::{
-    ContextRefs, ErrorBody, Event, EventSource, PlanEntry, RunCompleted, RunCreated, RunStatus, ToolCompleted, ToolStarted,
-    Verdict,
+    ContextRefs, ErrorBody, Event, EventSource, PlanEntry, RunCompleted, RunCreated, RunFailed, RunStatus, RunStopped,
+    ToolCompleted, ToolStarted, Verdict,
 };
+pub use receipt::Receipt;
 
 use crate::state::AppState;
 

@@ -363,10 +363,11 @@ async fn ticker(inner: Weak<Inner>, every: Duration) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai::AgentId;
 
     #[tokio::test]
     async fn a_memory_sink_keeps_deltas_before_the_event_that_follows_them() {
-        let s = EventSink::memory(EventSource::Hermes);
+        let s = EventSink::memory(EventSource::Agent(AgentId::Hermes));
         s.delta("Hel").await.unwrap();
         s.delta("lo").await.unwrap();
         s.emit(EventSource::Mnote, Event::ChangedFiles { files: vec![] }).await.unwrap();
@@ -383,7 +384,7 @@ mod tests {
     #[tokio::test]
     async fn a_limited_sink_refuses_past_each_limit_with_its_code() {
         let limits = Limits { answer_bytes: 1000, event_bytes: 400, events: 100, journal_bytes: 100_000 };
-        let s = EventSink::memory_limited(EventSource::Hermes, limits);
+        let s = EventSink::memory_limited(EventSource::Agent(AgentId::Hermes), limits);
         s.delta(&"a".repeat(900)).await.unwrap();
         let deltas = s.recorded();
         assert!(deltas.len() >= 2, "900 bytes of text in deltas of at most 50: {}", deltas.len());
@@ -391,7 +392,7 @@ mod tests {
         assert_eq!(e.code(), "answer_too_large");
         assert_eq!(s.streamed().await.len(), 900, "nothing past the limit is kept");
 
-        let s = EventSink::memory_limited(EventSource::Hermes, Limits { events: 5, ..limits });
+        let s = EventSink::memory_limited(EventSource::Agent(AgentId::Hermes), Limits { events: 5, ..limits });
         let big = Event::ChangedFiles { files: vec!["x".repeat(500)] };
         assert_eq!(s.agent(big).await.unwrap_err().code(), "event_too_large");
         for _ in 0..4 {
@@ -400,7 +401,10 @@ mod tests {
         let e = s.agent(Event::ChangedFiles { files: vec![] }).await.unwrap_err();
         assert_eq!(e.code(), "too_many_events", "run.created and 4 events are the 5 allowed");
 
-        let s = EventSink::memory_limited(EventSource::Hermes, Limits { journal_bytes: 1000, events: 1000, ..limits });
+        let s = EventSink::memory_limited(
+            EventSource::Agent(AgentId::Hermes),
+            Limits { journal_bytes: 1000, events: 1000, ..limits },
+        );
         let mut codes = Vec::new();
         for _ in 0..10 {
             if let Err(e) = s.agent(Event::ChangedFiles { files: vec!["f".repeat(300)] }).await {

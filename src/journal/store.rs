@@ -3,13 +3,20 @@
 //! background work all); every statement also names the tenant (`tenant_id = $n`, issue 29).
 
 use serde::Serialize;
-use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::db::TenantTx;
+use crate::{
+    ai::{AgentId, Provider, RunPreferencesSnapshot},
+    db::TenantTx,
+};
 
-use super::event::{ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunStatus, ToolCompleted};
+use super::{
+    event::{
+        ContextRefs, ErrorBody, Event, EventSource, RunCompleted, RunCreated, RunFailed, RunStatus, RunStopped, ToolCompleted,
+    },
+    receipt::Receipt,
+};
 
 /// Most events one read (a JSON page, an SSE read) returns.
 pub const PAGE: i64 = 500;
@@ -29,8 +36,8 @@ pub struct RunRow {
     pub actor_id: Uuid,
     pub request_id: String,
     pub session_id: String,
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_run_id: Option<String>,
     pub provider_note: Option<String>,
     pub status: RunStatus,
@@ -42,11 +49,13 @@ pub struct RunRow {
     pub context_refs: sqlx::types::Json<ContextRefs>,
     pub target_snapshot_hash: String,
     pub capability_snapshot_hash: String,
-    pub preferences: Value,
+    /// Read as the type it was written from (`jsonb`): one that does not parse is an error.
+    pub preferences: sqlx::types::Json<RunPreferencesSnapshot>,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
-    pub receipt: Option<Value>,
+    /// Read as the type it was written from (`jsonb`): one that does not parse is an error.
+    pub receipt: Option<sqlx::types::Json<Receipt>>,
     pub next_seq: i64,
     pub lease_owner: Option<String>,
     pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -72,8 +81,8 @@ impl RunRow {
             schema: "mnote.ai_run.v1",
             host_run_id: self.id,
             request_id: self.request_id.clone(),
-            agent_id: self.agent_id.clone(),
-            provider: self.provider.clone(),
+            agent_id: self.agent_id,
+            provider: self.provider,
             provider_run_id: self.provider_run_id.clone(),
             provider_note: self.provider_note.clone(),
             session_id: self.session_id.clone(),
@@ -89,11 +98,11 @@ impl RunRow {
             context_refs: self.context(),
             target_snapshot_hash: self.target_snapshot_hash.clone(),
             capability_snapshot_hash: self.capability_snapshot_hash.clone(),
-            preferences: self.preferences.clone(),
+            preferences: self.preferences.0.clone(),
             parent_run_id: self.parent_run_id,
             resume_request_id: self.resume_request_id.clone(),
             answer: self.answer.clone(),
-            receipt: self.receipt.clone(),
+            receipt: self.receipt.as_ref().map(|r| r.0.clone()),
             last_seq: self.last_seq(),
             lease_expires_at: self.lease_expires_at,
             created_at: self.created_at,
@@ -111,8 +120,8 @@ pub struct RunView {
     pub schema: &'static str,
     pub host_run_id: Uuid,
     pub request_id: String,
-    pub agent_id: String,
-    pub provider: String,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_run_id: Option<String>,
     pub provider_note: Option<String>,
     pub session_id: String,
@@ -125,11 +134,11 @@ pub struct RunView {
     pub context_refs: ContextRefs,
     pub target_snapshot_hash: String,
     pub capability_snapshot_hash: String,
-    pub preferences: Value,
+    pub preferences: RunPreferencesSnapshot,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<String>,
     pub answer: Option<String>,
-    pub receipt: Option<Value>,
+    pub receipt: Option<Receipt>,
     pub last_seq: i64,
     pub lease_expires_at: Option<chrono::DateTime<chrono::Utc>>,
     pub created_at: chrono::DateTime<chrono::Utc>,
@@ -138,26 +147,27 @@ pub struct RunView {
     pub ended_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+/// An event as stored: `kind` + `payload` read back as the typed [`Event`] (one that does
+/// not parse is an error).
 #[derive(Debug, Clone)]
 pub struct EventRow {
     pub run_id: Uuid,
     pub seq: i64,
-    pub kind: String,
     pub source: String,
-    pub payload: Value,
+    pub event: sqlx::types::Json<Event>,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
-/// `mnote.ai_run_event.v1`
+/// `mnote.ai_run_event.v1`: `kind` and `payload` are the typed [`Event`].
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventView {
     pub schema: &'static str,
     pub host_run_id: Uuid,
     pub seq: i64,
-    pub kind: String,
     pub source: String,
-    pub payload: Value,
+    #[serde(flatten)]
+    pub event: Event,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
@@ -167,9 +177,8 @@ impl EventRow {
             schema: "mnote.ai_run_event.v1",
             host_run_id: self.run_id,
             seq: self.seq,
-            kind: self.kind.clone(),
             source: self.source.clone(),
-            payload: self.payload.clone(),
+            event: self.event.0.clone(),
             created_at: self.created_at,
         }
     }
@@ -181,14 +190,14 @@ pub struct NewRun<'a> {
     pub actor_id: Uuid,
     pub request_id: &'a str,
     pub session_id: &'a str,
-    pub agent_id: &'a str,
-    pub provider: &'a str,
+    pub agent_id: AgentId,
+    pub provider: Provider,
     pub provider_note: Option<&'a str>,
     pub prompt: &'a str,
     pub context_refs: &'a ContextRefs,
     pub target_snapshot_hash: &'a str,
     pub capability_snapshot_hash: &'a str,
-    pub preferences: &'a Value,
+    pub preferences: &'a RunPreferencesSnapshot,
     pub parent_run_id: Option<Uuid>,
     pub resume_request_id: Option<&'a str>,
     /// The process that will run it (its lease starts now).
@@ -219,9 +228,9 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
          values ($1, $2, $3, $4, $5, $6, $7, $8, 'pending', $9, $10, $11, $12, $13, $14, $15, $16,
              now() + make_interval(secs => $17))
          on conflict do nothing
-         returning tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+         returning tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _""#,
@@ -230,14 +239,14 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
         new.actor_id,
         new.request_id,
         new.session_id,
-        new.agent_id,
-        new.provider,
+        new.agent_id as _,
+        new.provider as _,
         new.provider_note,
         new.prompt,
         context_refs as _,
         new.target_snapshot_hash,
         new.capability_snapshot_hash,
-        new.preferences,
+        sqlx::types::Json(new.preferences) as _,
         new.parent_run_id,
         new.resume_request_id,
         new.lease_owner,
@@ -247,8 +256,8 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     .await?;
     if let Some(run) = inserted {
         let created = Event::RunCreated(RunCreated {
-            agent_id: run.agent_id.clone(),
-            provider: run.provider.clone(),
+            agent_id: run.agent_id,
+            provider: run.provider,
             provider_note: run.provider_note.clone(),
             parent_run_id: run.parent_run_id,
             prompt: run.prompt.clone(),
@@ -260,9 +269,9 @@ pub async fn create(conn: &mut PgConnection, new: &NewRun<'_>) -> sqlx::Result<C
     // missing parent or resume id (null) matches no row: then only the request id counts.
     let existing = sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -319,9 +328,9 @@ pub async fn get(tx: &mut TenantTx, id: Uuid) -> sqlx::Result<Option<RunRow>> {
 pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -337,9 +346,9 @@ pub async fn get_in(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Re
 async fn get_locked(conn: &mut PgConnection, tenant: Uuid, id: Uuid) -> sqlx::Result<Option<RunRow>> {
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -356,7 +365,8 @@ pub async fn events_after(tx: &mut TenantTx, run: Uuid, after: i64, limit: i64) 
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         EventRow,
-        r#"select run_id, seq, kind, source, payload, created_at as "created_at: _" from ai_run_event
+        r#"select run_id, seq, source, jsonb_build_object('kind', kind, 'payload', payload) as "event!: _",
+             created_at as "created_at: _" from ai_run_event
          where tenant_id = $4 and run_id = $1 and seq > $2 order by seq limit $3"#,
         run,
         after,
@@ -502,9 +512,22 @@ pub async fn set_provider_run_id(tx: &mut TenantTx, run: Uuid, provider_run_id: 
 
 /// How a run ended.
 pub enum Ending<'a> {
-    Completed { answer: &'a str, receipt: &'a Value, total: usize, verified: usize, verdict: Option<super::event::Verdict> },
-    Failed { code: &'a str, message: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
-    Cancelled { reason: &'a str, answer: Option<&'a str>, receipt: Option<&'a Value> },
+    /// `run.completed` carries the receipt's totals and verdict.
+    Completed {
+        answer: &'a str,
+        receipt: &'a Receipt,
+    },
+    Failed {
+        code: &'a str,
+        message: &'a str,
+        answer: Option<&'a str>,
+        receipt: Option<&'a Receipt>,
+    },
+    Cancelled {
+        reason: &'a str,
+        answer: Option<&'a str>,
+        receipt: Option<&'a Receipt>,
+    },
 }
 
 /// Set the terminal status and append the terminal event, in one transaction (the caller's).
@@ -518,18 +541,13 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         return Ok(false);
     }
     let (status, code, message, answer, receipt, event) = match ending {
-        Ending::Completed { answer, receipt, total, verified, verdict } => (
+        Ending::Completed { answer, receipt } => (
             RunStatus::Completed,
             None,
             None,
             Some(answer),
             Some(receipt),
-            Event::RunCompleted(RunCompleted {
-                answer: answer.to_string(),
-                citations_total: total,
-                citations_verified: verified,
-                verdict,
-            }),
+            Event::RunCompleted(RunCompleted::of(answer, receipt)),
         ),
         Ending::Failed { code, message, answer, receipt } => (
             RunStatus::Failed,
@@ -537,14 +555,14 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
             Some(message),
             answer,
             receipt,
-            Event::RunFailed(ErrorBody { code: code.into(), message: message.into() }),
+            Event::RunFailed(RunFailed { code: code.into(), message: message.into(), reconciled: false }),
         ),
         Ending::Cancelled { reason, answer, receipt } => {
-            (RunStatus::Cancelled, None, None, answer, receipt, Event::RunCancelled { reason: reason.into() })
+            (RunStatus::Cancelled, None, None, answer, receipt, Event::RunCancelled(RunStopped::new(reason)))
         }
     };
     let reason = match &event {
-        Event::RunCancelled { reason } => Some(reason.clone()),
+        Event::RunCancelled(s) => Some(s.reason.clone()),
         _ => None,
     };
     sqlx::query!(
@@ -557,7 +575,7 @@ pub async fn finish(conn: &mut PgConnection, tenant: Uuid, run: Uuid, ending: En
         code,
         message,
         answer,
-        receipt,
+        receipt.map(sqlx::types::Json) as _,
         reason,
         tenant,
     )
@@ -588,9 +606,9 @@ pub async fn run_of_mcp_token(tx: &mut TenantTx, token_hash: &str) -> sqlx::Resu
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -662,7 +680,7 @@ pub async fn reconcile_expired(conn: &mut PgConnection, tenant: Uuid) -> sqlx::R
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
-        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted(RunStopped::new("worker_lost")))]).await?;
     }
     Ok(ids)
 }
@@ -680,7 +698,7 @@ pub async fn release_owned(conn: &mut PgConnection, tenant: Uuid, owner: &str) -
     .fetch_all(&mut *conn)
     .await?;
     for id in &ids {
-        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted { reason: "worker_lost".into() })]).await?;
+        append(conn, tenant, *id, &[(EventSource::Mnote, Event::RunInterrupted(RunStopped::new("worker_lost")))]).await?;
     }
     Ok(ids)
 }
@@ -691,9 +709,9 @@ pub async fn active_run(tx: &mut TenantTx, actor: Uuid, session: &str) -> sqlx::
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"
@@ -741,9 +759,9 @@ pub async fn session_runs(tx: &mut TenantTx, actor: Uuid, session: &str, limit: 
     let tenant = tx.tenant_id();
     sqlx::query_as!(
         RunRow,
-        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id, provider, provider_run_id, provider_note,
+        r#"select tenant_id, id, actor_id, request_id, session_id, agent_id as "agent_id: _", provider as "provider: _", provider_run_id, provider_note,
              status as "status: _", status_reason, error_code, error_message, prompt, context_refs as "context_refs: _", target_snapshot_hash,
-             capability_snapshot_hash, preferences, parent_run_id, resume_request_id, answer, receipt, next_seq,
+             capability_snapshot_hash, preferences as "preferences: _", parent_run_id, resume_request_id, answer, receipt as "receipt: _", next_seq,
              lease_owner, lease_expires_at as "lease_expires_at: _", cancel_requested_at as "cancel_requested_at: _",
              created_at as "created_at: _", updated_at as "updated_at: _", started_at as "started_at: _",
              ended_at as "ended_at: _"

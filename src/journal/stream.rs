@@ -22,12 +22,12 @@ use std::{
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use futures_util::Stream;
 use serde::Serialize;
-use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 use uuid::Uuid;
 
 use super::{
-    event::{Event, RunStatus},
+    event::{Event, EventSource, RunCompleted, RunFailed, RunStatus, RunStopped},
+    receipt::Receipt,
     store::{self, EventRow, EventView, RunRow},
 };
 use crate::{
@@ -133,36 +133,32 @@ pub async fn over_after(state: &AppState, auth: &Auth, run: Uuid, after: i64) ->
 
 /// The ending event the run's status implies.
 fn reconciled(row: &RunRow) -> Option<EventView> {
-    let (kind, payload) = match row.status {
+    let stopped =
+        |default: &str| RunStopped { reason: row.status_reason.clone().unwrap_or_else(|| default.into()), reconciled: true };
+    let event = match row.status {
         RunStatus::Completed => {
-            let mut p = json!({"answer": row.answer.clone().unwrap_or_default(), "citationsTotal": row.receipt.as_ref().and_then(|r| r["total"].as_u64()).unwrap_or(0),
-                   "citationsVerified": row.receipt.as_ref().and_then(|r| r["verified"].as_u64()).unwrap_or(0), "reconciled": true});
-            // The receipt's verdict, as the written ending carries it (absent when it has none).
-            if let Some(v) = row.receipt.as_ref().map(|r| &r["verdict"]).filter(|v| !v.is_null()) {
-                p["verdict"] = v.clone();
-            }
-            ("run.completed", p)
+            let answer = row.answer.as_deref().unwrap_or_default();
+            let completed = match &row.receipt {
+                Some(r) => RunCompleted::of(answer, &r.0),
+                None => RunCompleted::of(answer, &Receipt::empty()),
+            };
+            Event::RunCompleted(RunCompleted { reconciled: true, ..completed })
         }
-        RunStatus::Failed => (
-            "run.failed",
-            json!({"code": row.error_code.clone().unwrap_or_else(|| "internal".into()), "message": row.error_message.clone().unwrap_or_default(), "reconciled": true}),
-        ),
-        RunStatus::Cancelled => {
-            ("run.cancelled", json!({"reason": row.status_reason.clone().unwrap_or_else(|| "user".into()), "reconciled": true}))
-        }
-        RunStatus::Interrupted => (
-            "run.interrupted",
-            json!({"reason": row.status_reason.clone().unwrap_or_else(|| "worker_lost".into()), "reconciled": true}),
-        ),
+        RunStatus::Failed => Event::RunFailed(RunFailed {
+            code: row.error_code.clone().unwrap_or_else(|| "internal".into()),
+            message: row.error_message.clone().unwrap_or_default(),
+            reconciled: true,
+        }),
+        RunStatus::Cancelled => Event::RunCancelled(stopped("user")),
+        RunStatus::Interrupted => Event::RunInterrupted(stopped("worker_lost")),
         RunStatus::Pending | RunStatus::Running => return None,
     };
     Some(EventView {
         schema: "mnote.ai_run_event.v1",
         host_run_id: row.id,
         seq: row.last_seq() + 1,
-        kind: kind.into(),
-        source: "mnote".into(),
-        payload,
+        source: EventSource::Mnote.as_str().into(),
+        event,
         created_at: row.ended_at.unwrap_or(row.updated_at),
     })
 }
@@ -177,7 +173,7 @@ pub async fn page(state: &AppState, auth: &Auth, run: Uuid, after: i64) -> AppRe
 fn sse_event(e: &EventView) -> SseEvent {
     SseEvent::default()
         .id(e.seq.to_string())
-        .event(e.kind.clone())
+        .event(e.event.kind())
         .json_data(e)
         .unwrap_or_else(|_| SseEvent::default().comment("unserializable event"))
 }
@@ -281,7 +277,7 @@ pub fn sse(
                             c.reread = true; // a gap: read it ourselves
                         } else {
                             c.take(&batch);
-                            c.done = batch.iter().any(|e| Event::ends_stream(&e.kind));
+                            c.done = batch.iter().any(|e| e.event.ends_stream());
                         }
                     }
                     // Fell further behind than the feed keeps: cut off rather than re-read

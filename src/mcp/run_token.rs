@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use crate::{
     agents::{
-        AgentId, capabilities, executor,
+        AgentId,
+        offer::{self, For},
         preferences::RunPreferences,
         tools::{ToolBox, ToolDef, ToolResult},
     },
@@ -56,7 +57,7 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Auth, RunSco
         return Err(AppError::Unauthorized);
     };
     tx.commit().await?;
-    let agent = AgentId::parse(&run.agent_id).ok_or(AppError::Unauthorized)?;
+    let agent = run.agent_id;
     let auth = Auth { user_id: run.actor_id, tenant_id, role: member.role, email: member.email, via: Via::Token };
     let scope = RunScope {
         tenant_id,
@@ -68,29 +69,16 @@ pub async fn authenticate(state: &AppState, token: &str) -> Result<(Auth, RunSco
     Ok((auth, scope))
 }
 
-/// The run's tool offer, as its executor computes it: the tools of the run's context, less the
-/// capabilities the agent lacks, the tenant switched off or the run's preferences turned off.
-/// Switches that cannot be read offer nothing.
+/// The run's tool offer, as its executor computes it ([`offer::offer`]). Switches that cannot be
+/// read offer nothing.
 pub async fn offered(state: &AppState, auth: &Auth, run: &RunScope) -> Vec<&'static ToolDef> {
-    if !run.agent.uses_tools() {
-        return Vec::new();
-    }
-    let switches = async {
-        let mut tx = auth.tx(state).await?;
-        let s = capabilities::load(&mut tx).await?;
-        tx.commit().await?;
-        Ok::<_, AppError>(s)
-    };
-    let allowed = match switches.await {
-        Ok(s) => executor::allowed_capabilities(run.agent, &s, &run.preferences),
+    match offer::offer(state, auth, &run.context, For::Run { agent: run.agent, preferences: &run.preferences }).await {
+        Ok(o) => o.0,
         Err(e) => {
-            tracing::warn!("mcp: capability switches could not be read, the run's token gets no tool: {e}");
-            return Vec::new();
+            tracing::warn!("mcp: the run's tool offer could not be computed, its token gets no tool: {e}");
+            Vec::new()
         }
-    };
-    let mut offered = ToolBox::offered_for(state, auth, &run.context).await;
-    offered.retain(|d| allowed.contains(&d.capability));
-    offered
+    }
 }
 
 /// Call the registry tool `name` for the run: under its actor and context, journaled into it.
@@ -107,7 +95,7 @@ pub async fn call(
         state.pool.clone(),
         run.tenant_id,
         run.run_id,
-        run.agent.source(),
+        run.agent.into(),
         Limits::of(&state.config.agents),
     );
     let tools =

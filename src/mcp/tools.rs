@@ -17,10 +17,8 @@ use uuid::Uuid;
 
 use super::{caller::Caller, run_token};
 use crate::{
-    agents::capabilities,
-    agents::tools::{
-        self as registry, CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, ToolBox, ToolDef, ToolError, ToolErrorCode,
-    },
+    agents::offer::{self, For},
+    agents::tools::{self as registry, ToolBox, ToolDef, ToolError, ToolErrorCode},
     error::AppError,
     evidence::tools::uuid_schema,
     state::AppState,
@@ -94,30 +92,18 @@ fn list_knowledge_bases_tool() -> Tool {
     tool(LIST_KNOWLEDGE_BASES, LIST_KNOWLEDGE_BASES_DESCRIPTION, input, output)
 }
 
-/// The registry tools `caller` may use: the knowledge-RAG ones only when one of the KBs it can
-/// read is bound (the registry's own rule, [`ToolBox::offered_for`]; `evidence_only` skips
-/// that lookup), minus the capabilities the tenant switched off (`PATCH
-/// /api/page-ai/capabilities`), as for runs. Switches that cannot be read offer nothing.
-async fn offered(state: &AppState, caller: &Caller, evidence_only: bool) -> Vec<&'static ToolDef> {
-    let mut offered: Vec<&'static ToolDef> = if evidence_only {
-        registry::registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect()
-    } else {
-        ToolBox::offered_for(state, &caller.auth, &Default::default()).await
-    };
-    let switches = async {
-        let mut tx = caller.auth.tx(state).await?;
-        let s = capabilities::load(&mut tx).await?;
-        tx.commit().await?;
-        Ok::<_, AppError>(s)
-    };
-    match switches.await {
-        Ok(s) => offered.retain(|d| s.enabled(d.capability)),
+/// The registry tools `caller` may use, outside any run ([`offer::offer`] for a member): the
+/// knowledge-RAG ones only when one of the KBs it can read is bound, minus the capabilities the
+/// tenant switched off (`PATCH /api/page-ai/capabilities`), as for runs. An offer that cannot be
+/// computed offers nothing.
+async fn offered(state: &AppState, caller: &Caller) -> Vec<&'static ToolDef> {
+    match offer::offer(state, &caller.auth, &Default::default(), For::Member).await {
+        Ok(o) => o.0,
         Err(e) => {
-            tracing::warn!("mcp: capability switches could not be read, no registry tool is offered: {e}");
-            offered.clear();
+            tracing::warn!("mcp: the tool offer could not be computed (capability switches?), no registry tool is offered: {e}");
+            Vec::new()
         }
     }
-    offered
 }
 
 /// The tools listed to `caller`: the registry tools it is offered (see [`offered`]), in
@@ -126,7 +112,7 @@ async fn offered(state: &AppState, caller: &Caller, evidence_only: bool) -> Vec<
 pub async fn list(state: &AppState, caller: &Caller) -> Vec<Tool> {
     let offered = match &caller.run {
         Some(run) => run_token::offered(state, &caller.auth, run).await,
-        None => offered(state, caller, false).await,
+        None => offered(state, caller).await,
     };
     let mut tools: Vec<Tool> =
         registry::registry().iter().filter(|d| offered.iter().any(|o| o.name == d.name)).map(tool_of).collect();
@@ -178,9 +164,9 @@ pub async fn call(state: &AppState, caller: &Caller, name: &str, arguments: Opti
     let Some(def) = def else {
         return list_knowledge_bases(state, caller, arguments).await;
     };
-    let offered = offered(state, caller, def.capability == CAPABILITY_EVIDENCE).await;
+    let offered = offered(state, caller).await;
     if !offered.iter().any(|o| o.name == def.name) {
-        let why = if def.capability == CAPABILITY_KNOWLEDGE_RAG {
+        let why = if def.capability == crate::ai::Capability::KnowledgeRag {
             "needs a knowledge base bound to knowledge RAG, with knowledge RAG switched on for the team"
         } else {
             "is switched off for this team"

@@ -8,6 +8,10 @@ pub mod handlers;
 pub mod pages;
 pub mod service;
 
+/// A run's tool offer: one function for run creation, the executor, the run's MCP token and
+/// plain MCP (it lives in `agents`, which all of them reach).
+pub use crate::agents::offer::{Offer, offer};
+
 pub use service::{CreateRun, Started, start};
 
 use crate::state::AppState;
@@ -28,8 +32,6 @@ pub fn api_router() -> axum::Router<AppState> {
 /// The OpenAPI description of [`api_router`]'s routes.
 pub fn api_doc(d: &mut crate::openapi::ApiDoc) {
     use crate::journal::store::RunView;
-    // The journal stores the receipt as JSON; its type is the agents' (`verify::Receipt`).
-    d.property::<Option<crate::agents::verify::Receipt>>("RunView", "receipt");
     d.op("post", "/api/page-ai/runs")
         .summary("Start a run (idempotent on `requestId`: 200 with the run an earlier request created)")
         .body::<CreateRun>()

@@ -117,7 +117,7 @@ fn reason_words(ctx: &PageCtx, code: &str) -> String {
 
 fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let status = run.status;
-    let receipt: Option<receipt::ReceiptDoc> = run.receipt.clone().and_then(|r| serde_json::from_value(r).ok());
+    let receipt = run.receipt.as_ref().map(|r| &r.0);
     let checks: Vec<answer::Check> = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -130,7 +130,7 @@ fn result_view(ctx: &PageCtx, run: &RunRow) -> ResultView {
     let mark = ctx.t("assist.unsupported_mark");
     let rendered =
         run.answer.as_deref().filter(|a| !a.trim().is_empty()).map(|a| answer::render_marked(a, &checks, &tooltip, Some(&mark)));
-    let verdict = receipt::verdict_view(ctx, receipt.as_ref());
+    let verdict = receipt::verdict_view(ctx, receipt);
     let unverified = receipt
         .iter()
         .flat_map(|r| r.citations.iter())
@@ -193,7 +193,8 @@ fn is_id_arg(key: &str) -> bool {
 /// `{"query": "robots", "limit": 5}` → `limit: 5, query: "robots"` (one line, capped; id
 /// arguments left out).
 fn args_summary(v: &serde_json::Value) -> String {
-    use serde_json::Value;
+    // JSON edge: tool arguments as a model sent them
+    use serde_json::Value; // JSON edge: as above
     let one = |v: &Value| match v {
         Value::String(s) => format!("\"{}\"", short(s, 80)),
         Value::Array(a) => format!("[{}]", a.len()),
@@ -254,12 +255,11 @@ impl RunDetail {
 }
 
 fn runs_on_words(ctx: &PageCtx, run: &RunRow) -> String {
-    match (run.provider.as_str(), run.provider_note.as_deref()) {
-        ("builtin", Some("not_configured")) => ctx.t("ai.runs_on.builtin_not_configured"),
-        ("builtin", _) => ctx.t("ai.runs_on.builtin"),
-        ("openai", _) => ctx.t("ai.runs_on.openai_run"),
-        ("acp", _) => ctx.t("ai.runs_on.acp"),
-        (other, _) => other.to_string(),
+    match (run.provider, run.provider_note.as_deref()) {
+        (Provider::Builtin, Some("not_configured")) => ctx.t("ai.runs_on.builtin_not_configured"),
+        (Provider::Builtin, _) => ctx.t("ai.runs_on.builtin"),
+        (Provider::OpenAi, _) => ctx.t("ai.runs_on.openai_run"),
+        (Provider::Acp, _) => ctx.t("ai.runs_on.acp"),
     }
 }
 
@@ -269,10 +269,10 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
     let mut changed_files = Vec::new();
     let mut stream = String::new();
     for e in events {
-        match Event::from_parts(&e.kind, &e.payload) {
-            Some(Event::MessageDelta { text }) => stream.push_str(&text),
-            Some(Event::PlanUpdated { entries }) => plan = entries,
-            Some(Event::ToolStarted(t)) => match tools.iter_mut().find(|c| c.call_id == t.call_id) {
+        match e.event.0.clone() {
+            Event::MessageDelta { text } => stream.push_str(&text),
+            Event::PlanUpdated { entries } => plan = entries,
+            Event::ToolStarted(t) => match tools.iter_mut().find(|c| c.call_id == t.call_id) {
                 Some(c) => c.args = args_summary(&t.arguments),
                 None => tools.push(ToolCard {
                     call_id: t.call_id,
@@ -283,7 +283,7 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                     summary: String::new(),
                 }),
             },
-            Some(Event::ToolCompleted(t)) => {
+            Event::ToolCompleted(t) => {
                 let summary = tool_summary(ctx, &t);
                 let state = if t.ok { "ok" } else { "failed" };
                 match tools.iter_mut().find(|c| c.call_id == t.call_id) {
@@ -301,12 +301,12 @@ fn run_detail(ctx: &PageCtx, run: &RunRow, events: &[store::EventRow]) -> RunDet
                     }),
                 }
             }
-            Some(Event::ChangedFiles { files }) => changed_files.extend(files),
+            Event::ChangedFiles { files } => changed_files.extend(files),
             _ => {}
         }
     }
     let status = run.status;
-    let agent_name = AgentId::parse(&run.agent_id).map(|a| a.display_name().to_string()).unwrap_or_else(|| run.agent_id.clone());
+    let agent_name = run.agent_id.display_name().to_string();
     RunDetail {
         id: run.id,
         prompt: run.prompt.clone(),
@@ -369,7 +369,7 @@ fn capability_words(ctx: &PageCtx, d: &descriptors::Descriptor) -> String {
         .capability_states
         .iter()
         .map(|(c, s)| {
-            let name = ctx.tk("agents.cap", c);
+            let name = ctx.tk("agents.cap", c.as_str());
             if *s == "enabled" { name } else { format!("{name} ({})", ctx.tk("agents.cap_state", s)) }
         })
         .collect();
@@ -599,9 +599,9 @@ async fn load_events(tx: &mut crate::db::TenantTx, id: Uuid) -> AppResult<Vec<st
 pub async fn run_page(State(state): State<AppState>, page: Page, Path(id): Path<Uuid>) -> AppResult<Response> {
     let (run, events) = load_run(&state, &page.auth, id).await?;
     let session = Some(run.session_id.clone());
-    let agent = run.agent_id.clone();
+    let agent = run.agent_id.as_str();
     let kbs = run.context().kb_ids;
-    page_of(&state, page, session, Some(&agent), Some(&kbs), Some((run, events)), Typed::default()).await
+    page_of(&state, page, session, Some(agent), Some(&kbs), Some((run, events)), Typed::default()).await
 }
 
 #[derive(Template)]
@@ -740,7 +740,7 @@ pub async fn resume_form(
     let body = CreateRun {
         request_id: fresh_id(),
         session_id: parent.session_id.clone(),
-        agent_id: parent.agent_id.clone(),
+        agent_id: parent.agent_id.as_str().to_string(),
         prompt: parent.prompt.clone(),
         context_refs: parent.context(),
         parent_run_id: Some(id),

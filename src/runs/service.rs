@@ -3,15 +3,15 @@
 //! API and the page forms.
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Value, json}; // JSON edge: the target hash is of canonical JSON (sorted keys)
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::{
     agents::{
         AgentId, config as agent_config, descriptors, executor,
+        offer::{self, For},
         preferences::{self as agent_preferences, RunPreferences},
-        tools,
     },
     auth::Auth,
     error::{AppError, AppResult},
@@ -34,7 +34,8 @@ pub struct CreateRun {
     pub request_id: String,
     #[schemars(regex(pattern = r"^[A-Za-z0-9_.:-]{1,200}$"))]
     pub session_id: String,
-    #[schemars(regex(pattern = "^(hermes|reasonix|chat_only)$"))]
+    /// One of [`AgentId`] (a string here so that an unknown id is refused as `invalid_input`).
+    #[schemars(with = "AgentId")]
     pub agent_id: String,
     #[schemars(length(min = 1, max = MAX_PROMPT_CHARS), regex(pattern = r"\S"))]
     pub prompt: String,
@@ -53,7 +54,9 @@ fn client_id(field: &str, v: &str) -> AppResult<()> {
     if ok { Ok(()) } else { Err(AppError::invalid(field, "1–200 characters: letters, digits, _ . : -")) }
 }
 
+/// The hash of the request's target (agent, context, prompt) as canonical JSON (sorted keys).
 fn sha256_hex(v: &Value) -> String {
+    // JSON edge: canonical JSON hashed
     hex::encode(Sha256::digest(v.to_string().as_bytes()))
 }
 
@@ -61,7 +64,7 @@ fn sha256_hex(v: &Value) -> String {
 async fn validate(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult<AgentId> {
     client_id("requestId", &body.request_id)?;
     client_id("sessionId", &body.session_id)?;
-    let agent = AgentId::parse(&body.agent_id).ok_or_else(|| AppError::invalid("agentId", "hermes, reasonix or chat_only"))?;
+    let agent = AgentId::parse(&body.agent_id).ok_or_else(|| AppError::invalid("agentId", AgentId::expected()))?;
     let prompt = body.prompt.trim();
     if prompt.is_empty() {
         return Err(AppError::invalid("prompt", "ask something"));
@@ -147,14 +150,10 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
     // The caller's preferences as of now are frozen into the run (hash + values); the tools
     // it will be offered follow the tenant's switches and those preferences.
     let facts = descriptors::facts(state, auth).await?;
-    let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent);
+    let preferences = agent_preferences::snapshot(&descriptors::build(&state.config, &facts, Lang::En), agent)?;
     let (provider, note) = agent_config::provider_of(&state.config, agent, facts.configs.get(&agent));
-    let allowed = executor::allowed_capabilities(agent, &facts.switches, &RunPreferences::from_snapshot(&preferences));
-    let tool_names: Vec<&str> = if agent.uses_tools() {
-        tools::registry().iter().filter(|t| allowed.contains(&t.capability)).map(|t| t.name).collect()
-    } else {
-        Vec::new()
-    };
+    let prefs = RunPreferences::from_snapshot(&preferences);
+    let offered = offer::offer(state, auth, &body.context_refs, For::Run { agent, preferences: &prefs }).await?;
     let mut tx = auth.tx(state).await?;
     let max = state.config.agents.max_runs_per_user;
     if store::live_runs_of(&mut tx, auth.user_id, &body.request_id).await? >= max {
@@ -164,7 +163,7 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
         ));
     }
     let target = sha256_hex(&json!({"agentId": agent.as_str(), "contextRefs": &body.context_refs, "prompt": body.prompt.trim()}));
-    let capability = sha256_hex(&json!({"provider": provider.as_str(), "tools": tool_names}));
+    let capability = offered.hash(provider);
     // The session is a conversation: created by its first run (the question is its title).
     super::conversations::touch(&mut tx, auth.tenant_id, auth.user_id, &body.session_id, body.prompt.trim()).await?;
     let created = store::create(
@@ -174,8 +173,8 @@ pub async fn start(state: &AppState, auth: &Auth, body: &CreateRun) -> AppResult
             actor_id: auth.user_id,
             request_id: &body.request_id,
             session_id: &body.session_id,
-            agent_id: agent.as_str(),
-            provider: provider.as_str(),
+            agent_id: agent,
+            provider,
             provider_note: note,
             prompt: body.prompt.trim(),
             context_refs: &body.context_refs,

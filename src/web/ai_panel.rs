@@ -5,10 +5,12 @@
 use uuid::Uuid;
 
 use super::Lang;
+use crate::ai::AgentId;
 
-/// The agents a panel (and `/ai`) offers: wire id and display name. `agents::AgentId` is the
-/// same list (a test in `runs` holds them equal).
-pub const AGENTS: [(&str, &str); 3] = [("hermes", "Hermes"), ("reasonix", "Reasonix"), ("chat_only", "Chat only")];
+/// The agents a panel (and `/ai`) offers: wire id and display name, from [`AgentId::ALL`].
+pub fn agents() -> Vec<(&'static str, &'static str)> {
+    AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect()
+}
 
 /// A fresh id for a form: the `requestId` of the run the form will create, or a session's id.
 pub fn fresh_id() -> String {
@@ -88,7 +90,7 @@ pub fn labels(lang: Lang) -> String {
     ];
     let mut map: serde_json::Map<String, serde_json::Value> =
         KEYS.iter().map(|k| (k.to_string(), serde_json::Value::String(lang.t(&format!("ai.{k}"))))).collect();
-    for (id, name) in AGENTS {
+    for (id, name) in agents() {
         map.insert(format!("agent.{id}"), serde_json::Value::String(lang.agent_name(id, name)));
         map.insert(format!("about.{id}"), serde_json::Value::String(about(lang, id)));
     }
@@ -131,7 +133,7 @@ impl AiPanel {
             labels: labels(lang),
             request_id: fresh_id(),
             session_id: fresh_id(),
-            agents: AGENTS.to_vec(),
+            agents: agents(),
         }
     }
 

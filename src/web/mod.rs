@@ -423,7 +423,7 @@ pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next
     let title = lang.t(&format!("error.{}", info.code));
     // Generic outcomes get a translated explanation; specific ones keep the server's message.
     let message = match info.code {
-        "not_found" | "internal" | "csrf_failed" | "path_outside_grant" | "upstream_unavailable" => {
+        "not_found" | "internal" | "stored_value_unreadable" | "csrf_failed" | "path_outside_grant" | "upstream_unavailable" => {
             lang.t(&format!("error.hint.{}", info.code))
         }
         _ => lang

@@ -6,6 +6,7 @@
 
 use mnote::{
     agents::tools::ToolBox,
+    ai::AgentId,
     db::{Scope, TenantTx},
     journal::{ContextRefs, EventSource, sink::EventSink},
     state::AppState,
@@ -227,8 +228,14 @@ async fn an_admins_tools_runs_and_mcp_calls_find_nothing_of_a_private_kb() {
 
     // The tools as an admin's run calls them (function calling and ACP go through `call`).
     let admin = mnote::context::act_as(&app.pool, "acme", Some("admin@acme.test")).await.unwrap();
-    let tools =
-        ToolBox::prepare(state.clone(), admin, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools = ToolBox::prepare(
+        state.clone(),
+        admin,
+        ContextRefs::default(),
+        EventSink::memory(EventSource::Agent(AgentId::Hermes)),
+        true,
+    )
+    .await;
     let s = tools.call("s", "mnote_evidence_search", json!({"query": "zebra migration"})).await;
     assert!(s.ok && s.content["results"].as_array().unwrap().is_empty(), "{:?}", s.content);
     for (name, args) in [
@@ -243,7 +250,9 @@ async fn an_admins_tools_runs_and_mcp_calls_find_nothing_of_a_private_kb() {
 
     // The same tools as Alice's: found.
     let alice = mnote::context::act_as(&app.pool, "acme", Some("alice@acme.test")).await.unwrap();
-    let tools = ToolBox::prepare(state, alice, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools =
+        ToolBox::prepare(state, alice, ContextRefs::default(), EventSink::memory(EventSource::Agent(AgentId::Hermes)), true)
+            .await;
     for (name, args) in [
         ("mnote_evidence_read", json!({"evidenceId": t.evidence})),
         ("mnote_evidence_open", json!({"evidenceId": t.evidence})),

@@ -6,6 +6,7 @@
 
 use mnote::{
     agents::tools::ToolBox,
+    ai::AgentId,
     journal::{ContextRefs, EventSource, sink::EventSink},
     state::AppState,
 };
@@ -56,8 +57,14 @@ async fn a_runs_tools_read_only_its_knowledge_bases_by_search_and_by_id() {
     let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
     let only_robots = ContextRefs { kb_ids: vec![robots], ..Default::default() };
 
-    let tools =
-        ToolBox::prepare(state.clone(), actor.clone(), only_robots.clone(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools = ToolBox::prepare(
+        state.clone(),
+        actor.clone(),
+        only_robots.clone(),
+        EventSink::memory(EventSource::Agent(AgentId::Hermes)),
+        true,
+    )
+    .await;
     let search = tools.call("s", "mnote_evidence_search", json!({"query": "zebra enclosure robots"})).await;
     let titles: Vec<&str> =
         search.content["results"].as_array().unwrap().iter().map(|r| r["sourceTitle"].as_str().unwrap()).collect();
@@ -96,9 +103,53 @@ async fn a_runs_tools_read_only_its_knowledge_bases_by_search_and_by_id() {
     assert_eq!(r.err().map(|e| e.code.as_str().to_string()).as_deref(), Some("not_found"));
 
     // No kbIds: every KB the actor reads.
-    let all = ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let all =
+        ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Agent(AgentId::Hermes)), true)
+            .await;
     for (name, args) in by_id(zoo_ev, zoo_src) {
         let r = all.call(name, name, args).await;
         assert!(r.ok, "{name}: {:?}", r.content);
+    }
+}
+
+/// The tool offer is computed in one function (`runs::offer`): the hash stored with a run is
+/// the hash of the offer its executor builds its tool box from and its MCP token serves, and a
+/// capability the team switched off is in none of them.
+#[tokio::test]
+async fn the_offer_stored_with_a_run_is_what_the_executor_and_its_token_serve() {
+    use mnote::{
+        agents::{Provider, RunPreferencesSnapshot, offer::For, preferences::RunPreferences},
+        mcp::run_token::{self, RunScope},
+    };
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.api(s.tenant_id, s.user_id).await;
+    let (st, v) = c.send_json("PATCH", "/api/page-ai/capabilities", json!({"knowledge_rag": false})).await;
+    assert_eq!(st, StatusCode::OK, "{v}");
+    let state = AppState::new(app.pool.clone(), app.config.clone());
+    let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
+    for (agent, tools) in [
+        (AgentId::Hermes, vec!["mnote.evidence.search", "mnote.evidence.read", "mnote.evidence.open", "mnote.evidence.outline"]),
+        (AgentId::ChatOnly, vec![]),
+    ] {
+        let body = json!({"requestId": format!("offer-{agent}"), "sessionId": "s-offer", "agentId": agent, "prompt": "robots?"});
+        let (st, run) = c.post_json("/api/page-ai/runs", body).await;
+        assert_eq!(st, StatusCode::CREATED, "{run}");
+        let snapshot: RunPreferencesSnapshot = serde_json::from_value(run["preferences"].clone()).unwrap();
+        let preferences = RunPreferences::from_snapshot(&snapshot);
+        let context = ContextRefs::default();
+        let offer = mnote::runs::offer(&state, &actor, &context, For::Run { agent, preferences: &preferences }).await.unwrap();
+        assert_eq!(offer.names(), tools, "{agent}");
+        let provider: Provider = serde_json::from_value(run["provider"].clone()).unwrap();
+        assert_eq!(run["capabilitySnapshotHash"], offer.hash(provider), "{agent}: the stored hash is the offer's");
+        let scope = RunScope {
+            tenant_id: s.tenant_id,
+            run_id: run["hostRunId"].as_str().unwrap().parse().unwrap(),
+            agent,
+            context,
+            preferences,
+        };
+        let served: Vec<&str> = run_token::offered(&state, &actor, &scope).await.iter().map(|d| d.name).collect();
+        assert_eq!(served, tools, "{agent}: the run's token serves the same offer");
     }
 }

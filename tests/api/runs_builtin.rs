@@ -395,8 +395,14 @@ async fn tools_respect_private_knowledge_bases() {
     let plan = source_id(&t.client, &secret_kb, "plan.md").await;
     let state = AppState::new(app.pool.clone(), app.config.clone());
     let as_member = mnote::context::act_as(&app.pool, "acme", Some("member@acme.test")).await.unwrap();
-    let tools =
-        ToolBox::prepare(state.clone(), as_member, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools = ToolBox::prepare(
+        state.clone(),
+        as_member,
+        ContextRefs::default(),
+        EventSink::memory(EventSource::Agent(AgentId::Hermes)),
+        true,
+    )
+    .await;
     let r = tools.call("c1", "mnote_evidence_outline", json!({"sourceId": plan})).await;
     assert_eq!(r.error.map(|e| e.code).as_deref(), Some("not_found"));
     let (_, v) = t.client.post_json("/api/evidence/search", json!({"query": "zebra migration", "mode": "lexical"})).await;
@@ -417,7 +423,7 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
     let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
     let kb: Uuid = t.kb.parse().unwrap();
     let context = ContextRefs { kb_ids: vec![kb], ..Default::default() };
-    let sink = EventSink::memory(EventSource::Hermes);
+    let sink = EventSink::memory(EventSource::Agent(AgentId::Hermes));
     let tools = ToolBox::prepare(state.clone(), actor.clone(), context.clone(), sink.clone(), true).await;
     let names: Vec<&str> = tools.offered().iter().map(|d| d.name).collect();
     assert_eq!(names, ["mnote.evidence.search", "mnote.evidence.read", "mnote.evidence.open", "mnote.evidence.outline"]);
@@ -489,7 +495,12 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
     // The builtin runtime stops when its run is cancelled.
     let cancel = tokio_util::sync::CancellationToken::new();
     cancel.cancel();
-    let env = RunEnv { events: EventSink::memory(EventSource::Hermes), tools: std::sync::Arc::new(tools), cancel, mcp: None };
+    let env = RunEnv {
+        events: EventSink::memory(EventSource::Agent(AgentId::Hermes)),
+        tools: std::sync::Arc::new(tools),
+        cancel,
+        mcp: None,
+    };
     let input = RunInput {
         host_run_id: Uuid::new_v4(),
         agent: AgentId::Hermes,
@@ -506,7 +517,7 @@ async fn the_tool_box_journals_calls_links_markers_and_outlines_markdown() {
     let mut tx = TenantTx::begin(&app.pool, t.tenant, Scope::User(t.user)).await.unwrap();
     mnote::rag::binding::put(&mut tx, t.tenant, kb, "http://127.0.0.1:9/lightrag", None, None, t.user).await.unwrap();
     tx.commit().await.unwrap();
-    let tools = ToolBox::prepare(state, actor, context, EventSink::memory(EventSource::Hermes), true).await;
+    let tools = ToolBox::prepare(state, actor, context, EventSink::memory(EventSource::Agent(AgentId::Hermes)), true).await;
     assert_eq!(tools.offered().len(), 6);
 }
 
@@ -551,7 +562,7 @@ async fn knowledge_rag_tools_map_references_to_citable_evidence() {
     let state = AppState::new(app.pool.clone(), app.config.clone());
     let actor = mnote::context::act_as(&app.pool, "acme", None).await.unwrap();
     let context = ContextRefs { kb_ids: vec![kb], ..Default::default() };
-    let sink = EventSink::memory(EventSource::Hermes);
+    let sink = EventSink::memory(EventSource::Agent(AgentId::Hermes));
     let tools = ToolBox::prepare(state, actor, context, sink.clone(), true).await;
     assert!(tools.offered().iter().any(|d| d.name == "mnote.knowledge_rag.query"));
 
@@ -599,7 +610,9 @@ async fn search_ranks_the_context_sources_first_and_stays_in_the_context_kbs() {
     };
     for prefer in [a, b] {
         let context = ContextRefs { kb_ids: vec![kb], source_ids: vec![prefer], ..Default::default() };
-        let tools = ToolBox::prepare(state.clone(), actor.clone(), context, EventSink::memory(EventSource::Hermes), true).await;
+        let tools =
+            ToolBox::prepare(state.clone(), actor.clone(), context, EventSink::memory(EventSource::Agent(AgentId::Hermes)), true)
+                .await;
         let r = tools.call("s", "mnote.evidence.search", json!({"query": "borrowing rules", "mode": "lexical"})).await;
         let sources = first_sources(&r.content);
         assert_eq!(sources.first(), Some(&prefer), "{:?}", r.content);
@@ -607,7 +620,9 @@ async fn search_ranks_the_context_sources_first_and_stays_in_the_context_kbs() {
         assert_eq!(sources.len(), 2, "only the context's KB: {sources:?}");
     }
     // No KBs in the context: every KB the actor can read.
-    let tools = ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Hermes), true).await;
+    let tools =
+        ToolBox::prepare(state, actor, ContextRefs::default(), EventSink::memory(EventSource::Agent(AgentId::Hermes)), true)
+            .await;
     let r = tools.call("s", "mnote.evidence.search", json!({"query": "borrowing rules", "mode": "lexical"})).await;
     assert_eq!(first_sources(&r.content).len(), 3, "{:?} (and {other_kb})", r.content);
 }

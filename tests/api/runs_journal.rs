@@ -8,7 +8,10 @@ use std::{net::SocketAddr, time::Duration};
 
 use futures_util::StreamExt;
 use mnote::{
+    ai::AgentId,
+    ai::RunPreferencesSnapshot,
     db::{Scope, TenantTx},
+    journal::Receipt,
     journal::{
         ContextRefs, Event, EventSource, reconcile,
         sink::EventSink,
@@ -34,14 +37,14 @@ pub(crate) async fn manual_run(app: &TestApp, tenant: Uuid, user: Uuid, session:
             actor_id: user,
             request_id: &request,
             session_id: session,
-            agent_id: "hermes",
-            provider: "builtin",
+            agent_id: AgentId::Hermes,
+            provider: mnote::ai::Provider::Builtin,
             provider_note: None,
             prompt: "what is in my notes?",
             context_refs: &ContextRefs::default(),
             target_snapshot_hash: "t",
             capability_snapshot_hash: "c",
-            preferences: &json!({}),
+            preferences: &RunPreferencesSnapshot::empty(),
             parent_run_id: None,
             resume_request_id: None,
             lease_owner: "manual-worker",
@@ -58,22 +61,15 @@ pub(crate) async fn manual_run(app: &TestApp, tenant: Uuid, user: Uuid, session:
 
 pub(crate) async fn append(app: &TestApp, tenant: Uuid, run: Uuid, events: Vec<Event>) {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let batch: Vec<_> = events.into_iter().map(|e| (EventSource::Hermes, e)).collect();
+    let batch: Vec<_> = events.into_iter().map(|e| (EventSource::Agent(AgentId::Hermes), e)).collect();
     store::append(&mut tx, tenant, run, &batch).await.unwrap();
     tx.commit().await.unwrap();
 }
 
 pub(crate) async fn finish_completed(app: &TestApp, tenant: Uuid, run: Uuid, answer: &str) {
     let mut tx = TenantTx::begin(&app.pool, tenant, Scope::System).await.unwrap();
-    let receipt = json!({"total": 0, "verified": 0});
-    let done = store::finish(
-        &mut tx,
-        tenant,
-        run,
-        store::Ending::Completed { answer, receipt: &receipt, total: 0, verified: 0, verdict: None },
-    )
-    .await
-    .unwrap();
+    let receipt = Receipt::empty();
+    let done = store::finish(&mut tx, tenant, run, store::Ending::Completed { answer, receipt: &receipt }).await.unwrap();
     assert!(done);
     tx.commit().await.unwrap();
 }
@@ -262,22 +258,15 @@ pub(crate) async fn events_resume_after_seq_and_last_event_id_without_duplicates
         let pool = app.pool.clone();
         let tenant = s.tenant_id;
         tokio::spawn(async move {
-            let sink = EventSink::db(pool.clone(), tenant, run, EventSource::Hermes);
+            let sink = EventSink::db(pool.clone(), tenant, run, EventSource::Agent(AgentId::Hermes));
             for i in 0..3 {
                 sink.delta(&format!("live{i} ")).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             sink.flush().await.unwrap();
             let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await.unwrap();
-            let receipt = json!({"total": 0, "verified": 0});
-            store::finish(
-                &mut tx,
-                tenant,
-                run,
-                store::Ending::Completed { answer: "done", receipt: &receipt, total: 0, verified: 0, verdict: None },
-            )
-            .await
-            .unwrap();
+            let receipt = Receipt::empty();
+            store::finish(&mut tx, tenant, run, store::Ending::Completed { answer: "done", receipt: &receipt }).await.unwrap();
             tx.commit().await.unwrap();
         })
     };
@@ -542,7 +531,7 @@ pub(crate) async fn appends_survive_the_database_dropping_every_connection() {
     let app = spawn_app().await;
     let s = app.bootstrap("acme", "owner@acme.test").await;
     let run = manual_run(&app, s.tenant_id, s.user_id, "s").await;
-    let sink = EventSink::db(app.pool.clone(), s.tenant_id, run, EventSource::Hermes);
+    let sink = EventSink::db(app.pool.clone(), s.tenant_id, run, EventSource::Agent(AgentId::Hermes));
     let mut acknowledged = Vec::new();
     for i in 0..30 {
         if i % 10 == 5 {
@@ -557,7 +546,7 @@ pub(crate) async fn appends_survive_the_database_dropping_every_connection() {
             assert!(!killed.is_empty());
         }
         let text = format!("t{i} ");
-        sink.emit(EventSource::Hermes, delta(&text)).await.unwrap();
+        sink.emit(EventSource::Agent(AgentId::Hermes), delta(&text)).await.unwrap();
         acknowledged.push(text);
     }
     let c = app.api(s.tenant_id, s.user_id).await;
@@ -606,4 +595,56 @@ pub(crate) async fn runs_are_private_to_their_user_admins_and_other_tenants_see_
     let r = store::append(&mut tx, s.tenant_id, run, &[(EventSource::Mnote, delta("forged"))]).await;
     assert!(r.is_err(), "Bob appended to Alice's run");
     drop(tx);
+}
+
+/// A stored receipt, preference snapshot or event that does not read as its type is an error
+/// with a code, never "no citations", "no preferences" or a skipped event.
+#[tokio::test]
+async fn an_unreadable_receipt_preferences_or_event_is_an_error_with_a_code() {
+    let app = spawn_app().await;
+    let s = app.bootstrap("acme", "owner@acme.test").await;
+    let c = app.api(s.tenant_id, s.user_id).await;
+    let run = manual_run(&app, s.tenant_id, s.user_id, "s-unreadable").await;
+    finish_completed(&app, s.tenant_id, run, "an answer").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
+    assert_eq!((st, v["receipt"]["schema"].as_str()), (StatusCode::OK, Some("mnote.agent_run_receipt.v1")), "{v}");
+    let (st, page) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
+    assert_eq!(st, StatusCode::OK);
+    let kinds: Vec<&str> = page["items"].as_array().unwrap().iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["run.created", "run.completed"], "{page}");
+    assert_eq!(page["items"][1]["payload"]["citationsTotal"], 0, "{page}");
+
+    let corrupt = |sql: &'static str| {
+        // As the tables' owner: the app role may not rewrite the journal.
+        let pool = app.owner_pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("select set_config('app.tenant_id', $1, true), set_config('app.scope', 'system', true)")
+                .bind(s.tenant_id.to_string())
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            let n = sqlx::query(sql).bind(run).execute(&mut *tx).await.unwrap().rows_affected();
+            assert_eq!(n, 1, "{sql}");
+            tx.commit().await.unwrap();
+        }
+    };
+    corrupt("update ai_run set receipt = jsonb_set(receipt, '{total}', '\"two\"') where id = $1").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::INTERNAL_SERVER_ERROR, "stored_value_unreadable"), "{v}");
+    corrupt("update ai_run set receipt = null where id = $1").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
+    assert_eq!((st, &v["receipt"]), (StatusCode::OK, &Value::Null), "{v}");
+    assert_eq!(v["preferences"]["schema"], "mnote.ai_run_preferences.v1", "{v}");
+    corrupt("update ai_run set preferences = '{}' where id = $1").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}")).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::INTERNAL_SERVER_ERROR, "stored_value_unreadable"), "{v}");
+    corrupt(
+        "update ai_run set preferences = '{\"schema\": \"mnote.ai_run_preferences.v1\", \"hash\": \"h\", \"values\": {}}'
+         where id = $1",
+    )
+    .await;
+    corrupt("update ai_run_event set payload = '{\"answer\": 1}' where run_id = $1 and kind = 'run.completed'").await;
+    let (st, v) = c.get_json(&format!("/api/page-ai/runs/{run}/events?afterSeq=0")).await;
+    assert_eq!((st, error_code(&v)), (StatusCode::INTERNAL_SERVER_ERROR, "stored_value_unreadable"), "{v}");
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use mnote::{
+    ai::AgentId,
     db::{Scope, TenantTx},
     journal::{EventSource, store},
 };
@@ -26,7 +27,7 @@ fn keep_busy(
     let task = tokio::spawn(async move {
         while !flag.load(std::sync::atomic::Ordering::Relaxed) {
             let mut tx = TenantTx::begin(&pool, tenant, Scope::System).await.unwrap();
-            store::append(&mut tx, tenant, run, &[(EventSource::Hermes, delta("busy "))]).await.unwrap();
+            store::append(&mut tx, tenant, run, &[(EventSource::Agent(AgentId::Hermes), delta("busy "))]).await.unwrap();
             tx.commit().await.unwrap();
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -65,7 +65,7 @@ pub fn session_meta(tools: &[&ToolDef]) -> Meta {
 
 /// `meta` with the run's frozen preferences under `mnote.preferences` (`{key: value}`: the
 /// user's `ai.common.*` and `ai.agent.reasonix.*` values, never secrets), when there are any.
-pub fn with_preferences(mut meta: Meta, preferences: &std::collections::BTreeMap<String, Value>) -> Meta {
+pub fn with_preferences(mut meta: Meta, preferences: &std::collections::BTreeMap<String, crate::ai::PreferenceValue>) -> Meta {
     if !preferences.is_empty()
         && let Some(Value::Object(m)) = meta.get_mut("mnote")
     {

@@ -148,6 +148,7 @@ fn wire_name(v: &impl serde::Serialize) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai::AgentId;
     use crate::journal::EventSource;
 
     fn update(v: Value) -> SessionUpdate {
@@ -156,7 +157,7 @@ mod tests {
 
     #[tokio::test]
     async fn chunks_plans_and_the_agents_tool_calls_become_journal_events() {
-        let sink = EventSink::memory(EventSource::Reasonix);
+        let sink = EventSink::memory(EventSource::Agent(AgentId::Reasonix));
         let mut u = Updates::default();
         for v in [
             serde_json::json!({"sessionUpdate": "plan", "entries": [
@@ -181,7 +182,7 @@ mod tests {
             .recorded()
             .into_iter()
             .map(|(src, e)| {
-                assert_eq!(src, EventSource::Reasonix);
+                assert_eq!(src, EventSource::Agent(AgentId::Reasonix));
                 e
             })
             .collect();

@@ -38,7 +38,10 @@ pub struct ExtraOption {
 
 pub(super) fn key_re() -> &'static regex::Regex {
     static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    RE.get_or_init(|| regex::Regex::new(r"^ai\.(common|agent\.(hermes|reasonix|chat_only))\.[a-z0-9_]{1,60}$").expect("valid"))
+    RE.get_or_init(|| {
+        let agents = AgentId::alternation();
+        regex::Regex::new(&format!(r"^ai\.(common|agent\.({agents}))\.[a-z0-9_]{{1,60}}$")).expect("valid")
+    })
 }
 
 /// The operator's extra fields, checked: a bad definition is an error naming it.

@@ -237,7 +237,7 @@ pub(super) fn language_label(s: &str) -> &'static str {
 }
 
 /// The capabilities an agent has by nature (`chat_only` has none: no tools).
-pub fn agent_capabilities(agent: AgentId) -> Vec<&'static str> {
+pub fn agent_capabilities(agent: AgentId) -> Vec<crate::ai::Capability> {
     if agent.uses_tools() { capabilities::all() } else { Vec::new() }
 }
 

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::{
-    AgentId, Provider,
+    AgentId, Capability, Provider,
     capabilities::{self, Switches},
     config::{self as agent_config, AgentConfigRow},
     queries,
@@ -66,8 +66,8 @@ pub fn build(cfg: &Config, facts: &Facts, lang: Lang) -> Descriptors {
             let scope = format!("ai.agent.{}", agent.as_str());
             let (runtime_provider, note) = agent_config::provider_of(cfg, agent, facts.configs.get(&agent));
             let own = agent_capabilities(agent);
-            let capability_states: BTreeMap<&'static str, &'static str> =
-                own.iter().map(|c| (*c, if facts.switches.enabled(c) { "enabled" } else { "disabled" })).collect();
+            let capability_states: BTreeMap<Capability, &'static str> =
+                own.iter().map(|c| (*c, if facts.switches.enabled(*c) { "enabled" } else { "disabled" })).collect();
             let tools: Vec<ToolView> = if agent.uses_tools() {
                 tools::registry().iter().filter(|d| own.contains(&d.capability)).map(|d| tool_view(d, &facts.switches)).collect()
             } else {
@@ -80,8 +80,8 @@ pub fn build(cfg: &Config, facts: &Facts, lang: Lang) -> Descriptors {
                 provider: agent.configured_provider(),
                 runtime_provider,
                 runtime_configured: note.is_none(),
-                capabilities: own.iter().copied().filter(|c| facts.switches.enabled(c)).collect(),
-                disabled_capabilities: own.iter().copied().filter(|c| !facts.switches.enabled(c)).collect(),
+                capabilities: own.iter().copied().filter(|c| facts.switches.enabled(*c)).collect(),
+                disabled_capabilities: own.iter().copied().filter(|c| !facts.switches.enabled(*c)).collect(),
                 capability_states,
                 default_context_refs: ContextDefaults {
                     kb_ids: if agent.uses_tools() { default_kbs.clone() } else { Vec::new() },

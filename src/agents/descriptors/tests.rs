@@ -33,12 +33,12 @@ fn three_agents_with_their_tools_and_admin_fields_only_for_admins() {
 #[test]
 fn a_switched_off_capability_is_disabled_with_its_tools() {
     let mut f = facts(false);
-    f.switches.0.insert(tools::CAPABILITY_KNOWLEDGE_RAG, false);
+    f.switches.0.insert(Capability::KnowledgeRag, false);
     let d = build(&cfg(), &f, Lang::En);
     let r = d.get(AgentId::Reasonix).unwrap();
-    assert_eq!(r.capability_states["knowledge_rag"], "disabled");
-    assert!(!r.capabilities.contains(&"knowledge_rag"));
-    assert_eq!(r.disabled_capabilities, ["knowledge_rag"]);
+    assert_eq!(r.capability_states[&Capability::KnowledgeRag], "disabled");
+    assert!(!r.capabilities.contains(&Capability::KnowledgeRag));
+    assert_eq!(r.disabled_capabilities, [Capability::KnowledgeRag]);
     for t in &r.tools {
         assert_eq!(t.enabled, !t.name.starts_with("mnote.knowledge_rag."), "{}", t.name);
     }

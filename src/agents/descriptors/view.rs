@@ -90,7 +90,7 @@ pub(super) fn fmt_num(n: f64) -> String {
 pub struct ToolView {
     pub name: &'static str,
     pub function_name: &'static str,
-    pub capability_ids: Vec<&'static str>,
+    pub capability_ids: Vec<Capability>,
     pub enabled: bool,
     pub description: &'static str,
     pub input_schema: &'static Value,
@@ -122,10 +122,10 @@ pub struct Descriptor {
     pub runtime_provider: Provider,
     pub runtime_configured: bool,
     /// The capabilities it has in this team (switched-off ones are not listed).
-    pub capabilities: Vec<&'static str>,
+    pub capabilities: Vec<Capability>,
     /// Every capability of the agent: `enabled` or `disabled` (switched off by an admin).
-    pub capability_states: BTreeMap<&'static str, &'static str>,
-    pub disabled_capabilities: Vec<&'static str>,
+    pub capability_states: BTreeMap<Capability, &'static str>,
+    pub disabled_capabilities: Vec<Capability>,
     pub default_context_refs: ContextDefaults,
     /// What the agent may reach on disk: the caller's active grants (none without tools).
     pub allowed_roots: Vec<AllowedRoot>,
@@ -151,7 +151,7 @@ impl Descriptor {
         self.fields.iter().any(|f| f.is_admin())
     }
 
-    pub fn capability_enabled(&self, cap: &str) -> bool {
+    pub fn capability_enabled(&self, cap: Capability) -> bool {
         self.capabilities.contains(&cap)
     }
 }

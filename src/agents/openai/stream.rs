@@ -275,11 +275,12 @@ async fn read_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ai::AgentId;
     use crate::journal::{Event, EventSource};
 
     #[tokio::test]
     async fn a_new_round_starts_a_new_paragraph_in_both_the_stream_and_the_text() {
-        let sink = EventSink::memory(EventSource::Hermes);
+        let sink = EventSink::memory(EventSource::Agent(AgentId::Hermes));
         let mut s = Streamed::new(&sink);
         s.next_round().await.unwrap(); // the first round never gets a break
         s.push("Let me look.").await.unwrap();
@@ -295,7 +296,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_responses_verdict_marker_is_remembered_and_never_streamed() {
-        let sink = EventSink::memory(EventSource::Hermes);
+        let sink = EventSink::memory(EventSource::Agent(AgentId::Hermes));
         let mut s = Streamed::new(&sink);
         s.push("Let me look.").await.unwrap();
         s.next_round().await.unwrap();

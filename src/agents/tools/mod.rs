@@ -44,6 +44,7 @@ mod registry;
 mod search;
 mod tool;
 
+pub use crate::journal::receipt::ToolCallRecord;
 pub use env::{Located, ToolEnv};
 pub use failure::{ToolError, ToolErrorCode, parse};
 pub use open::{Open, OpenArgs, OpenOutput};
@@ -54,24 +55,10 @@ pub use read::{Read, ReadArgs, ReadBlock, ReadOutput};
 pub use registry::{lookup, lookup_mcp, registry};
 pub use search::{EvidenceHit, Search, SearchArgs, SearchOutput};
 use tool::Done;
-pub use tool::{
-    CAPABILITY_EVIDENCE, CAPABILITY_KNOWLEDGE_RAG, Called, Cited, Tool, ToolDef, function_name, mcp_name, output_of, parameters,
-    self_contained,
-};
+pub use tool::{Called, Capability, Cited, Tool, ToolDef, function_name, mcp_name, output_of, parameters, self_contained};
 
 /// `tool.started` keeps at most this much of the arguments.
 const MAX_ARGUMENT_BYTES: usize = 2048;
-
-/// What one call returned, compactly (for the receipt and `tool.completed`).
-#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ToolCallRecord {
-    pub call_id: String,
-    pub name: String,
-    pub ok: bool,
-    pub count: Option<usize>,
-    pub evidence_ids: Vec<Uuid>,
-}
 
 /// The result of a call by name, as the model, an ACP agent or an MCP client gets it.
 #[derive(Debug, Clone)]
@@ -132,6 +119,18 @@ impl ToolBox {
         Self::new(ToolEnv::new(state, actor, context, None), Some(events), offered)
     }
 
+    /// A run's tools: `offered` ([`super::offer::offer`]), under `actor` in `context`, journaled
+    /// through `events`.
+    pub fn for_run(
+        state: AppState,
+        actor: Auth,
+        context: ContextRefs,
+        events: EventSink,
+        offered: Vec<&'static ToolDef>,
+    ) -> Self {
+        Self::new(ToolEnv::new(state, actor, context, None), Some(events), offered)
+    }
+
     /// The actor's tools outside a run (MCP): every KB the actor can read, the registry tools
     /// `offered` (see [`ToolBox::offered_for`]), no journal; citations are absolute URLs under
     /// `citation_base`.
@@ -157,9 +156,9 @@ impl ToolBox {
     /// The tools `actor` may use in `context`: the evidence tools, and the knowledge-RAG tools
     /// when a KB of the context (every visible KB when it names none) has an active binding.
     pub async fn offered_for(state: &AppState, actor: &Auth, context: &ContextRefs) -> Vec<&'static ToolDef> {
-        let mut offered: Vec<&'static ToolDef> = registry().iter().filter(|d| d.capability == CAPABILITY_EVIDENCE).collect();
+        let mut offered: Vec<&'static ToolDef> = registry().iter().filter(|d| d.capability == Capability::Evidence).collect();
         match rag_bound(state, actor, context).await {
-            Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == CAPABILITY_KNOWLEDGE_RAG)),
+            Ok(true) => offered.extend(registry().iter().filter(|d| d.capability == Capability::KnowledgeRag)),
             Ok(false) => {}
             Err(e) => tracing::warn!("tool box: knowledge-RAG bindings could not be read, its tools are left out: {e}"),
         }
@@ -198,7 +197,7 @@ impl ToolBox {
 
     /// Keep only the tools of `capabilities` (what the tenant's capability switches and the
     /// user's preferences leave): the others are neither offered nor callable.
-    pub fn restrict(mut self, capabilities: &[&str]) -> Self {
+    pub fn restrict(mut self, capabilities: &[Capability]) -> Self {
         self.offered.retain(|d| capabilities.contains(&d.capability));
         self
     }

@@ -8,7 +8,7 @@ use super::{
     env::{Located, ToolEnv, truncate_chars},
     failure::ToolError,
     read::MAX_BLOCK_CHARS,
-    tool::{CAPABILITY_EVIDENCE, Cited, Line, Tool, markdown},
+    tool::{Capability, Cited, Line, Tool, markdown},
 };
 use crate::{
     agents::citations,
@@ -49,7 +49,7 @@ pub struct Open;
 
 impl Tool for Open {
     const NAME: &'static str = "mnote.evidence.open";
-    const CAPABILITY: &'static str = CAPABILITY_EVIDENCE;
+    const CAPABILITY: Capability = Capability::Evidence;
     const DESCRIPTION: &'static str = "The citation link (citationMarkdown) and viewer URL of one passage, and whether \
                                        the passage is still indexed.";
     const MCP_DESCRIPTION: &'static str = "The citation of one passage (an evidenceId): its quote, locator, absolute \

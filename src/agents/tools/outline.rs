@@ -3,7 +3,7 @@
 use super::{
     env::{ToolEnv, plural},
     failure::ToolError,
-    tool::{CAPABILITY_EVIDENCE, Cited, Tool},
+    tool::{Capability, Cited, Tool},
 };
 use crate::{
     error::AppError,
@@ -18,7 +18,7 @@ pub struct Outline;
 
 impl Tool for Outline {
     const NAME: &'static str = "mnote.evidence.outline";
-    const CAPABILITY: &'static str = CAPABILITY_EVIDENCE;
+    const CAPABILITY: Capability = Capability::Evidence;
     const DESCRIPTION: &'static str = "The section tree of one document (its sourceId, e.g. from a search result): \
                                        headings with their page or line ranges, how many passages each holds and the \
                                        evidenceId of its first passage. Use it to pick the sections of a long document \

@@ -8,7 +8,7 @@ use super::{
     env::ToolEnv,
     failure::ToolError,
     rag_query::RagReference,
-    tool::{CAPABILITY_KNOWLEDGE_RAG, Cited, Tool, markdown},
+    tool::{Capability, Cited, Tool, markdown},
 };
 use crate::rag;
 
@@ -27,7 +27,7 @@ pub struct RagOpenReference;
 
 impl Tool for RagOpenReference {
     const NAME: &'static str = "mnote.knowledge_rag.open_reference";
-    const CAPABILITY: &'static str = CAPABILITY_KNOWLEDGE_RAG;
+    const CAPABILITY: Capability = Capability::KnowledgeRag;
     const DESCRIPTION: &'static str = "Map one LightRAG reference (its file_path, and the chunk text if known) to the \
                                        passage it came from, with its evidenceId and citationMarkdown.";
     const MCP_DESCRIPTION: &'static str = "Map one LightRAG reference (its file_path, and the chunk text if known), e.g. \

@@ -8,7 +8,7 @@ use uuid::Uuid;
 use super::{
     env::{Located, ToolEnv, plural},
     failure::ToolError,
-    tool::{CAPABILITY_KNOWLEDGE_RAG, Cited, Line, Tool, found, markdown},
+    tool::{Capability, Cited, Line, Tool, found, markdown},
 };
 use crate::{
     evidence::tools::{optional_uuid_schema, uuid_schema},
@@ -112,7 +112,7 @@ pub struct RagQuery;
 
 impl Tool for RagQuery {
     const NAME: &'static str = "mnote.knowledge_rag.query";
-    const CAPABILITY: &'static str = CAPABILITY_KNOWLEDGE_RAG;
+    const CAPABILITY: Capability = Capability::KnowledgeRag;
     const DESCRIPTION: &'static str = "Ask the knowledge graph (LightRAG) bound to these knowledge bases, for broad \
                                        questions that span many documents. Returns references mapped to passages \
                                        (evidenceId, quote, citationMarkdown); cite them like search results.";

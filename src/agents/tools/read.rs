@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{
     env::{Located, ToolEnv, plural, truncate_chars},
     failure::ToolError,
-    tool::{CAPABILITY_EVIDENCE, Cited, Line, Tool, markdown},
+    tool::{Capability, Cited, Line, Tool, markdown},
 };
 use crate::{
     error::AppError,
@@ -69,7 +69,7 @@ pub struct Read;
 
 impl Tool for Read {
     const NAME: &'static str = "mnote.evidence.read";
-    const CAPABILITY: &'static str = CAPABILITY_EVIDENCE;
+    const CAPABILITY: Capability = Capability::Evidence;
     const DESCRIPTION: &'static str = "Read a passage in context: the passage, the passages before and after it and the \
                                        rest of its section, in document order, each with its evidenceId and \
                                        citationMarkdown. Use it when a quote is cut short or the surrounding text matters.";

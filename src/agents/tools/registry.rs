@@ -39,7 +39,7 @@ mod tests {
 
     use super::*;
     use crate::agents::tools::{
-        CAPABILITY_KNOWLEDGE_RAG, Tool,
+        Tool,
         tool::{function_name, mcp_name, self_contained},
     };
 
@@ -80,7 +80,7 @@ mod tests {
         assert!(search["properties"]["mode"].to_string().contains("lexical"));
         let outline = &lookup(Outline::NAME).unwrap().parameters;
         assert_eq!(outline["properties"]["sourceId"]["format"], "uuid");
-        assert_eq!(lookup(RagQuery::NAME).unwrap().capability, CAPABILITY_KNOWLEDGE_RAG);
+        assert_eq!(lookup(RagQuery::NAME).unwrap().capability, crate::ai::Capability::KnowledgeRag);
         assert!(lookup("evidence_search").is_none() && lookup_mcp("mnote_evidence_search").is_none());
     }
 }

@@ -7,7 +7,7 @@ use uuid::Uuid;
 use super::{
     env::{Located, ToolEnv, plural},
     failure::ToolError,
-    tool::{CAPABILITY_EVIDENCE, Cited, Line, Tool, found, markdown},
+    tool::{Capability, Cited, Line, Tool, found, markdown},
 };
 use crate::{
     evidence::tools::{Mode, SearchRequest, uuid_schema},
@@ -79,7 +79,7 @@ pub struct Search;
 
 impl Tool for Search {
     const NAME: &'static str = "mnote.evidence.search";
-    const CAPABILITY: &'static str = CAPABILITY_EVIDENCE;
+    const CAPABILITY: Capability = Capability::Evidence;
     const DESCRIPTION: &'static str = "Search the knowledge bases of this conversation for passages (evidence) about a \
                                        question or key words, in Chinese or English. Each result has an evidenceId, a \
                                        quote, the document title and a citationMarkdown link. Cite a passage by writing \

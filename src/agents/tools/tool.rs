@@ -16,17 +16,14 @@ use super::{
     failure::{ToolError, parse},
 };
 
-/// The capability of the evidence tools (search, read, open, outline).
-pub const CAPABILITY_EVIDENCE: &str = "evidence";
-/// The capability of the knowledge-RAG (LightRAG) tools.
-pub const CAPABILITY_KNOWLEDGE_RAG: &str = "knowledge_rag";
+pub use crate::ai::Capability;
 
 /// One tool. A new tool is one file implementing this and one line in `registry.rs`.
 pub trait Tool: 'static {
     /// The dotted name (`mnote.evidence.search`): the journal's, ACP's and the descriptors'.
     const NAME: &'static str;
     /// `evidence` or `knowledge_rag`: the switch and preference that govern it.
-    const CAPABILITY: &'static str;
+    const CAPABILITY: Capability;
     /// For a run's model: what the tool does and how to cite its results (by marker).
     const DESCRIPTION: &'static str;
     /// For an MCP client's model (whose results carry absolute citation links).
@@ -121,7 +118,7 @@ pub struct ToolDef {
     /// JSON Schema of the output.
     pub output: Value,
     /// The capability the tool belongs to (`evidence`, `knowledge_rag`).
-    pub capability: &'static str,
+    pub capability: Capability,
     runner: Runner,
 }
 

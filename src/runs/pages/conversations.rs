@@ -108,7 +108,7 @@ pub async fn retry_form(
     let body = CreateRun {
         request_id: f.request_id,
         session_id: run.session_id.clone(),
-        agent_id: run.agent_id.clone(),
+        agent_id: run.agent_id.to_string(),
         prompt: run.prompt.clone(),
         context_refs: run.context(),
         parent_run_id: None,

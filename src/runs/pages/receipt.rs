@@ -3,53 +3,13 @@
 //! says nothing answers and folds the closest passages below, `partial` says what is missing,
 //! and only `answered` gets the green check.
 
-use serde::Deserialize;
-use uuid::Uuid;
-
 use crate::{
-    agents::verdict::{AnswerKind, Basis, Verdict, VerdictReason},
+    journal::{
+        Receipt, Verdict,
+        receipt::{AnswerKind, Basis, VerdictReason},
+    },
     web::PageCtx,
 };
-
-/// The receipt as stored (`mnote.agent_run_receipt.v1`), the parts the page shows. Read
-/// leniently: a receipt written before a field existed lacks it.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct ReceiptDoc {
-    #[serde(default)]
-    pub citations: Vec<CitationDoc>,
-    #[serde(default)]
-    pub total: usize,
-    #[serde(default)]
-    pub verified: usize,
-    #[serde(default)]
-    pub quotes_found: Option<usize>,
-    #[serde(default)]
-    pub verdict: Option<Verdict>,
-    #[serde(default)]
-    pub verdict_basis: Option<Basis>,
-    #[serde(default)]
-    pub verdict_reason: Option<VerdictReason>,
-    #[serde(default)]
-    pub missing: Option<AnswerKind>,
-    #[serde(default)]
-    pub missing_terms: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct CitationDoc {
-    #[serde(default)]
-    pub evidence_id: Option<Uuid>,
-    #[serde(default)]
-    pub label: String,
-    #[serde(default)]
-    pub sentence: String,
-    #[serde(default)]
-    pub verified: bool,
-    #[serde(default)]
-    pub reason: String,
-}
 
 /// The verdict as the result block shows it.
 pub struct VerdictView {
@@ -72,7 +32,7 @@ pub struct VerdictView {
     pub checked_class: &'static str,
 }
 
-fn missing_words(ctx: &PageCtx, r: &ReceiptDoc) -> String {
+fn missing_words(ctx: &PageCtx, r: &Receipt) -> String {
     if let Some(k) = r.missing {
         let key = match k {
             AnswerKind::Number => "number",
@@ -93,13 +53,13 @@ fn missing_words(ctx: &PageCtx, r: &ReceiptDoc) -> String {
 }
 
 /// What was checked, in words: "2 of 2 quotes found in their passages", and who judged.
-fn checked_words(ctx: &PageCtx, r: &ReceiptDoc) -> String {
+fn checked_words(ctx: &PageCtx, r: &Receipt) -> String {
     if r.total == 0 {
         return ctx.t("ai.no_citations");
     }
     let n = |k: &str, v: usize| k.replace(&format!("{{{}}}", "n"), &v.to_string());
     let mut s = n(&ctx.t("ai.checked"), r.verified).replace("{m}", &r.total.to_string());
-    if let Some(found) = r.quotes_found.filter(|f| *f < r.verified) {
+    if let Some(found) = Some(r.quotes_found).filter(|f| *f < r.verified) {
         s.push_str(
             &ctx.t("ai.checked_by_terms").replace("{k}", &found.to_string()).replace("{j}", &(r.verified - found).to_string()),
         );
@@ -116,8 +76,8 @@ fn checked_words(ctx: &PageCtx, r: &ReceiptDoc) -> String {
     s
 }
 
-pub(super) fn verdict_view(ctx: &PageCtx, r: Option<&ReceiptDoc>) -> VerdictView {
-    let empty = ReceiptDoc::default();
+pub(super) fn verdict_view(ctx: &PageCtx, r: Option<&Receipt>) -> VerdictView {
+    let empty = Receipt::empty();
     let r = r.unwrap_or(&empty);
     let checked = checked_words(ctx, r);
     let all = r.total > 0 && r.verified == r.total;

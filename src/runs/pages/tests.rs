@@ -16,7 +16,7 @@ fn args_are_one_line() {
 
 #[test]
 fn panels_name_their_context() {
-    use crate::web::ai_panel::{AGENTS, AiPanel};
+    use crate::web::ai_panel::{AiPanel, agents};
     let kb = Uuid::new_v4();
     let p = AiPanel::for_kb(Lang::En, kb);
     assert_eq!((p.scope, p.kb_id, p.back), (format!("kb:{kb}"), Some(kb), format!("/kbs/{kb}")));
@@ -25,8 +25,8 @@ fn panels_name_their_context() {
     assert_eq!((v.source_id, v.kb_id), (Some(s), None));
     assert_ne!(v.request_id, v.session_id);
     // The panel's agent list is the agents' own.
-    let agents: Vec<(&str, &str)> = AgentId::ALL.iter().map(|a| (a.as_str(), a.display_name())).collect();
-    assert_eq!(agents, AGENTS.to_vec());
+    assert_eq!(p.agents, agents());
+    assert_eq!(agents()[0], ("hermes", "Hermes"));
 }
 
 #[test]
