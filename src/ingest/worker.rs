@@ -62,11 +62,17 @@ pub fn probe_file_main(path: &Path, kind: &str) -> i32 {
 }
 
 fn emit<T: Serialize>(result: Result<T, ParseError>) -> i32 {
+    use std::io::Write as _;
     match result {
-        Ok(value) => match serde_json::to_writer(std::io::stdout().lock(), &value) {
-            Ok(()) => 0,
-            Err(_) => 1,
-        },
+        // In large writes: stdout's own buffer is a line writer of 1 KiB, one write per KiB of
+        // the artifact's single line.
+        Ok(value) => {
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            match serde_json::to_writer(&mut out, &value).map_err(std::io::Error::from).and_then(|()| out.flush()) {
+                Ok(()) => 0,
+                Err(_) => 1,
+            }
+        }
         Err(e) => {
             let line = ErrorLine { error: ErrorBody { code: e.code.to_string(), message: e.message } };
             let _ = serde_json::to_writer(std::io::stdout().lock(), &line);
