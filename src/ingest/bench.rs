@@ -8,7 +8,8 @@
 //!    pipeline's default worker count) vs the sequential
 //!    `tesseract <img> stdout -l chi_sim+eng tsv` CLI (with `OMP_THREAD_LIMIT=1`).
 //! 3. DOCX: parse of a generated 8,400-paragraph document (parse only, no indexing).
-//! 4. Spreadsheet: a generated 100,000-row XLSX, ours vs openpyxl ([`super::bench_sheet`]).
+//! 4. Spreadsheet: a generated 100,000-row XLSX, ours vs openpyxl, and the same ledger as CSV,
+//!    ours vs Python's `csv` module ([`super::bench_sheet`]).
 //! 5. HTML pages and e-mail messages, ours vs Python's standard library ([`super::bench_web`]).
 //! 6. Slides: a generated 400-slide PPTX, ours vs python-pptx ([`super::bench_slides`]).
 //!
@@ -40,6 +41,7 @@ pub enum Part {
     Ocr,
     Docx,
     Spreadsheet,
+    Csv,
     Html,
     Email,
     Slides,
@@ -66,6 +68,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
     let ocr = if runs(Part::Ocr) { Some(bench_ocr(&exe, docs, rounds, cores)?) } else { None };
     let docx = if runs(Part::Docx) { Some(bench_docx(rounds)?) } else { None };
     let sheet = if runs(Part::Spreadsheet) { Some(super::bench_sheet::bench_spreadsheet(&exe, rounds)?) } else { None };
+    let csv = if runs(Part::Csv) { Some(super::bench_sheet::bench_csv(&exe, rounds)?) } else { None };
     let html = if runs(Part::Html) { Some(super::bench_web::bench_html(&exe, rounds)?) } else { None };
     let email = if runs(Part::Email) { Some(super::bench_web::bench_email(&exe, rounds)?) } else { None };
     let slides = if runs(Part::Slides) { Some(super::bench_slides::bench_slides(&exe, rounds)?) } else { None };
@@ -83,7 +86,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         all.extend([a, b]);
     }
     all.extend(docx.iter());
-    for rows in [&sheet, &html, &email, &slides].into_iter().flatten() {
+    for rows in [&sheet, &csv, &html, &email, &slides].into_iter().flatten() {
         all.extend(rows.iter());
     }
     for row in all {
@@ -123,7 +126,7 @@ pub fn ingest_command(docs: &Path, rounds: usize, only: &[Part]) -> anyhow::Resu
         println!("xlsx_in_process_ratio_vs_openpyxl: {:.2}", ratio(inproc, base));
         println!("xlsx_cpu_ratio_vs_openpyxl: {:.2}", cpu_ratio(ours, base));
     }
-    for (name, rows) in [("html", &html), ("email", &email), ("slides", &slides)] {
+    for (name, rows) in [("csv", &csv), ("html", &html), ("email", &email), ("slides", &slides)] {
         if let Some([ours, inproc, base]) = rows {
             println!("{name}_{}_per_s: {:.1}", ours.unit, ours.rate());
             println!("{name}_ratio_vs_python: {:.2}", ratio(ours, base));

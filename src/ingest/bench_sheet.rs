@@ -49,6 +49,70 @@ wb.close()
 print(n)
 "#;
 
+const WRITE_CSV_PY: &str = r#"
+import csv, datetime, sys
+rows, path = int(sys.argv[1]), sys.argv[2]
+base = datetime.date(2027, 1, 1)
+with open(path, "w", newline="", encoding="utf-8") as f:
+    w = csv.writer(f)
+    w.writerow(["Owner", "Account", "Amount", "Share", "Due", "Region", "Note", "Code"])
+    for i in range(rows):
+        w.writerow([
+            "team %d" % (i % 97), "acct-%06d" % i, i * 13.5, "%d%%" % (i % 100),
+            (base + datetime.timedelta(days=i % 365)).isoformat(), ["north", "south", "东部", "西部"][i % 4],
+            "invoice %d for the quarterly review, 第%d行" % (i, i), i,
+        ])
+"#;
+
+const READ_CSV_PY: &str = r#"
+import csv, sys
+n = 0
+with open(sys.argv[1], newline="", encoding="utf-8") as f:
+    for row in csv.reader(f):
+        if any(v for v in row):
+            n += 1
+print(n)
+"#;
+
+/// The same ledger as CSV (Python's `csv` writes it, quoting the notes' commas): ours through
+/// the parser child and in-process (encoding detected, delimiter sniffed, rows with header
+/// names and line numbers, validated) against `csv.reader` iterating every row.
+pub(super) fn bench_csv(exe: &Path, rounds: usize) -> anyhow::Result<[Row; 3]> {
+    let tmp = TempDir(std::env::temp_dir().join(format!("mnote-bench-csv-{}", std::process::id())));
+    std::fs::create_dir_all(&tmp.0)?;
+    let path = tmp.0.join("bench-ledger.csv");
+    run_quiet(python(WRITE_CSV_PY)?.arg(SHEET_ROWS.to_string()).arg(&path)).context("Python writing the benchmark CSV")?;
+    println!(
+        "  csv: Python's csv wrote {} rows x {COLUMNS} columns + a header, {} KiB",
+        SHEET_ROWS,
+        std::fs::metadata(&path)?.len() / 1024
+    );
+    let art = parse_in_process(&path, "csv").map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let ours_rows = art.source_map.blocks.len();
+    let out = python(READ_CSV_PY)?.arg(&path).output().context("Python reading the benchmark CSV")?;
+    let theirs: usize = String::from_utf8_lossy(&out.stdout).trim().parse().context("csv.reader's row count")?;
+    if theirs != ours_rows || ours_rows != SHEET_ROWS + 1 {
+        bail!("rows differ: ours {ours_rows}, csv.reader {theirs}, written {}", SHEET_ROWS + 1);
+    }
+    let total = time_sides(
+        "csv",
+        "csv.reader",
+        rounds,
+        [
+            &mut || parse_file_child(exe, "csv", &path),
+            &mut || parse_in_process(&path, "csv").map(drop).map_err(|e| anyhow::anyhow!("{e}")),
+            &mut || run_quiet(python(READ_CSV_PY)?.arg(&path)),
+        ],
+    )?;
+    let items = (ours_rows * rounds) as f64;
+    let row = |name, (secs, cpu): (Duration, f64)| Row { name, unit: "rows", items, secs: secs.as_secs_f64(), cpu };
+    Ok([
+        row("CSV: parser child --kind csv (as the pipeline)", total[0]),
+        row("CSV: mnote csv provider in-process (reference)", total[1]),
+        row("CSV: Python csv.reader, every row", total[2]),
+    ])
+}
+
 fn python(script: &str) -> anyhow::Result<Command> {
     let path = std::env::var_os("MNOTE_FIXTURE_PYTHONPATH")
         .context("MNOTE_FIXTURE_PYTHONPATH is not set: run through `./dev` (eval \"$(./dev env)\"), which provisions openpyxl")?;

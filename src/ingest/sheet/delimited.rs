@@ -1,5 +1,5 @@
-//! CSV and TSV: the encoding found (a byte-order mark, else chardetng: UTF-8, GB18030/GBK,
-//! Big5, …) and decoded by encoding_rs, the delimiter sniffed (comma, tab, semicolon, pipe),
+//! CSV and TSV: the encoding found (a byte-order mark, else UTF-8 when the bytes are valid
+//! UTF-8, else chardetng on the first 256 KiB: GB18030/GBK, Big5, …) and decoded by encoding_rs, the delimiter sniffed (comma, tab, semicolon, pipe),
 //! then the records as sheet-less rows with their physical line numbers.
 
 use encoding_rs::{Encoding, UTF_8, UTF_16BE, UTF_16LE};
@@ -11,13 +11,21 @@ const DELIMITERS: [u8; 4] = [b',', b'\t', b';', b'|'];
 /// Lines the sniffer looks at.
 const SNIFF_LINES: usize = 50;
 
+/// How much of a file without a BOM that is not UTF-8 chardetng reads to name its encoding.
+const DETECT_BYTES: usize = 256 << 10;
+
 /// The text of a delimited file and the encoding it was decoded from.
 pub fn decode(bytes: &[u8]) -> Result<(String, &'static Encoding), ParseError> {
     let encoding = match Encoding::for_bom(bytes) {
         Some((enc, _)) => enc,
+        // Valid UTF-8 is UTF-8 (what chardetng would guess too, after reading all of it).
+        None if std::str::from_utf8(bytes).is_ok() => UTF_8,
         None => {
+            // The first part tells the legacy encoding; a byte past it that does not decode is
+            // still `text_encoding_invalid` below.
             let mut det = chardetng::EncodingDetector::new(chardetng::Iso2022JpDetection::Deny);
-            det.feed(bytes, true);
+            let head = &bytes[..bytes.len().min(DETECT_BYTES)];
+            det.feed(head, head.len() == bytes.len());
             det.guess(None, chardetng::Utf8Detection::Allow)
         }
     };
@@ -27,7 +35,7 @@ pub fn decode(bytes: &[u8]) -> Result<(String, &'static Encoding), ParseError> {
         let msg = format!("the file is not valid {} text (the detected encoding)", used.name());
         return Err(ParseError::new("text_encoding_invalid", msg));
     }
-    if used != UTF_8 && used != UTF_16LE && used != UTF_16BE && text.contains('\u{0}') {
+    if used != UTF_16LE && used != UTF_16BE && text.contains('\u{0}') {
         return Err(ParseError::new("text_encoding_invalid", "NUL characters: not a text file"));
     }
     Ok((text.into_owned(), used))
