@@ -3,7 +3,7 @@
 //! with the same arguments as `mnote parse-file`, `mnote render-page` and `mnote sandbox-shim`,
 //! and the same output and exit codes (2 on arguments it does not take).
 //! Only the providers and the renderer are linked in: no server, runtime, logging or CLI
-//! framework to start, so a child per small file costs a third of what the `mnote` binary does.
+//! framework to start, so a child per small file costs about half of what the `mnote` binary does.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
