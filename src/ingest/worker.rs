@@ -194,9 +194,9 @@ async fn run_child(
 }
 
 /// Error codes cross the process boundary as strings; map them back to the static set (the
-/// source's failure codes, `sources::FAILURE_CODES`; anything else is `parse_failed`).
+/// source's failure codes, `sources::FAILURES`; anything else is `parse_failed`).
 fn leak_code(code: &str) -> &'static str {
-    crate::sources::FAILURE_CODES.iter().copied().find(|k| *k == code).unwrap_or("parse_failed")
+    crate::sources::failure_code(code).unwrap_or("parse_failed")
 }
 
 /// Errors worth another attempt (the next attempt gets a fresh process).

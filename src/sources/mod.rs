@@ -161,86 +161,73 @@ pub fn pages_label(ctx: &crate::web::PageCtx, p: &queries::ProgressView) -> Opti
     })
 }
 
+/// Whether parsing the same file again can end differently: a failure that comes from the
+/// file itself ends the same way, so the KB page offers no Retry for it (changing the file
+/// reads it again); a busy or restarted worker, a tool installed or configured since, a file
+/// restored can.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    Helps,
+    CannotHelp,
+}
+
 /// The stable failure codes a source can carry, each with a sentence in `kbpage.errors`
-/// (a test checks both locales have every one).
-pub const FAILURE_CODES: &[&str] = &[
-    "pdf_malformed",
-    "pdf_encrypted",
-    "pdf_engine_missing",
-    "docx_malformed",
-    "docx_encrypted",
-    "html_malformed",
-    "html_too_large",
-    "email_malformed",
-    "email_too_deep",
-    "encrypted",
-    "malformed_spreadsheet",
-    "container_too_large",
-    "container_ratio_exceeded",
-    "slides_malformed",
-    "slides_too_large",
-    "xml_dtd_refused",
-    "unsupported_legacy_format",
-    "image_unreadable",
-    "ocr_engine_missing",
-    "ocr_failed",
-    "unsupported_kind",
-    "file_too_large",
-    "too_many_pages",
-    "parse_timeout",
-    "parse_out_of_memory",
-    "parse_failed",
-    "text_encoding_invalid",
-    "file_unreadable",
-    "artifact_invalid",
-    "worker_crashed",
-    "worker_unavailable",
-    "worker_lost",
-    "index_failed",
-    "file_changed",
-    "file_missing",
-    "grant_revoked",
-    "path_outside_grant",
-    "hard_link_refused",
-    "mineru_token_missing",
-    "mineru_unavailable",
-    "mineru_timeout",
-    "mineru_failed",
-    "mineru_unauthorized",
+/// (a test checks both locales have every one), and whether a new attempt can mend it.
+pub const FAILURES: &[(&str, Retry)] = &[
+    ("pdf_malformed", Retry::CannotHelp),
+    ("pdf_encrypted", Retry::CannotHelp),
+    ("pdf_engine_missing", Retry::Helps),
+    ("docx_malformed", Retry::CannotHelp),
+    ("docx_encrypted", Retry::CannotHelp),
+    ("html_malformed", Retry::CannotHelp),
+    ("html_too_large", Retry::CannotHelp),
+    ("email_malformed", Retry::CannotHelp),
+    ("email_too_deep", Retry::CannotHelp),
+    ("encrypted", Retry::CannotHelp),
+    ("malformed_spreadsheet", Retry::CannotHelp),
+    ("container_too_large", Retry::CannotHelp),
+    ("container_ratio_exceeded", Retry::CannotHelp),
+    ("slides_malformed", Retry::CannotHelp),
+    ("slides_too_large", Retry::CannotHelp),
+    ("xml_dtd_refused", Retry::CannotHelp),
+    ("unsupported_legacy_format", Retry::Helps),
+    ("image_unreadable", Retry::CannotHelp),
+    ("ocr_engine_missing", Retry::Helps),
+    ("ocr_failed", Retry::Helps),
+    ("unsupported_kind", Retry::CannotHelp),
+    ("file_too_large", Retry::CannotHelp),
+    ("too_many_pages", Retry::CannotHelp),
+    ("parse_timeout", Retry::Helps),
+    ("parse_out_of_memory", Retry::Helps),
+    ("parse_failed", Retry::Helps),
+    ("text_encoding_invalid", Retry::CannotHelp),
+    ("file_unreadable", Retry::Helps),
+    ("artifact_invalid", Retry::Helps),
+    ("worker_crashed", Retry::Helps),
+    ("worker_unavailable", Retry::Helps),
+    ("worker_lost", Retry::Helps),
+    ("index_failed", Retry::Helps),
+    ("file_changed", Retry::Helps),
+    ("file_missing", Retry::Helps),
+    ("grant_revoked", Retry::CannotHelp),
+    ("path_outside_grant", Retry::CannotHelp),
+    ("hard_link_refused", Retry::CannotHelp),
+    ("mineru_token_missing", Retry::Helps),
+    ("mineru_unavailable", Retry::Helps),
+    ("mineru_timeout", Retry::Helps),
+    ("mineru_failed", Retry::Helps),
+    ("mineru_unauthorized", Retry::Helps),
 ];
 
-/// Failures that come from the file itself: parsing the same bytes again ends the same way,
-/// so the KB page offers no Retry for them (changing the file reads it again).
-pub const PERMANENT_CODES: &[&str] = &[
-    "pdf_malformed",
-    "pdf_encrypted",
-    "docx_malformed",
-    "docx_encrypted",
-    "html_malformed",
-    "html_too_large",
-    "email_malformed",
-    "email_too_deep",
-    "encrypted",
-    "malformed_spreadsheet",
-    "container_too_large",
-    "container_ratio_exceeded",
-    "image_unreadable",
-    "unsupported_kind",
-    "file_too_large",
-    "too_many_pages",
-    "text_encoding_invalid",
-    "hard_link_refused",
-    "path_outside_grant",
-    "grant_revoked",
-    "xml_dtd_refused",
-    "slides_too_large",
-    "slides_malformed",
-];
+/// `code` as one of [`FAILURES`]' codes (`None`: not a source failure code).
+pub fn failure_code(code: &str) -> Option<&'static str> {
+    FAILURES.iter().map(|(c, _)| *c).find(|c| *c == code)
+}
 
 /// Whether parsing again can end differently for a source that failed with `code` (a busy or
 /// restarted worker, a tool installed or configured since, a file restored).
 pub fn retry_helps(code: &str) -> bool {
-    !PERMANENT_CODES.contains(&code)
+    FAILURES.iter().find(|(c, _)| *c == code).is_none_or(|(_, r)| *r == Retry::Helps)
 }
 
 /// The passages a source gave, when the reader may count them (`None` for a private KB an
@@ -445,8 +432,7 @@ pub fn upload_name(raw: &str) -> AppResult<String> {
 mod tests {
     #[test]
     fn only_failures_a_new_attempt_can_mend_offer_retry() {
-        for code in PERMANENT_CODES {
-            assert!(FAILURE_CODES.contains(code), "{code} is not a failure code");
+        for (code, _) in FAILURES.iter().filter(|(_, r)| *r == Retry::CannotHelp) {
             assert!(!retry_helps(code));
         }
         for code in ["parse_timeout", "worker_crashed", "worker_lost", "ocr_engine_missing", "mineru_unavailable", "file_missing"]
@@ -470,7 +456,7 @@ mod tests {
 
     #[test]
     fn every_failure_code_has_a_sentence_in_both_languages() {
-        for code in FAILURE_CODES.iter().chain(["other"].iter()) {
+        for code in FAILURES.iter().map(|(c, _)| *c).chain(["other"]) {
             let key = format!("kbpage.errors.{code}");
             let en = rust_i18n::t!(&key, locale = "en");
             let zh = rust_i18n::t!(&key, locale = "zh-CN");

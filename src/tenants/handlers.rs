@@ -154,11 +154,7 @@ pub async fn add_member(
 
 /// The absolute invitation link: under `MNOTE_PUBLIC_URL`, else this request's host.
 pub fn link_url(state: &AppState, headers: &HeaderMap, token: &str) -> String {
-    let path = invitations::link_path(token);
-    match crate::web::site_origin(state, headers) {
-        Some(origin) => format!("{origin}{path}"),
-        None => path,
-    }
+    crate::web::absolute_link(state, headers, invitations::link_path(token))
 }
 
 /// `GET /api/members/invitations`: the team's open invitations (admins).

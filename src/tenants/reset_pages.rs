@@ -35,11 +35,7 @@ pub struct ResetIssued {
 }
 
 fn url(state: &AppState, headers: &HeaderMap, token: &str) -> String {
-    let path = resets::link_path(token);
-    match crate::web::site_origin(state, headers) {
-        Some(origin) => format!("{origin}{path}"),
-        None => path,
-    }
+    crate::web::absolute_link(state, headers, resets::link_path(token))
 }
 
 /// `POST /api/members/{id}/password-reset` (admins) → 201 with the one-time link.

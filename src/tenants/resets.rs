@@ -95,13 +95,9 @@ pub struct ResetLink {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Why a link cannot be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LinkProblem {
-    /// No such link (wrong, replaced, or used already).
-    Unknown,
-    Expired,
-}
+/// Why a link cannot be used (as an invitation link's: unknown — wrong, replaced or used
+/// already — or expired).
+pub use super::invitations::LinkProblem;
 
 struct Row {
     user_id: Uuid,

@@ -438,6 +438,15 @@ pub async fn html_errors(State(state): State<AppState>, req: Request, next: Next
     }
 }
 
+/// `path` as an absolute link for a person to open elsewhere: under [`site_origin`], else
+/// the path alone.
+pub fn absolute_link(state: &AppState, headers: &HeaderMap, path: String) -> String {
+    match site_origin(state, headers) {
+        Some(origin) => format!("{origin}{path}"),
+        None => path,
+    }
+}
+
 /// This site's origin (`https://host[:port]`) for links people copy elsewhere:
 /// `MNOTE_PUBLIC_URL`, else the request's `Host` (when it is a plain host) with the scheme the
 /// session cookie implies; `None` when neither is usable.

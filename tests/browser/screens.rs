@@ -97,15 +97,7 @@ async fn screenshot_set_in_both_languages_widths_and_color_schemes() {
     );
     std::fs::copy(pdf.with_file_name("needles.xlsx"), app.docs.join("team/needles.xlsx")).unwrap();
     std::fs::copy(pdf.with_file_name("deck.pptx"), app.docs.join("team/deck.pptx")).unwrap();
-    let (st, g) = api
-        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
-        .await;
-    assert_eq!(st, StatusCode::CREATED, "{g}");
-    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Evidence"})).await;
-    let kb = kb["id"].as_str().unwrap().to_string();
-    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
-    assert!(st.is_success());
-    app.run_jobs().await;
+    let kb = app.indexed_folder_kb(&api, "team", json!({"name": "Evidence"})).await;
     let bob = app.add_user(s.tenant_id, "bob@acme.test", "member").await;
     // Bob's private KB: the owner sees that it exists, its owner and size, delete and transfer.
     let (st, private) =
@@ -332,15 +324,7 @@ async fn the_not_found_answer_in_both_languages_and_widths() {
         "# Contacts\n\nThe call center of the regional office answers on weekdays.\n\n\
          ## 行政\n\n会议室的预订由行政部统一安排。\n",
     );
-    let (st, g) = api
-        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
-        .await;
-    assert_eq!(st, StatusCode::CREATED, "{g}");
-    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Team"})).await;
-    let kb = kb["id"].as_str().unwrap().to_string();
-    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
-    assert!(st.is_success());
-    app.run_jobs().await;
+    let kb = app.indexed_folder_kb(&api, "team", json!({"name": "Team"})).await;
     let mut runs = Vec::new();
     for (lang, q) in [("en", "What is our on-call rotation?"), ("zh-CN", "我们的值班轮换是怎样安排的？")] {
         let body = json!({"requestId": format!("req-{lang}"), "sessionId": format!("s-{lang}"), "agentId": "hermes", "prompt": q,
@@ -410,15 +394,7 @@ async fn the_slide_text_layout_without_libreoffice() {
     std::fs::create_dir_all(app.docs.join("team")).unwrap();
     let fixtures = std::path::PathBuf::from(std::env::var_os("MNOTE_FIXTURES_DIR").expect("run through ./dev test"));
     std::fs::copy(fixtures.join("deck.pptx"), app.docs.join("team/deck.pptx")).unwrap();
-    let (st, g) = api
-        .post_json("/api/grants", json!({"path": app.docs_path("team"), "allMembers": true, "permission": "read_index"}))
-        .await;
-    assert_eq!(st, StatusCode::CREATED, "{g}");
-    let (_, kb) = api.post_json("/api/kbs", json!({"name": "Decks"})).await;
-    let kb = kb["id"].as_str().unwrap().to_string();
-    let (st, _) = api.post_json(&format!("/api/kbs/{kb}/sources"), json!({"path": app.docs_path("team")})).await;
-    assert!(st.is_success());
-    app.run_jobs().await;
+    app.indexed_folder_kb(&api, "team", json!({"name": "Decks"})).await;
     let (_, hits) = api.post_json("/api/evidence/search", json!({"query": "tundra", "mode": "lexical"})).await;
     let url = hits["results"][0]["openAction"]["url"].as_str().expect("the table row").split('#').next().unwrap().to_string();
     let b = Browser::start("screens-slides-layout", &app.base).await;

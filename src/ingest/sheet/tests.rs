@@ -43,6 +43,24 @@ pub fn zip_of(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
+/// `package` with the XML declaration of its `part` replaced by `prolog` (a DTD in front of
+/// the part's root element); the other entries as they are.
+pub fn with_prolog(package: &[u8], part: &str, prolog: &str) -> Vec<u8> {
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(package)).unwrap();
+    let mut entries = Vec::new();
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i).unwrap();
+        let mut data = Vec::new();
+        std::io::Read::read_to_end(&mut f, &mut data).unwrap();
+        let name = f.name().unwrap().into_owned();
+        if name == part {
+            data = String::from_utf8(data).unwrap().replacen(r#"<?xml version="1.0" encoding="UTF-8"?>"#, prolog, 1).into_bytes();
+        }
+        entries.push((name, data));
+    }
+    zip_of(&entries.iter().map(|(n, d)| (n.as_str(), d.clone())).collect::<Vec<_>>())
+}
+
 /// A minimal XLSX package with these sheets.
 pub fn xlsx(sheets: &[TestSheet<'_>]) -> Vec<u8> {
     let mut types = String::new();
@@ -243,22 +261,9 @@ fn xml_entities_are_never_expanded() {
         dtd.push_str(&format!(r#"<!ENTITY lol{i} "{}">"#, format!("&{prev};").repeat(10)));
     }
     dtd.push_str("]>");
-    let mut bytes = xlsx(&[TestSheet { name: "S", state: None, rows: row(1, &[s("A1", "&lol9;")]), merges: &[] }]);
+    let bytes = xlsx(&[TestSheet { name: "S", state: None, rows: row(1, &[s("A1", "&lol9;")]), merges: &[] }]);
     // Put the DTD in front of the worksheet's root element.
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(bytes.clone())).unwrap();
-    let mut entries = Vec::new();
-    for i in 0..zip.len() {
-        let mut f = zip.by_index(i).unwrap();
-        let mut data = Vec::new();
-        std::io::Read::read_to_end(&mut f, &mut data).unwrap();
-        let name = f.name().unwrap().into_owned();
-        if name == "xl/worksheets/sheet1.xml" {
-            let text = String::from_utf8(data).unwrap();
-            data = text.replacen(r#"<?xml version="1.0" encoding="UTF-8"?>"#, &dtd, 1).into_bytes();
-        }
-        entries.push((name, data));
-    }
-    bytes = zip_of(&entries.iter().map(|(n, d)| (n.as_str(), d.clone())).collect::<Vec<_>>());
+    let bytes = with_prolog(&bytes, "xl/worksheets/sheet1.xml", &dtd);
     // quick-xml (inside calamine) knows no DTD entities: the reference is an error, nothing grows.
     assert_eq!(code(parse_sheet(&bytes, "lol.xlsx")), "malformed_spreadsheet");
 }

@@ -142,19 +142,7 @@ fn hostile_decks_end_with_their_codes() {
     assert_eq!(code(&ole), "encrypted");
     let lol = r#"<?xml version="1.0"?><!DOCTYPE p [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>"#;
     let good = deck(&[sp(2, "T", "", None, &["&b;"])], None);
-    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(good)).unwrap();
-    let mut entries = Vec::new();
-    for i in 0..zip.len() {
-        let mut f = zip.by_index(i).unwrap();
-        let mut data = Vec::new();
-        std::io::Read::read_to_end(&mut f, &mut data).unwrap();
-        let name = f.name().unwrap().into_owned();
-        if name == "ppt/slides/slide1.xml" {
-            data = String::from_utf8(data).unwrap().replacen(r#"<?xml version="1.0" encoding="UTF-8"?>"#, lol, 1).into_bytes();
-        }
-        entries.push((name, data));
-    }
-    let bad = zip_of(&entries.iter().map(|(n, d)| (n.as_str(), d.clone())).collect::<Vec<_>>());
+    let bad = crate::ingest::sheet::tests::with_prolog(&good, "ppt/slides/slide1.xml", lol);
     assert_eq!(code(&bad), "xml_dtd_refused");
     let many: String = (0..super::MAX_SHAPES + 1).map(|i| sp(i as u32 + 2, "x", "", None, &["x"])).collect();
     assert_eq!(code(&deck(&[many], None)), "slides_too_large");
